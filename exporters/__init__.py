@@ -1,0 +1,4 @@
+"""lockstep exporters: the node agent's collectors and the rack power exporter.
+
+Kept light on purpose: importing ``exporters.catalog`` must not pull in pynvml or aiohttp.
+"""

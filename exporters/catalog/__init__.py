@@ -1,0 +1,40 @@
+"""The metric catalog: the single source of truth for every metric lockstep emits.
+
+Collectors yield samples of these ``Metric`` objects; dashboards, alert rules and analytics import
+names from here instead of retyping them. One module per area keeps each part's metrics together.
+"""
+from __future__ import annotations
+
+from exporters.catalog.model import COUNTER, GAUGE, Metric
+from exporters.catalog import analytics, fabric, gpu, health, power, storage
+
+SECTIONS = (health, gpu, fabric, storage, power, analytics)
+
+
+def _build() -> dict[str, Metric]:
+    catalog: dict[str, Metric] = {}
+    for section in SECTIONS:
+        for metric in section.METRICS:
+            if metric.name in catalog:
+                raise ValueError(f"metric {metric.name} defined twice (in {section.__name__})")
+            catalog[metric.name] = metric
+    return catalog
+
+
+CATALOG: dict[str, Metric] = _build()
+
+
+def get(name: str) -> Metric:
+    """Look a metric up by name; a KeyError names the unknown metric."""
+    try:
+        return CATALOG[name]
+    except KeyError:
+        raise KeyError(f"metric {name!r} is not in exporters.catalog") from None
+
+
+def series_names(metric: Metric) -> tuple[str, ...]:
+    """The sample names Prometheus stores for ``metric`` (one per metric: we emit no histograms)."""
+    return (metric.name,)
+
+
+__all__ = ["CATALOG", "COUNTER", "GAUGE", "Metric", "get", "series_names"]

@@ -1,0 +1,156 @@
+"""``lockstep exporter``: the node agent. Flags follow node_exporter's."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import socket
+import sys
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping, Sequence
+
+from exporters import registry
+from exporters.catalog import health
+from exporters.config import ExporterConfig
+from exporters.configfile import ConfigError
+from exporters.listen import parse_listen_address
+from exporters.logs import LEVELS, kv, setup
+from exporters.registry import Collector, CollectorSpec
+from exporters.sample import Sample
+from exporters.scrape import BrokenCollector, Scraper
+from exporters.version import VERSION
+
+log = logging.getLogger("lockstep.exporter")
+_CORE_FLAGS = ("web.listen-address", "web.telemetry-path", "web.config.file", "path.sysfs", "path.procfs",
+               "log.level", "log.format", "node.name", "sim.node-root", "collector.disable-defaults",
+               "collector.extra-module")
+
+
+def extra_modules(argv: Sequence[str]) -> list[str]:
+    """Values of ``--collector.extra-module`` (needed before the parser exists: they add flags)."""
+    found = []
+    for i, arg in enumerate(argv):
+        if arg.startswith("--collector.extra-module="):
+            found.append(arg.split("=", 1)[1])
+        elif arg == "--collector.extra-module" and i + 1 < len(argv):
+            found.append(argv[i + 1])
+    return found
+
+
+def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
+    try:
+        specs = registry.load(extra_modules(argv))
+    except ImportError as exc:
+        raise SystemExit(f"lockstep exporter: error: --collector.extra-module: {exc}") from None
+    p = subparsers.add_parser(
+        "exporter", help="run the node agent (GPU, fabric, storage collectors) serving /metrics",
+        description="The lockstep node agent: one per GPU server, scraped by Prometheus. "
+                    "Flags follow node_exporter's.", allow_abbrev=False,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    web = p.add_argument_group("web")
+    web.add_argument("--web.listen-address", dest="web.listen-address", default=":9840",
+                     help="address to listen on, HOST:PORT or :PORT (port 0 picks a free one)")
+    web.add_argument("--web.telemetry-path", dest="web.telemetry-path", default="/metrics",
+                     help="path under which to expose metrics")
+    web.add_argument("--web.config.file", dest="web.config.file", default=None,
+                     help="exporter-toolkit web config (TLS, basic_auth_users with bcrypt hashes)")
+    paths = p.add_argument_group("paths")
+    paths.add_argument("--path.sysfs", dest="path.sysfs", default=None, help="sysfs mount point (default /sys)")
+    paths.add_argument("--path.procfs", dest="path.procfs", default=None, help="procfs mount point (default /proc)")
+    paths.add_argument("--sim.node-root", dest="sim.node-root", default=None,
+                       help="read a simulated node written by `lockstep sim run`: DIR/<node> (sets sysfs, "
+                            "procfs, PFC statistics and the GPU backend)")
+    paths.add_argument("--node.name", dest="node.name", default=None,
+                       help="node name reported in lockstep_node_info (default: hostname, or the sim node)")
+    logs = p.add_argument_group("logging")
+    logs.add_argument("--log.level", dest="log.level", default="info", choices=list(LEVELS))
+    logs.add_argument("--log.format", dest="log.format", default="logfmt", choices=["logfmt", "json"])
+    col = p.add_argument_group("collectors", "enable with --collector.NAME, disable with --no-collector.NAME")
+    col.add_argument("--collector.disable-defaults", dest="collector.disable-defaults", action="store_true",
+                     help="disable every collector not explicitly enabled")
+    col.add_argument("--collector.extra-module", dest="collector.extra-module", action="append", default=[],
+                     metavar="MODULE", help="import a Python module that registers more collectors")
+    for spec in specs.values():
+        state = "enabled" if spec.default_enabled else "disabled"
+        col.add_argument(f"--collector.{spec.name}", dest=f"collector.{spec.name}", action="store_true",
+                         default=None, help=f"{spec.help} ({state} by default)")
+        col.add_argument(f"--no-collector.{spec.name}", dest=f"collector.{spec.name}", action="store_false",
+                         default=None, help=argparse.SUPPRESS)
+    for spec in specs.values():
+        if spec.add_flags:
+            spec.add_flags(p.add_argument_group(f"collector {spec.name}"))
+    p.set_defaults(func=run, _specs=specs)
+
+
+def config_from_args(args: argparse.Namespace) -> ExporterConfig:
+    """One frozen, validated config from the parsed flags (raises ConfigError or ValueError)."""
+    from exporters.webconfig import load_web_config
+
+    flags = vars(args)
+    specs: Mapping[str, CollectorSpec] = flags["_specs"]
+    sim_root = Path(flags["sim.node-root"]) if flags["sim.node-root"] else None
+    if sim_root is not None and not sim_root.is_dir():
+        raise ValueError(f"--sim.node-root: {sim_root} is not a directory (start `lockstep sim run` first?)")
+    defaults_on = not flags["collector.disable-defaults"]
+    enabled = tuple(name for name, spec in specs.items()
+                    if (flags.get(f"collector.{name}") if flags.get(f"collector.{name}") is not None
+                        else spec.default_enabled and defaults_on))
+    web_file = flags["web.config.file"]
+    path = flags["web.telemetry-path"]
+    if not path.startswith("/"):
+        raise ValueError(f"--web.telemetry-path must start with '/', got {path!r}")
+    return ExporterConfig(
+        listen=parse_listen_address(flags["web.listen-address"]),
+        telemetry_path=path,
+        sysfs=Path(flags["path.sysfs"] or (sim_root / "sys" if sim_root else "/sys")),
+        procfs=Path(flags["path.procfs"] or (sim_root / "proc" if sim_root else "/proc")),
+        node_name=flags["node.name"] or (sim_root.name if sim_root else socket.gethostname()),
+        sim_node_root=sim_root,
+        web_config=load_web_config(web_file) if web_file else None,
+        collectors=enabled,
+        flags=MappingProxyType({k: v for k, v in flags.items() if not k.startswith("_") and k != "func"}),
+    )
+
+
+def build_collectors(config: ExporterConfig, specs: Mapping[str, CollectorSpec]) -> dict[str, Collector]:
+    """Construct the enabled collectors. A bad flag (ConfigError/ValueError) stops the agent; any other
+    start-up failure (missing device, library) is reported per scrape by a ``BrokenCollector``."""
+    built: dict[str, Collector] = {}
+    for name in config.collectors:
+        try:
+            built[name] = specs[name].factory(config)
+        except (ConfigError, ValueError):
+            for collector in built.values():
+                getattr(collector, "close", lambda: None)()
+            raise
+        except Exception as exc:
+            log.error("collector failed to start", extra=kv(collector=name, err=f"{type(exc).__name__}: {exc}"))
+            built[name] = BrokenCollector(exc)
+    return built
+
+
+def static_samples(config: ExporterConfig) -> list[Sample]:
+    return [Sample(health.EXPORTER_BUILD_INFO, (VERSION, "exporter"), 1.0),
+            Sample(health.NODE_INFO, (config.node_name,), 1.0)]
+
+
+def build_scraper(config: ExporterConfig, specs: Mapping[str, CollectorSpec]) -> Scraper:
+    return Scraper(build_collectors(config, specs), static_samples(config))
+
+
+def run(args: argparse.Namespace) -> int:
+    from exporters.server import create_app
+    from exporters.web import serve
+
+    setup(getattr(args, "log.level"), getattr(args, "log.format"))
+    try:
+        config = config_from_args(args)
+        scraper = build_scraper(config, args._specs)
+    except (ConfigError, ValueError) as exc:
+        print(f"lockstep exporter: error: {exc}", file=sys.stderr)
+        return 2
+    log.info("starting lockstep exporter", extra=kv(version=VERSION, node=config.node_name,
+                                                    collectors=",".join(config.collectors)))
+    asyncio.run(serve(create_app(config, scraper), config.listen, config.web_config))
+    return 0

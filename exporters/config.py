@@ -1,0 +1,29 @@
+"""The node agent's configuration: built once from flags, frozen, handed to every collector."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from exporters.listen import ListenAddress
+from exporters.webconfig import WebConfig
+
+
+@dataclass(frozen=True)
+class ExporterConfig:
+    listen: ListenAddress = ListenAddress(None, 9840)
+    telemetry_path: str = "/metrics"
+    sysfs: Path = Path("/sys")
+    procfs: Path = Path("/proc")
+    node_name: str = ""
+    sim_node_root: Path | None = None
+    web_config: WebConfig | None = None
+    collectors: tuple[str, ...] = ()
+    # Collector-specific flags by their dotted name (e.g. "gpu.backend"); each collector validates
+    # its own into a frozen options object in its factory.
+    flags: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def flag(self, name: str, default: Any = None) -> Any:
+        value = self.flags.get(name)
+        return default if value is None else value

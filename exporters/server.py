@@ -1,0 +1,48 @@
+"""The node agent's HTTP app: ``/metrics`` (text or OpenMetrics by Accept) and a landing page."""
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from exporters.config import ExporterConfig
+from exporters.exposition import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, wants_openmetrics
+from exporters.scrape import Scraper
+from exporters.version import VERSION
+from exporters.web import auth_middleware, landing_page
+
+SCRAPER = web.AppKey("scraper", Scraper)
+SCRAPE_LOCK = web.AppKey("scrape_lock", asyncio.Lock)
+
+
+def create_app(config: ExporterConfig, scraper: Scraper) -> web.Application:
+    middlewares = [auth_middleware(config.web_config)] if config.web_config else []
+    app = web.Application(middlewares=middlewares)
+    app[SCRAPER] = scraper
+    app[SCRAPE_LOCK] = asyncio.Lock()
+
+    async def metrics(request: web.Request) -> web.Response:
+        openmetrics = wants_openmetrics(request.headers.get("Accept", ""))
+        async with request.app[SCRAPE_LOCK]:
+            body = await asyncio.to_thread(request.app[SCRAPER].render, openmetrics)
+        response = web.Response(body=body.encode())
+        response.headers["Content-Type"] = OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE
+        if "gzip" in request.headers.get("Accept-Encoding", ""):
+            response.enable_compression(web.ContentCoding.gzip)
+        return response
+
+    async def index(request: web.Request) -> web.Response:
+        return landing_page(
+            "lockstep exporter", "Node agent of lockstep: GPU, fabric and storage telemetry for training clusters.",
+            {"Metrics": config.telemetry_path},
+            {"version": VERSION, "node": config.node_name, "collectors": ", ".join(config.collectors) or "(none)"})
+
+    async def scraper_cleanup(app: web.Application):
+        yield
+        await asyncio.to_thread(app[SCRAPER].close)
+
+    app.router.add_get(config.telemetry_path, metrics)
+    if config.telemetry_path != "/":
+        app.router.add_get("/", index)
+    app.cleanup_ctx.append(scraper_cleanup)
+    return app

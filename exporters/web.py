@@ -1,0 +1,95 @@
+"""HTTP plumbing shared by every lockstep service: basic auth and headers from the web config,
+a landing page, and serving with TLS until SIGINT/SIGTERM."""
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import html
+import logging
+import signal
+
+import bcrypt
+from aiohttp import web
+
+from exporters.listen import ListenAddress
+from exporters.logs import kv
+from exporters.webconfig import WebConfig, ssl_context
+
+log = logging.getLogger("lockstep.web")
+
+
+def auth_middleware(config: WebConfig):
+    """Basic auth against bcrypt hashes; verified credentials are cached (bcrypt is slow on purpose)."""
+    verified: set[bytes] = set()
+
+    @web.middleware
+    async def middleware(request: web.Request, handler):
+        if config.basic_auth_users:
+            header = request.headers.get("Authorization", "")
+            if not _authorized(header, config.basic_auth_users, verified):
+                return web.Response(status=401, text="Unauthorized\n",
+                                    headers={"WWW-Authenticate": 'Basic realm="lockstep"'})
+        response = await handler(request)
+        response.headers.update(config.headers)
+        return response
+
+    return middleware
+
+
+def _authorized(header: str, users: dict[str, bytes], verified: set[bytes]) -> bool:
+    scheme, _, encoded = header.partition(" ")
+    if scheme.lower() != "basic":
+        return False
+    try:
+        user, sep, password = base64.b64decode(encoded, validate=True).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):
+        return False
+    hashed = users.get(user)
+    if not sep or hashed is None:
+        return False
+    key = hashlib.sha256(hashed + b"\0" + password.encode()).digest()
+    if key in verified:
+        return True
+    if bcrypt.checkpw(password.encode(), hashed):
+        verified.add(key)
+        return True
+    return False
+
+
+def landing_page(title: str, description: str, links: dict[str, str], details: dict[str, str]) -> web.Response:
+    items = "".join(f'<li><a href="{html.escape(href)}">{html.escape(text)}</a></li>' for text, href in links.items())
+    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in details.items())
+    body = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>"
+            f"<body><h1>{html.escape(title)}</h1><p>{html.escape(description)}</p><ul>{items}</ul>"
+            f"<table>{rows}</table></body></html>")
+    return web.Response(text=body, content_type="text/html")
+
+
+async def serve(app: web.Application, listen: ListenAddress, web_config: WebConfig | None,
+                ready: "asyncio.Future[str] | None" = None) -> None:
+    """Serve ``app`` until SIGINT/SIGTERM; logs (and resolves ``ready`` with) the bound address."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    ssl = ssl_context(web_config) if web_config else None
+    site = web.TCPSite(runner, listen.host, listen.port, ssl_context=ssl, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise SystemExit(f"error: cannot listen on {listen}: {exc.strerror or exc} "
+                         "(is another process using the port? pick one with --web.listen-address)") from None
+    host, port = runner.addresses[0][:2]
+    address = f"{'https' if ssl else 'http'}://{host}:{port}"
+    log.info("listening", extra=kv(address=address, tls=bool(ssl)))
+    if ready is not None and not ready.done():
+        ready.set_result(address)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down")
+        await runner.cleanup()

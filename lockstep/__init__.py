@@ -1,0 +1,1 @@
+"""The ``lockstep`` command. Each subcommand lives in the package it belongs to."""

@@ -1,0 +1,3 @@
+from lockstep.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,189 @@
+"""Start and stop the real Prometheus-stack processes (Debian's binaries) on 127.0.0.1.
+
+Used by the demo, the integration tests and the benchmarks: every process gets its own port (free
+ephemeral one unless given), its own temp directory and log file, and is stopped on exit.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+DEBIAN_PACKAGES = {
+    "prometheus": "prometheus", "promtool": "prometheus",
+    "prometheus-alertmanager": "prometheus-alertmanager", "amtool": "prometheus-alertmanager",
+    "prometheus-node-exporter": "prometheus-node-exporter",
+}
+
+
+class MissingBinary(RuntimeError):
+    pass
+
+
+def require_binary(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        package = DEBIAN_PACKAGES.get(name, name)
+        raise MissingBinary(f"{name} not found on PATH; install the Debian package: apt-get install {package}")
+    return path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+@dataclass
+class Service:
+    name: str
+    url: str
+    proc: subprocess.Popen
+    workdir: Path
+    log_path: Path
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def wait_ready(service: Service, path: str = "/-/ready", timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not service.alive():
+            raise RuntimeError(f"{service.name} exited with {service.proc.returncode}:\n{service.log_tail()}")
+        try:
+            if http_get(service.url + path, timeout=2)[0] == 200:
+                return
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            pass
+        time.sleep(0.2)
+    service.stop()
+    raise RuntimeError(f"{service.name} not ready at {service.url} after {timeout}s:\n{service.log_tail()}")
+
+
+def start_process(name: str, argv: Sequence[str], workdir: Path, url: str, ready_path: str | None = "/-/ready",
+                  timeout: float = 60.0) -> Service:
+    workdir.mkdir(parents=True, exist_ok=True)
+    log_path = workdir / f"{name}.log"
+    log = open(log_path, "ab")
+    proc = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            cwd=workdir, start_new_session=True)
+    log.close()
+    service = Service(name, url, proc, workdir, log_path)
+    if ready_path is not None:
+        wait_ready(service, ready_path, timeout)
+    return service
+
+
+def _write_config(path: Path, config: dict[str, Any] | str) -> Path:
+    path.write_text(config if isinstance(config, str) else yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def start_prometheus(config: dict[str, Any] | str, workdir: Path, port: int | None = None,
+                     extra_args: Sequence[str] = ()) -> Service:
+    """``config`` is a prometheus.yml (dict or text); rule files it names must already exist."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    config_file = _write_config(workdir / "prometheus.yml", config)
+    argv = [require_binary("prometheus"), f"--config.file={config_file}",
+            f"--storage.tsdb.path={workdir / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
+            "--web.enable-lifecycle", "--web.enable-admin-api", *extra_args]
+    return start_process("prometheus", argv, workdir, f"http://127.0.0.1:{port}")
+
+
+def start_alertmanager(config: dict[str, Any] | str, workdir: Path, port: int | None = None) -> Service:
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    config_file = _write_config(workdir / "alertmanager.yml", config)
+    argv = [require_binary("prometheus-alertmanager"), f"--config.file={config_file}",
+            f"--storage.path={workdir / 'am-data'}", f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address="]  # no gossip: a single local instance
+    return start_process("alertmanager", argv, workdir, f"http://127.0.0.1:{port}")
+
+
+def start_node_exporter(args: Sequence[str], workdir: Path, port: int | None = None) -> Service:
+    port = port or free_port()
+    argv = [require_binary("prometheus-node-exporter"), f"--web.listen-address=127.0.0.1:{port}", *args]
+    return start_process("node_exporter", argv, workdir, f"http://127.0.0.1:{port}", ready_path="/metrics")
+
+
+def reload_prometheus(service: Service) -> None:
+    req = urllib.request.Request(service.url + "/-/reload", method="POST")
+    urllib.request.urlopen(req, timeout=10).read()
+
+
+def query(service_url: str, promql: str, time_s: float | None = None) -> list[dict[str, Any]]:
+    """Instant query; raises on a PromQL error with Prometheus' own message."""
+    from urllib.parse import urlencode
+    params = {"query": promql}
+    if time_s is not None:
+        params["time"] = str(time_s)
+    status, body = http_get(f"{service_url}/api/v1/query?{urlencode(params)}", timeout=30)
+    payload = json.loads(body)
+    if status != 200 or payload.get("status") != "success":
+        raise RuntimeError(f"query {promql!r} failed: {payload.get('error', body[:200])}")
+    return payload["data"]["result"]
+
+
+@dataclass
+class Stack:
+    """Owns a set of services and stops them all (in reverse order) on exit."""
+
+    services: list[Service] = field(default_factory=list)
+
+    def add(self, service: Service) -> Service:
+        self.services.append(service)
+        return service
+
+    def stop(self) -> None:
+        for service in reversed(self.services):
+            service.stop()
+        self.services.clear()
+
+    def __enter__(self) -> "Stack":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
