@@ -12,7 +12,7 @@ EXPORTER_BUILD_INFO = gauge(
     "lockstep_exporter_build_info", "Always 1; the lockstep version serving this endpoint.",
     ("version", "component"))
 NODE_INFO = gauge(
-    "lockstep_node_info", "Always 1; the node name this agent reports for (joins scrape instance to node).",
-    ("node",))
+    "lockstep_node_info", "Always 1; the node name this agent reports for (node_exporter's uname nodename). Prometheus "
+    "target labels carry `node`; this joins an unlabelled target to its node.", ("nodename",))
 
 METRICS = (SCRAPE_COLLECTOR_SUCCESS, SCRAPE_COLLECTOR_DURATION, EXPORTER_BUILD_INFO, NODE_INFO)
