@@ -122,14 +122,16 @@ def _write_config(path: Path, config: dict[str, Any] | str) -> Path:
 
 
 def start_prometheus(config: dict[str, Any] | str, workdir: Path, port: int | None = None,
-                     extra_args: Sequence[str] = ()) -> Service:
-    """``config`` is a prometheus.yml (dict or text); rule files it names must already exist."""
+                     extra_args: Sequence[str] = (), retention: str = "400d") -> Service:
+    """``config`` is a prometheus.yml (dict or text); rule files it names must already exist.
+    Retention is long by default: backfilled simulated months must not be deleted on start."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     config_file = _write_config(workdir / "prometheus.yml", config)
     argv = [require_binary("prometheus"), f"--config.file={config_file}",
             f"--storage.tsdb.path={workdir / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-            "--web.enable-lifecycle", "--web.enable-admin-api", *extra_args]
+            "--web.enable-lifecycle", "--web.enable-admin-api",
+            f"--storage.tsdb.retention.time={retention}", *extra_args]
     return start_process("prometheus", argv, workdir, f"http://127.0.0.1:{port}")
 
 

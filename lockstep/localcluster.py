@@ -1,0 +1,157 @@
+"""A simulated cluster on this machine: the simulator, one node agent per simulated node, the power
+exporter, and Prometheus configured for them, or a Prometheus filled from a simulated series.
+
+Shared by the demo, the integration tests and the benchmarks so they all wire things the same way
+(scrape jobs ``lockstep-node``/``lockstep-power``/``lockstep-analytics``; every node-agent target
+carries a ``node`` label).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from lockstep.stack import Service, Stack, free_port, require_binary, start_process
+
+NODE_JOB, POWER_JOB, ANALYTICS_JOB = "lockstep-node", "lockstep-power", "lockstep-analytics"
+LOCKSTEP = [sys.executable, "-m", "lockstep"]
+
+
+def start_sim(scenario: str | Path, root: Path, stack: Stack, speed: float = 1.0,
+              redfish_port: int | None = None, extra_args: Sequence[str] = (), timeout: float = 60.0) -> Service:
+    """Run ``lockstep sim run`` in the background; ready once it has written ``root/cluster.json``."""
+    redfish_port = redfish_port or free_port()
+    argv = [*LOCKSTEP, "sim", "run", str(scenario), "--root", str(root), "--speed", str(speed),
+            "--redfish-listen", f"127.0.0.1:{redfish_port}", *extra_args]
+    service = stack.add(start_process("sim", argv, root.parent / f"{root.name}-logs",
+                                      f"http://127.0.0.1:{redfish_port}", ready_path=None))
+    deadline = time.monotonic() + timeout
+    while not (root / "cluster.json").exists():
+        if not service.alive() or time.monotonic() > deadline:
+            service.stop()
+            raise RuntimeError(f"simulator did not start:\n{service.log_tail()}")
+        time.sleep(0.1)
+    return service
+
+
+def sim_nodes(root: Path) -> list[str]:
+    """Node names of a running simulation, from cluster.json (or the node directories)."""
+    try:
+        nodes = json.loads((root / "cluster.json").read_text()).get("nodes")
+    except (OSError, ValueError):
+        nodes = None
+    if nodes:
+        return [n if isinstance(n, str) else n["name"] for n in nodes]
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "sys").is_dir())
+
+
+def start_node_agents(root: Path, stack: Stack, nodes: Sequence[str] | None = None,
+                      base_port: int | None = None, extra_args: Sequence[str] = ()) -> dict[str, Service]:
+    """One ``lockstep exporter --sim.node-root root/<node>`` per node; ports from ``base_port`` up
+    (free ephemeral ports when None)."""
+    agents: dict[str, Service] = {}
+    for i, node in enumerate(nodes or sim_nodes(root)):
+        port = base_port + i if base_port else free_port()
+        argv = [*LOCKSTEP, "exporter", f"--sim.node-root={root / node}", f"--web.listen-address=127.0.0.1:{port}",
+                *extra_args]
+        agents[node] = stack.add(start_process(f"exporter-{node}", argv, root.parent / f"{root.name}-logs",
+                                               f"http://127.0.0.1:{port}", ready_path="/metrics"))
+    return agents
+
+
+def start_power_exporter(config: Path, stack: Stack, port: int | None = None, workdir: Path | None = None) -> Service:
+    port = port or free_port()
+    argv = [*LOCKSTEP, "power-exporter", f"--config={config}", f"--web.listen-address=127.0.0.1:{port}"]
+    return stack.add(start_process("power-exporter", argv, workdir or config.parent,
+                                   f"http://127.0.0.1:{port}", ready_path="/metrics"))
+
+
+def prometheus_config(node_targets: Mapping[str, str], *, power_target: str | None = None,
+                      analytics_target: str | None = None, rule_files: Sequence[Path] = (),
+                      alertmanager: str | None = None, scrape_interval: str = "5s",
+                      evaluation_interval: str | None = None, cluster: str = "sim") -> dict[str, Any]:
+    """A prometheus.yml (as a dict) for a local simulated cluster. ``node_targets`` maps node name to
+    ``host:port``; each target gets its ``node`` label as the conventions require."""
+    scrape = [{"job_name": NODE_JOB, "static_configs": [
+        {"targets": [address], "labels": {"node": node}} for node, address in node_targets.items()]}]
+    if power_target:
+        scrape.append({"job_name": POWER_JOB, "static_configs": [{"targets": [power_target]}]})
+    if analytics_target:
+        scrape.append({"job_name": ANALYTICS_JOB, "static_configs": [{"targets": [analytics_target]}]})
+    config: dict[str, Any] = {
+        "global": {"scrape_interval": scrape_interval, "scrape_timeout": scrape_interval,
+                   "evaluation_interval": evaluation_interval or scrape_interval,
+                   "external_labels": {"cluster": cluster}},
+        "scrape_configs": scrape,
+    }
+    if rule_files:
+        config["rule_files"] = [str(p) for p in rule_files]
+    if alertmanager:
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
+    return config
+
+
+def host_port(service: Service) -> str:
+    return service.url.split("://", 1)[1]
+
+
+# --- backfill: simulated series -> Prometheus TSDB blocks -------------------------------------------
+
+def _label_columns(metric_name: str) -> list[str]:
+    from exporters.catalog import get
+    return list(get(metric_name).labels)
+
+
+def _job_of(metric_name: str) -> str:
+    from exporters.catalog import analytics, get, power
+    metric = get(metric_name)
+    return POWER_JOB if metric in power.METRICS else ANALYTICS_JOB if metric in analytics.METRICS else NODE_JOB
+
+
+def series_to_openmetrics(frame, out: Path) -> Path:
+    """Write the simulator's long frame as OpenMetrics text, one series after another, time-ordered.
+
+    Node-level series get the ``node`` label and ``instance``/``job`` as a live scrape would give
+    them; cluster-level series (empty ``node``) get only the ``job`` of the component emitting them.
+    """
+    from exporters.exposition import escape_label_value, format_value
+
+    with open(out, "w") as fh:
+        for metric, group in frame.groupby("metric", observed=True, sort=True):
+            labels, job = _label_columns(str(metric)), _job_of(str(metric))
+            keys = ["node", *labels]
+            group = group.sort_values([*keys, "timestamp"], kind="stable")
+            for key, series in group.groupby(keys, observed=True, sort=False):
+                key = key if isinstance(key, tuple) else (key,)
+                node, values = str(key[0]), key[1:]
+                pairs = [("job", job)] + ([("instance", node), ("node", node)] if node else [])
+                pairs += [(name, str(v)) for name, v in zip(labels, values)]
+                prefix = f"{metric}{{" + ",".join(f'{k}="{escape_label_value(v)}"' for k, v in pairs) + "} "
+                ts = series["timestamp"].to_numpy()
+                vals = series["value"].to_numpy()
+                fh.writelines(f"{prefix}{format_value(v)} {t:.3f}\n" for t, v in zip(ts, vals))
+        fh.write("# EOF\n")
+    return out
+
+
+def backfill(frame_or_parquet, workdir: Path) -> Path:
+    """Turn a simulated series (frame or parquet path) into TSDB blocks under ``workdir/data``.
+
+    Start Prometheus on it with ``start_prometheus(config, workdir)`` (same data dir) and query the
+    simulated time range (the series' timestamps, e.g. 2026-01-01 for `sim series`).
+    """
+    import pandas as pd
+
+    frame = pd.read_parquet(frame_or_parquet) if isinstance(frame_or_parquet, (str, Path)) else frame_or_parquet
+    workdir.mkdir(parents=True, exist_ok=True)
+    text = series_to_openmetrics(frame, workdir / "series.om")
+    data = workdir / "data"
+    result = subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics",
+                             str(text), str(data)], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"promtool backfill failed: {result.stderr[-2000:]}")
+    text.unlink()
+    return data
