@@ -42,7 +42,8 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     try:
         specs = registry.load(extra_modules(argv))
     except ImportError as exc:
-        raise SystemExit(f"lockstep exporter: error: --collector.extra-module: {exc}") from None
+        print(f"lockstep exporter: error: --collector.extra-module: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     p = subparsers.add_parser(
         "exporter", help="run the node agent (GPU, fabric, storage collectors) serving /metrics",
         description="The lockstep node agent: one per GPU server, scraped by Prometheus. "

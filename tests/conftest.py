@@ -1,0 +1,47 @@
+"""Shared test plumbing: golden files, fixture paths, and real Prometheus-stack processes."""
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import pytest
+
+from lockstep import stack as _stack
+
+TESTS = Path(__file__).parent
+FIXTURES = TESTS / "fixtures"
+REPO = TESTS.parent
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite golden files from the current output (review the diff before committing)")
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest):
+    """``golden(path, text)``: compare ``text`` with the reviewed file at ``tests/golden/<path>``."""
+    update = request.config.getoption("--update-golden")
+
+    def check(relpath: str, text: str) -> None:
+        path = TESTS / "golden" / relpath
+        if update:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return
+        if not path.exists():
+            pytest.fail(f"golden file {path.relative_to(REPO)} missing; run pytest --update-golden and review it")
+        expected = path.read_text()
+        if text != expected:
+            diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True),
+                                                "golden", "actual", n=2))
+            pytest.fail(f"output differs from {path.relative_to(REPO)}:\n{diff[:6000]}")
+
+    return check
+
+
+@pytest.fixture
+def stack(tmp_path: Path):
+    """A ``lockstep.stack.Stack`` whose processes are stopped after the test."""
+    with _stack.Stack() as s:
+        yield s
