@@ -5,8 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Debian packages providing the real Prometheus stack the tests and the demo start.
-DEB_TOOLS := prometheus promtool prometheus-alertmanager amtool prometheus-node-exporter
-DEB_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter
+# ethtool and ip (iproute2) let the PFC test read a real veth pair's driver statistics.
+DEB_TOOLS := prometheus promtool prometheus-alertmanager amtool prometheus-node-exporter ethtool ip
+DEB_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter ethtool iproute2
 
 .PHONY: test demo bench eval tools venv clean
 
