@@ -1,0 +1,122 @@
+"""``pfc``: per-priority PFC pause frames and pause duration in both directions, and pause-storm
+watchdog events, from NIC driver statistics (``ethtool -S``) mapped through ``fabric.pfc_table``."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from exporters.config import ExporterConfig
+from exporters.fabric.ethtool import DirEthtool, Ethtool
+from exporters.fabric.pfc_table import Slot, plan
+from exporters.fabric.topology import class_dir, listing
+from exporters.logs import once
+from exporters.registry import register
+from exporters.sample import Sample
+
+log = logging.getLogger("lockstep.collector.pfc")
+
+
+@dataclass(frozen=True)
+class Options:
+    source: str | Path                    # "ioctl" or the directory of <iface>/statistics files
+    interfaces: re.Pattern[str] | None    # None: RDMA netdevs (ioctl) or every directory (dir)
+    sysfs: Path
+
+
+def parse_options(config: ExporterConfig) -> Options:
+    default = f"dir:{config.sim_node_root / 'ethtool'}" if config.sim_node_root else "ioctl"
+    source = config.flag("pfc.source", default)
+    if source != "ioctl" and not source.startswith("dir:"):
+        raise ValueError(f"--pfc.source: expected 'ioctl' or 'dir:PATH', got {source!r}")
+    pattern = config.flag("pfc.interfaces")
+    try:
+        regex = re.compile(pattern) if pattern else None
+    except re.error as exc:
+        raise ValueError(f"--pfc.interfaces: invalid regular expression {pattern!r}: {exc}") from None
+    return Options(source if source == "ioctl" else Path(source[4:]), regex, config.sysfs)
+
+
+def rdma_netdevs(sysfs: Path) -> list[str]:
+    """Interfaces backing an RDMA device: ``<sysfs>/class/infiniband/*/device/net/*``."""
+    base, found = class_dir(sysfs), set()
+    for device in listing(sysfs):
+        try:
+            found.update(os.listdir(os.path.join(base, device, "device", "net")))
+        except OSError:
+            continue
+    return sorted(found)
+
+
+class PfcCollector:
+    def __init__(self, ethtool: Ethtool, options: Options) -> None:
+        self.ethtool = ethtool
+        self.options = options
+        self._plans: dict[str, tuple[tuple[str, ...], tuple[Slot, ...] | None]] = {}
+        self._labels: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
+
+    def selected(self) -> list[str]:
+        regex = self.options.interfaces
+        if regex is not None:
+            return [name for name in self.ethtool.interfaces() if regex.fullmatch(name)]
+        if self.options.source == "ioctl":
+            return rdma_netdevs(self.options.sysfs)
+        return self.ethtool.interfaces()
+
+    def collect(self) -> Iterable[Sample]:
+        out: list[Sample] = []
+        for interface in self.selected():
+            try:
+                self._interface(interface, out)
+            except (ValueError, OSError) as exc:  # a malformed file or a failing ioctl loses that interface only
+                once(log, logging.WARNING, f"{interface}:{exc}", "unreadable statistics of %s: %s", interface, exc)
+        return out
+
+    def _interface(self, interface: str, out: list[Sample]) -> None:
+        stats = self.ethtool.stats(interface)
+        if stats is None:
+            return
+        known = self._plans.get(interface)
+        if known is None or (known[0] is not stats.names and known[0] != stats.names):
+            known = self._plans[interface] = (stats.names, plan(stats.driver or "", stats.names))
+        slots = known[1]
+        if slots is None:
+            once(log, logging.DEBUG, f"driver:{interface}:{stats.driver}",
+                 "no PFC counter table for driver %s; interface %s skipped", stats.driver or "unknown", interface)
+            return
+        values, labels = stats.values, self._labels
+        for slot in slots:
+            key = (interface, slot.labels)
+            series = labels.get(key) or labels.setdefault(key, (interface, *slot.labels))
+            out.append(Sample(slot.metric, series, values[slot.index] / slot.divisor))
+
+    def close(self) -> None:
+        self.ethtool.close()
+
+
+def add_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument("--pfc.source", dest="pfc.source", default=None, metavar="ioctl|dir:PATH",
+                       help="where driver statistics come from: the ethtool ioctl, or PATH/<iface>/statistics "
+                            "files in `ethtool -S` format (default: ioctl; dir:<sim.node-root>/ethtool with "
+                            "--sim.node-root)")
+    group.add_argument("--pfc.interfaces", dest="pfc.interfaces", default=None, metavar="REGEX",
+                       help="interfaces to read (full match); default: those backing an RDMA device (ioctl) or "
+                            "every interface directory (dir)")
+
+
+def make_ethtool(options: Options) -> Ethtool:
+    if options.source == "ioctl":
+        from exporters.fabric.ethtool_ioctl import IoctlEthtool
+        return IoctlEthtool()
+    return DirEthtool(Path(options.source))
+
+
+@register("pfc", help="PFC pause frames, pause duration and pause-storm events per interface and priority",
+          add_flags=add_flags)
+def factory(config: ExporterConfig) -> PfcCollector:
+    options = parse_options(config)
+    return PfcCollector(make_ethtool(options), options)

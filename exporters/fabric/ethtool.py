@@ -1,0 +1,99 @@
+"""Driver statistics of network interfaces behind one small Protocol, and the ``ethtool -S`` text parser.
+
+Two sources implement ``Ethtool``: ``ethtool_ioctl.IoctlEthtool`` (the real NIC, through SIOCETHTOOL) and
+``DirEthtool`` here, which reads ``<dir>/<iface>/statistics`` files holding ``ethtool -S <iface>`` output
+(what ``lockstep sim run`` writes) and ``<dir>/<iface>/driver`` (one line, the ``ethtool -i`` driver name).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, Sequence
+
+from exporters.fabric.pfc_table import infer_driver
+
+_LINE = re.compile(r"^[ \t]*([^:\n]*[^:\s])[ \t]*:[ \t]*([0-9]+)[ \t]*$", re.M)
+_HEADER = "NIC statistics:"
+
+
+@dataclass(frozen=True, slots=True)
+class NicStats:
+    """One interface's driver statistics: parallel ``names`` and ``values`` (ETH_SS_STATS order)."""
+
+    interface: str
+    driver: str | None
+    names: tuple[str, ...]
+    values: Sequence[int]
+
+
+class Ethtool(Protocol):
+    def interfaces(self) -> list[str]:
+        """Interfaces this source can read, sorted."""
+
+    def stats(self, interface: str) -> NicStats | None:
+        """Current statistics of ``interface``; None if it is gone or has none."""
+
+    def close(self) -> None: ...
+
+
+def parse_ethtool_stats(text: str, source: str = "<ethtool -S>") -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Parse ``ethtool -S`` output (``NIC statistics:`` then ``     name: value`` lines) into names and
+    values; ValueError naming ``source`` and the line for anything else."""
+    tokens = text.split()  # fast path: names without blanks, so tokens alternate "name:" "value"
+    if tokens[:2] == ["NIC", "statistics:"]:
+        del tokens[:2]
+    names, values = tokens[0::2], tokens[1::2]
+    if len(names) == len(values) and all(n.endswith(":") for n in names) and all(map(str.isdigit, values)):
+        return tuple(n[:-1] for n in names), tuple(map(int, values))
+    pairs = _LINE.findall(text)
+    lines = [line for line in text.splitlines() if line.strip()]
+    expected = len(lines) - (1 if lines and lines[0].strip() == _HEADER else 0)
+    if len(pairs) != expected:
+        _raise_first_bad(lines, source)
+    return tuple(name for name, _ in pairs), tuple(int(value) for _, value in pairs)
+
+
+def _raise_first_bad(lines: list[str], source: str) -> None:
+    for number, line in enumerate(lines, 1):
+        if not (number == 1 and line.strip() == _HEADER) and not _LINE.fullmatch(line):
+            raise ValueError(f"{source}: line {number}: expected 'name: integer', got {line.strip()[:80]!r}")
+
+
+class DirEthtool:
+    """``<root>/<iface>/statistics`` and ``<root>/<iface>/driver``; files are read afresh each scrape
+    because writers replace them atomically."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._drivers: dict[str, str | None] = {}
+        self._paths: dict[str, str] = {}
+
+    def interfaces(self) -> list[str]:
+        try:
+            return sorted(e.name for e in os.scandir(self.root) if os.path.isfile(os.path.join(e.path, "statistics")))
+        except FileNotFoundError:
+            return []
+
+    def stats(self, interface: str) -> NicStats | None:
+        path = self._paths.get(interface) or self._paths.setdefault(
+            interface, os.path.join(self.root, interface, "statistics"))
+        try:
+            with open(path, "rb") as f:
+                text = f.read().decode(errors="replace")
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        names, values = parse_ethtool_stats(text, path)
+        if interface not in self._drivers:
+            self._drivers[interface] = self._driver(interface) or infer_driver(names)
+        return NicStats(interface, self._drivers[interface], names, values)
+
+    def _driver(self, interface: str) -> str | None:
+        try:
+            return (self.root / interface / "driver").read_text().strip() or None
+        except OSError:
+            return None
+
+    def close(self) -> None:
+        self._drivers.clear()

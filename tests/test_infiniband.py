@@ -1,0 +1,163 @@
+"""``infiniband`` collector: golden exposition on the real captured trees and their variants."""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from exporters import cli
+from exporters.collectors.infiniband import InfinibandCollector, Options, parse_expected_rates
+from exporters.exposition import Encoder, render_text
+
+SYSFS = Path(__file__).parent / "fixtures" / "sysfs"
+REAL = SYSFS / "real"
+VARIANTS = SYSFS / "variants"
+
+
+def render(collector) -> str:
+    families: dict = {}
+    Encoder().add(families, collector.collect())
+    return render_text(families)
+
+
+def scrape(root: Path, *rates: str) -> str:
+    collector = InfinibandCollector(Options(root, parse_expected_rates(rates)))
+    try:
+        return render(collector)
+    finally:
+        collector.close()
+
+
+def values(text: str, name: str) -> dict[str, float]:
+    return {line.split(" ")[0][len(name):]: float(line.split(" ")[1])
+            for line in text.splitlines() if line.startswith(name + "{")}
+
+
+def writable_copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, symlinks=True)
+    for base, dirs, files in os.walk(dst):
+        for name in dirs + files:
+            path = os.path.join(base, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o755 if name in dirs else 0o644)
+    return dst
+
+
+@pytest.mark.parametrize("tree", ["real", "variants/saturated", "variants/missing", "variants/rails"])
+def test_golden(tree, golden):
+    golden(f"fabric/infiniband_{tree.replace('variants/', '')}.prom", scrape(SYSFS / tree))
+
+
+def test_real_tree_facts():
+    text = scrape(REAL)
+    # mlx5 port_xmit_data 2880761508848 words = 11523046035392 octets
+    assert values(text, "lockstep_ib_port_transmit_bytes_total")['{device="mlx5_0",port="1"}'] == 11523046035392
+    # i40iw's counters all read "N/A (no PMA)": no counter series at all, but state and rate are there
+    assert "i40iw0" not in "".join(line for line in text.splitlines() if "_total{" in line)
+    assert values(text, "lockstep_ib_port_rate_bytes_per_second")['{device="i40iw0",port="1"}'] == 1.25e9
+
+
+def test_saturated_counters_are_flagged_not_reported():
+    text = scrape(VARIANTS / "saturated")
+    assert values(text, "lockstep_ib_port_counter_saturated") == {
+        '{device="mlx4_0",port="2",counter="link_downed"}': 1,
+        '{device="mlx4_0",port="2",counter="port_xmit_data"}': 1,
+        '{device="mlx4_0",port="2",counter="symbol_error"}': 1}
+    sent = values(text, "lockstep_ib_port_transmit_bytes_total")
+    assert sent == {'{device="mlx4_0",port="1"}': 26509113295 * 4}  # from counters_ext; port 2 withheld
+
+
+def test_link_degraded_against_expected_rate():
+    text = scrape(REAL, "mlx5_*=100", "mlx4_*=40")
+    assert values(text, "lockstep_ib_port_link_degraded") == {
+        '{device="mlx4_0",port="1"}': 0, '{device="mlx4_0",port="2"}': 0, '{device="mlx5_0",port="1"}': 1}
+    assert values(text, "lockstep_ib_port_expected_rate_bytes_per_second")['{device="mlx5_0",port="1"}'] == 12.5e9
+
+
+def test_down_port_is_not_degraded(tmp_path):
+    root = writable_copy(REAL, tmp_path / "sys")
+    (root / "class/infiniband/mlx5_0/ports/1/state").write_text("1: DOWN\n")
+    assert values(scrape(root, "mlx5_*=100"), "lockstep_ib_port_link_degraded") == {'{device="mlx5_0",port="1"}': 0}
+
+
+def test_hot_unplug_and_replug(tmp_path):
+    root = writable_copy(REAL, tmp_path / "sys")
+    collector = InfinibandCollector(Options(root))
+    assert 'device="mlx5_0"' in render(collector)
+    shutil.move(root / "class/infiniband/mlx5_0", tmp_path / "away")
+    assert 'device="mlx5_0"' not in render(collector)
+    shutil.move(tmp_path / "away", root / "class/infiniband/mlx5_0")
+    (root / "class/infiniband/mlx5_0/ports/1/counters/symbol_error").write_text("7\n")
+    assert values(render(collector), "lockstep_ib_port_symbol_errors_total")['{device="mlx5_0",port="1"}'] == 7
+    collector.close()
+
+
+PERMISSION_SCRIPT = """
+import sys
+from pathlib import Path
+from exporters.collectors.infiniband import InfinibandCollector, Options
+from exporters.exposition import Encoder, render_text
+families = {}
+Encoder().add(families, InfinibandCollector(Options(Path(sys.argv[1]))).collect())
+sys.stdout.write(render_text(families))
+"""
+
+
+def test_permission_denied_is_absent(tmp_path, golden):
+    """Unreadable files (0000, read without CAP_DAC_OVERRIDE) are absent, the rest of the device is kept."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) not installed: cannot drop CAP_DAC_OVERRIDE to make a file unreadable")
+    root = writable_copy(REAL, tmp_path / "sys")
+    for rel in ("mlx5_0/board_id", "mlx5_0/ports/1/counters/port_xmit_data", "mlx4_0/ports/2/rate",
+                "hfi1_0/ports/1/state"):
+        os.chmod(root / "class/infiniband" / rel, 0)
+    caps = "-dac_override,-dac_read_search"
+    proc = subprocess.run([setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", sys.executable, "-c",
+                           PERMISSION_SCRIPT, str(root)], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parent.parent)
+    if proc.returncode != 0 and "setpriv" in proc.stderr:
+        pytest.skip(f"cannot drop capabilities here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    assert "permission denied" in proc.stderr
+    golden("fabric/infiniband_permission_denied.prom", proc.stdout)
+
+
+def exporter_config(*argv: str):
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers(), list(argv))
+    return cli.config_from_args(parser.parse_args(["exporter", *argv]))
+
+
+def test_flags_reach_the_collector():
+    config = exporter_config(f"--path.sysfs={REAL}", "--infiniband.expected-rate=mlx5_*=100")
+    text = render(cli.build_collectors(config, cli.registry.load())["infiniband"])
+    assert values(text, "lockstep_ib_port_link_degraded") == {'{device="mlx5_0",port="1"}': 1}
+
+
+def test_bad_expected_rate_stops_the_agent():
+    config = exporter_config(f"--path.sysfs={REAL}", "--infiniband.expected-rate=mlx5_*")
+    with pytest.raises(ValueError, match="expected-rate"):
+        cli.build_collectors(config, cli.registry.load())
+
+
+def test_malformed_files_are_logged_and_skipped(tmp_path, caplog):
+    root = writable_copy(REAL, tmp_path / "sys")
+    port = root / "class/infiniband/mlx4_0/ports/1"
+    (port / "state").write_text("ACTIVE\n")
+    (port / "rate").write_text("fast\n")
+    (port / "counters/symbol_error").write_text("many\n")
+    with caplog.at_level("WARNING", logger="lockstep.collector.infiniband"):
+        text = scrape(root)
+    mlx4_1 = '{device="mlx4_0",port="1"}'
+    assert mlx4_1 not in "".join(values(text, "lockstep_ib_port_state"))
+    assert mlx4_1 not in "".join(values(text, "lockstep_ib_port_symbol_errors_total"))
+    assert values(text, "lockstep_ib_port_transmit_wait_total")[mlx4_1] == 3599  # the rest of the port stays
+    assert values(text, "lockstep_ib_port_state")['{device="mlx4_0",port="2"}'] == 4
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "mlx4_0/ports/1/state" in messages and "counters/symbol_error" in messages and "rate" in messages

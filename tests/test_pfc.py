@@ -1,0 +1,215 @@
+"""``pfc`` collector: the directory source on ``ethtool -S`` files, flags, and the ioctl source for real
+on a veth pair in a network namespace of the test's own."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from exporters import cli
+from exporters.collectors.pfc import Options, PfcCollector, parse_options
+from exporters.exposition import Encoder, render_text
+from exporters.fabric.ethtool import DirEthtool
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ETHTOOL = FIXTURES / "ethtool"
+REPO = Path(__file__).parent.parent
+
+
+def collector(root: Path, regex: str | None = None) -> PfcCollector:
+    import re
+    options = Options(root, re.compile(regex) if regex else None, Path("/nonexistent"))
+    return PfcCollector(DirEthtool(root), options)
+
+
+def render(c: PfcCollector) -> str:
+    families: dict = {}
+    Encoder().add(families, c.collect())
+    return render_text(families)
+
+
+def series(text: str) -> dict[str, float]:
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line and not line.startswith("#")}
+
+
+def test_golden_dir_source(golden):
+    golden("fabric/pfc_node.prom", render(collector(ETHTOOL / "node")))
+
+
+def test_driver_table_and_units():
+    got = series(render(collector(ETHTOOL / "node")))
+    # mlx5 pause duration is in microseconds
+    assert got['lockstep_pfc_pause_duration_seconds_total{interface="ens1np0",priority="3",direction="tx"}'] == 2.914772
+    # no driver file: mlx5 recognised from its counter names
+    assert got['lockstep_pfc_pause_frames_total{interface="ens2np0",priority="4",direction="rx"}'] == 1
+    assert got['lockstep_pfc_pause_frames_total{interface="ens3f0np0",priority="3",direction="rx"}'] == 321  # bnxt
+    assert got['lockstep_pfc_pause_frames_total{interface="ens4f0",priority="3",direction="tx"}'] == 88  # ice
+    assert got['lockstep_pfc_pause_storm_events_total{interface="ens1np0",level="warning"}'] == 2
+    # priorities without PFC enabled have no counters: absent, not zero
+    assert not any('priority="5"' in key for key in got)
+
+
+def test_unknown_driver_skipped_with_one_debug_line(caplog, tmp_path):
+    name = f"veth{uuid.uuid4().hex[:6]}"  # log-once keys live for the process: a name no other test used
+    shutil.copytree(ETHTOOL / "node" / "veth7", tmp_path / name)
+    shutil.copytree(ETHTOOL / "node" / "ens1np0", tmp_path / "ens1np0")
+    c = collector(tmp_path)
+    with caplog.at_level(logging.DEBUG, logger="lockstep.collector.pfc"):
+        render(c)
+        text = render(c)
+    assert name not in text and "ens1np0" in text
+    lines = [r.getMessage() for r in caplog.records if name in r.getMessage()]
+    assert lines == [f"no PFC counter table for driver veth; interface {name} skipped"]
+
+
+def test_malformed_file_loses_only_that_interface(caplog):
+    with caplog.at_level(logging.WARNING, logger="lockstep.collector.pfc"):
+        got = series(render(collector(ETHTOOL / "malformed")))
+    assert got and all('interface="ens2np0"' in key for key in got)
+    assert any("ens1np0/statistics: line 3" in r.getMessage() for r in caplog.records)
+
+
+def test_interface_regex():
+    got = series(render(collector(ETHTOOL / "node", r"ens[34].*")))
+    assert {key.split('interface="')[1].split('"')[0] for key in got} == {"ens3f0np0", "ens4f0"}
+
+
+def test_simulated_file_replaced_between_scrapes(tmp_path):
+    root = tmp_path / "ethtool"
+    shutil.copytree(ETHTOOL / "node" / "ens1np0", root / "ens1np0")
+    c = collector(root)
+    key = 'lockstep_pfc_pause_frames_total{interface="ens1np0",priority="3",direction="rx"}'
+    assert series(render(c))[key] == 41927
+    stats = root / "ens1np0" / "statistics"
+    tmp = root / "ens1np0" / ".statistics.tmp"
+    tmp.write_text(stats.read_text().replace("rx_prio3_pause: 41927", "rx_prio3_pause: 50000"))
+    os.replace(tmp, stats)
+    assert series(render(c))[key] == 50000
+
+
+def exporter_config(*argv: str):
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers(), list(argv))
+    return cli.config_from_args(parser.parse_args(["exporter", *argv]))
+
+
+def test_flags(tmp_path):
+    (tmp_path / "node03" / "ethtool").mkdir(parents=True)
+    assert parse_options(exporter_config(f"--sim.node-root={tmp_path / 'node03'}")).source == \
+        tmp_path / "node03" / "ethtool"
+    assert parse_options(exporter_config()).source == "ioctl"
+    options = parse_options(exporter_config(f"--pfc.source=dir:{ETHTOOL / 'node'}", "--pfc.interfaces=ens1.*"))
+    assert options.source == ETHTOOL / "node" and options.interfaces.pattern == "ens1.*"
+    for bad in ("--pfc.source=ethtool", "--pfc.interfaces=ens(("):
+        with pytest.raises(ValueError, match="--pfc"):
+            parse_options(exporter_config(bad))
+
+
+# --- the ioctl source, for real -------------------------------------------------------------------
+
+IOCTL_SCRIPT = """
+import json, sys
+from exporters.fabric.ethtool_ioctl import IoctlEthtool
+e = IoctlEthtool()
+out = {}
+for name in sys.argv[1:]:
+    s = e.stats(name)
+    out[name] = None if s is None else {"driver": s.driver, "names": list(s.names), "values": list(s.values)}
+out["_interfaces"] = e.interfaces()
+print(json.dumps(out))
+"""
+
+
+def ethtool_s(netns: str, interface: str) -> dict[str, int]:
+    """``ethtool -S`` parsed here, independently of lockstep's parser."""
+    text = subprocess.run(["ip", "netns", "exec", netns, "ethtool", "-S", interface], check=True,
+                          capture_output=True, text=True, timeout=30).stdout
+    pairs = [line.strip().rsplit(":", 1) for line in text.splitlines()[1:] if line.strip()]
+    return {name.strip(): int(value) for name, value in pairs}
+
+
+@pytest.fixture
+def netns():
+    for tool in ("ip", "ethtool"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed (Debian packages iproute2 and ethtool)")
+    name = f"lockstep-test-{uuid.uuid4().hex[:8]}"
+    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot create a network namespace here (needs CAP_SYS_ADMIN): {made.stderr.strip()}")
+    try:
+        queues = ["numrxqueues", "4", "numtxqueues", "4"]
+        subprocess.run(["ip", "-n", name, "link", "add", "lsa0", *queues, "type", "veth", "peer", "name", "lsb0",
+                        *queues], check=True, capture_output=True, timeout=30)
+        subprocess.run(["ip", "-n", name, "link", "set", "lsa0", "up"], check=True, capture_output=True)
+        subprocess.run(["ip", "-n", name, "link", "set", "lsb0", "up"], check=True, capture_output=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def test_ioctl_matches_ethtool_s_on_veth(netns):
+    proc = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", IOCTL_SCRIPT, "lsa0", "lsb0", "lo",
+                           "nosuch0"], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["_interfaces"] == ["lo", "lsa0", "lsb0"]  # the namespace's own interfaces, nothing else
+    for interface in ("lsa0", "lsb0"):
+        ours = got[interface]
+        assert ours["driver"] == "veth"
+        assert dict(zip(ours["names"], ours["values"])) == ethtool_s(netns, interface)
+        assert len(ours["names"]) == len(set(ours["names"])) > 3
+    assert got["lo"] is None and got["nosuch0"] is None  # no driver statistics / no such device
+
+
+CHANNELS_SCRIPT = """
+import json, subprocess
+from exporters.fabric.ethtool_ioctl import IoctlEthtool
+e = IoctlEthtool()
+first = e.stats("lsa0")
+subprocess.run(["ethtool", "-L", "lsa0", "rx", "2", "tx", "2"], check=True)
+second = e.stats("lsa0")
+print(json.dumps([list(first.names), dict(zip(second.names, second.values))]))
+"""
+
+
+def test_ioctl_rereads_names_when_the_count_changes(netns):
+    """Fewer channels, fewer per-queue statistics: the cached names must not be reused."""
+    proc = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", CHANNELS_SCRIPT],
+                          capture_output=True, text=True, timeout=60, cwd=REPO)
+    if proc.returncode != 0 and "ethtool" in proc.stderr and "Operation not supported" in proc.stderr:
+        pytest.skip(f"this kernel's veth cannot change channels: {proc.stderr.strip()[-200:]}")
+    assert proc.returncode == 0, proc.stderr
+    first, second = json.loads(proc.stdout)
+    assert "rx_queue_3_drops" in first and "rx_queue_3_drops" not in second
+    assert second == ethtool_s(netns, "lsa0")
+
+
+COLLECTOR_SCRIPT = """
+import logging, sys
+from pathlib import Path
+logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+from exporters.collectors.pfc import Options, PfcCollector
+from exporters.fabric.ethtool_ioctl import IoctlEthtool
+c = PfcCollector(IoctlEthtool(), Options("ioctl", None, Path(sys.argv[1])))
+print(c.selected(), list(c.collect()))
+"""
+
+
+def test_ioctl_collector_reads_the_netdevs_behind_rdma_devices(netns, tmp_path):
+    net = tmp_path / "sys/class/infiniband/mlx5_0/device/net/lsa0"
+    net.mkdir(parents=True)
+    proc = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", COLLECTOR_SCRIPT,
+                           str(tmp_path / "sys")], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['lsa0'] []"
+    assert "no PFC counter table for driver veth; interface lsa0 skipped" in proc.stderr
