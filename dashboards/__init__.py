@@ -1,1 +1,29 @@
-"""lockstep dashboards."""
+"""lockstep dashboards: Grafana dashboards as code (grafanalib), provisioned from deploy/grafana/.
+
+``lockstep dashboards build --out DIR`` writes six dashboards, each with a stable uid and the
+``${datasource}`` variable on every panel, linked to each other (time range and variables kept):
+
+=====================  ====================  ==============================================================
+uid                    variables             shows
+=====================  ====================  ==============================================================
+lockstep-overview      (none)                GPUs healthy/throttled/lost, jobs and goodput, fleet activity
+                                             heatmap, firing alerts, fabric and storage, rack power/budget
+lockstep-job           job_id                straggler ranking with evidence, per-GPU activity heatmap,
+                                             step time, stalls by cause, lost GPU-hours, rails, storage
+lockstep-node          node                  clocks vs max, clock-event reasons, thermals, power vs limit,
+                                             ECC, remapped rows, XIDs, PCIe/NVLink, P2P and link checks
+lockstep-fabric        node, rail            throughput vs rate, xmit_wait, symbol errors, flaps, PFC
+                                             pauses and paused fraction per priority, storms, ECN/CNP
+lockstep-storage       node                  throughput per mount, metadata ops, checkpoints, NFS RTT, disks
+lockstep-power         (none)                rack power vs budget and headroom, PDU energy, coolant,
+                                             GPU-hours allocated/productive/lost month to date
+=====================  ====================  ==============================================================
+
+Layout of the package: ``config`` (the selectors every query is a function of), ``grafana`` (the
+one grafanalib wrapper), ``panels`` (one factory per panel type), ``queries`` (shared joins), one
+module per dashboard, ``build`` (render all), ``lint`` and ``promql`` (checks the tests run),
+``check`` (run every panel query against a Prometheus).
+
+To change a dashboard: edit its module, run ``lockstep dashboards build --out
+deploy/grafana/dashboards`` and commit the JSON; the tests fail while the two differ.
+"""

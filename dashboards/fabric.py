@@ -1,0 +1,78 @@
+"""Fabric (variables ``node`` and ``rail``, both multi-valued): per-port throughput against the
+link rate, transmit wait, symbol errors, link downs and recoveries (flaps), degraded and inactive
+ports, PFC pause frames and the fraction of time paused per priority, pause-storm events, ECN marks
+and CNPs. Everything is labelled by rail through ``lockstep_fabric_rail_info``."""
+from __future__ import annotations
+
+from exporters.catalog import fabric as f
+from dashboards import panels as p
+from dashboards import queries as q
+from dashboards.config import Config, range_total, rate, sel
+from dashboards.grafana import dashboard, query_variable, target
+
+NAME = "fabric"
+PORT = "{{node}} {{device}} (rail {{rail}})"
+IFACE = "{{node}} {{interface}} prio {{priority}} {{direction}} (rail {{rail}})"
+
+
+def _ports(cfg: Config, metric, *extra: str) -> str:
+    """Rate of a per-port counter on the selected nodes and rails, labelled by rail."""
+    return q.by_device_rail(cfg, rate(cfg, metric, cfg.node_selector, q.NODE, *extra), q.RAIL)
+
+
+def _interfaces(cfg: Config, metric) -> str:
+    return q.by_interface_rail(cfg, rate(cfg, metric, cfg.node_selector, q.NODE), q.RAIL)
+
+
+def _links(cfg: Config) -> list:
+    n = (cfg.node_selector, q.NODE)
+    utilisation = q.by_device_rail(cfg, f"({rate(cfg, f.IB_TRANSMIT_BYTES, *n)}) / {sel(f.IB_RATE, *n)}", q.RAIL)
+    inactive = q.by_device_rail(cfg, f"{sel(f.IB_STATE, *n)} != 4", q.RAIL)
+    degraded = q.by_device_rail(cfg, f"{sel(f.IB_LINK_DEGRADED, *n)} == 1", q.RAIL)
+    return [
+        p.stat("Ports not active", [target(q.count_or_zero(inactive))], "short", thresholds=p.OK_BAD),
+        p.stat("Links degraded", [target(q.count_or_zero(degraded))], "short", thresholds=p.OK_BAD),
+        p.stat("Pause-storm events (range)",
+               [target(range_total(cfg, f"sum({_interfaces(cfg, f.PFC_STORM_EVENTS)})"))], "short",
+               thresholds=p.OK_BAD),
+        p.timeseries("Throughput per rail", [
+            target(f"sum by (rail) ({_ports(cfg, f.IB_TRANSMIT_BYTES)})", "tx rail {{rail}}"),
+            target(f"-sum by (rail) ({_ports(cfg, f.IB_RECEIVE_BYTES)})", "rx rail {{rail}}"),
+        ], "Bps", w=12),
+        p.timeseries("Transmit utilisation per port (vs link rate)", [target(utilisation, PORT)], "percentunit",
+                     min=0, max=1, w=12),
+        p.timeseries("Transmit wait (no credits)", [target(_ports(cfg, f.IB_TRANSMIT_WAIT), PORT)], "cps", w=8),
+        p.timeseries("Symbol errors", [target(_ports(cfg, f.IB_SYMBOL_ERRORS), PORT)], "cps", w=8),
+        p.timeseries("Link downs and error recoveries (flaps)", [
+            target(_ports(cfg, f.IB_LINK_DOWNED), "down " + PORT),
+            target(_ports(cfg, f.IB_LINK_ERROR_RECOVERY), "recovery " + PORT),
+        ], "cps", w=8),
+    ]
+
+
+def _congestion(cfg: Config) -> list:
+    return [
+        p.timeseries("PFC pause frames per priority",
+                     [target(f"sum by (rail, priority, direction) ({_interfaces(cfg, f.PFC_PAUSE_FRAMES)})",
+                             "rail {{rail}} prio {{priority}} {{direction}}")], "cps", w=12),
+        p.timeseries("Fraction of time paused per priority", [target(_interfaces(cfg, f.PFC_PAUSE_DURATION), IFACE)],
+                     "percentunit", min=0, max=1, w=12),
+        p.timeseries("Pause-storm watchdog events", [
+            target(f"sum by (node, interface, rail, level) ({_interfaces(cfg, f.PFC_STORM_EVENTS)})",
+                   "{{node}} {{interface}} {{level}} (rail {{rail}})")], "cps", bars=True, w=8),
+        p.timeseries("ECN-marked packets received", [
+            target(f"sum by (rail) ({_ports(cfg, f.ROCE_ECN_MARKED)})", "rail {{rail}}")], "pps", w=8),
+        p.timeseries("CNPs sent and handled", [
+            target(f"sum by (rail) ({_ports(cfg, f.ROCE_CNP_SENT)})", "sent rail {{rail}}"),
+            target(f"sum by (rail) ({_ports(cfg, f.ROCE_CNP_HANDLED)})", "handled rail {{rail}}"),
+        ], "pps", w=8),
+    ]
+
+
+def build(cfg: Config):
+    info = sel(f.RAIL_INFO, cfg.node_selector)
+    variables = [query_variable("node", "Node", f"label_values({info}, node)", include_all=True),
+                 query_variable("rail", "Rail", f"label_values({info}, rail)", include_all=True)]
+    return dashboard(cfg, NAME, "lockstep / Fabric",
+                     "InfiniBand/RoCE ports by rail: throughput, waits, errors, flaps, PFC pauses and storms, "
+                     "ECN and CNPs.", [*_links(cfg), *_congestion(cfg)], variables)

@@ -1,0 +1,110 @@
+"""Training job (variable ``job_id``): who holds the job back and why. Straggler ranking with the
+evidence next to the score, per-GPU activity (the straggler stands out), step pace, stalls by
+cause, lost GPU-hours by cause, and the rails and storage the job's nodes use."""
+from __future__ import annotations
+
+from exporters.catalog import analytics, fabric, gpu, storage
+from dashboards import panels as p
+from dashboards import queries as q
+from dashboards.config import Config, range_total, rate, sel
+from dashboards.grafana import data_link, dashboard, query_variable, target
+
+NAME = "job"
+CAUSE_COLOURS = {"checkpoint": "blue", "network": "purple", "storage": "orange", "straggler": "yellow",
+                 "hang": "red"}
+
+
+def _summary(cfg: Config) -> list:
+    n, a = cfg.node_selector, cfg.analytics_selector
+    lost = f"sum({rate(cfg, analytics.JOB_LOST_GPU_SECONDS, a, q.JOB)})"
+    return [
+        p.stat("GPUs allocated", [target(f"count({sel(gpu.JOB_INFO, n, q.JOB)})")], "short"),
+        p.stat("Goodput", [target(f"max({sel(analytics.JOB_GOODPUT, a, q.JOB)})")], "percentunit",
+               thresholds=(("red", None), ("orange", 0.8), ("green", 0.9))),
+        p.stat("Stalled now", [target(f"max({sel(analytics.JOB_STALLED, a, q.JOB)})")], "bool_yes_no",
+               thresholds=p.OK_BAD),
+        p.stat("Lost GPU-hours (range)", [target(f"{range_total(cfg, lost)} / 3600")], "suffix: GPU-h",
+               thresholds=(("green", None), ("orange", 1))),
+        p.stat("Worst straggler score", [target(f"max({sel(analytics.STRAGGLER_SCORE, a, q.JOB)})")], "percentunit",
+               thresholds=(("green", None), ("orange", 0.3), ("red", 0.6))),
+        # Synchronous data parallelism: the job steps at the pace of its slowest rank.
+        p.stat("Step rate", [target(f"1 / max({sel(analytics.RANK_STEP_SECONDS, cfg.training_selector, q.JOB)})")],
+               "suffix: steps/s"),
+    ]
+
+
+def _stragglers(cfg: Config) -> list:
+    n, a = cfg.node_selector, cfg.analytics_selector
+    clock = q.job_gpus(cfg, f"{sel(gpu.SM_CLOCK, n)} / {sel(gpu.SM_CLOCK_MAX, n)}")
+    reasons = q.job_gpus(cfg, f"{sel(gpu.CLOCK_EVENT, n, q.throttle_matcher())} == 1")
+    ranking = p.table("Straggler ranking", [
+        target(f"topk(20, max by (node, gpu) ({sel(analytics.STRAGGLER_SCORE, a, q.JOB)}))", instant=True, table=True),
+        target(f"max by (node, gpu) ({clock})", instant=True, table=True),
+        target(f"max by (node, gpu) ({q.job_gpus(cfg, sel(gpu.SM_ACTIVE, n))})", instant=True, table=True),
+        target(f"count by (node, gpu) ({reasons})", instant=True, table=True),
+        target(f"max by (node, gpu) ({q.job_gpus(cfg, sel(gpu.TEMPERATURE, n))})", instant=True, table=True),
+        target(f"max by (node, gpu) ({sel(analytics.STRAGGLER_FLAGGED, a, q.JOB)})", instant=True, table=True),
+    ], "none", columns={"node": "node", "gpu": "gpu", "Value #A": "score", "Value #F": "flagged",
+                        "Value #B": "SM clock / max", "Value #C": "SM active", "Value #D": "throttle reasons",
+                        "Value #E": "temperature"},
+        sort_by="score", links=[data_link(cfg, "GPU node ${__data.fields.node}", "node", node="node")],
+        overrides=[_unit_override(col, unit) for col, unit in (("score", "percentunit"), ("SM clock / max", "percentunit"),
+                                                               ("SM active", "percentunit"), ("temperature", "celsius"))],
+        w=12, h=10)
+    activity = p.heatmap("Per-GPU activity (SM active)",
+                         [target(q.job_gpus(cfg, sel(gpu.SM_ACTIVE, n)), "{{node}}/{{gpu}}")], "percentunit", w=12, h=10)
+    return [ranking, activity]
+
+
+def _pace(cfg: Config) -> list:
+    a, t = cfg.analytics_selector, cfg.training_selector
+    steps = sel(analytics.RANK_STEP_SECONDS, t, q.JOB)
+    lost = f"sum by (cause) ({rate(cfg, analytics.JOB_LOST_GPU_SECONDS, a, q.JOB)})"
+    stalls = p.state_timeline("Stalls by cause", [target(sel(analytics.JOB_STALLED, a, q.JOB), "{{cause}}")], "none",
+                              states={"0": ("running", "green"), "1": ("stalled", "red")}, w=24, h=6,
+                              overrides=[_stall_colour(cause, colour) for cause, colour in CAUSE_COLOURS.items()])
+    return [
+        p.timeseries("Step time: slowest and mean rank", [target(f"max({steps})", "slowest rank"),
+                                                            target(f"avg({steps})", "mean rank")], "s", w=12),
+        p.timeseries("Goodput", [target(sel(analytics.JOB_GOODPUT, a, q.JOB), "goodput")], "percentunit",
+                     min=0, max=1, w=12),
+        stalls,
+        p.timeseries("GPUs lost by cause", [target(lost, "{{cause}}")], "short", stack=True, w=12),
+        p.bargauge("Lost GPU-hours by cause (range)", [target(f"{range_total(cfg, lost)} / 3600", "{{cause}}")],
+                   "suffix: GPU-h", w=12),
+    ]
+
+
+def _fabric_and_storage(cfg: Config) -> list:
+    n = cfg.node_selector
+    ib = q.by_device_rail(cfg, f"{rate(cfg, fabric.IB_TRANSMIT_BYTES, n)} + {rate(cfg, fabric.IB_RECEIVE_BYTES, n)}")
+    paused = q.by_interface_rail(cfg, rate(cfg, fabric.PFC_PAUSE_DURATION, n))
+    return [
+        p.timeseries("Job's rails: throughput", [target(f"sum by (rail) ({q.job_nodes(cfg, ib)})", "rail {{rail}}")],
+                     "Bps", w=8),
+        p.timeseries("Job's rails: worst paused fraction",
+                     [target(f"max by (rail) ({q.job_nodes(cfg, paused)})", "rail {{rail}}")], "percentunit",
+                     min=0, max=1, w=8),
+        p.timeseries("Job's storage", [
+            target(f"sum by (mount) ({q.job_nodes(cfg, rate(cfg, storage.READ_BYTES, n))})", "read {{mount}}"),
+            target(f"-sum by (mount) ({q.job_nodes(cfg, rate(cfg, storage.WRITE_BYTES, n))})", "write {{mount}}"),
+        ], "Bps", w=8),
+    ]
+
+
+def _unit_override(column: str, unit: str) -> dict:
+    return {"matcher": {"id": "byName", "options": column}, "properties": [{"id": "unit", "value": unit}]}
+
+
+def _stall_colour(cause: str, colour: str) -> dict:
+    mapping = {"type": "value", "options": {"0": {"text": "running", "color": "green", "index": 0},
+                                            "1": {"text": f"stalled: {cause}", "color": colour, "index": 1}}}
+    return {"matcher": {"id": "byName", "options": cause}, "properties": [{"id": "mappings", "value": [mapping]}]}
+
+
+def build(cfg: Config):
+    job_id = query_variable("job_id", "Job", f"label_values({sel(gpu.JOB_INFO, cfg.node_selector)}, job_id)")
+    panels = [*_summary(cfg), *_stragglers(cfg), *_pace(cfg), *_fabric_and_storage(cfg)]
+    return dashboard(cfg, NAME, "lockstep / Training job",
+                     "One training job: straggler ranking with evidence, activity, pace, stalls, lost GPU-hours, "
+                     "rails and storage.", panels, [job_id])

@@ -1,0 +1,74 @@
+"""Cluster overview: GPU health, running jobs and their goodput, fleet activity, firing alerts,
+fabric and storage at a glance, rack power against budget. Links into the job dashboard."""
+from __future__ import annotations
+
+from exporters.catalog import analytics, fabric, gpu, health, power, storage
+from dashboards import panels as p
+from dashboards import queries as q
+from dashboards.config import Config, rate, sel
+from dashboards.grafana import data_link, dashboard, target
+
+NAME = "overview"
+
+
+def _health_stats(cfg: Config) -> list:
+    n, a = cfg.node_selector, cfg.analytics_selector
+    return [
+        p.stat("GPUs healthy", [target(q.count_or_zero(q.gpus_healthy(cfg)))], "short"),
+        p.stat("GPUs throttled", [target(q.count_or_zero(q.gpus_throttled(cfg)))], "short",
+               thresholds=(("green", None), ("orange", 1))),
+        p.stat("GPUs lost", [target(q.count_or_zero(f"{sel(gpu.UP, n)} == 0"))], "short", thresholds=p.OK_BAD),
+        p.stat("Jobs running", [target(f"count(count by (job_id) ({sel(gpu.JOB_INFO, n)}))")], "short"),
+        p.stat("Mean job goodput", [target(f"avg({sel(analytics.JOB_GOODPUT, a)})")], "percentunit",
+               thresholds=(("red", None), ("orange", 0.8), ("green", 0.9))),
+        p.stat("Collectors failing", [target(q.count_or_zero(f"{sel(health.SCRAPE_COLLECTOR_SUCCESS, n)} == 0"))],
+               "short", thresholds=p.OK_BAD),
+    ]
+
+
+def _jobs_and_alerts(cfg: Config) -> list:
+    n, a = cfg.node_selector, cfg.analytics_selector
+    jobs = p.table("Jobs", [
+        target(f"count by (job_id) ({sel(gpu.JOB_INFO, n)})", instant=True, table=True),
+        target(f"max by (job_id) ({sel(analytics.JOB_GOODPUT, a)})", instant=True, table=True),
+        target(f"max by (job_id) ({sel(analytics.JOB_STALLED, a)})", instant=True, table=True),
+    ], "short", columns={"job_id": "job", "Value #A": "GPUs", "Value #B": "goodput", "Value #C": "stalled"},
+        links=[data_link(cfg, "Training job ${__data.fields.job}", "job", job_id="job")],
+        overrides=[{"matcher": {"id": "byName", "options": "goodput"},
+                    "properties": [{"id": "unit", "value": "percentunit"}]}])
+    alerts = p.table("Firing alerts", [target('ALERTS{alertstate="firing"}', instant=True, table=True)], "short",
+                     columns={"alertname": "alert", "severity": "severity", "job_id": "job", "node": "node",
+                              "rail": "rail", "interface": "interface", "gpu": "gpu"})
+    return [jobs, alerts]
+
+
+def _fleet(cfg: Config) -> list:
+    n = cfg.node_selector
+    activity = p.heatmap("Fleet GPU activity (SM active, mean per node)",
+                         [target(f"avg by (node) ({sel(gpu.SM_ACTIVE, n)})", "{{node}}")], "percentunit", w=24, h=9)
+    paused = q.by_interface_rail(cfg, rate(cfg, fabric.PFC_PAUSE_DURATION, n))
+    ib = q.by_device_rail(cfg, f"{rate(cfg, fabric.IB_TRANSMIT_BYTES, n)} + {rate(cfg, fabric.IB_RECEIVE_BYTES, n)}")
+    return [
+        activity,
+        p.timeseries("Fabric: throughput per rail", [target(f"sum by (rail) ({ib})", "rail {{rail}}")], "Bps", w=8),
+        p.timeseries("Fabric: worst paused fraction per rail", [target(f"max by (rail) ({paused})", "rail {{rail}}")],
+                     "percentunit", min=0, max=1, w=8),
+        p.timeseries("Storage throughput", [
+            target(f"sum by (fstype) ({rate(cfg, storage.READ_BYTES, n)})", "read {{fstype}}"),
+            target(f"-sum by (fstype) ({rate(cfg, storage.WRITE_BYTES, n)})", "write {{fstype}}"),
+        ], "Bps", w=8),
+    ]
+
+
+def _power(cfg: Config) -> list:
+    s = cfg.power_selector
+    used = f"sum by (rack) ({sel(power.PDU_POWER, s)}) / max by (rack) ({sel(power.RACK_BUDGET, s)})"
+    return [p.bargauge("Rack power vs breaker budget", [target(used, "{{rack}}")], "percentunit", max=1,
+                       thresholds=(("green", None), ("orange", 0.85), ("red", 0.95)), w=24, h=6)]
+
+
+def build(cfg: Config):
+    panels = [*_health_stats(cfg), *_jobs_and_alerts(cfg), *_fleet(cfg), *_power(cfg)]
+    return dashboard(cfg, NAME, "lockstep / Cluster overview",
+                     "GPU health, jobs and goodput, fleet activity, firing alerts, fabric, storage, rack power.",
+                     panels)

@@ -1,0 +1,64 @@
+"""Storage (variable ``node``, multi-valued): read/write throughput per mount, metadata operations,
+checkpoint bursts and how long checkpoints stall jobs, NFS round-trip time and retransmissions,
+local NVMe throughput and busy time."""
+from __future__ import annotations
+
+from exporters.catalog import analytics, storage as s
+from dashboards import panels as p
+from dashboards import queries as q
+from dashboards.config import Config, range_total, rate, sel
+from dashboards.grafana import dashboard, query_variable, target
+
+NAME = "storage"
+CHECKPOINT = 'cause="checkpoint"'
+
+
+def _throughput(cfg: Config) -> list:
+    n = (cfg.node_selector, q.NODE)
+    return [
+        p.timeseries("Read throughput per mount", [
+            target(f"sum by (mount, fstype) ({rate(cfg, s.READ_BYTES, *n)})", "{{mount}} ({{fstype}})")], "Bps", w=12),
+        p.timeseries("Write throughput per mount (checkpoint bursts)", [
+            target(f"sum by (mount, fstype) ({rate(cfg, s.WRITE_BYTES, *n)})", "{{mount}} ({{fstype}})")], "Bps", w=12),
+        p.timeseries("Metadata operations", [
+            target(f"sum by (mount, op) ({rate(cfg, s.METADATA_OPS, *n)})", "{{mount}} {{op}}")], "ops", w=12),
+    ]
+
+
+def _checkpoints(cfg: Config) -> list:
+    a = cfg.analytics_selector
+    stalled = sel(analytics.JOB_STALLED, a, CHECKPOINT)
+    return [
+        p.state_timeline("Checkpoint in progress (job stalled on it)", [target(stalled, "job {{job_id}}")], "none",
+                         states={"0": ("training", "green"), "1": ("checkpoint", "blue")}, w=12),
+        p.stat("Checkpoint stall time (range)", [target(range_total(cfg, f"max({stalled})"))], "s", w=6, h=8),
+        p.stat("GPU-hours lost to checkpoints (range)",
+               [target(f"{range_total(cfg, f'sum({rate(cfg, analytics.JOB_LOST_GPU_SECONDS, a, CHECKPOINT)})')} / 3600")],
+               "suffix: GPU-h", w=6, h=8),
+    ]
+
+
+def _nfs_and_disks(cfg: Config) -> list:
+    n = (cfg.node_selector, q.NODE)
+    rtt = f"sum by (mount, op) ({rate(cfg, s.NFS_RPC_RTT, *n)}) / sum by (mount, op) ({rate(cfg, s.NFS_RPC_OPS, *n)})"
+    return [
+        p.timeseries("NFS RPC round-trip time (mean per op)", [target(rtt, "{{mount}} {{op}}")], "s", w=8),
+        p.timeseries("NFS retransmissions and major timeouts", [
+            target(f"sum by (mount) ({rate(cfg, s.NFS_RPC_RETRANSMISSIONS, *n)})", "retrans {{mount}}"),
+            target(f"sum by (mount) ({rate(cfg, s.NFS_RPC_MAJOR_TIMEOUTS, *n)})", "timeouts {{mount}}"),
+        ], "cps", w=8),
+        p.timeseries("Local disks busy", [target(rate(cfg, s.DISK_IO_TIME, *n), "{{node}} {{device}}")],
+                     "percentunit", min=0, max=1, w=8),
+        p.timeseries("Local disk throughput", [
+            target(f"sum by (node, device) ({rate(cfg, s.DISK_READ_BYTES, *n)})", "read {{node}} {{device}}"),
+            target(f"-sum by (node, device) ({rate(cfg, s.DISK_WRITE_BYTES, *n)})", "write {{node}} {{device}}"),
+        ], "Bps", w=12),
+    ]
+
+
+def build(cfg: Config):
+    node = query_variable("node", "Node", f"label_values({sel(s.READ_BYTES, cfg.node_selector)}, node)",
+                          include_all=True)
+    return dashboard(cfg, NAME, "lockstep / Storage",
+                     "Filesystem clients per mount, checkpoints, NFS latency, local disks.",
+                     [*_throughput(cfg), *_checkpoints(cfg), *_nfs_and_disks(cfg)], [node])
