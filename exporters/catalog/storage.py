@@ -3,11 +3,54 @@ mount point, the filesystem type and the filesystem name, nothing else."""
 from exporters.catalog.model import counter
 
 M = ("mount", "fstype", "fsname")
+OP = M + ("op",)
+D = ("device",)
 
-READ_BYTES = counter("lockstep_storage_read_bytes_total", "Bytes read through the filesystem client.", M, "bytes")
-WRITE_BYTES = counter("lockstep_storage_write_bytes_total", "Bytes written through the filesystem client.", M, "bytes")
+READ_BYTES = counter("lockstep_storage_read_bytes_total",
+                     "Bytes read through the filesystem client (buffered and direct I/O).", M, "bytes")
+WRITE_BYTES = counter("lockstep_storage_write_bytes_total",
+                      "Bytes written through the filesystem client (buffered and direct I/O).", M, "bytes")
 METADATA_OPS = counter("lockstep_storage_metadata_ops_total",
                        "Metadata operations (open, close, getattr, setattr, unlink, mkdir, rmdir, statfs, ...).",
                        M + ("op",))
+READ_CALLS = counter("lockstep_storage_read_calls_total",
+                     "Read calls served by the filesystem client (Lustre read_bytes samples).", M)
+WRITE_CALLS = counter("lockstep_storage_write_calls_total",
+                      "Write calls served by the filesystem client (Lustre write_bytes samples).", M)
+DIRECT_READ_BYTES = counter("lockstep_storage_direct_read_bytes_total",
+                            "Bytes read with O_DIRECT (NFS directreadbytes); included in read_bytes_total.", M, "bytes")
+DIRECT_WRITE_BYTES = counter("lockstep_storage_direct_write_bytes_total",
+                             "Bytes written with O_DIRECT (NFS directwritebytes); included in write_bytes_total.",
+                             M, "bytes")
 
-METRICS = (READ_BYTES, WRITE_BYTES, METADATA_OPS)
+NFS_RPC_OPS = counter("lockstep_nfs_rpc_operations_total",
+                      "NFS RPC requests completed, per NFS operation (mountstats per-op statistics).", OP)
+NFS_RPC_TRANSMISSIONS = counter("lockstep_nfs_rpc_transmissions_total",
+                                "NFS RPC transmissions including retransmissions, per operation.", OP)
+NFS_RPC_RETRANSMISSIONS = counter("lockstep_nfs_rpc_retransmissions_total",
+                                  "NFS RPC retransmissions (transmissions minus requests), per operation.", OP)
+NFS_RPC_MAJOR_TIMEOUTS = counter("lockstep_nfs_rpc_major_timeouts_total",
+                                 "NFS RPC major timeouts (server not responding), per operation.", OP)
+NFS_RPC_RTT = counter("lockstep_nfs_rpc_rtt_seconds_total",
+                      "Cumulative NFS RPC round-trip time (request sent to reply received), per operation.",
+                      OP, "seconds")
+NFS_RPC_EXECUTE = counter("lockstep_nfs_rpc_execute_seconds_total",
+                          "Cumulative NFS RPC execution time (queued to completed, client side), per operation.",
+                          OP, "seconds")
+
+DISK_READ_BYTES = counter("lockstep_disk_read_bytes_total", "Bytes read from the block device (/proc/diskstats).",
+                          D, "bytes")
+DISK_WRITE_BYTES = counter("lockstep_disk_written_bytes_total", "Bytes written to the block device.", D, "bytes")
+DISK_READS = counter("lockstep_disk_reads_completed_total", "Reads completed by the block device.", D)
+DISK_WRITES = counter("lockstep_disk_writes_completed_total", "Writes completed by the block device.", D)
+DISK_READ_TIME = counter("lockstep_disk_read_time_seconds_total", "Time spent on reads (all reads summed).",
+                         D, "seconds")
+DISK_WRITE_TIME = counter("lockstep_disk_write_time_seconds_total", "Time spent on writes (all writes summed).",
+                          D, "seconds")
+DISK_IO_TIME = counter("lockstep_disk_io_time_seconds_total",
+                       "Time the device had I/O in flight (its busy time; rate() is utilization).", D, "seconds")
+
+METRICS = (READ_BYTES, WRITE_BYTES, METADATA_OPS, READ_CALLS, WRITE_CALLS, DIRECT_READ_BYTES, DIRECT_WRITE_BYTES,
+           NFS_RPC_OPS, NFS_RPC_TRANSMISSIONS, NFS_RPC_RETRANSMISSIONS, NFS_RPC_MAJOR_TIMEOUTS, NFS_RPC_RTT,
+           NFS_RPC_EXECUTE, DISK_READ_BYTES, DISK_WRITE_BYTES, DISK_READS, DISK_WRITES, DISK_READ_TIME,
+           DISK_WRITE_TIME, DISK_IO_TIME)

@@ -1,16 +1,63 @@
-"""`lockstep power-exporter` (placeholder until its issue lands)."""
+"""``lockstep power-exporter --config FILE``: polls Redfish/IPMI BMCs, PDUs and CDUs and serves
+rack power and cooling metrics on ``:9841``. Credentials come from the config's files or
+environment variables, never from this command line."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import sys
 from typing import Sequence
 
+from exporters.configfile import ConfigError
+from exporters.listen import parse_listen_address
+from exporters.logs import LEVELS, kv, setup
+
+log = logging.getLogger("lockstep.power")
+
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
-    p = subparsers.add_parser("power-exporter", help="poll Redfish/IPMI BMCs, PDUs and CDUs and serve rack power and cooling metrics", description="poll Redfish/IPMI BMCs, PDUs and CDUs and serve rack power and cooling metrics")
+    p = subparsers.add_parser(
+        "power-exporter", help="poll Redfish/IPMI BMCs, PDUs and CDUs and serve rack power and cooling metrics",
+        description="Poll Redfish/IPMI BMCs, PDUs and CDUs concurrently and serve rack power and cooling "
+                    "metrics: /metrics (background polls) and /probe?target=NAME.",
+        allow_abbrev=False, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--config", dest="config", required=True, metavar="FILE",
+                   help="YAML config: interval_s, timeout_s, targets (see ARCHITECTURE.md)")
+    p.add_argument("--config.check", dest="config.check", action="store_true",
+                   help="validate the config (and read its credential files) and exit")
+    p.add_argument("--web.listen-address", dest="web.listen-address", default=":9841",
+                   help="address to listen on, HOST:PORT or :PORT (port 0 picks a free one)")
+    p.add_argument("--web.config.file", dest="web.config.file", default=None,
+                   help="exporter-toolkit web config (TLS, basic_auth_users with bcrypt hashes)")
+    p.add_argument("--no-background", dest="background", action="store_false",
+                   help="do not poll in the background: serve /probe only (Prometheus drives polling)")
+    p.add_argument("--log.level", dest="log.level", default="info", choices=list(LEVELS))
+    p.add_argument("--log.format", dest="log.format", default="logfmt", choices=["logfmt", "json"])
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("lockstep power-exporter: not implemented yet", file=sys.stderr)
-    return 1
+    from exporters.power.app import AppOptions, create_app
+    from exporters.power.config import load_config
+    from exporters.web import serve
+    from exporters.webconfig import load_web_config
+    from exporters.version import VERSION
+
+    setup(getattr(args, "log.level"), getattr(args, "log.format"))
+    try:
+        config = load_config(args.config)
+        listen = parse_listen_address(getattr(args, "web.listen-address"))
+        web_file = getattr(args, "web.config.file")
+        web_config = load_web_config(web_file) if web_file else None
+    except (ConfigError, ValueError) as exc:
+        print(f"lockstep power-exporter: error: {exc}", file=sys.stderr)
+        return 2
+    if getattr(args, "config.check"):
+        print(f"{args.config}: ok, {len(config.targets)} targets")
+        return 0
+    log.info("starting lockstep power exporter", extra=kv(
+        version=VERSION, targets=len(config.targets), interval_s=config.interval_s, timeout_s=config.timeout_s))
+    app = create_app(config, AppOptions(background=args.background, web_config=web_config))
+    asyncio.run(serve(app, listen, web_config))
+    return 0

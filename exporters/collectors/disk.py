@@ -1,0 +1,49 @@
+"""``disk``: local block devices (NVMe and other disks) from ``<procfs>/diskstats``."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterable
+
+from exporters.catalog import storage as m
+from exporters.config import ExporterConfig
+from exporters.registry import register
+from exporters.sample import Sample
+from exporters.storage.diskstats import DEFAULT_INCLUDE, parse_diskstats
+
+
+class DiskCollector:
+    def __init__(self, procfs: Path, include: re.Pattern[str]) -> None:
+        self.path = procfs / "diskstats"
+        self.include = include
+
+    def collect(self) -> Iterable[Sample]:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return
+        for d in parse_diskstats(text, self.include):
+            labels = (d.device,)
+            yield Sample(m.DISK_READ_BYTES, labels, float(d.read_bytes))
+            yield Sample(m.DISK_WRITE_BYTES, labels, float(d.write_bytes))
+            yield Sample(m.DISK_READS, labels, float(d.reads))
+            yield Sample(m.DISK_WRITES, labels, float(d.writes))
+            yield Sample(m.DISK_READ_TIME, labels, d.read_seconds)
+            yield Sample(m.DISK_WRITE_TIME, labels, d.write_seconds)
+            yield Sample(m.DISK_IO_TIME, labels, d.io_seconds)
+
+
+def _flags(group) -> None:
+    group.add_argument("--disk.device-include", dest="disk.device-include", default=None,
+                       help=f"regex of device names to report (default {DEFAULT_INCLUDE!r}: whole NVMe "
+                            "namespaces and sd/vd disks, no partitions)")
+
+
+@register("disk", help="local disks from /proc/diskstats: bytes, ops and time in I/O", add_flags=_flags)
+def disk(config: ExporterConfig) -> DiskCollector:
+    pattern = config.flag("disk.device-include", DEFAULT_INCLUDE)
+    try:
+        include = re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"--disk.device-include: invalid regex {pattern!r}: {exc}") from None
+    return DiskCollector(config.procfs, include)

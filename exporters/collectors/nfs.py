@@ -1,0 +1,55 @@
+"""``nfs``: NFS client bytes and per-operation RPC statistics from ``<procfs>/self/mountstats``."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from exporters.catalog import storage as m
+from exporters.config import ExporterConfig
+from exporters.registry import register
+from exporters.sample import Sample
+from exporters.storage.mountstats import NfsMount, parse_mountstats
+
+
+def _total(a: int | None, b: int | None) -> int | None:
+    return None if a is None else a + (b or 0)
+
+
+def mount_samples(mount: NfsMount) -> Iterable[Sample]:
+    labels = (mount.mountpoint, mount.fstype, mount.device)
+    for metric, value in ((m.READ_BYTES, _total(mount.normal_read_bytes, mount.direct_read_bytes)),
+                          (m.WRITE_BYTES, _total(mount.normal_write_bytes, mount.direct_write_bytes)),
+                          (m.DIRECT_READ_BYTES, mount.direct_read_bytes),
+                          (m.DIRECT_WRITE_BYTES, mount.direct_write_bytes)):
+        if value is not None:
+            yield Sample(metric, labels, float(value))
+    for op in mount.ops:
+        # NFSv4 lists ~60 operations, most never used by a training job: only operations seen at
+        # least once become series, which keeps the node inside its series budget.
+        if op.operations == 0 and op.transmissions == 0:
+            continue
+        op_labels = labels + (op.op,)
+        yield Sample(m.NFS_RPC_OPS, op_labels, float(op.operations))
+        yield Sample(m.NFS_RPC_TRANSMISSIONS, op_labels, float(op.transmissions))
+        yield Sample(m.NFS_RPC_RETRANSMISSIONS, op_labels, float(op.retransmissions))
+        yield Sample(m.NFS_RPC_MAJOR_TIMEOUTS, op_labels, float(op.major_timeouts))
+        yield Sample(m.NFS_RPC_RTT, op_labels, op.rtt_seconds)
+        yield Sample(m.NFS_RPC_EXECUTE, op_labels, op.execute_seconds)
+
+
+class NfsCollector:
+    def __init__(self, procfs: Path) -> None:
+        self.path = procfs / "self" / "mountstats"
+
+    def collect(self) -> Iterable[Sample]:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return  # no procfs mountstats here (not Linux, or a sim node without NFS)
+        for mount in parse_mountstats(text):
+            yield from mount_samples(mount)
+
+
+@register("nfs", help="NFS client bytes (normal and direct) and RPC ops, retransmissions, RTT, execute time")
+def nfs(config: ExporterConfig) -> NfsCollector:
+    return NfsCollector(config.procfs)

@@ -1,0 +1,107 @@
+"""The power exporter's aiohttp app: ``/metrics`` (cached background polls of every target) and
+``/probe?target=NAME`` (a fresh poll of one target, the blackbox/snmp exporter pattern)."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import Iterable
+
+import aiohttp
+from aiohttp import web
+
+from exporters.catalog import health, power as m
+from exporters.exposition import (OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, Encoder, render_openmetrics,
+                                  render_text, wants_openmetrics)
+from exporters.power.config import PowerConfig
+from exporters.power.poller import Poller
+from exporters.power.redfish import HttpRedfish
+from exporters.sample import Sample
+from exporters.version import VERSION
+from exporters.web import auth_middleware, landing_page
+from exporters.webconfig import WebConfig
+
+POLLER = web.AppKey("poller", Poller)
+ENCODER = web.AppKey("encoder", Encoder)
+_DEFAULT_PROBE_BUDGET_S = 10.0
+
+
+@dataclass(frozen=True)
+class AppOptions:
+    background: bool = True  # poll every interval_s for /metrics; off: /probe only
+    web_config: WebConfig | None = None
+
+
+def _render(request: web.Request, samples: Iterable[Sample]) -> web.Response:
+    families: dict = {}
+    request.app[ENCODER].add(families, samples)
+    openmetrics = wants_openmetrics(request.headers.get("Accept", ""))
+    body = render_openmetrics(families) if openmetrics else render_text(families)
+    response = web.Response(body=body.encode())
+    response.headers["Content-Type"] = OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE
+    return response
+
+
+def _build_info() -> Sample:
+    return Sample(health.EXPORTER_BUILD_INFO, (VERSION, "power-exporter"), 1.0)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    return _render(request, [_build_info(), *request.app[POLLER].samples()])
+
+
+def probe_budget(request: web.Request, interval_s: float) -> float:
+    """Half a second less than Prometheus' scrape timeout, so the answer beats it."""
+    header = request.headers.get("X-Prometheus-Scrape-Timeout-Seconds")
+    try:
+        budget = float(header) - 0.5 if header else _DEFAULT_PROBE_BUDGET_S
+    except ValueError:
+        budget = _DEFAULT_PROBE_BUDGET_S
+    return max(0.1, min(budget, interval_s * 4))
+
+
+async def probe(request: web.Request) -> web.Response:
+    poller = request.app[POLLER]
+    name = request.query.get("target", "")
+    target = poller.config.target(name)
+    if target is None:
+        raise web.HTTPBadRequest(text=f"unknown target {name!r}: name one from the config\n")
+    result = await poller.poll(target, probe_budget(request, poller.config.interval_s))
+    samples: list[Sample] = list(poller.target_samples(target, result))
+    samples = [s for s in samples if s.metric is not m.REDFISH_LAST_SUCCESS]  # a probe has no history
+    if target.budget_watts is not None:
+        samples.append(Sample(m.RACK_BUDGET, (target.rack,), target.budget_watts))
+    return _render(request, samples)
+
+
+def create_app(config: PowerConfig, options: AppOptions = AppOptions()) -> web.Application:
+    middlewares = [auth_middleware(options.web_config)] if options.web_config else []
+    app = web.Application(middlewares=middlewares)
+    app[ENCODER] = Encoder()
+
+    async def client(app: web.Application):
+        connector = aiohttp.TCPConnector(limit=config.max_concurrency * 4)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            app[POLLER] = Poller(config, HttpRedfish(session, config.retries))
+            yield
+
+    async def background(app: web.Application):
+        task = asyncio.create_task(app[POLLER].run()) if options.background else None
+        yield
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def index(request: web.Request) -> web.Response:
+        return landing_page("lockstep power exporter", "Rack power and cooling from Redfish/IPMI BMCs, PDUs, CDUs.",
+                            {"Metrics": "/metrics", **{f"Probe {t.name}": f"/probe?target={t.name}"
+                                                       for t in config.targets[:20]}},
+                            {"version": VERSION, "targets": str(len(config.targets)),
+                             "interval": f"{config.interval_s:g}s"})
+
+    app.cleanup_ctx.extend([client, background])
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/probe", probe)
+    app.router.add_get("/", index)
+    return app

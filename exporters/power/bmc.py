@@ -1,0 +1,123 @@
+"""Server power from a BMC's Redfish service: ``Chassis/{id}/EnvironmentMetrics`` (PowerWatts),
+``Chassis/{id}/PowerSubsystem/PowerSupplies/{id}/Metrics`` (PSU input watts) and, as a fallback, the
+deprecated ``Chassis/{id}/Power`` (PowerControl PowerConsumedWatts; deprecated since Power v1_7_0,
+still the only source on many fleets)."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from exporters.catalog import power as m
+from exporters.power.config import Target
+from exporters.power.redfish import SERVICE_ROOT, Fetch, RedfishError, collection, link, maybe, members, number, reading
+from exporters.sample import Sample
+
+KWH_JOULES = 3.6e6
+
+
+@dataclass(frozen=True, slots=True)
+class PsuReading:
+    psu: str
+    input_watts: float | None
+    energy_joules: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ChassisPower:
+    chassis: str
+    power_watts: float | None
+    limit_watts: float | None
+    psus: tuple[PsuReading, ...]
+
+
+def parse_psu(psu: dict[str, Any], metrics: dict[str, Any] | None) -> PsuReading:
+    """A ``PowerSupply`` and its ``PowerSupplyMetrics`` (None when the PSU links none)."""
+    energy = reading(metrics, "EnergykWh")
+    return PsuReading(str(psu.get("Id", "")), reading(metrics, "InputPowerWatts"),
+                      None if energy is None else energy * KWH_JOULES)
+
+
+def parse_legacy_psus(power: dict[str, Any]) -> list[PsuReading]:
+    """``Power.PowerSupplies[]`` of the deprecated ``Power`` resource (``PowerInputWatts``)."""
+    return [PsuReading(str(p.get("MemberId", i)), number(p.get("PowerInputWatts")), None)
+            for i, p in enumerate(power.get("PowerSupplies") or []) if isinstance(p, dict)]
+
+
+def _power_control(power: dict[str, Any] | None) -> dict[str, Any]:
+    controls = (power or {}).get("PowerControl") or [{}]
+    return controls[0] if isinstance(controls[0], dict) else {}
+
+
+def chassis_power(chassis: str, env: dict[str, Any] | None, psus: list[PsuReading],
+                  legacy: dict[str, Any] | None) -> ChassisPower:
+    """The fallback order in one place: EnvironmentMetrics, then the sum of PSU inputs, then
+    the deprecated PowerControl[0].PowerConsumedWatts."""
+    inputs = [p.input_watts for p in psus if p.input_watts is not None]
+    control = _power_control(legacy)
+    power = reading(env, "PowerWatts")
+    if power is None and inputs:
+        power = sum(inputs)
+    if power is None:
+        power = number(control.get("PowerConsumedWatts"))
+    limit = reading(env, "PowerLimitWatts", "SetPoint")
+    if limit is None:
+        limit = reading(control, "PowerLimit", "LimitInWatts")
+    return ChassisPower(chassis, power, limit, tuple(psus))
+
+
+async def _psu(fetch: Fetch, odata_id: str) -> PsuReading | None:
+    psu = await fetch(odata_id, static=True)
+    if (psu.get("Status") or {}).get("State") == "Absent":
+        return None  # an empty bay
+    return parse_psu(psu, await maybe(fetch, link(psu, "Metrics")))
+
+
+async def _psus(fetch: Fetch, subsystem_id: str) -> list[PsuReading]:
+    subsystem = await fetch(subsystem_id, static=True)
+    collection = await maybe(fetch, link(subsystem, "PowerSupplies"), static=True)
+    found = await asyncio.gather(*(_psu(fetch, i) for i in members(collection or {})))
+    return [p for p in found if p is not None]
+
+
+async def read_chassis(fetch: Fetch, odata_id: str) -> ChassisPower:
+    chassis = await fetch(odata_id, static=True)
+    subsystem_id = link(chassis, "PowerSubsystem")
+    env, psus = await asyncio.gather(maybe(fetch, link(chassis, "EnvironmentMetrics")),
+                                     _psus(fetch, subsystem_id) if subsystem_id else asyncio.sleep(0, []))
+    legacy = None
+    no_reading = reading(env, "PowerWatts") is None and all(p.input_watts is None for p in psus)
+    if no_reading or not subsystem_id:
+        legacy = await maybe(fetch, link(chassis, "Power"))
+        if not subsystem_id and legacy:
+            psus = parse_legacy_psus(legacy)
+    return chassis_power(str(chassis.get("Id", odata_id.rsplit("/", 1)[-1])), env, psus, legacy)
+
+
+async def poll_bmc(target: Target, fetch: Fetch) -> list[Sample]:
+    root = await fetch(SERVICE_ROOT, static=True)
+    collection_id = link(root, "Chassis")
+    if collection_id is None:
+        raise RedfishError("service root links no Chassis collection")
+    chassis_ids = members(await fetch(collection_id, static=True))
+    found = await asyncio.gather(*(read_chassis(fetch, i) for i in chassis_ids))
+    return samples(target.name, found)
+
+
+def samples(name: str, found: list[ChassisPower]) -> list[Sample]:
+    out: list[Sample] = []
+    # A BMC may list several chassis (enclosure, baseboard, backplane); the first one with a
+    # power reading is the server's, and summing them would count nested chassis twice.
+    main = next((c for c in found if c.power_watts is not None), None)
+    if main is not None:
+        out.append(Sample(m.CHASSIS_POWER, (name,), main.power_watts))
+        if main.limit_watts is not None:
+            out.append(Sample(m.CHASSIS_POWER_LIMIT, (name,), main.limit_watts))
+    for c in found:
+        for p in c.psus:
+            psu = p.psu if len(found) == 1 else f"{c.chassis}/{p.psu}"
+            if p.input_watts is not None:
+                out.append(Sample(m.PSU_INPUT_POWER, (name, psu), p.input_watts))
+            if p.energy_joules is not None:
+                out.append(Sample(m.PSU_ENERGY, (name, psu), p.energy_joules))
+    return out

@@ -1,0 +1,117 @@
+"""Coolant distribution units from ``ThermalEquipment/CDUs/{id}``: primary (facility) and secondary
+(rack) ``CoolantConnectors`` (supply/return temperature and pressure, flow, heat removed),
+``Pumps/{id}`` (speed, state) and ``LeakDetection`` (detector states)."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from exporters.catalog import power as m
+from exporters.power.config import Target
+from exporters.power.redfish import SERVICE_ROOT, Fetch, RedfishError, collection, link, maybe, members, reading
+from exporters.sample import Sample
+
+LEAK_STATES = ("OK", "Warning", "Critical")  # DetectorState is a Resource.Health value
+# Primary connectors face the facility water, secondary ones the racks' loop.
+_SIDES = (("PrimaryCoolantConnectors", "facility"), ("SecondaryCoolantConnectors", "rack"))
+
+
+@dataclass(frozen=True, slots=True)
+class LoopReading:
+    loop: str
+    supply_celsius: float | None
+    return_celsius: float | None
+    flow_m3_per_s: float | None
+    supply_pascals: float | None
+    return_pascals: float | None
+    heat_removed_watts: float | None
+
+
+def _scaled(doc: dict[str, Any], key: str, factor: float) -> float | None:
+    value = reading(doc, key)
+    return None if value is None else value * factor
+
+
+def parse_connector(doc: dict[str, Any], loop: str) -> LoopReading:
+    """A ``CoolantConnector``: L/min -> m³/s, kPa -> Pa, kW -> W."""
+    return LoopReading(loop, reading(doc, "SupplyTemperatureCelsius"), reading(doc, "ReturnTemperatureCelsius"),
+                       _scaled(doc, "FlowLitersPerMinute", 1 / 60000), _scaled(doc, "SupplyPressurekPa", 1000.0),
+                       _scaled(doc, "ReturnPressurekPa", 1000.0), _scaled(doc, "HeatRemovedkW", 1000.0))
+
+
+def parse_pump(doc: dict[str, Any]) -> tuple[str, float | None, str | None]:
+    """(pump id, speed ratio, Status.State)."""
+    speed = reading(doc, "PumpSpeedPercent")
+    state = (doc.get("Status") or {}).get("State")
+    return str(doc.get("Id", "")), None if speed is None else speed / 100.0, state
+
+
+def parse_leak_detection(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """(detector, DetectorState) from the ``LeakDetectorGroups[].Detectors[]`` excerpts; the detector
+    is the last segment of its ``DataSourceUri`` (its Id), else its ``DeviceName``."""
+    found = []
+    for group in doc.get("LeakDetectorGroups") or []:
+        for d in (group or {}).get("Detectors") or []:
+            uri, state = d.get("DataSourceUri"), d.get("DetectorState")
+            name = uri.rstrip("/").rsplit("/", 1)[-1] if isinstance(uri, str) and uri else d.get("DeviceName")
+            if name and isinstance(state, str):
+                found.append((str(name), state))
+    return found
+
+
+async def _leaks(fetch: Fetch, odata_id: str | None) -> list[tuple[str, str]]:
+    if odata_id is None:
+        return []
+    doc = await fetch(odata_id)
+    found = parse_leak_detection(doc)
+    if not found:  # no group excerpts: read the LeakDetectors collection itself
+        found = [(str(d.get("Id", "")), d["DetectorState"]) for d in await collection(fetch, link(doc, "LeakDetectors"))
+                 if isinstance(d.get("DetectorState"), str)]
+    return found
+
+
+async def read_cdu(fetch: Fetch, odata_id: str, name: str, prefix: str) -> list[Sample]:
+    doc = await fetch(odata_id, static=True)
+    primary, secondary, pumps, leaks = await asyncio.gather(
+        *(collection(fetch, link(doc, key)) for key, _ in _SIDES),
+        collection(fetch, link(doc, "Pumps")), _leaks(fetch, link(doc, "LeakDetection")))
+    out: list[Sample] = []
+    for (_, side), connectors in zip(_SIDES, (primary, secondary)):
+        for c in connectors:
+            loop = prefix + (side if len(connectors) == 1 else f"{side}{c.get('Id', '')}")
+            out.extend(loop_samples(name, parse_connector(c, loop)))
+    for pump, speed, state in map(parse_pump, pumps):
+        if speed is not None:
+            out.append(Sample(m.CDU_PUMP_SPEED, (name, prefix + pump), speed))
+        if state:
+            out.append(Sample(m.CDU_PUMP_STATE, (name, prefix + pump, state), 1.0))
+    for detector, state in leaks:
+        out.extend(Sample(m.LEAK_DETECTOR_STATE, (name, prefix + detector, s), float(s == state))
+                   for s in LEAK_STATES)
+    return out
+
+
+def loop_samples(name: str, r: LoopReading) -> list[Sample]:
+    # The rack-side loop is the plain supply/return that alerts and the simulator's series use;
+    # the others are qualified (facility_supply, rack2_return, ...).
+    point = "" if r.loop == "rack" else r.loop + "_"
+    values = ((m.COOLANT_TEMPERATURE, point + "supply", r.supply_celsius),
+              (m.COOLANT_TEMPERATURE, point + "return", r.return_celsius),
+              (m.COOLANT_FLOW, r.loop, r.flow_m3_per_s), (m.COOLANT_PRESSURE, point + "supply", r.supply_pascals),
+              (m.COOLANT_PRESSURE, point + "return", r.return_pascals),
+              (m.CDU_HEAT_REMOVED, r.loop, r.heat_removed_watts))
+    return [Sample(metric, (name, loop), v) for metric, loop, v in values if v is not None]
+
+
+async def poll_cdu(target: Target, fetch: Fetch) -> list[Sample]:
+    root = await fetch(SERVICE_ROOT, static=True)
+    equipment = await maybe(fetch, link(root, "ThermalEquipment"), static=True) or {}
+    collection = link(equipment, "CDUs")
+    if collection is None:
+        raise RedfishError("service links no ThermalEquipment/CDUs collection")
+    ids = members(await fetch(collection, static=True))
+    # Several CDUs behind one service: their loops, pumps and detectors are prefixed with the CDU Id.
+    prefixes = ["" if len(ids) == 1 else i.rstrip("/").rsplit("/", 1)[-1] + "/" for i in ids]
+    found = await asyncio.gather(*(read_cdu(fetch, i, target.name, p) for i, p in zip(ids, prefixes)))
+    return [s for cdu in found for s in cdu]

@@ -1,0 +1,97 @@
+"""Rack PDU power from ``PowerEquipment/RackPDUs/{id}``: ``Metrics`` (input power, energy),
+``Outlets/{id}`` (per-outlet power and energy) and ``Mains/{id}`` (per-line power, current, voltage
+of each input circuit). Redfish energy is in kWh."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from exporters.catalog import power as m
+from exporters.power.bmc import KWH_JOULES
+from exporters.power.config import Target
+from exporters.power.redfish import SERVICE_ROOT, Fetch, RedfishError, collection, link, maybe, members, reading
+from exporters.sample import Sample
+
+
+@dataclass(frozen=True, slots=True)
+class OutletReading:
+    outlet: str
+    power_watts: float | None
+    energy_joules: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitReading:
+    circuit: str
+    # (line, value) per quantity; line "total" for a circuit without per-line readings
+    power_watts: tuple[tuple[str, float], ...]
+    current_amperes: tuple[tuple[str, float], ...]
+    voltage_volts: tuple[tuple[str, float], ...]
+
+
+def _joules(doc: dict[str, Any] | None) -> float | None:
+    kwh = reading(doc, "EnergykWh")
+    return None if kwh is None else kwh * KWH_JOULES
+
+
+def parse_metrics(doc: dict[str, Any] | None) -> tuple[float | None, float | None]:
+    """``PowerDistributionMetrics``: (input watts, energy joules)."""
+    return reading(doc, "PowerWatts"), _joules(doc)
+
+
+def parse_outlet(doc: dict[str, Any]) -> OutletReading:
+    return OutletReading(str(doc.get("Id", "")), reading(doc, "PowerWatts"), _joules(doc))
+
+
+def _lines(doc: dict[str, Any], poly: str, single: str) -> tuple[tuple[str, float], ...]:
+    excerpts = doc.get(poly)
+    if isinstance(excerpts, dict) and excerpts:
+        found = ((line, reading(excerpts, line)) for line in excerpts)
+        return tuple((line, value) for line, value in found if value is not None)
+    total = reading(doc, single)
+    return () if total is None else (("total", total),)
+
+
+def parse_circuit(doc: dict[str, Any]) -> CircuitReading:
+    """A mains ``Circuit``: PolyPhase* excerpts per line, else the single-phase reading."""
+    return CircuitReading(str(doc.get("Id", "")), _lines(doc, "PolyPhasePowerWatts", "PowerWatts"),
+                          _lines(doc, "PolyPhaseCurrentAmps", "CurrentAmps"),
+                          _lines(doc, "PolyPhaseVoltage", "Voltage"))
+
+
+async def read_pdu(fetch: Fetch, odata_id: str, pdu: str, rack: str) -> list[Sample]:
+    doc = await fetch(odata_id, static=True)
+    metrics, outlets, mains = await asyncio.gather(
+        maybe(fetch, link(doc, "Metrics")), collection(fetch, link(doc, "Outlets")),
+        collection(fetch, link(doc, "Mains")))
+    labels = (pdu, rack)
+    out: list[Sample] = []
+    power, energy = parse_metrics(metrics)
+    if power is not None:
+        out.append(Sample(m.PDU_POWER, labels, power))
+    if energy is not None:
+        out.append(Sample(m.PDU_ENERGY, labels, energy))
+    for o in map(parse_outlet, outlets):
+        if o.power_watts is not None:
+            out.append(Sample(m.PDU_OUTLET_POWER, labels + (o.outlet,), o.power_watts))
+        if o.energy_joules is not None:
+            out.append(Sample(m.PDU_OUTLET_ENERGY, labels + (o.outlet,), o.energy_joules))
+    for c in map(parse_circuit, mains):
+        for metric, lines in ((m.PDU_MAINS_POWER, c.power_watts), (m.PDU_MAINS_CURRENT, c.current_amperes),
+                              (m.PDU_MAINS_VOLTAGE, c.voltage_volts)):
+            out.extend(Sample(metric, labels + (c.circuit, line), value) for line, value in lines)
+    return out
+
+
+async def poll_pdu(target: Target, fetch: Fetch) -> list[Sample]:
+    root = await fetch(SERVICE_ROOT, static=True)
+    equipment = await maybe(fetch, link(root, "PowerEquipment"), static=True)
+    collection = link(equipment or {}, "RackPDUs")
+    if collection is None:
+        raise RedfishError("service links no PowerEquipment/RackPDUs collection")
+    ids = members(await fetch(collection, static=True))
+    # The pdu label is the target's name; a service with several rack PDUs adds each one's Id.
+    names = [target.name if len(ids) == 1 else f"{target.name}:{i.rstrip('/').rsplit('/', 1)[-1]}" for i in ids]
+    found = await asyncio.gather(*(read_pdu(fetch, i, n, target.rack) for i, n in zip(ids, names)))
+    return [s for pdu in found for s in pdu]

@@ -1,0 +1,111 @@
+"""Polls every target concurrently (bounded by a semaphore), each within its own deadline, and
+keeps the latest result per target for ``/metrics``. A target's failure is its own: it turns into
+``lockstep_redfish_up{target} 0`` and the loss of that target's readings, nothing else."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Awaitable, Callable, Iterable
+
+from exporters.catalog import power as m
+from exporters.logs import kv
+from exporters.power.bmc import poll_bmc
+from exporters.power.cdu import poll_cdu
+from exporters.power.config import PowerConfig, Target
+from exporters.power.ipmi import poll_ipmi
+from exporters.power.pdu import poll_pdu
+from exporters.power.redfish import Fetch, Redfish
+from exporters.sample import Sample
+
+log = logging.getLogger("lockstep.power")
+# Structural resources (service root, collections, chassis/PDU/CDU documents) are re-read this
+# often and after any failed poll; in between a BMC poll is 2 requests instead of 9.
+STRUCTURE_TTL_S = 600.0
+WALKS: dict[str, Callable[[Target, Fetch], Awaitable[list[Sample]]]] = {
+    "bmc": poll_bmc, "pdu": poll_pdu, "cdu": poll_cdu}
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    up: bool
+    samples: tuple[Sample, ...]
+    duration_s: float
+    error: str | None = None
+
+
+class Poller:
+    def __init__(self, config: PowerConfig, redfish: Redfish) -> None:
+        self.config, self.redfish = config, redfish
+        self.results: dict[str, TargetResult] = {}
+        self.last_success: dict[str, float] = {}
+        self._slots = asyncio.Semaphore(config.max_concurrency)
+        self._structure: dict[str, tuple[float, dict]] = {}
+
+    def _structure_of(self, name: str) -> dict:
+        entry = self._structure.get(name)
+        if entry is None or time.monotonic() - entry[0] > STRUCTURE_TTL_S:
+            entry = self._structure[name] = (time.monotonic(), {})
+        return entry[1]
+
+    async def _walk(self, target: Target, timeout_s: float) -> list[Sample]:
+        if target.kind == "ipmi":
+            return await poll_ipmi(target, timeout_s)
+        fetch = self.redfish.fetcher(target, timeout_s, self._structure_of(target.name))
+        return await WALKS[target.kind](target, fetch)
+
+    async def poll(self, target: Target, budget_s: float | None = None) -> TargetResult:
+        """One poll of ``target``: every request within timeout_s, the whole walk within budget_s."""
+        budget = budget_s if budget_s is not None else max(self.config.interval_s, self.config.timeout_s)
+        timeout = min(self.config.timeout_s, budget)
+        async with self._slots:
+            started = time.perf_counter()
+            try:
+                async with asyncio.timeout(budget):
+                    found = await self._walk(target, timeout)
+            except Exception as exc:  # any failure of one target stays with that target
+                self._structure.pop(target.name, None)  # a 404 may mean the layout changed: rediscover
+                error = "poll deadline exceeded" if isinstance(exc, TimeoutError) and not str(exc) else str(exc)
+                return TargetResult(False, (), time.perf_counter() - started, f"{type(exc).__name__}: {error}")
+            return TargetResult(True, tuple(found), time.perf_counter() - started)
+
+    async def poll_and_store(self, target: Target) -> None:
+        result = await self.poll(target)
+        previous = self.results.get(target.name)
+        self.results[target.name] = result
+        if result.up:
+            self.last_success[target.name] = time.time()
+            if previous is not None and not previous.up:
+                log.info("target recovered", extra=kv(target=target.name))
+        elif previous is None or previous.up:  # log a failure once, not every interval
+            log.warning("target poll failed", extra=kv(target=target.name, err=result.error))
+        else:
+            log.debug("target still failing", extra=kv(target=target.name, err=result.error))
+
+    async def poll_all(self) -> None:
+        await asyncio.gather(*(self.poll_and_store(t) for t in self.config.targets))
+
+    async def run(self) -> None:
+        """Poll forever, one round per interval (a round never overlaps the next)."""
+        while True:
+            started = time.monotonic()
+            await self.poll_all()
+            await asyncio.sleep(max(0.0, self.config.interval_s - (time.monotonic() - started)))
+
+    def target_samples(self, target: Target, result: TargetResult | None) -> Iterable[Sample]:
+        yield Sample(m.TARGET_INFO, (target.name, target.kind, target.rack), 1.0)
+        if result is None:
+            return  # not polled yet: unknown is not down
+        yield from result.samples
+        yield Sample(m.REDFISH_UP, (target.name,), 1.0 if result.up else 0.0)
+        yield Sample(m.REDFISH_POLL_DURATION, (target.name,), result.duration_s)
+        if target.name in self.last_success:
+            yield Sample(m.REDFISH_LAST_SUCCESS, (target.name,), self.last_success[target.name])
+
+    def samples(self) -> Iterable[Sample]:
+        """Everything ``/metrics`` serves: rack budgets and the cached result of every target."""
+        for rack, budget in sorted(self.config.rack_budgets().items()):
+            yield Sample(m.RACK_BUDGET, (rack,), budget)
+        for target in self.config.targets:
+            yield from self.target_samples(target, self.results.get(target.name))

@@ -1,0 +1,34 @@
+"""The mount table, ``<procfs>/self/mounts`` (fstab format: device, mount point, type, options),
+used to give Lustre instances a mount point label."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    device: str
+    mountpoint: str
+    fstype: str
+
+
+def _unescape(field: str) -> str:
+    # The kernel octal-escapes space, tab, newline and backslash in mount table fields.
+    return (field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n")
+            .replace("\\134", "\\"))
+
+
+def parse_mounts(text: str) -> list[Mount]:
+    mounts = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 3:
+            mounts.append(Mount(_unescape(fields[0]), _unescape(fields[1]), fields[2]))
+    return mounts
+
+
+def lustre_mountpoint(fsname: str, mounts: list[Mount]) -> str | None:
+    """The mount point of Lustre filesystem ``fsname`` (device ``MGS@net:/fsname``), if exactly one."""
+    found = {m.mountpoint for m in mounts
+             if m.fstype == "lustre" and m.device.rpartition(":/")[2] == fsname}
+    return found.pop() if len(found) == 1 else None

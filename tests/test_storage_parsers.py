@@ -1,0 +1,73 @@
+"""Storage parsers on the real captured fixtures (values read off the fixture files by hand)."""
+from __future__ import annotations
+
+import re
+
+from conftest import FIXTURES
+from exporters.storage.diskstats import DEFAULT_INCLUDE, parse_diskstats
+from exporters.storage.llite import fsname_of, parse_lctl_stats, parse_llite_stats
+from exporters.storage.mounts import lustre_mountpoint, parse_mounts
+from exporters.storage.mountstats import parse_mountstats
+
+PROC = FIXTURES / "procfs"
+LLITE = PROC / "fs/lustre/llite/lustrefs-ffff88105db50000/stats"
+
+
+def test_llite_byte_sums_and_calls_come_from_the_sum_and_samples_fields():
+    s = parse_llite_stats(LLITE.read_text())
+    # write_bytes 89467810 samples [bytes] 4096 1048576 93813797294080
+    assert (s.write_calls, s.write_bytes) == (89467810, 93813797294080)
+    assert (s.read_calls, s.read_bytes) == (1, 4194304)
+    ops = dict(s.metadata_ops)
+    assert ops == {"open": 136, "close": 96, "readdir": 12, "truncate": 134, "getattr": 41,
+                   "getxattr": 85, "removexattr": 134}
+    assert "inode_permission" not in ops and "getxattr_hits" not in ops
+
+
+def test_lctl_dump_keeps_only_llite_blocks_and_has_no_byte_lines():
+    stats = parse_lctl_stats((FIXTURES / "lustre/lctl-2.14/llite_client.txt").read_text())
+    assert list(stats) == ["ai400x2-ff47bce9ca35d800"]
+    s = stats["ai400x2-ff47bce9ca35d800"]
+    assert s.read_bytes is None and s.write_bytes is None and s.read_calls is None  # absent, not zero
+    ops = dict(s.metadata_ops)
+    assert ops["open"] == 35955554 and ops["mkdir"] == 17987059 and ops["statfs"] == 17864
+    assert ops["setxattr"] == 1
+    assert "req_waittime" not in ops and "ioctl" not in ops and "opencount" not in ops
+
+
+def test_fsname_and_mount_point_resolution():
+    assert fsname_of("lustrefs-ffff88105db50000") == "lustrefs"
+    assert fsname_of("ai400x2-ff47bce9ca35d800") == "ai400x2"
+    assert fsname_of("scratch") == "scratch"
+    mounts = parse_mounts((PROC / "self/mounts").read_text())
+    assert lustre_mountpoint("lustrefs", mounts) == "/lustre"
+    assert lustre_mountpoint("ai400x2", mounts) is None
+    assert "/local scratch" in {m.mountpoint for m in mounts}
+    twice = mounts + [m for m in parse_mounts("mgs@tcp:/lustrefs /lustre2 lustre rw 0 0")]
+    assert lustre_mountpoint("lustrefs", twice) is None
+
+
+def test_mountstats_nfs4_mount():
+    (mount,) = parse_mountstats((PROC / "self/mountstats").read_text())
+    assert (mount.device, mount.mountpoint, mount.fstype) == ("192.168.1.1:/srv/test", "/mnt/nfs/test", "nfs4")
+    # bytes:	1207640230 0 0 0 1210214218 0 295483 0
+    assert (mount.normal_read_bytes, mount.normal_write_bytes) == (1207640230, 0)
+    assert (mount.direct_read_bytes, mount.direct_write_bytes) == (0, 0)
+    ops = {op.op: op for op in mount.ops}
+    assert list(ops) == ["NULL", "READ", "WRITE", "ACCESS"]
+    read = ops["READ"]  # READ: 1298 1298 0 207680 1210292152 6 79386 79407
+    assert (read.operations, read.transmissions, read.retransmissions) == (1298, 1298, 0)
+    assert (read.rtt_seconds, read.execute_seconds) == (79.386, 79.407)
+    # ACCESS: 2927395007 2927394995 ...: transmissions trail completions, no negative retransmits
+    assert ops["ACCESS"].retransmissions == 0
+
+
+def test_diskstats_default_filter_keeps_whole_disks():
+    disks = {d.device: d for d in parse_diskstats((PROC / "diskstats").read_text(), re.compile(DEFAULT_INCLUDE))}
+    assert sorted(disks) == ["nvme0n1", "sda", "sdb", "sdc", "vda"]
+    nvme = disks["nvme0n1"]  # 259 0 nvme0n1 47114 4 4643973 21650 1078320 43950 39451633 1011053 0 222766 1032546
+    assert (nvme.reads, nvme.read_bytes, nvme.read_seconds) == (47114, 4643973 * 512, 21.65)
+    assert (nvme.writes, nvme.write_bytes, nvme.write_seconds) == (1078320, 39451633 * 512, 1011.053)
+    assert nvme.io_seconds == 222.766
+    every = parse_diskstats((PROC / "diskstats").read_text())
+    assert "nvme0n1p1" in {d.device for d in every} and "ram0" in {d.device for d in every}
