@@ -82,8 +82,13 @@ def render_text(families: Families) -> str:
 def render_openmetrics(families: Families) -> str:
     out: list[str] = []
     for metric, lines in families.items():
-        family = metric.name[: -len("_total")] if metric.type == COUNTER else metric.name
-        out.append(f"# TYPE {family} {metric.type}\n")
+        family, kind = metric.name, metric.type
+        if kind == COUNTER:
+            if family.endswith("_total"):
+                family = family[: -len("_total")]
+            else:  # a foreign counter without _total (DCGM_FI_*) is not an OpenMetrics counter
+                kind = "unknown"
+        out.append(f"# TYPE {family} {kind}\n")
         if metric.unit and family.endswith("_" + metric.unit):
             out.append(f"# UNIT {family} {metric.unit}\n")
         out.append(f"# HELP {family} {_escape_help(metric.help)}\n")

@@ -40,12 +40,44 @@ PCIE_WIDTH_MAX = gauge("lockstep_gpu_pcie_link_width_max", "Maximum PCIe link wi
 PCIE_GEN = gauge("lockstep_gpu_pcie_link_generation", "Current PCIe link generation.", G)
 PCIE_GEN_MAX = gauge("lockstep_gpu_pcie_link_generation_max", "Maximum PCIe link generation.", G)
 NVLINK_ERRORS = counter("lockstep_gpu_nvlink_errors_total",
-                        "NVLink error counters per link. type: replay, recovery, crc_flit, crc_data.",
+                        "NVLink error counters per link. type: replay, recovery, crc_flit, crc_data. link: the link "
+                        "number, or \"total\" for the sum over all links (the default; per-link series with "
+                        "--gpu.nvlink-per-link).",
                         ("gpu", "link", "type"))
 JOB_INFO = gauge("lockstep_gpu_job_info", "Always 1; the Slurm job currently holding the GPU.",
                  ("gpu", "uuid", "job_id", "user"))
 
+# Added by the GPU collector (issue 4): fields NVML/DCGM have that the core set lacks, and the
+# cluster-validation checks (settings that silently cost throughput or correctness).
+MEMORY_UTILIZATION = gauge("lockstep_gpu_memory_utilization_ratio",
+                           "Fraction of the sample period device memory was read or written (NVML utilization.memory).",
+                           G, "ratio")
+SM_OCCUPANCY = gauge("lockstep_gpu_sm_occupancy_ratio",
+                     "Resident warps per SM as a fraction of the maximum, averaged over SMs (DCGM or sim).", G, "ratio")
+DRAM_ACTIVE = gauge("lockstep_gpu_dram_active_ratio",
+                    "Fraction of cycles the device memory interface was sending or receiving (DCGM or sim).", G, "ratio")
+NVLINK_BANDWIDTH = gauge("lockstep_gpu_nvlink_bandwidth_bytes_per_second",
+                         "NVLink data rate over all links (DCGM profiling). direction: rx, tx.",
+                         ("gpu", "direction"), "bytes_per_second")
+MEMORY_CLOCK = gauge("lockstep_gpu_memory_clock_hertz", "Current memory clock.", G, "hertz")
+MEMORY_CLOCK_MAX = gauge("lockstep_gpu_memory_clock_max_hertz", "Maximum memory clock.", G, "hertz")
+PERSISTENCE_MODE = gauge("lockstep_gpu_persistence_mode",
+                         "1 if persistence mode is on, 0 if off (off: driver state is torn down between jobs, "
+                         "slowing job start and losing settings).", G)
+ECC_ENABLED = gauge("lockstep_gpu_ecc_enabled", "1 if ECC is currently enabled on the GPU memory, 0 if disabled.", G)
+PCIE_LINK_DEGRADED = gauge(
+    "lockstep_gpu_pcie_link_degraded",
+    "1 if the PCIe link trained below its maximum width (lanes), else 0. Generation is not compared: GPUs drop the "
+    "link generation at idle to save power; compare lockstep_gpu_pcie_link_generation with _max under load.", G)
+P2P_STATUS = gauge(
+    "lockstep_gpu_p2p_status",
+    "NVML peer-to-peer read status from gpu to peer (nvmlGpuP2PStatus_t): 0 ok, 1 chipset_not_supported, "
+    "2 gpu_not_supported, 3 topology_not_supported (e.g. ACS left enabled in the BIOS), 4 disabled_by_regkey, "
+    "5 not_supported, 6 unknown. Anything but 0 means NCCL falls back to staging through host memory.",
+    ("gpu", "peer"))
+
 METRICS = (INFO, UP, UTILIZATION, SM_ACTIVE, TENSOR_ACTIVE, SM_CLOCK, SM_CLOCK_MAX, POWER, POWER_LIMIT,
            ENERGY, TEMPERATURE, MEMORY_TEMPERATURE, MEMORY_USED, MEMORY_TOTAL, CLOCK_EVENT, ECC_ERRORS,
            REMAPPED_ROWS, XID_ERRORS, PCIE_REPLAY, PCIE_WIDTH, PCIE_WIDTH_MAX, PCIE_GEN, PCIE_GEN_MAX,
-           NVLINK_ERRORS, JOB_INFO)
+           NVLINK_ERRORS, JOB_INFO, MEMORY_UTILIZATION, SM_OCCUPANCY, DRAM_ACTIVE, NVLINK_BANDWIDTH, MEMORY_CLOCK,
+           MEMORY_CLOCK_MAX, PERSISTENCE_MODE, ECC_ENABLED, PCIE_LINK_DEGRADED, P2P_STATUS)

@@ -1,0 +1,156 @@
+"""CPU per scrape of the GPU collector on one simulated 8-GPU H100 node (``sim`` backend).
+
+Measures, in one run on one gpus.json in the simulator's shape (8 GPUs, 18 NVLinks each, 7 P2P
+peers): a whole scrape through the core (collect + encode + render, the gpu collector alone), the
+same with gpus.json rewritten before every scrape (the simulator's live mode), and two peers:
+``json.load`` of the same file, and prometheus_client's ``generate_latest`` over the same samples
+(the exposition the core replaced). Budget (issue 4): under 2 ms CPU per scrape.
+
+``--nvml`` runs on a machine with an NVIDIA GPU instead: CPU per scrape through the real NVML and,
+with ``--capture FILE``, which fields the GPU/driver supports (a JSON record to commit as a fixture).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from exporters.gpu.backend import GpuOptions, open_backend  # noqa: E402
+from exporters.gpu.collector import GpuCollector  # noqa: E402
+from exporters.scrape import Scraper  # noqa: E402
+
+FIXTURE = REPO / "tests/fixtures/gpu/node00/gpus.json"
+N, REPEATS = 300, 5
+
+
+def node_doc() -> dict:
+    doc = json.loads(FIXTURE.read_text())
+    template = doc["gpus"][0]
+    doc["gpus"] = [dict(template, index=i, uuid=template["uuid"][:-2] + f"{i:02d}", xid_events=[],
+                        pci_bus_id=f"00000000:{0x18 + 0x10 * i:02X}:00.0",
+                        nvlink=[{"link": n, "replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0}
+                                for n in range(18)],
+                        p2p={str(p): "ok" for p in range(8) if p != i}) for i in range(8)]
+    return doc
+
+
+def cpu_per_call(fn, n: int = N) -> float:
+    """Median over REPEATS of process CPU seconds per call."""
+    runs = []
+    for _ in range(REPEATS):
+        start = time.process_time()
+        for _ in range(n):
+            fn()
+        runs.append((time.process_time() - start) / n)
+    return statistics.median(runs)
+
+
+def client_python_peer(samples: list) -> callable:
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    class Adapter:
+        def collect(self):
+            families = {}
+            for metric, labels, value in samples:
+                family = families.get(metric.name)
+                if family is None:
+                    kind = CounterMetricFamily if metric.type == "counter" else GaugeMetricFamily
+                    family = families[metric.name] = kind(metric.name, metric.help, labels=metric.labels)
+                family.add_metric(labels, value)
+            yield from families.values()
+
+    registry = CollectorRegistry()
+    registry.register(Adapter())
+    return lambda: generate_latest(registry)
+
+
+def real_nvml(capture: Path | None) -> int:
+    """Scrape cost and supported fields on this machine's GPUs through pynvml."""
+    import pynvml
+
+    from exporters.gpu.read import read_snapshot
+    options = GpuOptions("nvml", hostname=os.uname().nodename)
+    collector = GpuCollector(pynvml, None, options, watch_xid=True)
+    samples = list(collector.collect())
+    if not samples:
+        print("no NVIDIA driver/GPU on this machine (NVML init failed); nothing measured")
+        return 0
+    scraper = Scraper({"gpu": collector})
+    per_scrape = cpu_per_call(scraper.render, n=50)
+    wall = time.perf_counter()
+    scraper.render()
+    wall = time.perf_counter() - wall
+    snaps = [read_snapshot(pynvml, collector._static[i], collector._handles[i])
+             for i in sorted(collector._static)]
+    record = {"driver": collector._driver, "gpus": len(collector._handles), "samples_per_scrape": len(samples),
+              "cpu_ms_per_scrape": round(per_scrape * 1e3, 3), "wall_ms_per_scrape": round(wall * 1e3, 3),
+              "snapshots": [dataclasses.asdict(snap) for snap in snaps]}
+    unsupported = sorted({f for snap in record["snapshots"] for f, v in snap.items() if v is None})
+    collector.close()
+    print(f"NVML driver {record['driver']}, {record['gpus']} GPUs, {len(samples)} samples per scrape")
+    print(f"CPU per scrape {record['cpu_ms_per_scrape']} ms, wall {record['wall_ms_per_scrape']} ms")
+    print(f"fields absent (NotSupported / older driver): {', '.join(unsupported) or 'none'}")
+    if capture is not None:
+        capture.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nvml", action="store_true", help="measure the real NVML backend on this machine")
+    parser.add_argument("--capture", type=Path, help="with --nvml: write what NVML returned to this JSON file")
+    args = parser.parse_args()
+    if args.nvml:
+        return real_nvml(args.capture)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "gpus.json"
+        text = json.dumps(node_doc(), separators=(",", ":"))
+        path.write_text(text)
+        options = GpuOptions("sim", path, dcgm_names=False, hostname="node00")
+        collector = GpuCollector(*open_backend(options), options, watch_xid=True)
+        scraper = Scraper({"gpu": collector})
+        scraper.render()
+        samples = list(collector.collect())
+
+        def rewrite() -> None:  # what the simulator does between scrapes (not part of the scrape)
+            tmp_path = path.with_suffix(".tmp")
+            tmp_path.write_text(text)
+            os.replace(tmp_path, path)
+            os.utime(path, ns=(0, time.time_ns()))
+
+        def rewrite_and_scrape() -> None:
+            rewrite()
+            scraper.render()
+
+        scrape = cpu_per_call(scraper.render)
+        reload = cpu_per_call(rewrite_and_scrape) - cpu_per_call(rewrite)
+        options_dcgm = GpuOptions("sim", path, dcgm_names=True, hostname="node00")
+        dcgm_scraper = Scraper({"gpu": GpuCollector(*open_backend(options_dcgm), options_dcgm, watch_xid=False)})
+        dcgm = cpu_per_call(dcgm_scraper.render)
+        json_load = cpu_per_call(lambda: json.loads(path.read_text()))
+        client = cpu_per_call(client_python_peer(samples), n=50)
+        collector.close()
+
+    print(f"samples per scrape:                        {len(samples)} (8 GPUs)")
+    print(f"lockstep scrape, file unchanged:           {scrape * 1e3:.3f} ms CPU (budget 2 ms)")
+    print(f"lockstep scrape, file changed since last:  {reload * 1e3:.3f} ms CPU (re-parses gpus.json)")
+    print(f"lockstep scrape with --gpu.metric-names=dcgm: {dcgm * 1e3:.3f} ms CPU")
+    print(f"peer json.loads(gpus.json):                {json_load * 1e3:.3f} ms CPU")
+    print(f"peer prometheus_client generate_latest:    {client * 1e3:.3f} ms CPU (same samples)")
+    print(f"ratio scrape / generate_latest:            {scrape / client:.2f}")
+    print(f"ratio scrape(changed) / json.loads:        {reload / json_load:.2f}")
+    return 0 if scrape < 2e-3 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,33 @@
+#!/bin/bash
+# Slurm Epilog: fail (so Slurm drains the node) when the local lockstep agent reports a failed
+# cluster-validation check on any GPU:
+#   lockstep_gpu_up 0                    GPU lost (fell off the bus, XID 79)
+#   lockstep_gpu_p2p_status != 0         peer-to-peer blocked (ACS left on in the BIOS, ...)
+#   lockstep_gpu_pcie_link_degraded 1    PCIe link trained below its max width
+#   lockstep_gpu_persistence_mode 0      persistence mode off
+#   lockstep_gpu_ecc_enabled 0           ECC disabled
+# An unreachable agent is not a node fault (ExporterDown alerts on it): that exits 0 with a warning.
+set -u
+url="${LOCKSTEP_AGENT_URL:-http://127.0.0.1:9840/metrics}"
+if ! metrics="$(curl -sf --max-time "${LOCKSTEP_AGENT_TIMEOUT:-10}" "$url")"; then
+    echo "lockstep healthcheck: cannot read $url; skipping GPU checks" >&2
+    exit 0
+fi
+
+failures="$(printf '%s\n' "$metrics" | awk '
+    /^#/ { next }
+    { split($1, parts, "{"); name = parts[1]; labels = parts[2]; sub(/}$/, "", labels); value = $2 + 0 }
+    name == "lockstep_gpu_up" && value == 0                  { print "GPU lost {" labels "}" }
+    name == "lockstep_gpu_p2p_status" && value != 0          { print "P2P status " value " {" labels "}" }
+    name == "lockstep_gpu_pcie_link_degraded" && value == 1  { print "PCIe link below max width {" labels "}" }
+    name == "lockstep_gpu_persistence_mode" && value == 0    { print "persistence mode off {" labels "}" }
+    name == "lockstep_gpu_ecc_enabled" && value == 0         { print "ECC disabled {" labels "}" }
+')"
+[ -z "$failures" ] && exit 0
+
+printf 'lockstep healthcheck: %s\n' "$failures" >&2
+reason="lockstep: $(printf '%s' "$failures" | head -n 1)"
+if [ -n "${SLURMD_NODENAME:-}" ] && command -v scontrol >/dev/null; then
+    scontrol update nodename="$SLURMD_NODENAME" state=drain reason="$reason" || true
+fi
+exit 1

@@ -1,0 +1,23 @@
+"""``gpu`` collector: NVIDIA GPUs through NVML (pynvml), DCGM or the simulator's gpus.json.
+
+Registration only; the work lives in ``exporters.gpu`` (imported when the collector is built, so
+listing flags never loads pynvml)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from exporters.gpu.backend import add_flags, open_backend, parse_options
+from exporters.registry import register
+
+if TYPE_CHECKING:
+    from exporters.config import ExporterConfig
+    from exporters.registry import Collector
+
+
+@register("gpu", help="NVIDIA GPUs: NVML/DCGM/simulator state, XID events, cluster-validation checks",
+          add_flags=add_flags)
+def gpu_collector(config: "ExporterConfig") -> "Collector":
+    options = parse_options(config)
+    from exporters.gpu.collector import GpuCollector
+    nvml, prof = open_backend(options)
+    return GpuCollector(nvml, prof, options)

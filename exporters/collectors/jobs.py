@@ -1,0 +1,123 @@
+"""``jobs`` collector: which Slurm job holds which GPU → ``lockstep_gpu_job_info{gpu,uuid,job_id,user}``.
+
+Reads the mapping directory the prolog/epilog in deploy/slurm/ maintain, in dcgm-exporter's
+``--hpc-job-mapping-dir`` layout: one file per GPU, named by its index (or its UUID: newer Slurm puts
+UUIDs in CUDA_VISIBLE_DEVICES), holding one job id per line. The job's user is in
+``<user-dir>/<job_id>``. The job is joined on this info metric, never copied onto every GPU series.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+from exporters.catalog import gpu as m
+from exporters.registry import register
+from exporters.sample import Sample
+
+if TYPE_CHECKING:
+    from exporters.config import ExporterConfig
+
+log = logging.getLogger("lockstep.jobs")
+DEFAULT_DIR = Path("/var/run/lockstep/gpu-jobs")
+_GPU_NAME = re.compile(r"^(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-fA-F-]+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class JobMapping:
+    gpu: str      # file name: an index or a UUID
+    job_id: str
+
+
+def parse_mapping(files: Mapping[str, str]) -> list[JobMapping]:
+    """``{file name: content}`` of the mapping directory → (gpu, job) pairs; other files are ignored."""
+    out = []
+    for name, text in sorted(files.items()):
+        if not _GPU_NAME.match(name):
+            continue
+        out.extend(JobMapping(name, line.strip()) for line in text.splitlines() if line.strip())
+    return out
+
+
+def read_dir(path: Path) -> dict[str, str]:
+    files = {}
+    try:
+        entries = list(path.iterdir())
+    except FileNotFoundError:
+        return {}
+    for entry in entries:
+        try:
+            files[entry.name] = entry.read_text()
+        except (FileNotFoundError, IsADirectoryError):  # removed by an epilog mid-scrape, or a subdirectory
+            continue
+    return files
+
+
+class JobsCollector:
+    def __init__(self, mapping_dir: Path, user_dir: Path, gpu_ids: Any) -> None:
+        self.mapping_dir, self.user_dir, self._gpu_ids = mapping_dir, user_dir, gpu_ids
+        self._uuids: dict[str, str] = {}   # index → UUID, read once from the GPU backend
+
+    def collect(self) -> Iterator[Sample]:
+        mappings = parse_mapping(read_dir(self.mapping_dir))
+        if mappings and not self._uuids:
+            self._uuids = self._gpu_ids()
+        by_uuid = {uuid: index for index, uuid in self._uuids.items()}
+        for mapping in mappings:
+            if mapping.gpu.isdigit():
+                gpu, uuid = mapping.gpu, self._uuids.get(mapping.gpu, "")
+            else:
+                gpu, uuid = by_uuid.get(mapping.gpu, ""), mapping.gpu
+            yield Sample(m.JOB_INFO, (gpu, uuid, mapping.job_id, self._user(mapping.job_id)), 1.0)
+
+    def _user(self, job_id: str) -> str:
+        try:
+            return (self.user_dir / job_id).read_text().strip()
+        except (FileNotFoundError, NotADirectoryError):
+            return ""
+
+
+def gpu_uuids(config: "ExporterConfig") -> dict[str, str]:
+    """``{index: uuid}`` from the configured GPU backend; empty when NVML is unavailable."""
+    import pynvml
+
+    from exporters.gpu.backend import open_backend, parse_options
+    nvml, prof = open_backend(parse_options(config))
+    try:
+        nvml.nvmlInit()
+        try:
+            return {str(i): uuid for i in range(nvml.nvmlDeviceGetCount()) if (uuid := _uuid(nvml, i))}
+        finally:
+            nvml.nvmlShutdown()
+    except pynvml.NVMLError as exc:
+        log.debug("GPU UUIDs unavailable for job mapping: %s", exc)
+        return {}
+    finally:
+        if prof is not None:
+            prof.close()
+
+
+def _uuid(nvml: Any, index: int) -> str:
+    import pynvml
+    try:
+        return nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(index))
+    except pynvml.NVMLError:  # a lost GPU keeps its index; only its UUID label stays empty
+        return ""
+
+
+def add_flags(group: Any) -> None:
+    group.add_argument("--jobs.mapping-dir", dest="jobs.mapping-dir", default=None,
+                       help=f"GPU→job mapping written by deploy/slurm/prolog-gpu-jobs.sh (default {DEFAULT_DIR}, "
+                            "or DIR/<node>/gpu-jobs with --sim.node-root)")
+    group.add_argument("--jobs.user-dir", dest="jobs.user-dir", default=None,
+                       help="job→user files written by the prolog (default: <mapping-dir>-users)")
+
+
+@register("jobs", help="Slurm job holding each GPU (lockstep_gpu_job_info)", add_flags=add_flags)
+def jobs_collector(config: "ExporterConfig") -> JobsCollector:
+    default = config.sim_node_root / "gpu-jobs" if config.sim_node_root is not None else DEFAULT_DIR
+    mapping_dir = Path(config.flag("jobs.mapping-dir", default))
+    user_dir = Path(config.flag("jobs.user-dir", f"{mapping_dir}-users"))
+    return JobsCollector(mapping_dir, user_dir, lambda: gpu_uuids(config))

@@ -1,0 +1,140 @@
+"""The GPU collector: one snapshot of each GPU per scrape through the ``Nvml`` Protocol, XID counts
+from the event thread, optional DCGM profiling fields and dcgm-exporter names.
+
+NVML missing (no driver, no library) means no GPU samples and a warning once; NVML is retried every
+``RETRY_INIT_S``. A lost GPU is reported ``lockstep_gpu_up 0`` and the others carry on.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Any, Mapping
+
+import pynvml
+
+from exporters.catalog import gpu as m
+from exporters.gpu.backend import GpuOptions
+from exporters.gpu.dcgm_names import dcgm_labels, dcgm_samples
+from exporters.gpu.errors import GpuLost, NvmlGuard, error_code
+from exporters.gpu.protocol import Nvml, ProfSource
+from exporters.gpu.read import read_snapshot, read_static
+from exporters.gpu.samples import identity_samples, snapshot_samples
+from exporters.gpu.snapshot import GpuStatic
+from exporters.gpu.xid import XidWatcher
+from exporters.logs import once
+from exporters.sample import Sample
+
+log = logging.getLogger("lockstep.gpu")
+RETRY_INIT_S = 60.0
+
+
+class GpuCollector:
+    def __init__(self, nvml: Nvml, prof: ProfSource | None, options: GpuOptions, watch_xid: bool = True) -> None:
+        self.nvml, self.prof, self.options, self.watch_xid = nvml, prof, options, watch_xid
+        self._initialized = False
+        self._retry_at = 0.0
+        self._driver = ""
+        self._handles: list[Any] = []
+        self._static: dict[int, GpuStatic] = {}
+        self._dcgm_labels: dict[int, tuple[str, ...]] = {}
+        self._xid: XidWatcher | None = None
+
+    def collect(self) -> list[Sample]:
+        if not self._init():
+            return []
+        count = self.nvml.nvmlDeviceGetCount()
+        if count != len(self._handles):
+            self._open_devices(count)
+        prof = self._read_prof()
+        samples: list[Sample] = []
+        for index in range(count):
+            samples += self._gpu(index, prof.get(index))
+        if self._xid is not None:
+            samples += [Sample(m.XID_ERRORS, (str(gpu), str(xid)), float(events))
+                        for (gpu, xid), events in sorted(self._xid.counts().items())]
+        return samples
+
+    def close(self) -> None:
+        if self._xid is not None:
+            self._xid.close()
+        if self.prof is not None:
+            self.prof.close()
+        if self._initialized:
+            try:
+                self.nvml.nvmlShutdown()
+            except pynvml.NVMLError:
+                pass
+
+    def _init(self) -> bool:
+        if self._initialized:
+            return True
+        if time.monotonic() < self._retry_at:
+            return False
+        try:
+            self.nvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            once(log, logging.WARNING, f"init:{error_code(exc)}", "NVML unavailable (%s); the GPU collector "
+                 "reports no data and retries every %ds", exc, int(RETRY_INIT_S))
+            self._retry_at = time.monotonic() + RETRY_INIT_S
+            return False
+        self._initialized = True
+        try:
+            self._driver = self.nvml.nvmlSystemGetDriverVersion()
+        except pynvml.NVMLError:  # only a label; the GPUs may still answer
+            self._driver = ""
+        return True
+
+    def _open_devices(self, count: int) -> None:
+        """(Re)build the handle list: at start, and when the simulator's GPU count changes."""
+        self._handles = [self._handle(index) for index in range(count)]
+        self._static.clear()
+        self._dcgm_labels.clear()
+        if self._xid is not None:
+            self._xid.close()
+            self._xid = None
+        if self.watch_xid and count:
+            self._xid = XidWatcher(self.nvml, self._handles)
+
+    def _handle(self, index: int) -> Any:
+        try:
+            return NvmlGuard(index).call("nvmlDeviceGetHandleByIndex", self.nvml.nvmlDeviceGetHandleByIndex, index)
+        except GpuLost:
+            return None
+
+    def _read_prof(self) -> Mapping[int, Mapping[str, float]]:
+        if self.prof is None:
+            return {}
+        try:
+            return self.prof.read()
+        except Exception as exc:  # profiling is extra: its failure must not hide the NVML fields
+            once(log, logging.WARNING, f"prof:{type(exc).__name__}", "GPU profiling fields unavailable: %s", exc)
+            return {}
+
+    def _gpu(self, index: int, prof: Mapping[str, float] | None) -> list[Sample]:
+        static = self._static.get(index)
+        try:
+            handle = self._handles[index]
+            if handle is None:
+                handle = NvmlGuard(index).call("nvmlDeviceGetHandleByIndex", self.nvml.nvmlDeviceGetHandleByIndex, index)
+            if handle is None:
+                raise GpuLost(index, "nvmlDeviceGetHandleByIndex", pynvml.NVML_ERROR_NOT_FOUND)
+            self._handles[index] = handle
+            if static is None:
+                static = self._static[index] = read_static(self.nvml, index, self._handles)
+            snap = read_snapshot(self.nvml, static, handle, self.options.nvlink_per_link)
+        except GpuLost as exc:
+            once(log, logging.WARNING, f"lost:{index}:{static.uuid if static else ''}", "%s", exc)
+            if static is None:
+                return [Sample(m.UP, (str(index),), 0.0)]
+            return list(identity_samples(static, self._driver, up=False))
+        if prof:
+            snap = dataclasses.replace(snap, prof=tuple(sorted(prof.items())))
+        samples = list(identity_samples(static, self._driver, up=True))
+        samples += snapshot_samples(snap)
+        if self.options.dcgm_names:
+            labels = self._dcgm_labels.get(index)
+            if labels is None:
+                labels = self._dcgm_labels[index] = dcgm_labels(static, self._driver, self.options.hostname)
+            samples += dcgm_samples(snap, labels, self._xid.last(index) if self._xid else 0)
+        return samples

@@ -1,0 +1,77 @@
+"""The one place NVML errors are interpreted (STYLE rule 7).
+
+NVML reports failure per call (an ``NVMLError`` subclass) or per field (``nvmlReturn`` of a field value).
+Both go through ``NvmlGuard``: unsupported features become ``None`` (absent, not zero) with one debug
+line; a lost GPU aborts that GPU's snapshot only; anything else is logged once and treated as absent.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import pynvml
+
+from exporters.logs import once
+
+log = logging.getLogger("lockstep.gpu")
+
+# Absent on this GPU/driver: NotSupported (feature), FunctionNotFound (older driver than the bindings),
+# NoPermission (e.g. some counters need root), NotFound / InvalidArgument (no such link or peer).
+_ABSENT = {pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, pynvml.NVML_ERROR_NO_PERMISSION,
+           pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT, pynvml.NVML_ERROR_NO_DATA}
+# The GPU itself is gone or wedged (fell off the bus, XID 79; Unknown is what a wedged GPU returns).
+_LOST = {pynvml.NVML_ERROR_GPU_IS_LOST, pynvml.NVML_ERROR_UNKNOWN, pynvml.NVML_ERROR_RESET_REQUIRED}
+# NVML itself is unusable on this host: no driver, no library, mismatched library.
+UNAVAILABLE = {pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, pynvml.NVML_ERROR_DRIVER_NOT_LOADED,
+               pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, pynvml.NVML_ERROR_UNINITIALIZED}
+
+
+class GpuLost(Exception):
+    """Raised out of a snapshot when NVML says the GPU is lost; the collector reports it down."""
+
+    def __init__(self, gpu: int, what: str, code: int) -> None:
+        super().__init__(f"GPU {gpu} lost ({what}: NVML error {code})")
+        self.gpu, self.code = gpu, code
+
+
+def error_code(exc: BaseException) -> int:
+    return getattr(exc, "value", pynvml.NVML_ERROR_UNKNOWN)
+
+
+class NvmlGuard:
+    """Runs NVML calls for one GPU and turns their errors into absent values or ``GpuLost``."""
+
+    def __init__(self, gpu: int) -> None:
+        self.gpu = gpu
+
+    def call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, or None when NVML says the value is absent; raises GpuLost."""
+        try:
+            return fn(*args)
+        except pynvml.NVMLError as exc:
+            return self.failed(what, error_code(exc))
+
+    def failed(self, what: str, code: int) -> None:
+        """Classify NVML return ``code`` for ``what`` (a function or field name)."""
+        if code in _LOST:
+            raise GpuLost(self.gpu, what, code)
+        if code in _ABSENT:
+            once(log, logging.DEBUG, f"absent:{what}:{self.gpu}", "gpu %d: %s not available (NVML error %d)",
+                 self.gpu, what, code)
+        else:
+            once(log, logging.WARNING, f"error:{what}:{code}", "gpu %d: %s failed with NVML error %d (%s)",
+                 self.gpu, what, code, pynvml.NVMLError(code))
+        return None
+
+    def field(self, what: str, value: Any) -> float | None:
+        """The number in one ``c_nvmlFieldValue_t`` from nvmlDeviceGetFieldValues, or None."""
+        if value.nvmlReturn != pynvml.NVML_SUCCESS:
+            return self.failed(what, value.nvmlReturn)
+        return float(getattr(value.value, _VALUE_MEMBER.get(value.valueType, "ullVal")))
+
+
+# c_nvmlValue_t union member for each nvmlValueType_t.
+_VALUE_MEMBER = {pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal", pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+                 pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal", pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+                 pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal", pynvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+                 pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal"}

@@ -1,0 +1,148 @@
+"""Reads one ``GpuSnapshot`` per GPU through the ``Nvml`` Protocol (pynvml, the simulator, a fake).
+
+Scalar counters come from one ``nvmlDeviceGetFieldValues`` batch per GPU; drivers without the field
+API (FunctionNotFound) get the classic one-call-per-value functions instead. Every call goes through
+``NvmlGuard``, so an unsupported value is absent and a lost GPU raises ``GpuLost``.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pynvml
+
+from exporters.gpu.errors import NvmlGuard, error_code
+from exporters.gpu.protocol import Nvml
+from exporters.gpu.snapshot import GpuSnapshot, GpuStatic, NvLinkCounters
+
+FIELDS = {
+    "memory_temperature_c": pynvml.NVML_FI_DEV_MEMORY_TEMP,
+    "power_instant_mw": pynvml.NVML_FI_DEV_POWER_INSTANT,   # instantaneous; nvmlDeviceGetPowerUsage is a 1 s average
+    "energy_mj": pynvml.NVML_FI_DEV_ENERGY,
+    "pcie_replay": pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER,
+    "ecc_mode": pynvml.NVML_FI_DEV_ECC_CURRENT,
+    "ecc_corrected": pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL,
+    "ecc_uncorrected": pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL,
+    "remapped_correctable": pynvml.NVML_FI_DEV_REMAPPED_COR,
+    "remapped_uncorrectable": pynvml.NVML_FI_DEV_REMAPPED_UNC,
+    "remapped_pending": pynvml.NVML_FI_DEV_REMAPPED_PENDING,
+    "remapped_failed": pynvml.NVML_FI_DEV_REMAPPED_FAILURE,
+    # NVLink errors summed over links: four fields in the same batch instead of 18 links x 5 calls.
+    "nvlink_replay": pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL,
+    "nvlink_recovery": pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL,
+    "nvlink_crc_flit": pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,
+    "nvlink_crc_data": pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL,
+}
+_NVLINK_TOTALS = ("nvlink_replay", "nvlink_recovery", "nvlink_crc_flit", "nvlink_crc_data")
+_FIELD_IDS = list(FIELDS.values())
+_NVLINK_COUNTERS = (pynvml.NVML_NVLINK_ERROR_DL_REPLAY, pynvml.NVML_NVLINK_ERROR_DL_RECOVERY,
+                    pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT, pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA)
+# pynvml's NVML_P2P_CAPS_INDEX_READ is the tuple (0,) through a stray comma; the C enum value is 0.
+P2P_READ = 0
+
+
+def read_static(nvml: Nvml, index: int, handles: Sequence[Any]) -> GpuStatic:
+    g, h = NvmlGuard(index), handles[index]
+    pci = g.call("nvmlDeviceGetPciInfo", nvml.nvmlDeviceGetPciInfo, h)
+    p2p = tuple((peer, status) for peer, other in enumerate(handles) if peer != index and other is not None
+                for status in [g.call("nvmlDeviceGetP2PStatus", nvml.nvmlDeviceGetP2PStatus, h, other, P2P_READ)]
+                if status is not None)
+    return GpuStatic(
+        index=index, uuid=g.call("nvmlDeviceGetUUID", nvml.nvmlDeviceGetUUID, h) or "",
+        name=g.call("nvmlDeviceGetName", nvml.nvmlDeviceGetName, h) or "",
+        pci_bus_id=pci.busId if pci is not None else "",
+        minor=g.call("nvmlDeviceGetMinorNumber", nvml.nvmlDeviceGetMinorNumber, h),
+        sm_clock_max_mhz=g.call("nvmlDeviceGetMaxClockInfo", nvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_SM),
+        mem_clock_max_mhz=g.call("nvmlDeviceGetMaxClockInfo", nvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_MEM),
+        pcie_width_max=g.call("nvmlDeviceGetMaxPcieLinkWidth", nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
+        pcie_gen_max=g.call("nvmlDeviceGetMaxPcieLinkGeneration", nvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
+        p2p=p2p)
+
+
+def read_snapshot(nvml: Nvml, static: GpuStatic, handle: Any, per_link: bool = False) -> GpuSnapshot:
+    """One scrape of one GPU; raises ``GpuLost`` if NVML reports it lost. NVLink errors are the
+    all-links totals (link "total"), plus every active link's own counters with ``per_link``."""
+    g, h = NvmlGuard(static.index), handle
+    util = g.call("nvmlDeviceGetUtilizationRates", nvml.nvmlDeviceGetUtilizationRates, h)
+    mem = g.call("nvmlDeviceGetMemoryInfo", nvml.nvmlDeviceGetMemoryInfo, h)
+    fields = read_fields(nvml, g, h)
+    totals = [fields.pop(key) for key in _NVLINK_TOTALS]
+    nvlink = (NvLinkCounters("total", *totals),) if any(v is not None for v in totals) else ()
+    if per_link:
+        nvlink += read_nvlink(nvml, g, h)
+    power = fields.pop("power_instant_mw")
+    if power is None:
+        power = g.call("nvmlDeviceGetPowerUsage", nvml.nvmlDeviceGetPowerUsage, h)
+    reasons = g.call("nvmlDeviceGetCurrentClocksEventReasons", nvml.nvmlDeviceGetCurrentClocksEventReasons, h)
+    if reasons is None:  # drivers before 535 only have the older name
+        reasons = g.call("nvmlDeviceGetCurrentClocksThrottleReasons",
+                         nvml.nvmlDeviceGetCurrentClocksThrottleReasons, h)
+    return GpuSnapshot(
+        static=static,
+        utilization_gpu=util.gpu if util is not None else None,
+        utilization_memory=util.memory if util is not None else None,
+        sm_clock_mhz=g.call("nvmlDeviceGetClockInfo", nvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM),
+        mem_clock_mhz=g.call("nvmlDeviceGetClockInfo", nvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_MEM),
+        power_mw=power,
+        power_limit_mw=g.call("nvmlDeviceGetEnforcedPowerLimit", nvml.nvmlDeviceGetEnforcedPowerLimit, h),
+        temperature_c=g.call("nvmlDeviceGetTemperature", nvml.nvmlDeviceGetTemperature, h,
+                             pynvml.NVML_TEMPERATURE_GPU),
+        memory_used=mem.used if mem is not None else None,
+        memory_free=mem.free if mem is not None else None,
+        memory_total=mem.total if mem is not None else None,
+        clock_event_reasons=int(reasons) if reasons is not None else None,
+        pcie_width=g.call("nvmlDeviceGetCurrPcieLinkWidth", nvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+        pcie_gen=g.call("nvmlDeviceGetCurrPcieLinkGeneration", nvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+        persistence_mode=g.call("nvmlDeviceGetPersistenceMode", nvml.nvmlDeviceGetPersistenceMode, h),
+        nvlink=nvlink,
+        **fields)
+
+
+def read_fields(nvml: Nvml, g: NvmlGuard, h: Any) -> dict[str, float | None]:
+    try:
+        values = nvml.nvmlDeviceGetFieldValues(h, _FIELD_IDS)
+    except pynvml.NVMLError as exc:
+        g.failed("nvmlDeviceGetFieldValues", error_code(exc))  # raises GpuLost for a lost GPU
+        return read_fields_classic(nvml, g, h)
+    return {key: g.field(key, value) for key, value in zip(FIELDS, values)}
+
+
+def read_fields_classic(nvml: Nvml, g: NvmlGuard, h: Any) -> dict[str, float | None]:
+    """The same values one call each, for drivers without nvmlDeviceGetFieldValues."""
+    ecc = g.call("nvmlDeviceGetEccMode", nvml.nvmlDeviceGetEccMode, h)
+    rows = g.call("nvmlDeviceGetRemappedRows", nvml.nvmlDeviceGetRemappedRows, h) or (None,) * 4
+    errors = nvml.nvmlDeviceGetTotalEccErrors
+    return {
+        "memory_temperature_c": None, "power_instant_mw": None,
+        "energy_mj": g.call("nvmlDeviceGetTotalEnergyConsumption", nvml.nvmlDeviceGetTotalEnergyConsumption, h),
+        "pcie_replay": g.call("nvmlDeviceGetPcieReplayCounter", nvml.nvmlDeviceGetPcieReplayCounter, h),
+        "ecc_mode": ecc[0] if ecc is not None else None,
+        "ecc_corrected": g.call("nvmlDeviceGetTotalEccErrors", errors, h,
+                                pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_VOLATILE_ECC),
+        "ecc_uncorrected": g.call("nvmlDeviceGetTotalEccErrors", errors, h,
+                                  pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC),
+        "remapped_correctable": rows[0], "remapped_uncorrectable": rows[1],
+        "remapped_pending": rows[2], "remapped_failed": rows[3],
+        **dict.fromkeys(_NVLINK_TOTALS),
+    }
+
+
+def read_nvlink(nvml: Nvml, g: NvmlGuard, h: Any) -> tuple[NvLinkCounters, ...]:
+    """Error counters of every active link; the first link NVML rejects ends the scan."""
+    links = []
+    for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+        state = g.call("nvmlDeviceGetNvLinkState", nvml.nvmlDeviceGetNvLinkState, h, link)
+        if state is None:
+            break
+        if state:
+            links.append(NvLinkCounters(str(link), *_link_counters(nvml, g, h, link)))
+    return tuple(links)
+
+
+def _link_counters(nvml: Nvml, g: NvmlGuard, h: Any, link: int) -> list[float | None]:
+    # 18 links x 4 counters per H100: one try around the common all-supported case, the guard per
+    # counter only when one of them fails.
+    read = nvml.nvmlDeviceGetNvLinkErrorCounter
+    try:
+        return [read(h, link, c) for c in _NVLINK_COUNTERS]
+    except pynvml.NVMLError:
+        return [g.call("nvmlDeviceGetNvLinkErrorCounter", read, h, link, c) for c in _NVLINK_COUNTERS]

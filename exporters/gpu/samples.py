@@ -1,0 +1,75 @@
+"""``GpuSnapshot`` → catalog samples. Pure; the one place NVML units become base units."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from exporters.catalog import gpu as m
+from exporters.sample import Sample
+from exporters.gpu.snapshot import CLOCK_EVENT_REASONS, GpuSnapshot, GpuStatic
+
+# (multiplier, divisor) from NVML's units; dividing keeps 41 % → 0.41 exact in the exposition.
+MHZ = (1e6, 1)      # NVML clocks are MHz
+MILLI = (1, 1000)   # NVML power is mW, energy mJ
+PERCENT = (1, 100)  # NVML utilization is percent
+ONE = (1, 1)
+
+_SCALARS = (  # (metric, snapshot attribute, factor)
+    (m.UTILIZATION, "utilization_gpu", PERCENT), (m.MEMORY_UTILIZATION, "utilization_memory", PERCENT),
+    (m.SM_CLOCK, "sm_clock_mhz", MHZ), (m.MEMORY_CLOCK, "mem_clock_mhz", MHZ),
+    (m.POWER, "power_mw", MILLI), (m.POWER_LIMIT, "power_limit_mw", MILLI), (m.ENERGY, "energy_mj", MILLI),
+    (m.TEMPERATURE, "temperature_c", ONE), (m.MEMORY_TEMPERATURE, "memory_temperature_c", ONE),
+    (m.MEMORY_USED, "memory_used", ONE), (m.MEMORY_TOTAL, "memory_total", ONE),
+    (m.PCIE_REPLAY, "pcie_replay", ONE), (m.PCIE_WIDTH, "pcie_width", ONE), (m.PCIE_GEN, "pcie_gen", ONE),
+    (m.PERSISTENCE_MODE, "persistence_mode", ONE), (m.ECC_ENABLED, "ecc_mode", ONE),
+)
+_STATIC = ((m.SM_CLOCK_MAX, "sm_clock_max_mhz", MHZ), (m.MEMORY_CLOCK_MAX, "mem_clock_max_mhz", MHZ),
+           (m.PCIE_WIDTH_MAX, "pcie_width_max", ONE), (m.PCIE_GEN_MAX, "pcie_gen_max", ONE))
+_LABELLED = (  # (metric, label value, attribute)
+    (m.ECC_ERRORS, "corrected", "ecc_corrected"), (m.ECC_ERRORS, "uncorrected", "ecc_uncorrected"),
+    (m.REMAPPED_ROWS, "correctable", "remapped_correctable"),
+    (m.REMAPPED_ROWS, "uncorrectable", "remapped_uncorrectable"),
+    (m.REMAPPED_ROWS, "pending", "remapped_pending"), (m.REMAPPED_ROWS, "failed", "remapped_failed"),
+)
+_NVLINK_TYPES = ("replay", "recovery", "crc_flit", "crc_data")
+_PROF = (("sm_active", m.SM_ACTIVE), ("sm_occupancy", m.SM_OCCUPANCY), ("tensor_active", m.TENSOR_ACTIVE),
+         ("dram_active", m.DRAM_ACTIVE))
+
+
+def identity_samples(static: GpuStatic, driver: str, up: bool) -> Iterator[Sample]:
+    gpu = str(static.index)
+    yield Sample(m.INFO, (gpu, static.uuid, static.name, static.pci_bus_id, driver), 1.0)
+    yield Sample(m.UP, (gpu,), 1.0 if up else 0.0)
+
+
+def snapshot_samples(snap: GpuSnapshot) -> list[Sample]:
+    """Every present value of one GPU's snapshot (identity and up come from ``identity_samples``).
+    Builds a list rather than yielding: ~120 samples per GPU, and generator hops cost as much as encoding."""
+    static = snap.static
+    index = str(static.index)
+    gpu = (index,)
+    out = [Sample(metric, gpu, value * mul / div) for metric, attr, (mul, div) in _SCALARS
+           if (value := getattr(snap, attr)) is not None]
+    out += [Sample(metric, gpu, value * mul / div) for metric, attr, (mul, div) in _STATIC
+            if (value := getattr(static, attr)) is not None]
+    out += [Sample(metric, (index, label), value) for metric, label, attr in _LABELLED
+            if (value := getattr(snap, attr)) is not None]
+    out += _derived(snap, index)
+    for link in snap.nvlink:
+        out += [Sample(m.NVLINK_ERRORS, (index, link.link, kind), value) for kind in _NVLINK_TYPES
+                if (value := getattr(link, kind)) is not None]
+    out += [Sample(m.P2P_STATUS, (index, str(peer)), status) for peer, status in static.p2p]
+    prof = dict(snap.prof)
+    out += [Sample(metric, gpu, prof[key]) for key, metric in _PROF if key in prof]
+    out += [Sample(m.NVLINK_BANDWIDTH, (index, direction), prof[key])
+            for key, direction in (("nvlink_rx", "rx"), ("nvlink_tx", "tx")) if key in prof]
+    return out
+
+
+def _derived(snap: GpuSnapshot, gpu: str) -> list[Sample]:
+    out = []
+    if snap.clock_event_reasons is not None:
+        reasons = snap.clock_event_reasons
+        out += [Sample(m.CLOCK_EVENT, (gpu, reason), 1.0 if reasons & bit else 0.0) for bit, reason in CLOCK_EVENT_REASONS]
+    if snap.pcie_width is not None and snap.static.pcie_width_max is not None:
+        out.append(Sample(m.PCIE_LINK_DEGRADED, (gpu,), 1.0 if snap.pcie_width < snap.static.pcie_width_max else 0.0))
+    return out

@@ -1,0 +1,71 @@
+"""One GPU's state as read in one scrape, in NVML's own units (MHz, mW, mJ, percent, bytes).
+
+``None`` everywhere means absent (NotSupported, older driver): never emitted, never zero. Units are
+converted once, in ``samples.py``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class GpuStatic:
+    """Facts read once per GPU: identity, maxima, P2P topology (fixed until reboot / BIOS change)."""
+
+    index: int
+    uuid: str
+    name: str
+    pci_bus_id: str
+    minor: int | None = None
+    sm_clock_max_mhz: float | None = None
+    mem_clock_max_mhz: float | None = None
+    pcie_width_max: float | None = None
+    pcie_gen_max: float | None = None
+    p2p: tuple[tuple[int, int], ...] = ()   # (peer index, nvmlGpuP2PStatus_t)
+
+
+@dataclass(frozen=True, slots=True)
+class NvLinkCounters:
+    link: str     # link number, or "total" for NVML's all-links sums
+    replay: float | None
+    recovery: float | None
+    crc_flit: float | None
+    crc_data: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSnapshot:
+    static: GpuStatic
+    utilization_gpu: float | None = None        # percent
+    utilization_memory: float | None = None     # percent
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    power_mw: float | None = None
+    power_limit_mw: float | None = None
+    energy_mj: float | None = None
+    temperature_c: float | None = None
+    memory_temperature_c: float | None = None
+    memory_used: float | None = None            # bytes
+    memory_free: float | None = None
+    memory_total: float | None = None
+    clock_event_reasons: int | None = None      # nvmlClocksEventReason* bitmask
+    ecc_mode: float | None = None
+    ecc_corrected: float | None = None
+    ecc_uncorrected: float | None = None
+    remapped_correctable: float | None = None
+    remapped_uncorrectable: float | None = None
+    remapped_pending: float | None = None
+    remapped_failed: float | None = None
+    pcie_replay: float | None = None
+    pcie_width: float | None = None
+    pcie_gen: float | None = None
+    persistence_mode: float | None = None
+    nvlink: tuple[NvLinkCounters, ...] = ()
+    prof: tuple[tuple[str, float], ...] = ()    # DCGM profiling fields (ProfSource keys)
+
+
+# nvmlClocksEventReason* bits (pynvml), in the order of the catalog's HELP for clock_event_active.
+CLOCK_EVENT_REASONS = (
+    (0x1, "gpu_idle"), (0x2, "applications_clocks_setting"), (0x4, "sw_power_cap"), (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"), (0x20, "sw_thermal_slowdown"), (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"), (0x100, "display_clock_setting"),
+)

@@ -1,0 +1,111 @@
+"""Counts XID errors from NVML events (``nvmlEventTypeXidCriticalError``) in a background thread.
+
+DCGM's XID field holds only the last value, so a repeated XID is invisible there; NVML delivers
+every event, so ``lockstep_gpu_xid_errors_total{gpu,xid}`` counts repeats. The thread survives any
+NVML error (logged once, retried after a pause) and stops within one wait timeout on ``close()``.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from typing import Any, Sequence
+
+import pynvml
+
+from exporters.gpu.errors import error_code
+from exporters.gpu.protocol import Nvml
+from exporters.logs import kv, once
+
+log = logging.getLogger("lockstep.gpu.xid")
+WAIT_MS = 500
+RETRY_S = 5.0
+
+
+def handle_key(handle: Any) -> int:
+    """A hashable identity for a device handle: the C pointer for pynvml's handles (the event's copy
+    points at the same device), the object itself for Python-level backends."""
+    try:
+        return ctypes.cast(handle, ctypes.c_void_p).value or id(handle)
+    except (TypeError, ctypes.ArgumentError):
+        return id(handle)
+
+
+class XidWatcher:
+    def __init__(self, nvml: Nvml, handles: Sequence[Any]) -> None:
+        self._nvml = nvml
+        self._gpus = {handle_key(h): i for i, h in enumerate(handles) if h is not None}
+        self._handles = handles
+        self._counts: dict[tuple[int, int], int] = {}
+        self._last: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lockstep-gpu-xid", daemon=True)
+        self._thread.start()
+
+    def counts(self) -> dict[tuple[int, int], int]:
+        """``{(gpu, xid): events}`` since the agent started."""
+        with self._lock:
+            return dict(self._counts)
+
+    def last(self, gpu: int) -> int:
+        with self._lock:
+            return self._last.get(gpu, 0)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=WAIT_MS / 1000 + 2)
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                event_set = self._register()
+            except pynvml.NVMLError as exc:
+                once(log, logging.WARNING, f"register:{error_code(exc)}", "XID events unavailable (NVML error %d)",
+                     error_code(exc))
+                self._stop.wait(RETRY_S)
+                continue
+            try:
+                self._wait_loop(event_set)
+            finally:
+                try:
+                    self._nvml.nvmlEventSetFree(event_set)
+                except pynvml.NVMLError:
+                    pass
+
+    def _register(self) -> Any:
+        event_set = self._nvml.nvmlEventSetCreate()
+        for index, handle in enumerate(self._handles):
+            if handle is None:
+                continue
+            try:
+                self._nvml.nvmlDeviceRegisterEvents(handle, pynvml.nvmlEventTypeXidCriticalError, event_set)
+            except pynvml.NVMLError as exc:  # NotSupported on this GPU, or lost: watch the others
+                once(log, logging.DEBUG, f"gpu{index}:{error_code(exc)}", "gpu %d: no XID events (NVML error %d)",
+                     index, error_code(exc))
+        return event_set
+
+    def _wait_loop(self, event_set: Any) -> None:
+        while not self._stop.is_set():
+            try:
+                data = self._nvml.nvmlEventSetWait(event_set, WAIT_MS)
+            except pynvml.NVMLError as exc:
+                if error_code(exc) == pynvml.NVML_ERROR_TIMEOUT:
+                    continue
+                log.warning("XID event wait failed; re-registering", extra=kv(err=str(exc)))
+                self._stop.wait(RETRY_S)
+                return
+            if data.eventType & pynvml.nvmlEventTypeXidCriticalError:
+                self._count(data.device, int(data.eventData))
+
+    def _count(self, device: Any, xid: int) -> None:
+        gpu = self._gpus.get(handle_key(device))
+        if gpu is None:
+            return
+        log.warning("GPU XID error", extra=kv(gpu=gpu, xid=xid))
+        with self._lock:
+            self._counts[(gpu, xid)] = self._counts.get((gpu, xid), 0) + 1
+            self._last[gpu] = xid

@@ -1,0 +1,63 @@
+"""deploy/slurm/epilog-gpu-healthcheck.sh against a real ``lockstep exporter`` process serving a
+simulated node: it fails (drains) on every failed validation check and passes on a healthy node."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from lockstep import stack
+
+REPO = Path(__file__).parent.parent
+SCRIPT = REPO / "deploy/slurm/epilog-gpu-healthcheck.sh"
+FIXTURE = Path(__file__).parent / "fixtures/gpu/node00/gpus.json"
+
+
+def start_exporter(node_root: Path, workdir: Path, *flags: str) -> stack.Service:
+    """``lockstep exporter --sim.node-root NODE`` on a free 127.0.0.1 port, ready once /metrics answers."""
+    port = stack.free_port()
+    argv = [str(Path(sys.executable).parent / "lockstep"), "exporter", f"--sim.node-root={node_root}",
+            f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults", "--collector.gpu", *flags]
+    return stack.start_process("lockstep-exporter", argv, workdir, f"http://127.0.0.1:{port}",
+                               ready_path="/metrics", timeout=30)
+
+
+def healthcheck(url: str) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ["PATH"], "LOCKSTEP_AGENT_URL": url}
+    return subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=30)
+
+
+def healthy_node() -> dict:
+    doc = json.loads(FIXTURE.read_text())
+    good = doc["gpus"][0]
+    doc["gpus"] = [dict(good, index=i, uuid=good["uuid"][:-1] + str(i), lost=False,
+                        p2p={str(p): "ok" for p in range(3) if p != i}) for i in range(3)]
+    return doc
+
+
+def test_healthcheck_drains_on_failed_checks_and_passes_healthy_node(tmp_path, stack):
+    bad, good = tmp_path / "bad/node00", tmp_path / "good/node00"
+    bad.mkdir(parents=True)
+    good.mkdir(parents=True)
+    shutil.copy(FIXTURE, bad / "gpus.json")
+    (good / "gpus.json").write_text(json.dumps(healthy_node()))
+    bad_agent = stack.add(start_exporter(bad, tmp_path / "bad-agent"))
+    good_agent = stack.add(start_exporter(good, tmp_path / "good-agent"))
+
+    result = healthcheck(bad_agent.url + "/metrics")
+    assert result.returncode == 1, result.stderr
+    for reason in ('GPU lost {gpu="2"}', 'P2P status 3 {gpu="1",peer="0"}', 'PCIe link below max width {gpu="1"}',
+                   'persistence mode off {gpu="1"}', 'ECC disabled {gpu="1"}'):
+        assert reason in result.stderr
+    assert 'gpu="0"' not in result.stderr
+
+    result = healthcheck(good_agent.url + "/metrics")
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+def test_unreachable_agent_is_not_a_node_fault():
+    result = healthcheck(f"http://127.0.0.1:{stack.free_port()}/metrics")
+    assert result.returncode == 0 and "cannot read" in result.stderr

@@ -1,0 +1,170 @@
+"""GPU collector over a fake NVML that speaks pynvml's API (tests/fixtures/gpu/fake_pynvml.py):
+golden exposition, NotSupported / GPU_IS_LOST / FunctionNotFound handling, XID event thread."""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+import time
+from pathlib import Path
+
+import pynvml
+import pytest
+
+from exporters import logs
+from exporters.exposition import Encoder, render_text
+from exporters.gpu import xid as xid_module
+from exporters.gpu.backend import GpuOptions
+from exporters.gpu.collector import GpuCollector
+
+_spec = importlib.util.spec_from_file_location("fake_pynvml", Path(__file__).parent / "fixtures/gpu/fake_pynvml.py")
+fake = sys.modules.setdefault("fake_pynvml", importlib.util.module_from_spec(_spec))
+_spec.loader.exec_module(fake)
+Err = fake.Err
+NS = Err(pynvml.NVML_ERROR_NOT_SUPPORTED)
+ULL, DBL = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, pynvml.NVML_VALUE_TYPE_DOUBLE
+
+
+def h100(index: int, **over) -> dict:
+    """What an H100 SXM answers (values in NVML units: MHz, mW, mJ, %, bytes)."""
+    dev = {
+        "uuid": f"GPU-5e0b1b1a-7c3d-4f0e-8a55-91c3d2e4f60{index}", "name": "NVIDIA H100 80GB HBM3",
+        "busId": f"00000000:{0x18 + 0x10 * index:02X}:00.0", "minor": index, "util": (100, 38),
+        "clocks": {pynvml.NVML_CLOCK_SM: 1980, pynvml.NVML_CLOCK_MEM: 2619},
+        "max_clocks": {pynvml.NVML_CLOCK_SM: 1980, pynvml.NVML_CLOCK_MEM: 2619},
+        "power": 650000, "power_limit": 700000, "energy": 98765432, "temp": 74,
+        "mem": (85520809984, 12345678848, 73175131136), "reasons": 0x0, "ecc_mode": [1, 1],
+        "ecc": {0: 5, 1: 0}, "rows": (2, 0, 0, 0), "replay": 1, "width": 16, "max_width": 16, "gen": 5, "max_gen": 5,
+        "nvlink": [[0, 0, 1, 0], None, [0, 2, 0, 0]], "persistence": 1,
+        "p2p": {peer: pynvml.NVML_P2P_STATUS_OK for peer in range(3) if peer != index},
+        "fields": {pynvml.NVML_FI_DEV_MEMORY_TEMP: (ULL, 66), pynvml.NVML_FI_DEV_POWER_INSTANT: (ULL, 702500),
+                   pynvml.NVML_FI_DEV_ENERGY: (ULL, 98765432), pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER: (ULL, 1),
+                   pynvml.NVML_FI_DEV_ECC_CURRENT: (ULL, 1), pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL: (ULL, 5),
+                   pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL: (ULL, 0), pynvml.NVML_FI_DEV_REMAPPED_COR: (ULL, 2),
+                   pynvml.NVML_FI_DEV_REMAPPED_UNC: (ULL, 0), pynvml.NVML_FI_DEV_REMAPPED_PENDING: (ULL, 0),
+                   pynvml.NVML_FI_DEV_REMAPPED_FAILURE: (ULL, 0),
+                   pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: (ULL, 0),
+                   pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL: (ULL, 2),
+                   pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: (ULL, 1),
+                   pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL: (ULL, 0)},
+    }
+    dev.update(over)
+    return dev
+
+
+def node() -> list[dict]:
+    """GPU 0 healthy; GPU 1 an older board (no memory temperature, no instant power, no NVLink, no
+    persistence query), throttled, with P2P blocked; GPU 2 fell off the bus."""
+    limited_fields = dict(h100(1)["fields"])
+    limited_fields[pynvml.NVML_FI_DEV_MEMORY_TEMP] = NS
+    limited_fields[pynvml.NVML_FI_DEV_POWER_INSTANT] = NS
+    for field in (pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL,
+                  pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL):
+        limited_fields[field] = NS
+    return [h100(0),
+            h100(1, fields=limited_fields, nvlink=NS, persistence=NS, reasons=0x4 | 0x40, temp=89,
+                 clocks={pynvml.NVML_CLOCK_SM: 1410, pynvml.NVML_CLOCK_MEM: 2619},
+                 p2p={0: pynvml.NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED, 2: NS}),
+            h100(2, lost=True)]
+
+
+def render(collector: GpuCollector) -> str:
+    families: dict = {}
+    Encoder().add(families, collector.collect())
+    return render_text(families)
+
+
+def wait_for_xids(collector: GpuCollector, expected: dict) -> None:
+    deadline = time.monotonic() + 10
+    while collector._xid is None or collector._xid.counts() != expected:
+        assert time.monotonic() < deadline, f"XID counts {collector._xid and collector._xid.counts()} != {expected}"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def options() -> GpuOptions:
+    return GpuOptions("nvml", dcgm_names=False, hostname="node00")
+
+
+def test_fake_nvml_golden(golden):
+    nvml = fake.FakeNvml(node())
+    for event in [(0, 13), (0, 13), (2, 79)]:
+        nvml.events.put(event)
+    collector = GpuCollector(nvml, None, GpuOptions("nvml", hostname="node00", nvlink_per_link=True))
+    try:
+        render(collector)  # starts the event thread
+        wait_for_xids(collector, {(0, 13): 2, (2, 79): 1})
+        text = render(collector)
+    finally:
+        collector.close()
+    golden("gpu/fake_nvml.prom", text)
+    assert 'lockstep_gpu_up{gpu="2"} 0' in text and 'lockstep_gpu_up{gpu="1"} 1' in text
+    assert 'gpu="2",' not in text.replace('lockstep_gpu_xid_errors_total{gpu="2",xid="79"}', "")
+    assert 'lockstep_gpu_power_watts{gpu="0"} 702.5' in text      # instant power field
+    assert 'lockstep_gpu_power_watts{gpu="1"} 650' in text        # fell back to nvmlDeviceGetPowerUsage
+    assert 'lockstep_gpu_memory_temperature_celsius{gpu="1"}' not in text  # absent, not zero
+    assert 'lockstep_gpu_nvlink_errors_total{gpu="0",link="total",type="recovery"} 2' in text
+    assert 'link="1"' not in text  # inactive link skipped; link 2 after it still read
+    assert 'lockstep_gpu_nvlink_errors_total{gpu="0",link="2",type="recovery"} 2' in text
+
+
+def test_old_driver_without_field_values_golden(golden, options):
+    nvml = fake.FakeNvml([h100(0), h100(1)],
+                         missing=["nvmlDeviceGetFieldValues", "nvmlDeviceGetCurrentClocksEventReasons"])
+    collector = GpuCollector(nvml, None, options, watch_xid=False)
+    text = render(collector)
+    collector.close()
+    golden("gpu/fake_nvml_old_driver.prom", text)
+    assert 'lockstep_gpu_ecc_errors_total{gpu="0",type="corrected"} 5' in text
+    assert 'lockstep_gpu_clock_event_active{gpu="0",reason="gpu_idle"} 0' in text
+    assert "lockstep_gpu_memory_temperature_celsius" not in text
+
+
+def test_library_missing_reports_no_data_and_retries_later(options):
+    nvml = fake.FakeNvml([h100(0)], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+    collector = GpuCollector(nvml, None, options)
+    assert list(collector.collect()) == []
+    nvml.init_error = None
+    assert list(collector.collect()) == []  # within the retry interval: no new nvmlInit
+    collector._retry_at = 0.0
+    assert any(s.metric.name == "lockstep_gpu_up" for s in collector.collect())
+    collector.close()
+
+
+def test_not_supported_is_logged_once_at_debug(caplog, options, monkeypatch):
+    monkeypatch.setattr(logs, "_once", set())
+    collector = GpuCollector(fake.FakeNvml(node()), None, options, watch_xid=False)
+    with caplog.at_level(logging.DEBUG, logger="lockstep.gpu"):
+        render(collector)
+        render(collector)
+    collector.close()
+    lines = [r for r in caplog.records if "nvmlDeviceGetPersistenceMode" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelno == logging.DEBUG
+
+
+def test_xid_thread_survives_errors_and_stops_cleanly(options, monkeypatch):
+    monkeypatch.setattr(xid_module, "RETRY_S", 0.05)
+    nvml = fake.FakeNvml([h100(0), h100(1)])
+    nvml.events.put(Err(pynvml.NVML_ERROR_UNKNOWN))
+    nvml.events.put((1, 48))
+    nvml.events.put((1, 48))
+    collector = GpuCollector(nvml, None, options)
+    render(collector)
+    wait_for_xids(collector, {(1, 48): 2})
+    assert nvml.calls.count("event_set_create") == 2   # re-registered after the error
+    thread = collector._xid
+    collector.close()
+    assert not thread.alive()
+    assert nvml.calls.count("event_set_free") == 2 and "shutdown" in nvml.calls
+
+
+def test_unknown_error_marks_only_that_gpu_lost(options):
+    """A wedged GPU answers NVML_ERROR_UNKNOWN; it is reported down, its neighbour is not."""
+    nvml = fake.FakeNvml([h100(0, temp=Err(pynvml.NVML_ERROR_UNKNOWN)), h100(1)])
+    collector = GpuCollector(nvml, None, options, watch_xid=False)
+    text = render(collector)
+    collector.close()
+    assert 'lockstep_gpu_up{gpu="0"} 0' in text and 'lockstep_gpu_up{gpu="1"} 1' in text
+    assert 'lockstep_gpu_info{gpu="0",uuid="GPU-5e0b1b1a-7c3d-4f0e-8a55-91c3d2e4f600"' in text
+    assert 'lockstep_gpu_temperature_celsius{gpu="0"}' not in text
+    assert 'lockstep_gpu_temperature_celsius{gpu="1"} 74' in text

@@ -1,0 +1,158 @@
+"""GPU collector over the simulator's gpus.json (``sim:PATH``): golden exposition in lockstep and
+dcgm-exporter names, XID delivery by seq, malformed and missing files, flag handling."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from exporters import cli
+from exporters.exposition import Encoder, render_openmetrics, render_text
+from exporters.gpu.backend import GpuOptions, open_backend
+from exporters.gpu.collector import GpuCollector
+from exporters.gpu.sim import SimFormatError
+
+FIXTURE = Path(__file__).parent / "fixtures/gpu/node00/gpus.json"
+
+
+def collector_for(path: Path, dcgm: bool = False, watch_xid: bool = True) -> GpuCollector:
+    options = GpuOptions("sim", path, dcgm_names=dcgm, hostname="node00")
+    nvml, prof = open_backend(options)
+    return GpuCollector(nvml, prof, options, watch_xid=watch_xid)
+
+
+def render(collector: GpuCollector, openmetrics: bool = False) -> str:
+    families: dict = {}
+    Encoder().add(families, collector.collect())
+    return render_openmetrics(families) if openmetrics else render_text(families)
+
+
+def wait_for_xids(collector: GpuCollector, expected: dict) -> None:
+    deadline = time.monotonic() + 10
+    while collector._xid is None or collector._xid.counts() != expected:
+        assert time.monotonic() < deadline, f"XID counts {collector._xid and collector._xid.counts()} != {expected}"
+        render(collector)
+        time.sleep(0.02)
+
+
+def rewrite(path: Path, doc: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
+    st = path.stat()  # same-second rewrites of the same size must still be seen as changed
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+
+
+@pytest.fixture
+def gpus_json(tmp_path: Path) -> Path:
+    path = tmp_path / "gpus.json"
+    shutil.copy(FIXTURE, path)
+    return path
+
+
+@pytest.mark.parametrize("names", ["lockstep", "dcgm"])
+def test_sim_golden(golden, gpus_json, names):
+    collector = collector_for(gpus_json, dcgm=names == "dcgm")
+    try:
+        wait_for_xids(collector, {(0, 13): 2, (2, 79): 1})
+        text = render(collector)
+    finally:
+        collector.close()
+    golden(f"gpu/sim_{names}.prom", text)
+
+
+def test_lost_gpu_is_down_and_others_unaffected(gpus_json):
+    collector = collector_for(gpus_json, watch_xid=False)
+    text = render(collector)
+    collector.close()
+    assert 'lockstep_gpu_up{gpu="2"} 0' in text
+    assert [line for line in text.splitlines() if 'gpu="2"' in line] == ['lockstep_gpu_up{gpu="2"} 0']
+    for gpu in ("0", "1"):
+        assert f'lockstep_gpu_up{{gpu="{gpu}"}} 1' in text
+        assert f'lockstep_gpu_temperature_celsius{{gpu="{gpu}"}}' in text
+
+
+def test_repeated_xid_is_counted_again(gpus_json):
+    collector = collector_for(gpus_json)
+    try:
+        wait_for_xids(collector, {(0, 13): 2, (2, 79): 1})
+        doc = json.loads(gpus_json.read_text())
+        doc["gpus"][1]["xid_events"] = [{"seq": 4, "xid": 79, "timestamp": 1.0}, {"seq": 5, "xid": 79, "timestamp": 2.0}]
+        doc["gpus"][1]["lost"] = True
+        rewrite(gpus_json, doc)
+        wait_for_xids(collector, {(0, 13): 2, (2, 79): 1, (1, 79): 2})
+        text = render(collector)
+    finally:
+        collector.close()
+    assert 'lockstep_gpu_up{gpu="1"} 0' in text and 'lockstep_gpu_up{gpu="0"} 1' in text
+
+
+def test_malformed_file_names_file_and_line_then_recovers(gpus_json):
+    collector = collector_for(gpus_json, watch_xid=False)
+    good = gpus_json.read_text()
+    gpus_json.write_text(good.replace('"index": 1,', '"index": 1', 1))
+    with pytest.raises(SimFormatError, match=rf"{gpus_json}:\d+: invalid JSON"):
+        render(collector)
+    doc = json.loads(good)
+    del doc["gpus"][0]["uuid"]
+    rewrite(gpus_json, doc)
+    with pytest.raises(SimFormatError, match=r"gpus\[0\]\.uuid: missing"):
+        render(collector)
+    rewrite(gpus_json, json.loads(good))
+    assert 'lockstep_gpu_up{gpu="0"} 1' in render(collector)
+    collector.close()
+
+
+def test_missing_file_means_no_gpus_until_it_appears(tmp_path):
+    path = tmp_path / "gpus.json"
+    collector = collector_for(path, watch_xid=False)
+    assert render(collector) == ""
+    shutil.copy(FIXTURE, path)
+    assert 'lockstep_gpu_up{gpu="1"} 1' in render(collector)
+    collector.close()
+
+
+def test_openmetrics_marks_dcgm_counters_without_total_as_unknown(gpus_json):
+    collector = collector_for(gpus_json, dcgm=True, watch_xid=False)
+    text = render(collector, openmetrics=True)
+    collector.close()
+    assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION unknown" in text
+    assert "# TYPE lockstep_gpu_energy_joules counter" in text
+    assert text.endswith("# EOF\n")
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    cli.add_parser(sub, ["exporter", *argv])
+    return parser.parse_args(["exporter", *argv])
+
+
+def test_flags(tmp_path):
+    from exporters.gpu.backend import parse_options
+    (tmp_path / "node03").mkdir()
+    config = cli.config_from_args(parse(["--sim.node-root", str(tmp_path / "node03")]))
+    assert parse_options(config) == GpuOptions("sim", tmp_path / "node03" / "gpus.json", False, "node03")
+    config = cli.config_from_args(parse(["--gpu.backend=dcgm", "--gpu.metric-names=dcgm"]))
+    assert parse_options(config).backend == "dcgm" and parse_options(config).dcgm_names
+    with pytest.raises(ValueError, match="--gpu.backend: 'cuda'"):
+        parse_options(cli.config_from_args(parse(["--gpu.backend=cuda"])))
+    with pytest.raises(ValueError, match="--gpu.backend"):
+        parse_options(cli.config_from_args(parse(["--gpu.backend=sim:"])))
+
+
+def test_lockstep_names_pass_promtool_lint(gpus_json):
+    """promtool's metric linter (units, _total, snake_case, HELP) on a whole GPU scrape."""
+    import subprocess
+    from exporters.scrape import Scraper
+    from lockstep.stack import require_binary
+    scraper = Scraper({"gpu": collector_for(gpus_json, watch_xid=False)})
+    result = subprocess.run([require_binary("promtool"), "check", "metrics"], input=scraper.render(),
+                            capture_output=True, text=True, timeout=30)
+    scraper.close()
+    assert (result.returncode, result.stdout + result.stderr) == (0, "")

@@ -1,0 +1,139 @@
+"""The GPU collector on trees written by the real simulator (``lockstep sim run``): a thermal
+straggler shows on the throttled GPU only, XID 79 marks one GPU lost and counts, and NVIDIA's own
+Grafana dashboard runs unchanged against a real Prometheus scraping ``lockstep exporter``."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lockstep.stack import query, start_prometheus
+from test_gpu_healthcheck import start_exporter
+from test_gpu_sim import collector_for, wait_for_xids
+
+REPO = Path(__file__).parent.parent
+SCENARIOS = REPO / "simulator/scenarios"
+LOCKSTEP = str(Path(sys.executable).parent / "lockstep")
+DASHBOARD = Path(__file__).parent / "fixtures/gpu/dcgm-exporter-dashboard.json"
+
+
+def values(collector, metric: str, **labels: str) -> dict[str, float]:
+    """``{gpu: value}`` of one metric (with the given extra labels) in one scrape."""
+    out = {}
+    for sample in collector.collect():
+        named = dict(zip(sample.metric.labels, sample.labels))
+        if sample.metric.name == metric and all(named.get(k) == v for k, v in labels.items()):
+            out[named["gpu"]] = sample.value
+    return out
+
+
+@pytest.fixture(scope="module")
+def xid_tree(tmp_path_factory) -> Path:
+    """xid.yaml run to 200 s: node03 GPU 6 logs XID 48 at 80 s and XID 79 (off the bus) at 150 s."""
+    root = tmp_path_factory.mktemp("xid")
+    subprocess.run([LOCKSTEP, "sim", "run", str(SCENARIOS / "xid.yaml"), "--root", str(root), "--speed", "100",
+                    "--duration", "200"], check=True, capture_output=True, timeout=120)
+    return root
+
+
+def test_xid_79_counts_and_marks_only_that_gpu_lost(xid_tree):
+    collector = collector_for(xid_tree / "node03/gpus.json")
+    try:
+        wait_for_xids(collector, {(6, 48): 1, (6, 79): 1})
+        up = values(collector, "lockstep_gpu_up")
+        temps = values(collector, "lockstep_gpu_temperature_celsius")
+        gpu6 = [s for s in collector.collect() if s.labels[0] == "6"]
+    finally:
+        collector.close()
+    assert up == {str(g): (0.0 if g == 6 else 1.0) for g in range(8)}
+    assert sorted(temps) == [str(g) for g in range(8) if g != 6]
+    # Lost before the agent first saw it: no UUID to report, only that it is down and what it logged.
+    assert sorted({s.metric.name for s in gpu6}) == ["lockstep_gpu_up", "lockstep_gpu_xid_errors_total"]
+
+
+def test_thermal_straggler_shows_on_the_throttled_gpu_only(tmp_path):
+    """thermal-straggler.yaml throttles node05 GPU 3 (clock x0.7, thermal) from 300 s to 900 s."""
+    sim = subprocess.Popen([LOCKSTEP, "sim", "run", str(SCENARIOS / "thermal-straggler.yaml"), "--root",
+                            str(tmp_path), "--speed", "500", "--duration", "0"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    collector = collector_for(tmp_path / "node05/gpus.json", watch_xid=False)
+    try:
+        deadline = time.monotonic() + 90
+        while values(collector, "lockstep_gpu_clock_event_active", reason="hw_thermal_slowdown").get("3") != 1:
+            assert sim.poll() is None, sim.stderr.read().decode()
+            assert time.monotonic() < deadline, "node05 GPU 3 never reported thermal slowdown"
+            time.sleep(0.2)
+        clocks = values(collector, "lockstep_gpu_sm_clock_hertz")
+        temps = values(collector, "lockstep_gpu_temperature_celsius")
+        thermal = {reason: values(collector, "lockstep_gpu_clock_event_active", reason=reason)
+                   for reason in ("sw_thermal_slowdown", "hw_thermal_slowdown")}
+        neighbour = collector_for(tmp_path / "node04/gpus.json", watch_xid=False)
+        neighbour_thermal = values(neighbour, "lockstep_gpu_clock_event_active", reason="hw_thermal_slowdown")
+    finally:
+        sim.terminate()
+        sim.wait(30)
+        collector.close()
+    peers = [g for g in clocks if g != "3"]
+    assert len(peers) == 7
+    assert clocks["3"] < 0.8 * min(clocks[g] for g in peers)
+    assert temps["3"] > max(temps[g] for g in peers) + 10
+    assert all(thermal["hw_thermal_slowdown"][g] == 0 for g in peers)
+    assert all(thermal["sw_thermal_slowdown"][g] == 0 for g in peers)
+    assert set(neighbour_thermal.values()) == {0.0}
+
+
+def panel_queries(dashboard: dict) -> list[str]:
+    exprs = []
+    def walk(panels: list) -> None:
+        for panel in panels:
+            walk(panel.get("panels", []))
+            exprs.extend(t["expr"] for t in panel.get("targets", []) if t.get("expr"))
+    walk(dashboard["panels"])
+    return exprs
+
+
+def variable_values(url: str, dashboard: dict) -> dict[str, str]:
+    """Each query variable as Grafana expands "All" on a multi-value variable: ``(v1|v2|...)``."""
+    values = {}
+    for var in dashboard["templating"]["list"]:
+        match = re.fullmatch(r"label_values\((\w+), *(\w+)\)", var.get("query", ""))
+        if var["type"] != "query" or not match:
+            continue
+        metric, label = match.groups()
+        found = sorted({r["metric"][label] for r in query(url, f"group by ({label}) ({metric})")})
+        assert found, f"template variable ${var['name']}: {var['query']} has no values"
+        # Grafana's Prometheus regex escaping: a backslash doubled inside the PromQL string literal.
+        values[var["name"]] = "(" + "|".join(re.escape(v).replace("\\", "\\\\") for v in found) + ")"
+    return values
+
+
+def wait_for(url: str, promql: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not query(url, promql):
+        assert time.monotonic() < deadline, f"{promql} returned no data within {timeout}s"
+        time.sleep(0.25)
+
+
+def test_every_dcgm_dashboard_query_returns_data(xid_tree, tmp_path, stack):
+    agents = [stack.add(start_exporter(xid_tree / node, tmp_path / node, "--gpu.metric-names=dcgm"))
+              for node in ("node00", "node03")]
+    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+              "scrape_configs": [{"job_name": "lockstep-node", "static_configs": [
+                  {"targets": [agent.url.removeprefix("http://")], "labels": {"node": node}}
+                  for agent, node in zip(agents, ("node00", "node03"))]}]}
+    prometheus = stack.add(start_prometheus(config, tmp_path / "prometheus"))
+    wait_for(prometheus.url, 'count(lockstep_scrape_collector_success{collector="gpu"} == 1) == 2')
+    wait_for(prometheus.url, "count(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE) == 15")  # 16 GPUs, one lost
+
+    dashboard = json.loads(DASHBOARD.read_text())
+    variables = variable_values(prometheus.url, dashboard)
+    exprs = panel_queries(dashboard)
+    assert len(exprs) == 8
+    for expr in exprs:
+        promql = re.sub(r"\$(\w+)", lambda m: variables[m.group(1)], expr)
+        assert query(prometheus.url, promql), f"dashboard query returned no data: {promql}"

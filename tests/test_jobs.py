@@ -1,0 +1,77 @@
+"""Slurm GPU→job mapping: the prolog/epilog in deploy/slurm/ (run for real with bash) and the
+``jobs`` collector reading what they write."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from exporters.collectors.jobs import jobs_collector, parse_mapping
+from exporters.config import ExporterConfig
+from exporters.exposition import Encoder, render_text
+
+REPO = Path(__file__).parent.parent
+SLURM = REPO / "deploy" / "slurm"
+FIXTURE = Path(__file__).parent / "fixtures/gpu/node00/gpus.json"
+UUID1 = "GPU-2f6c1c1e-0b3a-4c55-9d7e-000000000001"
+
+
+def run_script(name: str, env: dict, tmp_path: Path) -> subprocess.CompletedProcess:
+    smi = tmp_path / "nvidia-smi"
+    if not smi.exists():  # nvidia-smi's output for --query-gpu=index,uuid --format=csv,noheader
+        smi.write_text("#!/bin/sh\nprintf '0, GPU-2f6c1c1e-0b3a-4c55-9d7e-000000000000\\n"
+                       "1, GPU-2f6c1c1e-0b3a-4c55-9d7e-000000000001\\n'\n")
+        smi.chmod(0o755)
+    full = {"PATH": os.environ["PATH"], "LOCKSTEP_GPU_JOB_DIR": str(tmp_path / "node00/gpu-jobs"),
+            "LOCKSTEP_NVIDIA_SMI": str(smi), **env}
+    return subprocess.run(["bash", str(SLURM / name)], env=full, capture_output=True, text=True, timeout=30)
+
+
+def listing(path: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted(path.iterdir()) if not p.name.startswith(".")}
+
+
+def test_prolog_and_epilog_maintain_the_mapping(tmp_path):
+    jobs = tmp_path / "node00/gpu-jobs"
+    assert run_script("prolog-gpu-jobs.sh", {"SLURM_JOB_ID": "4242", "SLURM_JOB_GPUS": "0,1",
+                                             "SLURM_JOB_USER": "alice"}, tmp_path).returncode == 0
+    # Newer Slurm: UUIDs in CUDA_VISIBLE_DEVICES, mapped to indices through nvidia-smi.
+    assert run_script("prolog-gpu-jobs.sh", {"SLURM_JOB_ID": "4343", "CUDA_VISIBLE_DEVICES": UUID1,
+                                             "SLURM_JOB_USER": "bob"}, tmp_path).returncode == 0
+    assert listing(jobs) == {"0": "4242\n", "1": "4242\n4343\n"}
+    assert listing(tmp_path / "node00/gpu-jobs-users") == {"4242": "alice\n", "4343": "bob\n"}
+    assert run_script("epilog-gpu-jobs.sh", {"SLURM_JOB_ID": "4242"}, tmp_path).returncode == 0
+    assert listing(jobs) == {"1": "4343\n"}
+    assert listing(tmp_path / "node00/gpu-jobs-users") == {"4343": "bob\n"}
+
+
+def test_prolog_never_fails_the_job(tmp_path):
+    result = run_script("prolog-gpu-jobs.sh", {"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "GPU-ffff"}, tmp_path)
+    assert result.returncode == 0 and "cannot map GPU 'GPU-ffff'" in result.stderr
+
+
+def test_parse_mapping_ignores_non_gpu_files():
+    assert [(m.gpu, m.job_id) for m in parse_mapping({"3": "11\n\n12\n", "README": "x", ".3.11": "11"})] == \
+        [("3", "11"), ("3", "12")]
+
+
+def test_collector_joins_index_and_uuid_files(tmp_path, golden):
+    node = tmp_path / "node00"
+    (node / "gpu-jobs").mkdir(parents=True)
+    (node / "gpu-jobs-users").mkdir()
+    shutil.copy(FIXTURE, node / "gpus.json")
+    (node / "gpu-jobs" / "0").write_text("4242\n")
+    (node / "gpu-jobs" / UUID1).write_text("4343\n")      # written by a dcgm-style UUID prolog
+    (node / "gpu-jobs-users" / "4242").write_text("alice\n")
+    collector = jobs_collector(ExporterConfig(sim_node_root=node, node_name="node00"))
+    families: dict = {}
+    Encoder().add(families, collector.collect())
+    golden("gpu/jobs.prom", render_text(families))
+
+
+def test_collector_without_directory_yields_nothing(tmp_path):
+    (tmp_path / "n").mkdir()
+    assert list(jobs_collector(ExporterConfig(sim_node_root=tmp_path / "n")).collect()) == []
