@@ -1,16 +1,51 @@
-"""`lockstep sim` (placeholder until its issue lands)."""
+"""``lockstep sim run|series``: the simulated cluster, live or as a series frame with ground truth."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
+from pathlib import Path
 from typing import Sequence
+
+from exporters.configfile import ConfigError
+from exporters.listen import parse_listen_address
 
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
-    p = subparsers.add_parser("sim", help="simulated GPU training cluster with fault injection: run, series", description="simulated GPU training cluster with fault injection: run, series")
+    p = subparsers.add_parser("sim", help="simulated GPU training cluster with fault injection: run, series",
+                              description="simulated GPU training cluster with fault injection: run, series")
+    sub = p.add_subparsers(dest="sim_command", metavar="{run,series}", required=True)
+    r = sub.add_parser("run", help="live cluster: per-node source trees under --root and a Redfish service")
+    r.add_argument("scenario", type=Path, help="scenario YAML (simulator/scenarios/*.yaml)")
+    r.add_argument("--root", type=Path, required=True, help="directory for DIR/<node>/{sys,proc,ethtool,gpus.json}")
+    r.add_argument("--speed", type=float, default=1.0, help="simulated seconds per wall second (default 1)")
+    r.add_argument("--redfish-listen", default="127.0.0.1:0",
+                   help="HOST:PORT of the Redfish service (default 127.0.0.1:0, an ephemeral port)")
+    r.add_argument("--duration", type=float, default=None,
+                   help="simulated seconds to run (default: the scenario's duration_s; 0 runs until stopped)")
+    s = sub.add_parser("series", help="the same model as a long-format Parquet frame plus FILE.truth.json")
+    s.add_argument("scenario", type=Path)
+    s.add_argument("--out", type=Path, required=True, help="FILE.parquet (truth goes to FILE.truth.json)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("lockstep sim: not implemented yet", file=sys.stderr)
-    return 1
+    from simulator.scenario import load_scenario
+    try:
+        scenario = load_scenario(args.scenario)
+        if args.sim_command == "run":
+            if args.speed <= 0:
+                raise ValueError(f"--speed must be > 0, got {args.speed:g}")
+            if args.duration is not None and args.duration < 0:
+                raise ValueError(f"--duration must be >= 0, got {args.duration:g}")
+            listen = parse_listen_address(args.redfish_listen)
+    except (ConfigError, ValueError) as exc:
+        print(f"lockstep sim: {exc}", file=sys.stderr)
+        return 2
+    if args.sim_command == "series":
+        from simulator.series import write_series
+        out, truth, rows = write_series(scenario, args.out)
+        print(f"lockstep sim: wrote {rows} rows to {out} and ground truth to {truth}")
+        return 0
+    from simulator.live import run_live
+    return asyncio.run(run_live(scenario, args.root, args.speed, listen, args.duration))

@@ -1,0 +1,119 @@
+"""What the scenario's faults and checkpoints do during one sample interval (t - P, t].
+
+Effects are time-weighted over the interval, so a fault that starts mid-interval shows partly;
+a tick at ``t = start_s`` reports the interval before the fault, the next tick the fault.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator import hardware as hw
+from simulator.scenario import Fault
+from simulator.topology import Topology
+
+THERMAL_BITS = 0x20 | 0x40  # sw_thermal_slowdown | hw_thermal_slowdown
+POWER_BITS = 0x4            # sw_power_cap
+
+
+def overlap(a: float, b: float, lo: float, hi: float) -> float:
+    return max(0.0, min(b, hi) - max(a, lo))
+
+
+def flap_downs(f: Fault) -> list[tuple[float, float]]:
+    """Down periods of a link_flap: ``flaps`` evenly spread drops of up to FLAP_DOWN_S each."""
+    gap = (f.end_s - f.start_s) / f.flaps
+    down = min(hw.FLAP_DOWN_S, gap / 2)
+    return [(f.start_s + (j + 0.5) * gap - down / 2, f.start_s + (j + 0.5) * gap + down / 2) for j in range(f.flaps)]
+
+
+def checkpoint_windows(topo: Topology, lo: float, hi: float) -> list[tuple[float, float]]:
+    ck = topo.scenario.job.checkpoint
+    if ck is None:
+        return []
+    first = max(1, math.floor(lo / ck.every_s))
+    return [(m * ck.every_s, m * ck.every_s + ck.blocking_s)
+            for m in range(first, math.floor(hi / ck.every_s) + 1)]
+
+
+@dataclass
+class Conditions:
+    """Fault effects for one interval; arrays are per GPU (= per rail port / NIC) or per node."""
+
+    clock_factor: np.ndarray       # per GPU, time-weighted speed of its clock
+    reasons: np.ndarray            # per GPU, NVML clock-event bits active during the interval
+    power_capped: np.ndarray       # per GPU, bool
+    thermal: np.ndarray            # per GPU, bool
+    slowdown: np.ndarray           # per node, time-weighted
+    rail_throughput: float         # all-reduce throughput factor (a paused rail slows every ring)
+    storm_s: np.ndarray            # per NIC, seconds of pause storm in the interval
+    storm_priority: np.ndarray     # per NIC, the storming priority (or -1)
+    flap_events: np.ndarray        # per port, link drops in the interval
+    flap_s: np.ndarray             # per port, seconds down or flapping in the interval
+    port_down: np.ndarray          # per port, bool: down at the sample instant
+    ckpt_s: float
+    hang_s: float
+    net_down_s: float              # job blocked because a rail in its rings is down
+    read_cap: float | None         # aggregate read bytes/s cap, None if uncapped
+    read_cap_share: float          # fraction of the interval under the cap
+
+
+def conditions(topo: Topology, t: float) -> Conditions:
+    period = topo.scenario.sample_period_s
+    lo = t - period
+    n = topo.n_gpus
+    c = Conditions(np.ones(n), np.zeros(n, np.int64), np.zeros(n, bool), np.zeros(n, bool),
+                   np.ones(len(topo.nodes)), 1.0, np.zeros(n), np.full(n, -1), np.zeros(n, np.int64),
+                   np.zeros(n), np.zeros(n, bool), 0.0, 0.0, 0.0, None, 0.0)
+    c.ckpt_s = sum(overlap(a, b, lo, t) for a, b in checkpoint_windows(topo, lo, t))
+    downs: list[tuple[float, float]] = []
+    for f in topo.scenario.faults:
+        o = overlap(f.start_s, f.end_s, lo, t)
+        if f.kind == "xid" or (o <= 0 and f.kind != "link_flap"):
+            continue
+        _apply(c, topo, f, o / period, o, lo, t, downs)
+    c.net_down_s = _union_length(downs, lo, t)
+    c.hang_s = min(c.hang_s, period)
+    return c
+
+
+def _apply(c: Conditions, topo: Topology, f: Fault, share: float, o: float, lo: float, t: float,
+           downs: list[tuple[float, float]]) -> None:
+    if f.kind == "gpu_throttle":
+        g = topo.flat(f.node, f.gpu)
+        c.clock_factor[g] *= 1 - (1 - f.clock_factor) * share
+        c.reasons[g] |= THERMAL_BITS if f.reason == "thermal" else POWER_BITS
+        (c.thermal if f.reason == "thermal" else c.power_capped)[g] = True
+    elif f.kind == "slow_node":
+        c.slowdown[topo.nodes.index(f.node)] *= 1 + (f.slowdown - 1) * share
+    elif f.kind == "pause_storm":
+        g = topo.flat(f.node, f.nic)
+        c.storm_s[g] += o
+        c.storm_priority[g] = f.priority
+        if topo.job_nodes[topo.nodes.index(f.node)]:
+            c.rail_throughput = min(c.rail_throughput, 1 - (1 - hw.STORM_THROUGHPUT) * share)
+    elif f.kind == "link_flap":
+        g = topo.flat(f.node, f.nic)
+        for a, b in flap_downs(f):
+            c.flap_events[g] += lo < a <= t
+            c.flap_s[g] += overlap(a, b, lo, t)
+            c.port_down[g] |= a <= t < b
+            if topo.job_nodes[topo.nodes.index(f.node)]:
+                downs.append((a, b))
+    elif f.kind == "storage_starvation":
+        c.read_cap = f.read_cap_bytes_per_s if c.read_cap is None else min(c.read_cap, f.read_cap_bytes_per_s)
+        c.read_cap_share = max(c.read_cap_share, share)
+    elif f.kind == "hang":
+        c.hang_s += o
+
+
+def _union_length(spans: list[tuple[float, float]], lo: float, hi: float) -> float:
+    total, end = 0.0, lo
+    for a, b in sorted(spans):
+        a, b = max(a, end), min(b, hi)
+        if b > a:
+            total += b - a
+            end = b
+    return total

@@ -1,0 +1,149 @@
+"""``lockstep sim run``: the model in (optionally accelerated) real time.
+
+Tick k is written at wall time ``start + k * P / speed`` with simulated time ``t = k * P`` and
+timestamp ``start + t`` (start = wall clock at launch): at ``--speed 10`` counters advance ten
+simulated seconds per wall second. File writing runs in a worker thread; the Redfish service
+answers from the latest tick's snapshot.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from aiohttp import web
+
+from exporters.listen import ListenAddress
+from simulator import redfish
+from simulator.model import Model, State
+from simulator.scenario import Scenario
+from simulator.topology import Topology
+from simulator.tree import ethtool, gpus, procfs, sysfs
+from simulator.tree.files import TreeWriter
+
+
+class TreeSink:
+    """Writes every node's source trees for one ``State``."""
+
+    def __init__(self, topo: Topology, root: Path) -> None:
+        self.topo, self.root, self.writer = topo, str(root), TreeWriter()
+        self.first = True
+
+    def write(self, s: State) -> None:
+        w, topo, root = self.writer, self.topo, self.root
+        for n in range(len(topo.nodes)):
+            if self.first:
+                sysfs.write_static(w, topo, root, n)
+            sysfs.write_counters(w, topo, root, n, s)
+            ethtool.write(w, topo, root, n, s, self.first)
+            procfs.write(w, topo, root, n, s, self.first)
+            gpus.write(w, topo, root, n, s)
+        self.first = False
+
+
+def cluster_doc(scenario: Scenario, topo: Topology, start: float, speed: float, url: str) -> dict:
+    return {
+        "scenario": scenario.name, "seed": scenario.seed, "start_timestamp": start,
+        "sample_period_s": scenario.sample_period_s, "speed": speed, "redfish_url": url,
+        "job": {"job_id": scenario.job.job_id, "nodes": list(scenario.job.nodes)},
+        "nodes": [{"name": node, "rack": topo.rack_of(i), "root": node, "redfish": f"{url}/{node}",
+                   "gpus": [{"index": g, "uuid": str(topo.identity["uuid"][i * topo.gpus_per_node + g]),
+                             "hca": topo.hca(g), "port": 1, "interface": topo.iface(g)}
+                            for g in range(topo.gpus_per_node)]}
+                  for i, node in enumerate(topo.nodes)],
+        "racks": [{"name": r, "pdu": topo.pdu_name(r), "redfish": f"{url}/{topo.pdu_name(r)}",
+                   "budget_watts": scenario.cluster.rack_budget_watts,
+                   "nodes": [n for i, n in enumerate(topo.nodes) if topo.rack_of(i) == r]} for r in topo.racks],
+        "cdu": {"name": topo.cdu_name, "redfish": f"{url}/{topo.cdu_name}"},
+    }
+
+
+def power_config(scenario: Scenario, topo: Topology, url: str) -> dict:
+    targets = []
+    for name, (kind, rack) in redfish.kinds(topo).items():
+        target = {"name": name, "kind": kind, "url": f"{url}/{name}"}
+        if rack:
+            target["rack"] = rack
+        if kind == "pdu":
+            target["budget_watts"] = scenario.cluster.rack_budget_watts
+        targets.append(target)
+    interval = min(15.0, scenario.sample_period_s)
+    # the per-request timeout stays below the poll interval (ARCHITECTURE: below the scrape timeout)
+    return {"interval_s": interval, "timeout_s": round(min(5.0, 0.8 * interval), 1), "targets": targets}
+
+
+async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenAddress,
+                   duration_s: float | None) -> int:
+    start = time.time()
+    model = Model(scenario, start_timestamp=start)
+    ticks = None if duration_s == 0 else int((duration_s or scenario.duration_s) // scenario.sample_period_s) + 1
+    states = model.states(ticks)
+    state = next(states)
+    current = [redfish.snapshot_of(state)]
+    runner = web.AppRunner(redfish.create_app(model.topo, lambda: current[0]), access_log=None)
+    await runner.setup()
+    try:
+        host = listen.host or "127.0.0.1"
+        try:
+            await web.TCPSite(runner, host, listen.port).start()
+        except OSError as exc:  # before anything is written
+            print(f"lockstep sim: cannot listen on {listen}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        url = f"http://{host}:{runner.addresses[0][1]}"
+        root.mkdir(parents=True, exist_ok=True)
+        sink = TreeSink(model.topo, root)
+        await asyncio.to_thread(sink.write, state)
+        _announce(sink, scenario, model.topo, start, speed, url)
+        await _tick_loop(states, sink, current, start, scenario.sample_period_s / speed)
+    finally:
+        await runner.cleanup()
+    print("lockstep sim: stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+def _announce(sink: TreeSink, scenario: Scenario, topo: Topology, start: float, speed: float, url: str) -> None:
+    """Write cluster.json (the "ready" mark) and power-exporter.yaml, and say where things are."""
+    root = Path(sink.root)
+    sink.writer.put(str(root / "power-exporter.yaml"),
+                    yaml.safe_dump(power_config(scenario, topo, url), sort_keys=False).encode())
+    sink.writer.put(str(root / "cluster.json"),
+                    json.dumps(cluster_doc(scenario, topo, start, speed, url), indent=1).encode())
+    print(f"lockstep sim: scenario {scenario.name}: {len(topo.nodes)} nodes x {topo.gpus_per_node} GPUs, "
+          f"period {scenario.sample_period_s:g} s, speed {speed:g}x\n"
+          f"  trees:      {root}/<node>/ (sys, proc, ethtool, gpus.json)\n"
+          f"  cluster:    {root / 'cluster.json'}\n  redfish:    {url}/<device>/redfish/v1\n"
+          f"  power cfg:  {root / 'power-exporter.yaml'}", flush=True)
+
+
+async def _tick_loop(states, sink: TreeSink, current: list, start: float, wall_period: float) -> None:
+    """Write each tick at its wall time until the run ends or SIGINT/SIGTERM arrives."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        for state in states:
+            if await _sleep_until(stop, start + state.k * wall_period):
+                return
+            await asyncio.to_thread(sink.write, state)
+            current[0] = redfish.snapshot_of(state)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def _sleep_until(stop: asyncio.Event, when: float) -> bool:
+    """Wait for ``when`` (wall clock); True if asked to stop first."""
+    delay = when - time.time()
+    if delay > 0:
+        try:
+            await asyncio.wait_for(stop.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
+    return stop.is_set()
+
+

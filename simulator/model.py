@@ -1,0 +1,155 @@
+"""The pure model: the cluster's state at tick k from the seed and the scenario alone.
+
+``Model.states()`` yields one ``State`` per sample (t = 0, P, 2P, ...). Gauges describe the interval
+(t - P, t]; counters are integers (in the units the real source reports) accumulated from seeded
+per-tick increments, so the live writer and the series writer see bit-identical numbers.
+The yielded ``State`` is updated in place on the next tick: copy what you keep.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from simulator import hardware as hw
+from simulator.faults import Conditions, conditions
+from simulator.job import CAUSES, JobTick, job_tick
+from simulator.observe import gpu_gauges, port_increments, storage_increments
+from simulator.scenario import Scenario
+from simulator.topology import Topology
+
+
+@dataclass
+class State:
+    k: int
+    t: float
+    timestamp: float
+    gpu: dict[str, np.ndarray]            # NVML units: util %, MHz, mW, C, bytes, bitmask
+    energy_mj: np.ndarray                 # per GPU, since driver load
+    lost: np.ndarray                      # per GPU: fell off the bus (XID 79)
+    xid_events: list[tuple[int, int, int, float]]   # (seq, flat gpu, xid, timestamp)
+    port: dict[str, np.ndarray]           # per rail port: sysfs counter name -> int64
+    port_down: np.ndarray
+    pfc: dict[str, np.ndarray]            # per NIC x priority: rx/tx pause frames, duration (us)
+    storm: dict[str, np.ndarray]          # per NIC: warning / error events, seconds storming
+    storage: dict[str, np.ndarray]        # per node: counter name -> int64
+    power: dict[str, np.ndarray]          # chassis_w/_j per node, pdu_w/_j per rack (W, J)
+    coolant: dict[str, float]             # supply_c, return_c, flow_lpm, heat_w
+    rank_busy_s: np.ndarray               # per job GPU
+    steps: float                          # job steps since start
+    lost_gpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0.0))
+
+
+class Model:
+    def __init__(self, scenario: Scenario, start_timestamp: float | None = None) -> None:
+        self.scenario = scenario
+        self.topo = Topology(scenario)
+        self.start = scenario.start_timestamp if start_timestamp is None else start_timestamp
+
+    def states(self, ticks: int | None = None) -> Iterator[State]:
+        """States for k = 0 .. ticks-1 (forever when ticks is None: faults end, checkpoints go on)."""
+        state = self._initial()
+        k = 0
+        while ticks is None or k < ticks:
+            self._advance(state, k)
+            yield state
+            k += 1
+
+    def _initial(self) -> State:
+        topo, n = self.topo, self.topo.n_gpus
+        rng = np.random.default_rng([self.scenario.seed, 0xBA5E])
+        nn, nr, npri = len(topo.nodes), len(topo.racks), len(topo.pfc_priorities)
+        words = rng.integers(10**9, 10**11, size=(2, n))
+        port = {name: np.zeros(n, np.int64) for name in PORT_COUNTERS}
+        port["port_xmit_data"][:], port["port_rcv_data"][:] = words
+        port["port_xmit_packets"][:] = port["unicast_xmit_packets"][:] = words[0] * 4 // hw.MTU
+        port["port_rcv_packets"][:] = port["unicast_rcv_packets"][:] = words[1] * 4 // hw.MTU
+        storage = {name: np.zeros(nn, np.int64) for name in STORAGE_COUNTERS}
+        storage["nvme_reads"][:] = rng.integers(10**5, 10**6, nn)
+        storage["nvme_read_sectors"][:] = storage["nvme_reads"] * 256
+        return State(
+            k=0, t=0.0, timestamp=self.start, gpu={}, energy_mj=rng.integers(10**9, 5 * 10**9, n),
+            lost=np.zeros(n, bool), xid_events=[], port=port, port_down=np.zeros(n, bool),
+            pfc={name: np.zeros((n, npri), np.int64) for name in PFC_COUNTERS},
+            storm={"warning": np.zeros(n, np.int64), "error": np.zeros(n, np.int64), "seconds": np.zeros(n)},
+            storage=storage,
+            power={"chassis_w": np.zeros(nn), "chassis_j": rng.uniform(3.6e9, 1.8e10, nn),
+                   "pdu_w": np.zeros(nr), "pdu_j": rng.uniform(3.6e10, 1.8e11, nr)},
+            coolant={}, rank_busy_s=np.zeros(int(topo.job_gpus.sum())), steps=0.0)
+
+    def _advance(self, s: State, k: int) -> None:
+        topo, period = self.topo, self.scenario.sample_period_s
+        rng = np.random.default_rng([self.scenario.seed, k])
+        s.k, s.t = k, k * period
+        s.timestamp = self.start + s.t
+        c = conditions(topo, s.t)
+        j = job_tick(topo, c)
+        self._xids(s)
+        s.gpu = gpu_gauges(topo, c, j, rng)
+        if k > 0:  # counters start at their baseline; each later tick adds its interval
+            s.energy_mj += (s.gpu["power_mw"] * period).astype(np.int64)
+            for name, inc in port_increments(topo, c, j, rng).items():
+                (s.port if name in s.port else s.pfc)[name] += inc
+            self._storms(s, c)
+            for name, inc in storage_increments(topo, c, j, rng).items():
+                s.storage[name] += inc
+            s.steps += j.steps
+            for cause, v in j.lost.items():
+                s.lost_gpu_s[cause] += v
+        s.port_down[:] = c.port_down
+        s.rank_busy_s[:] = j.rank_busy_s
+        self._power(s, j, period if k > 0 else 0.0, rng)
+
+    def _xids(self, s: State) -> None:
+        lo = s.t - self.scenario.sample_period_s
+        for f in self.scenario.faults:
+            if f.kind == "xid" and lo < f.start_s <= s.t:
+                g = self.topo.flat(f.node, f.gpu)
+                s.xid_events.append((len(s.xid_events) + 1, g, f.code, self.start + f.start_s))
+                s.lost[g] |= f.code == 79
+
+    def _storms(self, s: State, c: Conditions) -> None:
+        """mlx5 pause-storm watchdog: a warning per 2 s of continuous pausing, an error per 30 s."""
+        before = s.storm["seconds"].copy()
+        s.storm["seconds"] += c.storm_s
+        s.storm["warning"] += (np.floor(s.storm["seconds"] / 2) - np.floor(before / 2)).astype(np.int64)
+        s.storm["error"] += (np.floor(s.storm["seconds"] / 30) - np.floor(before / 30)).astype(np.int64)
+
+    def _power(self, s: State, j: JobTick, dt: float, rng: np.random.Generator) -> None:
+        topo = self.topo
+        gpu_w = (s.gpu["power_mw"] / 1000.0).reshape(len(topo.nodes), topo.gpus_per_node).sum(axis=1)
+        active = np.zeros(len(topo.nodes))
+        active[topo.job_nodes] = 1.0 - j.ckpt - float(j.spin.mean()) * 0.5
+        base = hw.NODE_BASE_IDLE_W + (hw.NODE_BASE_BUSY_W - hw.NODE_BASE_IDLE_W) * active
+        s.power["chassis_w"] = np.round(gpu_w + base + rng.normal(0, 15, len(topo.nodes)), 1)
+        pdu = np.bincount(topo.node_rack, s.power["chassis_w"], len(topo.racks)) + hw.RACK_OVERHEAD_W
+        s.power["pdu_w"] = np.round(pdu, 1)
+        s.power["chassis_j"] += s.power["chassis_w"] * dt
+        s.power["pdu_j"] += s.power["pdu_w"] * dt
+        heat = float(s.power["chassis_w"].sum()) * hw.LIQUID_CAPTURE
+        flow = hw.COOLANT_FLOW_LPM_PER_NODE * len(topo.nodes)
+        supply = hw.COOLANT_SUPPLY_C + float(rng.normal(0, 0.05))
+        rise = heat / (flow / 60.0 * 1.03 * hw.COOLANT_CP)  # kg/s = L/min / 60 * density
+        s.coolant = {"supply_c": round(supply, 2), "return_c": round(supply + rise, 2),
+                     "flow_lpm": round(flow, 1), "heat_w": round(heat, 1)}
+
+
+PORT_COUNTERS = ("port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets",
+                 "unicast_xmit_packets", "unicast_rcv_packets", "multicast_xmit_packets",
+                 "multicast_rcv_packets", "port_xmit_wait", "symbol_error", "link_downed",
+                 "link_error_recovery", "port_rcv_errors", "port_xmit_discards",
+                 "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors",
+                 "local_link_integrity_errors", "excessive_buffer_overrun_errors", "VL15_dropped",
+                 "port_xmit_constraint_errors", "port_rcv_constraint_errors",
+                 # RoCE hw_counters
+                 "np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "out_of_sequence",
+                 "local_ack_timeout_err", "packet_seq_err", "roce_adp_retrans", "out_of_buffer")
+HW_COUNTERS = PORT_COUNTERS[PORT_COUNTERS.index("np_ecn_marked_roce_packets"):]
+PFC_COUNTERS = ("rx_pause", "tx_pause", "rx_pause_duration", "tx_pause_duration")
+STORAGE_COUNTERS = ("lustre_read_bytes", "lustre_read_samples", "lustre_write_bytes", "lustre_write_samples",
+                    "lustre_open", "lustre_close", "lustre_getattr", "lustre_statfs",
+                    "nfs_read_bytes", "nfs_write_bytes", "nfs_READ", "nfs_WRITE", "nfs_GETATTR",
+                    "nfs_ACCESS", "nfs_OPEN", "nfs_CLOSE",
+                    "nvme_reads", "nvme_read_sectors", "nvme_read_ms", "nvme_writes", "nvme_write_sectors",
+                    "nvme_write_ms", "nvme_io_ms")

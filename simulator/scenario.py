@@ -1,0 +1,201 @@
+"""Scenario files (the contract format in ARCHITECTURE.md), loaded strictly.
+
+A bad scenario is rejected with ``FILE:LINE: field: reason`` (``exporters.configfile.ConfigError``)
+before anything is simulated or written.
+"""
+from __future__ import annotations
+
+import calendar
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from exporters.configfile import ConfigError, Section, load_yaml, one_of, positive
+
+DEFAULT_START = calendar.timegm(time.strptime("2026-01-01T00:00:00Z", "%Y-%m-%dT%H:%M:%SZ"))
+FAULT_KINDS = ("gpu_throttle", "slow_node", "pause_storm", "link_flap", "storage_starvation", "hang", "xid")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    nodes: int
+    gpus_per_node: int = 8
+    nodes_per_rack: int = 4
+    rack_budget_watts: float = 60000.0
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    every_s: float
+    blocking_s: float
+    write_bytes: float
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: str
+    nodes: tuple[str, ...]
+    step_time_s: float
+    checkpoint: Checkpoint | None
+    storage_read_bytes_per_step: float
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault; fields a kind does not use keep their defaults."""
+
+    kind: str
+    start_s: float
+    end_s: float
+    node: str | None = None
+    gpu: int | None = None      # gpu_throttle, xid
+    nic: int | None = None      # pause_storm (rail index); link_flap uses ``hca``
+    priority: int = 3
+    clock_factor: float = 1.0
+    reason: str = "thermal"
+    slowdown: float = 1.0
+    flaps: int = 1
+    read_cap_bytes_per_s: float = 0.0
+    code: int = 0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    seed: int
+    duration_s: float
+    sample_period_s: float
+    cluster: Cluster
+    job: Job
+    faults: tuple[Fault, ...]
+    start_timestamp: float = DEFAULT_START
+    file: str = "<string>"
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return tuple(node_name(i) for i in range(self.cluster.nodes))
+
+    @property
+    def ticks(self) -> int:
+        """Samples in the scenario, t = 0, P, 2P, ... duration."""
+        return int(self.duration_s // self.sample_period_s) + 1
+
+
+def node_name(index: int) -> str:
+    return f"node{index:02d}"
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario YAML file; raises ``ConfigError`` naming file, line and field."""
+    return parse_scenario(load_yaml(path), path)
+
+
+def parse_scenario(data: object, file: str | Path) -> Scenario:
+    top = Section(data, file)
+    name = top.get("name", str)
+    seed = top.get("seed", int, 0)
+    duration = _num(top, "duration_s", check=positive)
+    period = _num(top, "sample_period_s", 5.0, check=positive)
+    start = _num(top, "start_timestamp", float(DEFAULT_START))
+    cluster = _cluster(top.section("cluster"))
+    names = tuple(node_name(i) for i in range(cluster.nodes))
+    job = _job(top.section("job"), names)
+    faults = tuple(_fault(s, names, cluster, duration) for s in top.sections("faults"))
+    top.finish()
+    return Scenario(name, seed, duration, period, cluster, job, faults, start, str(file))
+
+
+def _cluster(s: Section) -> Cluster:
+    c = Cluster(s.get("nodes", int, check=positive), s.get("gpus_per_node", int, 8, check=positive),
+                s.get("nodes_per_rack", int, 4, check=positive),
+                _num(s, "rack_budget_watts", 60000.0, check=positive))
+    s.finish()
+    return c
+
+
+def _job(s: Section, names: tuple[str, ...]) -> Job:
+    spec = s.get("nodes", (int, list))
+    if isinstance(spec, int):
+        if not 0 < spec <= len(names):
+            raise s.error("nodes", f"must be 1..{len(names)} (the cluster's node count), got {spec}")
+        nodes = names[:spec]
+    else:
+        for n in spec:
+            if n not in names:
+                raise s.error("nodes", f"node {n!r} does not exist (cluster has {names[0]}..{names[-1]})")
+        nodes = tuple(dict.fromkeys(spec))
+    ck = s.section("checkpoint", None)
+    checkpoint = None
+    if ck is not None:
+        checkpoint = Checkpoint(_num(ck, "every_s", check=positive), _num(ck, "blocking_s", check=positive),
+                                _num(ck, "write_bytes", 1.0e12, check=positive))
+        ck.finish()
+        if checkpoint.blocking_s >= checkpoint.every_s:
+            raise ck.error("blocking_s", "must be shorter than every_s")
+    job = Job(str(s.get("job_id", (str, int))), nodes, _num(s, "step_time_s", check=positive), checkpoint,
+              _num(s, "storage_read_bytes_per_step", 1.0e9, check=lambda v: None if v >= 0 else "must be >= 0"))
+    s.finish()
+    return job
+
+
+def _fault(s: Section, names: tuple[str, ...], cluster: Cluster, duration: float) -> Fault:
+    kind = s.get("kind", str, check=one_of(*FAULT_KINDS))
+    fields = {"kind": kind, **_window(s, kind, duration)}
+    if kind not in ("hang", "storage_starvation"):
+        fields["node"] = s.get("node", str, check=lambda n: None if n in names else
+                               f"node {n!r} does not exist (cluster has {names[0]}..{names[-1]})")
+    fields.update(_params(s, kind, cluster.gpus_per_node))
+    s.finish()
+    return Fault(**fields)
+
+
+def _window(s: Section, kind: str, duration: float) -> dict:
+    if kind == "xid":
+        at = _num(s, "at_s", check=_in_run(duration))
+        return {"start_s": at, "end_s": at, "code": s.get("code", int, check=positive)}
+    start, end = _num(s, "start_s", check=_in_run(duration)), _num(s, "end_s")
+    if end <= start:
+        raise s.error("end_s", f"must be after start_s ({start:g}), got {end:g}")
+    return {"start_s": start, "end_s": end}
+
+
+def _params(s: Section, kind: str, gpus: int) -> dict:
+    """The kind's own fields (defaults in ``Fault``); ``hca`` of a link_flap is stored as ``nic``."""
+    rail = lambda v: None if 0 <= v < gpus else f"must be 0..{gpus - 1}"
+    if kind == "xid":
+        return {"gpu": s.get("gpu", int, check=rail)}
+    if kind == "gpu_throttle":
+        return {"gpu": s.get("gpu", int, check=rail),
+                "clock_factor": _num(s, "clock_factor", 0.7, check=lambda v: None if 0 < v < 1 else "must be in (0, 1)"),
+                "reason": s.get("reason", str, "thermal", check=one_of("thermal", "power"))}
+    if kind == "slow_node":
+        return {"slowdown": _num(s, "slowdown", 1.25, check=lambda v: None if v > 1 else "must be > 1")}
+    if kind == "pause_storm":
+        return {"nic": s.get("nic", int, check=rail),
+                "priority": s.get("priority", int, 3, check=lambda v: None if 0 <= v <= 7 else "must be 0..7")}
+    if kind == "link_flap":
+        return {"nic": s.get("hca", int, check=rail), "flaps": s.get("flaps", int, 1, check=positive)}
+    if kind == "storage_starvation":
+        return {"read_cap_bytes_per_s": _num(s, "read_cap_bytes_per_s", check=positive)}
+    return {}
+
+
+def _num(s: Section, key: str, default: object = ..., check=None) -> float:
+    """A number; PyYAML (YAML 1.1) reads ``2.0e12`` without an exponent sign as a string, so
+    numeric strings are accepted as the scenario contract writes them."""
+    value = s.get(key, (float, str)) if default is ... else s.get(key, (float, str), default)
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise s.error(key, f"must be a number, got {value!r}") from None
+    if check is not None and value is not None and (problem := check(value)):
+        raise s.error(key, problem)
+    return value
+
+
+def _in_run(duration: float):
+    return lambda v: None if 0 <= v <= duration else f"must be within the run (0..{duration:g} s), got {v:g}"
+
+
+__all__ = ["Checkpoint", "Cluster", "ConfigError", "Fault", "Job", "Scenario", "load_scenario", "parse_scenario"]

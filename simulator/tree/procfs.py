@@ -1,0 +1,91 @@
+"""``DIR/<node>/proc/...``: Lustre llite stats (old-client procfs layout, as in
+fixtures/lustre/procfs), ``self/mountstats`` (NFSv4, as fixtures/procfs/mountstats),
+``self/mounts`` and ``diskstats`` (17-field kernel >= 5.5 lines, as fixtures/procfs/diskstats)."""
+from __future__ import annotations
+
+import os
+
+from simulator.blocks import LUSTRE, NFS
+from simulator.model import State
+from simulator.topology import Topology
+from simulator.tree.files import TreeWriter
+
+RPC = 1 << 20
+
+
+def llite_dir(topo: Topology, node_index: int) -> str:
+    return f"{LUSTRE['fsname']}-ffff{0x9e3c00000000 + node_index * 0x1000:012x}"
+
+
+def lustre_stats(s: State, n: int, timestamp: float) -> bytes:
+    st = lambda k: int(s.storage[k][n])
+    lines = [f"{'snapshot_time':<25} {timestamp:.9f} secs.nsecs"]
+    for kind in ("read", "write"):
+        samples, total = st(f"lustre_{kind}_samples"), st(f"lustre_{kind}_bytes")
+        if samples:
+            lines.append(f"{kind + '_bytes':<25} {samples} samples [bytes] {min(4096, total)} {min(RPC, total)} {total}")
+    for op in ("open", "close", "getattr", "statfs"):
+        if count := st(f"lustre_{op}"):
+            lines.append(f"{op:<25} {count} samples [regs]")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def mountstats(s: State, n: int, age: int) -> bytes:
+    st = lambda k: int(s.storage[k][n])
+    rd, wr = st("nfs_read_bytes"), st("nfs_write_bytes")
+    ops = {op: st(f"nfs_{op}") for op in ("READ", "WRITE", "GETATTR", "ACCESS", "OPEN", "CLOSE")}
+    per_op = "".join(
+        f"\t{op:>12}: {c} {c} 0 {c * 200 + (wr if op == 'WRITE' else 0)} {c * 120 + (rd if op == 'READ' else 0)} "
+        f"{c // 10} {c * 3 // 10} {c * 4 // 10}\n" for op, c in (("NULL", 0), *ops.items()))
+    return (
+        "device rootfs mounted on / with fstype rootfs\n"
+        "device proc mounted on /proc with fstype proc\n"
+        "device sysfs mounted on /sys with fstype sysfs\n"
+        "device /dev/nvme0n1p2 mounted on / with fstype ext4\n"
+        f"device 10.0.0.10@o2ib:/{LUSTRE['fsname']} mounted on {LUSTRE['mount']} with fstype lustre\n"
+        f"device {NFS['fsname']} mounted on {NFS['mount']} with fstype nfs4 statvers=1.1\n"
+        "\topts:\trw,vers=4.2,rsize=1048576,wsize=1048576,namlen=255,acregmin=3,acregmax=60,acdirmin=30,"
+        "acdirmax=60,hard,proto=tcp,timeo=600,retrans=2,sec=sys,clientaddr=10.0.1.5,local_lock=none\n"
+        f"\tage:\t{age}\n"
+        "\tcaps:\tcaps=0x3ffbffff,wtmult=512,dtsize=1048576,bsize=0,namlen=255\n"
+        "\tnfsv4:\tbm0=0xfdffbfff,bm1=0x40f9be3e,bm2=0x60800,acl=0x3,sessions,pnfs=not configured\n"
+        "\tsec:\tflavor=1,pseudoflavor=1\n"
+        f"\tevents:\t{ops['GETATTR']} {ops['ACCESS']} 0 0 {ops['OPEN']} 0 {ops['ACCESS']} {ops['WRITE']} 0 "
+        f"{ops['READ']} 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+        f"\tbytes:\t{rd} {wr} 0 0 {rd} {wr} {rd // 4096} {wr // 4096}\n"
+        "\tRPC iostats version: 1.1  p/v: 100003/4 (nfs)\n"
+        f"\txprt:\ttcp 832 1 1 0 0 {sum(ops.values())} {sum(ops.values())} 0 {sum(ops.values())} 0 2 0 0\n"
+        "\tper-op statistics\n" + per_op + "\n").encode()
+
+
+def mounts() -> bytes:
+    return ("/dev/nvme0n1p2 / ext4 rw,relatime 0 0\nproc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n"
+            "sysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0\n"
+            f"10.0.0.10@o2ib:/{LUSTRE['fsname']} {LUSTRE['mount']} lustre rw,flock,lazystatfs 0 0\n"
+            f"{NFS['fsname']} {NFS['mount']} nfs4 rw,relatime,vers=4.2,rsize=1048576,wsize=1048576,hard 0 0\n"
+            "/dev/nvme1n1 /scratch xfs rw,noatime 0 0\n").encode()
+
+
+def diskstats(s: State, n: int) -> bytes:
+    st = lambda k: int(s.storage[k][n])
+    r, rs, rms = st("nvme_reads"), st("nvme_read_sectors"), st("nvme_read_ms")
+    w, ws, wms, io = st("nvme_writes"), st("nvme_write_sectors"), st("nvme_write_ms"), st("nvme_io_ms")
+    return (
+        "   7       0 loop0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+        f" 259       0 nvme0n1 48211 12 4702113 21870 {w // 4 + 1034410} 43950 {ws // 4 + 39451633} "
+        f"{wms // 4 + 1011053} 0 {io // 8 + 222766} {io // 8 + 1032546} 0 0 0 0 18811 2021\n"
+        f" 259       1 nvme0n1p1 1140 0 9370 16 1 0 1 0 0 16 16 0 0 0 0 0 0\n"
+        f" 259       2 nvme0n1p2 45914 4 4631243 21626 {w // 4 + 1036885} 43950 {ws // 4 + 39451632} "
+        f"{wms // 4 + 919480} 0 {io // 8 + 131580} {io // 8 + 940970} 0 0 0 0 0 0\n"
+        f" 259       3 nvme1n1 {r} 0 {rs} {rms} {w} 0 {ws} {wms} 0 {io} {rms + wms} 0 0 0 0 {w // 50} {wms // 50}\n"
+    ).encode()
+
+
+def write(w: TreeWriter, topo: Topology, root: str, node_index: int, s: State, first: bool) -> None:
+    proc = os.path.join(root, topo.nodes[node_index], "proc")
+    if first:
+        w.put(os.path.join(proc, "self", "mounts"), mounts())
+    w.put(os.path.join(proc, "fs", "lustre", "llite", llite_dir(topo, node_index), "stats"),
+          lustre_stats(s, node_index, s.timestamp))
+    w.put(os.path.join(proc, "self", "mountstats"), mountstats(s, node_index, int(86400 + s.t)))
+    w.put(os.path.join(proc, "diskstats"), diskstats(s, node_index))

@@ -1,0 +1,105 @@
+"""Ground truth of a scenario: stragglers, stall intervals with causes, GPU-seconds lost by cause.
+
+A stall is an interval in which the job makes less than half its nominal progress. Candidate
+intervals come from the scenario (checkpoint windows, hangs, rail drops of a link flap, pause
+storms, storage caps, stragglers), each kept only if its effect alone halves progress; where
+they overlap the earlier cause in ``PRIORITY`` owns the time. Loss is the model's own per-tick
+accounting (simulator/job.py), summed over the run.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from simulator import hardware as hw
+from simulator.faults import checkpoint_windows, flap_downs
+from simulator.job import CAUSES
+from simulator.model import State
+from simulator.scenario import Scenario
+from simulator.topology import Topology
+
+PRIORITY = ("hang", "checkpoint", "network", "storage", "straggler")
+
+
+class Truth:
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.lost = dict.fromkeys(CAUSES, 0.0)
+        self.steps = 0.0
+
+    def observe(self, state: State) -> None:
+        self.lost, self.steps = dict(state.lost_gpu_s), state.steps
+
+    def document(self) -> dict:
+        sc, job = self.scenario, self.scenario.job
+        n_gpus = len(job.nodes) * sc.cluster.gpus_per_node
+        run_s = (sc.ticks - 1) * sc.sample_period_s
+        return {
+            "scenario": sc.name, "seed": sc.seed, "start_timestamp": sc.start_timestamp,
+            "sample_period_s": sc.sample_period_s, "duration_s": sc.duration_s,
+            "jobs": [{"job_id": job.job_id, "nodes": list(job.nodes), "gpus_per_node": sc.cluster.gpus_per_node,
+                      "step_time_s": job.step_time_s}],
+            "stragglers": stragglers(sc), "stalls": stalls(sc),
+            "loss": {"job_id": job.job_id, "allocated_gpu_seconds": float(n_gpus * run_s),
+                     "lost_gpu_seconds": {c: round(self.lost[c], 3) for c in CAUSES}},
+            "steps": round(self.steps, 3), "nominal_steps": round(run_s / job.step_time_s, 3),
+            "faults": [_fault_doc(f) for f in sc.faults],
+        }
+
+
+def stragglers(sc: Scenario) -> list[dict]:
+    members = set(sc.job.nodes)
+    return [{"job_id": sc.job.job_id, "node": f.node, "gpu": str(f.gpu) if f.kind == "gpu_throttle" else None,
+             "kind": f.kind, "start_s": f.start_s, "end_s": min(f.end_s, sc.duration_s)}
+            for f in sc.faults if f.kind in ("gpu_throttle", "slow_node") and f.node in members]
+
+
+def _candidates(sc: Scenario) -> dict[str, list[tuple[float, float]]]:
+    job, members = sc.job, set(sc.job.nodes)
+    c0 = job.step_time_s * hw.COMPUTE_SHARE
+    m0 = job.step_time_s - c0
+    halves = lambda step: step > 2 * job.step_time_s
+    out: dict[str, list[tuple[float, float]]] = {c: [] for c in PRIORITY}
+    out["checkpoint"] = checkpoint_windows(Topology(sc), 0.0, sc.duration_s)
+    for f in sc.faults:
+        if f.kind == "hang":
+            out["hang"].append((f.start_s, f.end_s))
+        elif f.kind == "link_flap" and f.node in members:
+            out["network"] += flap_downs(f)
+        elif f.kind == "pause_storm" and f.node in members and halves(c0 + m0 / hw.STORM_THROUGHPUT):
+            out["network"].append((f.start_s, f.end_s))
+        elif f.kind == "storage_starvation" and halves(job.storage_read_bytes_per_step / f.read_cap_bytes_per_s):
+            out["storage"].append((f.start_s, f.end_s))
+        elif f.kind == "gpu_throttle" and f.node in members and halves(c0 / f.clock_factor + m0):
+            out["straggler"].append((f.start_s, f.end_s))
+        elif f.kind == "slow_node" and f.node in members and halves(c0 * f.slowdown + m0):
+            out["straggler"].append((f.start_s, f.end_s))
+    return out
+
+
+def stalls(sc: Scenario) -> list[dict]:
+    taken: list[tuple[float, float]] = []
+    result = []
+    for cause in PRIORITY:
+        for a, b in sorted(_candidates(sc)[cause]):
+            for lo, hi in _subtract((max(a, 0.0), min(b, sc.duration_s)), taken):
+                result.append({"job_id": sc.job.job_id, "start_s": round(lo, 3), "end_s": round(hi, 3), "cause": cause})
+            taken.append((a, b))
+    return sorted(result, key=lambda s: (s["start_s"], s["cause"]))
+
+
+def _subtract(span: tuple[float, float], taken: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    pieces = [span] if span[1] > span[0] else []
+    for a, b in taken:
+        pieces = [p for lo, hi in pieces for p in ((lo, min(hi, a)), (max(lo, b), hi)) if p[1] > p[0]]
+    return pieces
+
+
+def _fault_doc(f) -> dict:
+    doc = {k: v for k, v in dataclasses.asdict(f).items() if v is not None}
+    if f.kind == "xid":
+        return {"kind": "xid", "node": f.node, "gpu": f.gpu, "at_s": f.start_s, "code": f.code}
+    keep = {"gpu_throttle": ("node", "gpu", "clock_factor", "reason"), "slow_node": ("node", "slowdown"),
+            "pause_storm": ("node", "nic", "priority"), "link_flap": ("node", "nic", "flaps"),
+            "storage_starvation": ("read_cap_bytes_per_s",), "hang": ()}[f.kind]
+    named = {("hca" if f.kind == "link_flap" and k == "nic" else k): doc[k] for k in keep}
+    return {"kind": f.kind, **named, "start_s": f.start_s, "end_s": f.end_s}

@@ -1,0 +1,85 @@
+"""Scenario files: the shipped ones load; bad ones are rejected naming file, line, field and reason,
+and nothing is written."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lockstep.cli import main
+from simulator.scenario import FAULT_KINDS, load_scenario
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "simulator" / "scenarios"
+
+GOOD = """\
+name: t
+seed: 1
+duration_s: 100
+sample_period_s: 5
+cluster: {nodes: 2, gpus_per_node: 8, nodes_per_rack: 2}
+job:
+  job_id: "1"
+  nodes: 2
+  step_time_s: 1.5
+faults:
+  - {kind: hang, start_s: 10, end_s: 20}
+"""
+
+BAD = [
+    # (replace this, with that, expected line, expected field, reason fragment)
+    ("{kind: hang, start_s: 10, end_s: 20}", "{kind: meltdown, start_s: 10, end_s: 20}", 11, "faults[0].kind",
+     "must be one of gpu_throttle"),
+    ("{kind: hang, start_s: 10, end_s: 20}", "{kind: slow_node, node: node07, start_s: 10, end_s: 20}", 11,
+     "faults[0].node", "node 'node07' does not exist"),
+    ("{kind: hang, start_s: 10, end_s: 20}", "{kind: hang, start_s: 30, end_s: 20}", 11, "faults[0].end_s",
+     "must be after start_s"),
+    ("{kind: hang, start_s: 10, end_s: 20}", "{kind: hang, start_s: 10, end_s: 20, severity: 3}", 11,
+     "faults[0].severity", "unknown key"),
+    ("  step_time_s: 1.5\n", "  step_time_s: 1.5\n  step_tme_s: 2\n", 10, "job.step_tme_s", "unknown key"),
+    ("{kind: hang, start_s: 10, end_s: 20}", "{kind: gpu_throttle, node: node01, gpu: 8, start_s: 10, end_s: 20}",
+     11, "faults[0].gpu", "must be 0..7"),
+    ("  nodes: 2\n", "  nodes: [node00, node05]\n", 8, "job.nodes", "node 'node05' does not exist"),
+    ("duration_s: 100", "duration_s: -5", 3, "duration_s", "must be > 0"),
+]
+
+
+def test_shipped_scenarios_load() -> None:
+    loaded = {p.stem: load_scenario(p) for p in SCENARIOS.glob("*.yaml")}
+    kinds = {f.kind for s in loaded.values() for f in s.faults}
+    assert kinds == set(FAULT_KINDS)
+    assert {"baseline", "demo", "thermal-straggler", "checkpoint"} <= set(loaded)
+    assert not loaded["baseline"].faults and loaded["baseline"].job.checkpoint is None
+    demo = loaded["demo"]
+    assert (demo.cluster.nodes, demo.cluster.gpus_per_node) == (16, 8)
+
+
+def test_contract_example_loads_with_its_values() -> None:
+    s = load_scenario(SCENARIOS / "thermal-straggler.yaml")
+    assert (s.name, s.seed, s.duration_s, s.sample_period_s) == ("thermal-straggler", 7, 1800, 5)
+    assert s.job.checkpoint.write_bytes == 2.0e12 and s.job.storage_read_bytes_per_step == 4.0e9
+    assert len(s.job.nodes) == 16 and s.job.job_id == "4242"
+    throttle = s.faults[0]
+    assert (throttle.node, throttle.gpu, throttle.clock_factor, throttle.reason) == ("node05", 3, 0.7, "thermal")
+    assert [f.kind for f in s.faults] == ["gpu_throttle", "slow_node", "pause_storm", "link_flap",
+                                          "storage_starvation", "hang", "xid"]
+
+
+@pytest.mark.parametrize("command", ["run", "series"])
+@pytest.mark.parametrize("old,new,line,field,reason", BAD)
+def test_bad_scenario_is_rejected_and_nothing_written(tmp_path, capsys, command, old, new, line, field, reason) -> None:
+    assert old in GOOD
+    path = tmp_path / "bad.yaml"
+    path.write_text(GOOD.replace(old, new))
+    out = tmp_path / "out"
+    args = ["sim", "run", str(path), "--root", str(out)] if command == "run" else \
+        ["sim", "series", str(path), "--out", str(out / "s.parquet")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:{line}: {field}: " in err and reason in err, err
+    assert not out.exists()
+
+
+def test_the_good_variant_is_accepted(tmp_path) -> None:
+    path = tmp_path / "good.yaml"
+    path.write_text(GOOD)
+    assert load_scenario(path).faults[0].kind == "hang"
