@@ -46,7 +46,7 @@ def live_tick_cpu(root: Path) -> tuple[float, int]:
     """CPU seconds per tick (model + every node's trees) and files written per tick."""
     sc = scenario(64)
     model = Model(sc)
-    sink = TreeSink(model.topo, root)
+    sink = TreeSink(model.topo, root, sc.job.job_id)
     states = model.states()
     sink.write(next(states))  # creates the trees; not part of the steady state
     before_cpu, before_writes = time.process_time(), sink.writer.writes

@@ -22,15 +22,15 @@ from simulator import redfish
 from simulator.model import Model, State
 from simulator.scenario import Scenario
 from simulator.topology import Topology
-from simulator.tree import ethtool, gpus, procfs, sysfs
+from simulator.tree import ethtool, gpus, procfs, slurm, sysfs
 from simulator.tree.files import TreeWriter
 
 
 class TreeSink:
     """Writes every node's source trees for one ``State``."""
 
-    def __init__(self, topo: Topology, root: Path) -> None:
-        self.topo, self.root, self.writer = topo, str(root), TreeWriter()
+    def __init__(self, topo: Topology, root: Path, job_id: str) -> None:
+        self.topo, self.root, self.writer, self.job_id = topo, str(root), TreeWriter(), job_id
         self.first = True
 
     def write(self, s: State) -> None:
@@ -38,6 +38,7 @@ class TreeSink:
         for n in range(len(topo.nodes)):
             if self.first:
                 sysfs.write_static(w, topo, root, n)
+                slurm.write(w, topo, root, n, self.job_id)
             sysfs.write_counters(w, topo, root, n, s)
             ethtool.write(w, topo, root, n, s, self.first)
             procfs.write(w, topo, root, n, s, self.first)
@@ -95,7 +96,7 @@ async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenA
             return 1
         url = f"http://{host}:{runner.addresses[0][1]}"
         root.mkdir(parents=True, exist_ok=True)
-        sink = TreeSink(model.topo, root)
+        sink = TreeSink(model.topo, root, scenario.job.job_id)
         await asyncio.to_thread(sink.write, state)
         _announce(sink, scenario, model.topo, start, speed, url)
         await _tick_loop(states, sink, current, start, scenario.sample_period_s / speed)

@@ -24,7 +24,7 @@ def ticks(name: str, root: Path, only: tuple[float, ...] | None = None):
     slow reader would see them); yields simulated time t after each write."""
     scenario = load_scenario(SCENARIOS / f"{name}.yaml")
     model = Model(scenario)
-    sink = TreeSink(model.topo, root)
+    sink = TreeSink(model.topo, root, scenario.job.job_id)
     for state in model.states(scenario.ticks):
         if only is None or state.t in only:
             sink.write(state)
@@ -229,3 +229,17 @@ def test_a_reader_holding_a_counter_open_sees_new_values(tmp_path: Path) -> None
         if fd is not None:
             os.close(fd)
     assert values[0] < values[1] < values[2]
+
+
+def test_job_nodes_get_the_slurm_gpu_job_mapping_read_by_the_jobs_collector(tmp_path):
+    from exporters.collectors.jobs import JobsCollector
+
+    scenario = load_scenario(SCENARIOS / "thermal-straggler.yaml")
+    next(ticks("thermal-straggler", tmp_path))
+    job_nodes, node_names = set(scenario.job.nodes), sorted(p.name for p in tmp_path.iterdir())
+    for node in node_names:
+        mapping = tmp_path / node / "gpu-jobs"
+        assert mapping.is_dir() == (node in job_nodes), node
+    collector = JobsCollector(tmp_path / "node05" / "gpu-jobs", tmp_path / "node05" / "gpu-jobs-users", lambda: {})
+    samples = sorted((s.labels[0], s.labels[2], s.labels[3]) for s in collector.collect())
+    assert samples == [(str(g), scenario.job.job_id, "sim") for g in range(8)]

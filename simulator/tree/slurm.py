@@ -1,0 +1,21 @@
+"""``DIR/<node>/gpu-jobs/<gpu index>`` and ``DIR/<node>/gpu-jobs-users/<job id>``: what the Slurm
+prolog in deploy/slurm/ writes on a real node when the job starts (dcgm-exporter's
+``--hpc-job-mapping-dir`` layout), read by the ``jobs`` collector as ``lockstep_gpu_job_info``."""
+from __future__ import annotations
+
+import os
+
+from simulator.topology import Topology
+from simulator.tree.files import TreeWriter
+
+USER = "sim"
+
+
+def write(w: TreeWriter, topo: Topology, root: str, node_index: int, job_id: str) -> None:
+    """Written once, at start: the job holds every GPU of its nodes for the whole run."""
+    if not topo.job_nodes[node_index]:
+        return
+    node = os.path.join(root, topo.nodes[node_index])
+    for gpu in range(topo.gpus_per_node):
+        w.put(os.path.join(node, "gpu-jobs", str(gpu)), f"{job_id}\n".encode())
+    w.put(os.path.join(node, "gpu-jobs-users", job_id), f"{USER}\n".encode())
