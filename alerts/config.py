@@ -1,0 +1,152 @@
+"""The one config every rule, recording rule and route is a function of (the mixin convention).
+
+Defaults live here; a YAML file (``lockstep alerts build --config FILE``) overrides any of them and is
+read with ``exporters.configfile`` so a typo is rejected as ``FILE:LINE: key: reason``::
+
+    selectors: {node: 'job="lockstep-node",cluster="a"'}
+    thresholds: {pfc_paused_ratio: 0.3, rack_power_budget_ratio: 0.95}
+    for: {PFCPauseStorm: 30s}
+    runbook_base_url: https://git.example.com/lockstep/blob/main/docs/runbooks
+    alertmanager: {pager_webhook_url: https://pager.example.com/hook}
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from exporters.configfile import ConfigError, Section, load_yaml
+
+_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+
+
+def check_duration(value: str) -> str | None:
+    return None if _DURATION.match(value) else f"must be a Prometheus duration like 30s, 5m, 1h; got {value!r}"
+
+
+def check_ratio(value: float) -> str | None:
+    return None if 0 < value <= 1 else f"must be a fraction in (0, 1], got {value}"
+
+
+def _check_for(name: str, kind: type):
+    if kind is float:
+        return check_ratio if name.endswith("_ratio") else None
+    return check_duration if name.endswith(("window", "interval", "_for", "group_wait")) else None
+
+
+@dataclass(frozen=True)
+class Selectors:
+    """Label matchers (without braces) that pick each scrape job's series; per the deploy conventions."""
+
+    node: str = 'job="lockstep-node"'
+    power: str = 'job="lockstep-power"'
+    analytics: str = 'job="lockstep-analytics"'
+    exporters: str = 'job=~"lockstep-.*"'
+    # Extra matchers for IB ports that are cabled and expected up (a spare port is down by design).
+    ib_port: str = ""
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    pfc_paused_ratio: float = 0.2           # fraction of wall time a priority spends paused
+    pfc_window: str = "1m"
+    ib_flaps: float = 2                     # link_downed increments within ib_flap_window
+    ib_flap_window: str = "15m"
+    ib_symbol_errors: float = 10            # symbol errors within ib_symbol_window
+    ib_symbol_window: str = "10m"
+    gpu_event_window: str = "10m"           # XID / ECC increase window
+    critical_xids: str = "48|61|62|63|64|74|79|92|94|95|119|120|140"
+    # The analytics service scores no straggler while the whole job is stalled (every rank waits), so a
+    # straggler vanishes during each stall; hold its alert through them instead of resolving/re-firing.
+    straggler_keep_firing_for: str = "10m"
+    checkpoint_lost_ratio: float = 0.1      # checkpoint-stalled share of allocated GPU time
+    checkpoint_window: str = "1h"
+    rack_power_budget_ratio: float = 0.9
+    coolant_supply_celsius: float = 45.0    # ASHRAE W45 class: facility water supply up to 45 °C
+    coolant_loop: str = "supply"
+
+
+@dataclass(frozen=True)
+class Routing:
+    """Alertmanager receivers; URLs are placeholders to be set per site."""
+
+    pager_webhook_url: str = "http://pager.invalid/lockstep"
+    pagerduty_routing_key_file: str = ""    # set to add a PagerDuty integration to the pager receiver
+    queue_webhook_url: str = "http://queue.invalid/lockstep"
+    quarantine_webhook_url: str = ""        # set to send hardware faults to `lockstep alerts quarantine-receiver`
+    quarantine_bearer_token_file: str = ""
+    group_wait: str = "30s"
+    pager_group_wait: str = "10s"           # pages go out faster than tickets
+    group_interval: str = "5m"
+    repeat_interval: str = "4h"
+
+
+DEFAULT_FOR = MappingProxyType({
+    "PFCPauseStorm": "30s", "InfiniBandLinkDown": "2m", "InfiniBandLinkFlapping": "0m",
+    "InfiniBandSymbolErrors": "5m", "InfiniBandLinkDegraded": "10m", "GPUXidCritical": "0m",
+    "GPUUncorrectableECC": "0m", "GPURowRemapFailure": "0m", "GPUThermalThrottling": "5m",
+    "GPUFellOffBus": "1m", "TrainingJobStalled": "10m", "TrainingJobStraggler": "5m",
+    "TrainingJobHung": "5m", "CheckpointStallExcessive": "15m", "RackPowerNearBudget": "5m",
+    "CoolantTemperatureHigh": "5m", "ExporterCollectorFailing": "10m", "ExporterDown": "5m",
+})
+
+
+@dataclass(frozen=True)
+class AlertsConfig:
+    selectors: Selectors = Selectors()
+    thresholds: Thresholds = Thresholds()
+    routing: Routing = Routing()
+    for_: Mapping[str, str] = field(default_factory=lambda: DEFAULT_FOR)
+    runbook_base_url: str = "https://github.com/lockstep-telemetry/lockstep/blob/main/docs/runbooks"
+    # With 5 s scrapes a storm crosses the 20 % of the 1 m window in ~15 s; +15 s evaluation, +30 s for,
+    # +10 s pager group_wait: paged in about a minute, inside the 90 s budget (ARCHITECTURE.md).
+    evaluation_interval: str = "15s"
+
+    def for_of(self, alert: str) -> str:
+        return self.for_[alert]
+
+
+def _apply(obj: Any, section: Section | None) -> Any:
+    """A copy of dataclass ``obj`` with the keys of ``section`` applied, each checked against its field type."""
+    if section is None:
+        return obj
+    changes = {}
+    for f in fields(obj):
+        kind = float if f.type in ("float", float) else str
+        changes[f.name] = section.get(f.name, kind, getattr(obj, f.name), _check_for(f.name, kind))
+    section.finish()
+    return replace(obj, **changes)
+
+
+def _for(section: Section | None) -> Mapping[str, str]:
+    if section is None:
+        return DEFAULT_FOR
+    merged = dict(DEFAULT_FOR)
+    for name in list(section.data):
+        if name not in DEFAULT_FOR:
+            raise section.error(name, f"unknown alert (expected one of: {', '.join(DEFAULT_FOR)})")
+        merged[name] = section.get(name, str, check=check_duration)
+    return MappingProxyType(merged)
+
+
+def load(path: str | Path | None) -> AlertsConfig:
+    """The defaults, or the defaults overridden by the YAML file at ``path``."""
+    base = AlertsConfig()
+    if path is None:
+        return base
+    data = load_yaml(path)
+    root = Section({} if data is None else data, path)
+    config = AlertsConfig(
+        selectors=_apply(base.selectors, root.section("selectors", None)),
+        thresholds=_apply(base.thresholds, root.section("thresholds", None)),
+        routing=_apply(base.routing, root.section("alertmanager", None)),
+        for_=_for(root.section("for", None)),
+        runbook_base_url=root.get("runbook_base_url", str, base.runbook_base_url).rstrip("/"),
+        evaluation_interval=root.get("evaluation_interval", str, base.evaluation_interval, check_duration))
+    root.finish()
+    return config
+
+
+__all__ = ["AlertsConfig", "ConfigError", "DEFAULT_FOR", "Routing", "Selectors", "Thresholds", "load"]

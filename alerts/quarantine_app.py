@@ -1,0 +1,107 @@
+"""The quarantine receiver's aiohttp app: ``POST /alerts`` takes Alertmanager webhook notifications
+(bearer token required) and drains faulty nodes with ``scontrol``; ``GET /-/healthy``.
+
+Every decision is logged (logfmt fields action=drain|dry_run|already|rate_limited|failed). Requests
+are handled one at a time (a lock) so the hourly cap holds under concurrent notifications.
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from alerts.quarantine import BadPayload, DrainRequest, Policy, parse_notification, scontrol_argv
+from exporters.logs import kv
+
+log = logging.getLogger("lockstep.quarantine")
+
+
+@dataclass(frozen=True)
+class QuarantineConfig:
+    token: str
+    dry_run: bool = True
+    max_drains_per_hour: int = 2
+    scontrol: str = "scontrol"
+    state_file: Path | None = None
+    timeout_s: float = 30.0
+
+
+@dataclass
+class _State:
+    config: QuarantineConfig
+    policy: Policy
+    lock: asyncio.Lock
+
+
+STATE = web.AppKey("quarantine", _State)
+
+
+async def _scontrol(config: QuarantineConfig, request: DrainRequest) -> tuple[bool, str]:
+    argv = scontrol_argv(config.scontrol, request)
+    try:
+        proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        out, _ = await asyncio.wait_for(proc.communicate(), config.timeout_s)
+    except (OSError, asyncio.TimeoutError) as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+    return proc.returncode == 0, out.decode(errors="replace").strip()[-500:] or f"exit {proc.returncode}"
+
+
+async def _handle(state: _State, request: DrainRequest) -> dict:
+    config, now = state.config, time.time()
+    decision = state.policy.decide(request.node, now)
+    fields = {"node": request.node, "alertname": request.alertname, "reason": request.reason}
+    if decision == "drain" and config.dry_run:
+        decision = "dry_run"
+        state.policy.record(request.node, now)  # counted like a drain: the log shows what a live run would do
+    elif decision == "drain":
+        ok, output = await _scontrol(config, request)
+        if ok:
+            state.policy.record(request.node, now)
+        else:
+            decision, fields["error"] = "failed", output
+    level = logging.ERROR if decision in ("failed", "rate_limited") else logging.INFO
+    log.log(level, "quarantine %s", decision, extra=kv(action=decision, **fields))
+    return {"action": decision, **fields}
+
+
+def _authorized(request: web.Request, token: str) -> bool:
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token.encode())
+
+
+async def alerts_handler(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    if not _authorized(request, state.config.token):
+        log.warning("rejected notification without a valid bearer token", extra=kv(remote=request.remote))
+        return web.json_response({"error": "unauthorized"}, status=401,
+                                 headers={"WWW-Authenticate": 'Bearer realm="lockstep-quarantine"'})
+    try:
+        drains = parse_notification(await request.read())
+    except BadPayload as exc:
+        log.warning("bad notification: %s", exc)
+        return web.json_response({"error": str(exc)}, status=400)
+    async with state.lock:
+        actions = [await _handle(state, d) for d in drains]
+    # 5xx makes Alertmanager retry the notification: what failed is tried again, the rest is idempotent.
+    status = 502 if any(a["action"] == "failed" for a in actions) else 200
+    return web.json_response({"dry_run": state.config.dry_run, "actions": actions}, status=status)
+
+
+async def healthy(request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+def create_app(config: QuarantineConfig) -> web.Application:
+    if not config.token:
+        raise ValueError("the quarantine receiver needs a bearer token")
+    app = web.Application(client_max_size=4 << 20)
+    app[STATE] = _State(config, Policy(config.max_drains_per_hour, config.state_file), asyncio.Lock())
+    app.router.add_post("/alerts", alerts_handler)
+    app.router.add_get("/-/healthy", healthy)
+    return app

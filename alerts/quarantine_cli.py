@@ -1,0 +1,72 @@
+"""`lockstep alerts quarantine-receiver`: flags → one frozen QuarantineConfig → the aiohttp app.
+
+The bearer token comes from a file or an environment variable, never from argv (argv is world-readable
+in /proc). Dry run is the default; ``--execute`` makes it call scontrol.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from alerts.quarantine_app import QuarantineConfig, create_app
+from exporters.listen import parse_listen_address
+from exporters.logs import kv
+
+TOKEN_ENV = "LOCKSTEP_QUARANTINE_TOKEN"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    # allow_abbrev=False: `--token SECRET` must be an error, not an abbreviation of --token-file.
+    p = sub.add_parser("quarantine-receiver", allow_abbrev=False,
+                       help="Alertmanager webhook that drains faulty nodes in Slurm",
+                       description="Alertmanager webhook (POST /alerts) that drains nodes with hardware faults "
+                       "(uncorrectable ECC, XID 79, IB link down, row-remap failure) via scontrol. Dry run "
+                       f"unless --execute. Bearer token from --token-file or ${TOKEN_ENV}.")
+    # Loopback by default: it runs next to Alertmanager, and it can drain nodes.
+    p.add_argument("--web.listen-address", dest="listen", default="127.0.0.1:9844", help="HOST:PORT or :PORT")
+    p.add_argument("--token-file", type=Path, default=None, help="file holding the bearer token")
+    p.add_argument("--execute", action="store_true", help="really run scontrol (default: dry run, log only)")
+    p.add_argument("--max-drains-per-hour", type=int, default=2, help="never drain more nodes than this per hour")
+    p.add_argument("--scontrol", default="scontrol", help="scontrol executable (looked up on PATH)")
+    p.add_argument("--state-file", type=Path, default=None,
+                   help="JSON file remembering drained nodes and the hourly budget across restarts")
+    p.add_argument("--log.level", dest="log_level", default="info", choices=("debug", "info", "warn", "error"))
+
+
+def config_from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -> QuarantineConfig:
+    environ = os.environ if environ is None else environ
+    if args.token_file is not None:
+        try:
+            token = args.token_file.read_text().strip()
+        except OSError as exc:
+            raise ValueError(f"--token-file {args.token_file}: {exc.strerror or exc}") from None
+    else:
+        token = environ.get(TOKEN_ENV, "").strip()
+    if not token:
+        raise ValueError(f"no bearer token: pass --token-file FILE or set ${TOKEN_ENV}")
+    if args.max_drains_per_hour < 1:
+        raise ValueError("--max-drains-per-hour must be >= 1")
+    return QuarantineConfig(token=token, dry_run=not args.execute, max_drains_per_hour=args.max_drains_per_hour,
+                            scontrol=args.scontrol, state_file=args.state_file)
+
+
+def run(args: argparse.Namespace) -> int:
+    from aiohttp import web
+
+    from exporters import logs
+    try:
+        config = config_from_args(args)
+        listen = parse_listen_address(args.listen)
+        app = create_app(config)
+    except ValueError as exc:
+        print(f"lockstep alerts quarantine-receiver: {exc}", file=sys.stderr)
+        return 2
+    logs.setup(args.log_level)
+    logging.getLogger("lockstep.quarantine").info(
+        "starting quarantine receiver", extra=kv(address=str(listen), dry_run=config.dry_run,
+                                                 max_drains_per_hour=config.max_drains_per_hour))
+    web.run_app(app, host=listen.host, port=listen.port, print=None)
+    return 0

@@ -1,0 +1,101 @@
+"""Alerts on the hardware the node agents watch: PFC, InfiniBand ports, GPUs.
+
+Fabric and GPU alerts carry the ``job_id`` of the job on the faulty part where there is one (joined
+through the recorded ``lockstep:node_job:info`` / ``lockstep:gpu_job:info``). That label is the
+inhibition plumbing: Alertmanager mutes a job's straggler and stall alerts while a PFCPauseStorm
+with the same ``job_id`` fires (see ``alertmanager.py``).
+"""
+from __future__ import annotations
+
+from alerts.config import AlertsConfig
+from alerts.model import PAGE, TICKET, Alert, metric, with_job
+
+NODE_JOB = "lockstep:node_job:info"
+GPU_JOB = "lockstep:gpu_job:info"
+
+
+def pfc(config: AlertsConfig) -> list[Alert]:
+    t = config.thresholds
+    paused = f"lockstep:pfc_paused_interface:ratio > {t.pfc_paused_ratio:g}"
+    storms = "lockstep:pfc_storm_events:increase > 0"
+    return [
+        Alert("PFCPauseStorm", with_job(paused, "node", NODE_JOB, "node, interface, priority"), PAGE,
+              "PFC pause storm on {{ $labels.node }} {{ $labels.interface }} priority {{ $labels.priority }}",
+              "{{ $labels.interface }} on {{ $labels.node }} spent {{ $value | humanizePercentage }} of the last "
+              f"{t.pfc_window} paused on priority {{{{ $labels.priority }}}} (threshold {t.pfc_paused_ratio:.0%}). "
+              "Lossless traffic through it{{ with $labels.rail }} on rail {{ . }}{{ end }} is frozen; every collective "
+              "through it waits.",
+              (("signal", "paused_time"),)),
+        # The NIC's own watchdog: it saw a sustained pause and (level=error) stopped honouring pauses.
+        Alert("PFCPauseStorm", with_job(storms, "node", NODE_JOB, "node, interface, level"), PAGE,
+              "PFC storm watchdog fired on {{ $labels.node }} {{ $labels.interface }}",
+              "The {{ $labels.level }} pause-storm watchdog of {{ $labels.interface }} on {{ $labels.node }} fired "
+              f"{{{{ $value }}}} times in the last {t.pfc_window}.",
+              (("signal", "watchdog"),)),
+    ]
+
+
+def infiniband(config: AlertsConfig) -> list[Alert]:
+    t = config.thresholds
+    sel = ",".join(s for s in (config.selectors.node, config.selectors.ib_port) if s)
+    port = "{{ $labels.device }} port {{ $labels.port }} on {{ $labels.node }}"
+    rate = metric("lockstep_ib_port_rate_bytes_per_second", sel)
+    return [
+        Alert("InfiniBandLinkDown", with_job(f"{metric('lockstep_ib_port_state', sel)} < 4", "node", NODE_JOB),
+              PAGE, f"InfiniBand link down: {port}",
+              f"{port} is in logical state {{{{ $value }}}} (4 is ACTIVE); the rail is missing from every "
+              "collective of the job on this node."),
+        Alert("InfiniBandLinkFlapping",
+              f"increase({metric('lockstep_ib_port_link_downed_total', sel)}[{t.ib_flap_window}]) >= {t.ib_flaps:g}",
+              TICKET, f"InfiniBand link flapping: {port}",
+              f"{port} went down {{{{ $value | humanize }}}} times in {t.ib_flap_window}."),
+        Alert("InfiniBandSymbolErrors",
+              f"increase({metric('lockstep_ib_port_symbol_errors_total', sel)}[{t.ib_symbol_window}]) "
+              f"> {t.ib_symbol_errors:g}",
+              TICKET, f"InfiniBand symbol errors: {port}",
+              f"{port} counted {{{{ $value | humanize }}}} symbol errors in {t.ib_symbol_window} "
+              f"(threshold {t.ib_symbol_errors:g}): a marginal cable, transceiver or connector."),
+        # Degraded: the agent's own verdict against --infiniband.expected-rate where configured, else a
+        # port that trained below the fastest port of its node (width or speed fell back).
+        Alert("InfiniBandLinkDegraded",
+              f"{rate} and on (node, device, port) ({metric('lockstep_ib_port_link_degraded', sel)} == 1)\n"
+              f"or\n{rate} < on (node) group_left max by (node) ({rate})",
+              TICKET, f"InfiniBand link degraded: {port}",
+              f"{port} runs at {{{{ $value | humanize1024 }}}}B/s, below its expected rate or the node's "
+              "fastest port."),
+    ]
+
+
+def gpu(config: AlertsConfig) -> list[Alert]:
+    t, sel = config.thresholds, config.selectors.node
+    where = "GPU {{ $labels.gpu }} on {{ $labels.node }}"
+    xids = metric("lockstep_gpu_xid_errors_total", sel, f'xid=~"{t.critical_xids}"')
+    xid = f"increase({xids}[{t.gpu_event_window}]) > 0"
+    uncorrected = metric("lockstep_gpu_ecc_errors_total", sel, 'type="uncorrected"')
+    ecc = f"increase({uncorrected}[{t.gpu_event_window}]) > 0"
+    failed = metric("lockstep_gpu_remapped_rows", sel, 'state="failed"')
+    thermal = metric("lockstep_gpu_clock_event_active", sel, 'reason=~".*thermal.*"')
+    return [
+        Alert("GPUXidCritical", with_job(xid, "node, gpu", GPU_JOB), PAGE,
+              f"Critical XID {{{{ $labels.xid }}}} on {where}",
+              f"{where} reported XID {{{{ $labels.xid }}}} {{{{ $value | humanize }}}} times in {t.gpu_event_window}; "
+              "the GPU needs a reset or replacement before it runs work again."),
+        Alert("GPUUncorrectableECC", with_job(ecc, "node, gpu", GPU_JOB), TICKET,
+              f"Uncorrectable ECC errors on {where}",
+              f"{where} counted {{{{ $value | humanize }}}} uncorrectable ECC errors in {t.gpu_event_window}."),
+        Alert("GPURowRemapFailure",
+              with_job(f"{failed} == 1", "node, gpu", GPU_JOB),
+              TICKET, f"Row remapping failed on {where}",
+              f"{where} could not remap a failing HBM row: the GPU must be drained and replaced (RMA)."),
+        Alert("GPUThermalThrottling",
+              with_job(f"{thermal} == 1", "node, gpu", GPU_JOB), TICKET,
+              f"Thermal throttling on {where}",
+              f"{where} has been clocked down by {{{{ $labels.reason }}}}; the whole job runs at its pace."),
+        Alert("GPUFellOffBus", with_job(f"{metric('lockstep_gpu_up', sel)} == 0", "node, gpu", GPU_JOB), PAGE,
+              f"GPU fell off the bus: {where}",
+              f"{where} no longer answers NVML (GPU is lost, XID 79); its job cannot make progress."),
+    ]
+
+
+def alerts(config: AlertsConfig) -> list[Alert]:
+    return pfc(config) + infiniband(config) + gpu(config)

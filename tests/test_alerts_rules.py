@@ -1,0 +1,149 @@
+"""Alert and recording rules: real promtool checks and unit tests, the contract, the catalog, runbooks,
+the committed deploy/prometheus/ output and the config file's errors."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from alerts import build, config, rules
+from exporters.catalog import CATALOG
+from exporters.configfile import ConfigError
+from lockstep import cli
+from lockstep.stack import require_binary
+
+REPO = Path(__file__).parent.parent
+FIXTURES = Path(__file__).parent / "fixtures" / "alerts"
+UNIT_TESTS = sorted(FIXTURES.glob("*_test.yml"))
+PROMTOOL_CONFIG = FIXTURES / "promtool-config.yaml"
+
+
+def _promtool(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([require_binary("promtool"), *map(str, args)], cwd=cwd, capture_output=True, text=True)
+
+
+def _unit_test_dir(tmp_path: Path, cfg: config.AlertsConfig) -> Path:
+    (tmp_path / build.RULES_FILE).write_text(rules.render(cfg))
+    for test in UNIT_TESTS:
+        shutil.copy(test, tmp_path)
+    return tmp_path
+
+
+def test_generated_rules_pass_promtool_check(tmp_path: Path) -> None:
+    build.write(config.load(None), tmp_path)
+    result = _promtool("check", "rules", build.RULES_FILE, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_promtool_unit_tests_pass(tmp_path: Path) -> None:
+    workdir = _unit_test_dir(tmp_path, config.load(PROMTOOL_CONFIG))
+    result = _promtool("test", "rules", *(t.name for t in UNIT_TESTS), cwd=workdir)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_unit_tests_catch_a_wrong_threshold(tmp_path: Path) -> None:
+    """The same tests against rules whose PFC threshold is above the storm's 50 % must fail."""
+    override = tmp_path / "override.yaml"
+    override.write_text("runbook_base_url: https://runbooks.test\nthresholds: {pfc_paused_ratio: 0.6}\n")
+    (tmp_path / "run").mkdir()
+    workdir = _unit_test_dir(tmp_path / "run", config.load(override))
+    result = _promtool("test", "rules", "fabric_test.yml", cwd=workdir)
+    assert result.returncode != 0
+    assert "alertname: PFCPauseStorm" in result.stdout + result.stderr
+
+
+def _unit_test_cases() -> dict[str, set[str]]:
+    """alertname → {"firing", "not firing"} over every promtool test file."""
+    cases: dict[str, set[str]] = {}
+    for path in UNIT_TESTS:
+        for test in yaml.safe_load(path.read_text())["tests"]:
+            for case in test.get("alert_rule_test", []):
+                kind = "firing" if case.get("exp_alerts") else "not firing"
+                cases.setdefault(case["alertname"], set()).add(kind)
+    return cases
+
+
+def test_every_contract_alert_has_firing_and_not_firing_unit_tests() -> None:
+    cases = _unit_test_cases()
+    for name in rules.CONTRACT:
+        assert cases.get(name) == {"firing", "not firing"}, f"{name}: promtool cases {cases.get(name)}"
+
+
+def test_alerts_are_the_contract_with_its_severities() -> None:
+    generated = yaml.safe_load(rules.render(config.load(None)))
+    alerts = [r for g in generated["groups"] for r in g["rules"] if "alert" in r]
+    assert {a["alert"] for a in alerts} == set(rules.CONTRACT)
+    for alert in alerts:
+        assert alert["labels"]["severity"] == rules.CONTRACT[alert["alert"]], alert["alert"]
+        assert set(alert["annotations"]) == {"summary", "description", "runbook_url"}
+
+
+def test_every_metric_a_rule_names_is_in_the_catalog_and_every_recorded_name_is_recorded() -> None:
+    generated = yaml.safe_load(rules.render(config.load(None)))
+    all_rules = [r for g in generated["groups"] for r in g["rules"]]
+    recorded = {r["record"] for r in all_rules if "record" in r}
+    for rule in all_rules:
+        names = set(re.findall(r"(?<![\w:])(lockstep_[a-z0-9_]+)", rule["expr"]))
+        assert names <= set(CATALOG), f"{rule.get('alert') or rule['record']}: {names - set(CATALOG)}"
+        used = set(re.findall(r"(?<![\w:])(lockstep:[a-z0-9_:]+)", rule["expr"]))
+        assert used <= recorded, f"{rule.get('alert') or rule['record']} uses unrecorded {used - recorded}"
+
+
+def test_every_alert_has_a_runbook_with_what_to_check_and_do() -> None:
+    generated = yaml.safe_load(rules.render(config.load(None)))
+    for rule in (r for g in generated["groups"] for r in g["rules"] if "alert" in r):
+        name = rule["alert"]
+        assert rule["annotations"]["runbook_url"].endswith(f"/docs/runbooks/{name}.md")
+        text = (REPO / "docs" / "runbooks" / f"{name}.md").read_text()
+        assert text.startswith(f"# {name}\n")
+        assert "## Check" in text and "## Act" in text, name
+
+
+def test_committed_deploy_output_equals_fresh_generation() -> None:
+    deploy = REPO / "deploy" / "prometheus"
+    fresh = build.outputs(config.load(deploy / "alerts.yaml"))
+    for name, text in fresh.items():
+        assert (deploy / name).read_text() == text, (
+            f"deploy/prometheus/{name} is stale: run lockstep alerts build --config deploy/prometheus/alerts.yaml "
+            "--out deploy/prometheus")
+
+
+def test_config_overrides_reach_the_rules(tmp_path: Path) -> None:
+    path = tmp_path / "alerts.yaml"
+    path.write_text("selectors: {node: 'job=\"gpu-nodes\"'}\nthresholds: {rack_power_budget_ratio: 0.95}\n"
+                    "for: {PFCPauseStorm: 10s}\n")
+    text = rules.render(config.load(path))
+    assert 'lockstep_gpu_job_info{job="gpu-nodes"}' in text and 'job="lockstep-node"' not in text
+    assert "lockstep:rack_power_budget:ratio > 0.95" in text
+    storm = [r for g in yaml.safe_load(text)["groups"] for r in g["rules"] if r.get("alert") == "PFCPauseStorm"]
+    assert {r["for"] for r in storm} == {"10s"}
+
+
+@pytest.mark.parametrize("body, where", [
+    ("thresholds:\n  pfc_paused_ratoi: 0.3\n", ":2: thresholds.pfc_paused_ratoi: unknown key"),
+    ("thresholds:\n  pfc_paused_ratio: high\n", ":2: thresholds.pfc_paused_ratio: must be float"),
+    ("for:\n  PFCPauseStorm: 1 minute\n", ":2: for.PFCPauseStorm: must be a Prometheus duration"),
+    ("for:\n  PfcPauseStorm: 1m\n", ":2: for.PfcPauseStorm: unknown alert"),
+    ("selectors: {node: 1}\n", ":1: selectors.node: must be str"),
+    ("thresholds:\n  x: 1\n  rack_power_budget_ratio: 90\n", ":3: thresholds.rack_power_budget_ratio: must be a fraction"),
+])
+def test_config_errors_name_file_line_and_key(tmp_path: Path, body: str, where: str) -> None:
+    path = tmp_path / "alerts.yaml"
+    path.write_text(body)
+    with pytest.raises(ConfigError) as err:
+        config.load(path)
+    assert str(err.value).startswith(str(path) + where), str(err.value)
+
+
+def test_cli_build_writes_both_files_and_rejects_a_bad_config(tmp_path: Path, capsys) -> None:
+    assert cli.main(["alerts", "build", "--out", str(tmp_path / "out")]) == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["alertmanager.yml", "lockstep-rules.yml"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("thresholds: [1]\n")
+    assert cli.main(["alerts", "build", "--config", str(bad), "--out", str(tmp_path / "x")]) == 2
+    assert f"{bad}:1: thresholds: must be dict" in capsys.readouterr().err

@@ -1,0 +1,165 @@
+"""The quarantine receiver: notification parsing, and the aiohttp app driving a fake ``scontrol`` on
+PATH (a script recording its argv: scontrol's protocol is its command line)."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from alerts.quarantine import BadPayload, DrainRequest, parse_notification
+from alerts.quarantine_app import QuarantineConfig, create_app
+from alerts.quarantine_cli import TOKEN_ENV
+from lockstep import cli
+
+TOKEN = "t0ken"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def notification(*alerts: dict, status: str = "firing") -> dict:
+    """An Alertmanager webhook payload (version 4) as Alertmanager 0.25 posts it."""
+    return {"version": "4", "groupKey": "{}:{alertname=\"x\"}", "truncatedAlerts": 0, "status": status,
+            "receiver": "quarantine", "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {},
+            "externalURL": "http://am:9093", "alerts": [
+                {"status": a.pop("status", status), "labels": a, "annotations": {}, "startsAt": "2026-01-01T00:00:00Z",
+                 "endsAt": "0001-01-01T00:00:00Z", "generatorURL": "", "fingerprint": "f"} for a in alerts]}
+
+
+def xid(node: str, gpu: str, code: str, **extra: str) -> dict:
+    return {"alertname": "GPUXidCritical", "severity": "page", "node": node, "gpu": gpu, "xid": code, **extra}
+
+
+def test_parse_picks_firing_hardware_faults_one_per_node() -> None:
+    body = json.dumps(notification(
+        xid("node01", "3", "79"), xid("node01", "4", "79"),             # two GPUs, one node: one drain
+        xid("node02", "0", "13"),                                       # application XID: no drain
+        {"alertname": "GPUUncorrectableECC", "node": "node03", "gpu": "1"},
+        {"alertname": "InfiniBandLinkDown", "node": "node04", "device": "mlx5_2", "port": "1"},
+        {"alertname": "GPURowRemapFailure", "node": "node05", "gpu": "7", "status": "resolved"},
+        {"alertname": "TrainingJobStraggler", "node": "node06", "job_id": "1"})).encode()
+    assert parse_notification(body) == [
+        DrainRequest("node01", "GPUXidCritical", "lockstep GPUXidCritical gpu=3 xid=79"),
+        DrainRequest("node03", "GPUUncorrectableECC", "lockstep GPUUncorrectableECC gpu=1"),
+        DrainRequest("node04", "InfiniBandLinkDown", "lockstep InfiniBandLinkDown device=mlx5_2 port=1")]
+
+
+@pytest.mark.parametrize("body, message", [
+    (b"{not json", "not JSON"),
+    (b'{"alerts": 3}', 'missing "alerts" list'),
+    (b'{"alerts": [{"status": "firing", "labels": {"gpu": 3}}]}', "alerts[0].labels must be a mapping of strings"),
+    (json.dumps(notification({"alertname": "GPUFellOffBus", "gpu": "1"})).encode(), "has no node label"),
+])
+def test_parse_rejects_malformed_notifications(body: bytes, message: str) -> None:
+    with pytest.raises(BadPayload, match=message.replace("[", r"\[").replace("]", r"\]")):
+        parse_notification(body)
+
+
+@pytest.fixture
+def scontrol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A fake ``scontrol`` first on PATH; returns a function giving the argv lists it was called with."""
+    log = tmp_path / "scontrol.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "scontrol"
+    script.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                      f"open({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+                      "sys.exit(int(os.environ.get('FAKE_SCONTROL_RC', '0')))\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return lambda: [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+async def _post(client, payload: dict, headers: dict | None = None):
+    resp = await client.post("/alerts", data=json.dumps(payload), headers=AUTH if headers is None else headers)
+    return resp.status, await resp.json()
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}])
+async def test_wrong_or_missing_token_is_401_and_drains_nothing(aiohttp_client, scontrol, headers) -> None:
+    client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False)))
+    status, body = await _post(client, notification(xid("node01", "3", "79")), headers)
+    assert (status, body) == (401, {"error": "unauthorized"})
+    assert scontrol() == []
+
+
+async def test_dry_run_logs_and_never_runs_scontrol(aiohttp_client, scontrol, caplog) -> None:
+    client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN)))
+    with caplog.at_level(logging.INFO, "lockstep.quarantine"):
+        status, body = await _post(client, notification(xid("node01", "3", "79")))
+    assert status == 200 and body["dry_run"] is True
+    assert [a["action"] for a in body["actions"]] == ["dry_run"]
+    assert scontrol() == []
+    assert [r.fields["node"] for r in caplog.records if r.fields.get("action") == "dry_run"] == ["node01"]
+
+
+async def test_execute_drains_once_per_node(aiohttp_client, scontrol) -> None:
+    client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False)))
+    payload = notification(xid("node01", "3", "79"))
+    assert (await _post(client, payload))[1]["actions"][0]["action"] == "drain"
+    # Alertmanager re-sends a firing group every repeat_interval: the node is not drained twice.
+    assert (await _post(client, payload))[1]["actions"][0]["action"] == "already"
+    assert scontrol() == [["update", "NodeName=node01", "State=DRAIN", "Reason=lockstep GPUXidCritical gpu=3 xid=79"]]
+
+
+async def test_hourly_cap_refuses_further_drains_and_logs_them(aiohttp_client, scontrol, caplog) -> None:
+    client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False, max_drains_per_hour=2)))
+    alerts = [{"alertname": "GPUUncorrectableECC", "node": f"node0{i}", "gpu": "0"} for i in range(4)]
+    with caplog.at_level(logging.INFO, "lockstep.quarantine"):
+        status, body = await _post(client, notification(*alerts))
+    assert status == 200
+    assert [a["action"] for a in body["actions"]] == ["drain", "drain", "rate_limited", "rate_limited"]
+    assert [argv[1] for argv in scontrol()] == ["NodeName=node00", "NodeName=node01"]
+    refused = [r for r in caplog.records if r.fields.get("action") == "rate_limited"]
+    assert [r.levelno for r in refused] == [logging.ERROR, logging.ERROR]
+
+
+async def test_failed_scontrol_is_502_and_retried_on_the_next_notification(aiohttp_client, scontrol,
+                                                                          monkeypatch) -> None:
+    client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False)))
+    payload = notification({"alertname": "InfiniBandLinkDown", "node": "node07", "device": "mlx5_1", "port": "1"})
+    monkeypatch.setenv("FAKE_SCONTROL_RC", "1")
+    status, body = await _post(client, payload)
+    assert status == 502 and body["actions"][0]["action"] == "failed"
+    monkeypatch.setenv("FAKE_SCONTROL_RC", "0")
+    assert (await _post(client, payload))[1]["actions"][0]["action"] == "drain"
+    assert len(scontrol()) == 2
+
+
+async def test_state_file_keeps_drains_across_restarts(aiohttp_client, scontrol, tmp_path: Path) -> None:
+    cfg = QuarantineConfig(token=TOKEN, dry_run=False, max_drains_per_hour=1, state_file=tmp_path / "state.json")
+    first = await aiohttp_client(create_app(cfg))
+    await _post(first, notification(xid("node01", "3", "79")))
+    second = await aiohttp_client(create_app(cfg))
+    body = (await _post(second, notification(xid("node01", "3", "79"), xid("node02", "1", "79"))))[1]
+    assert [a["action"] for a in body["actions"]] == ["already", "rate_limited"]
+    assert len(scontrol()) == 1
+
+
+async def test_malformed_body_is_400(aiohttp_client, scontrol) -> None:
+    client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False)))
+    resp = await client.post("/alerts", data=b"[]", headers=AUTH)
+    assert resp.status == 400 and scontrol() == []
+
+
+def test_cli_refuses_to_start_without_a_token(monkeypatch, capsys, tmp_path: Path) -> None:
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    assert cli.main(["alerts", "quarantine-receiver"]) == 2
+    assert f"${TOKEN_ENV}" in capsys.readouterr().err
+    assert cli.main(["alerts", "quarantine-receiver", "--token-file", str(tmp_path / "missing")]) == 2
+    assert "No such file" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_corrupt_state_file(monkeypatch, capsys, tmp_path: Path) -> None:
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    state = tmp_path / "state.json"
+    state.write_text("{not json")
+    assert cli.main(["alerts", "quarantine-receiver", "--state-file", str(state)]) == 2
+    assert f"{state}: unreadable quarantine state" in capsys.readouterr().err
+
+
+def test_cli_has_no_token_flag() -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["alerts", "quarantine-receiver", "--token", TOKEN])
