@@ -1,16 +1,91 @@
-"""`lockstep analytics` (placeholder until its issue lands)."""
+"""``lockstep analytics serve|evaluate|steptimes``."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Sequence
 
+from exporters.configfile import ConfigError
+
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
-    p = subparsers.add_parser("analytics", help="straggler, stall and utilization-loss scoring: serve, evaluate, steptimes", description="straggler, stall and utilization-loss scoring: serve, evaluate, steptimes")
+    from analytics.config import add_serve_flags
+
+    p = subparsers.add_parser("analytics", help="straggler, stall and utilization-loss scoring: serve, evaluate, steptimes",
+                              description="straggler, stall and utilization-loss scoring: serve, evaluate, steptimes")
+    sub = p.add_subparsers(dest="analytics_command", metavar="SUBCOMMAND", required=True)
+    serve = sub.add_parser("serve", help="score jobs from Prometheus; serve /metrics and /api/v1/jobs",
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_serve_flags(serve)
+    serve.add_argument("--log.level", dest="log.level", default="info", choices=["debug", "info", "warn", "error"])
+    serve.add_argument("--log.format", dest="log.format", default="logfmt", choices=["logfmt", "json"])
+    ev = sub.add_parser("evaluate", help="run the scorers on a simulated scenario and print the detection report")
+    ev.add_argument("scenario", nargs="?", help="scenario YAML (simulator/scenarios/...)")
+    ev.add_argument("--all", metavar="DIR", help="every scenario in DIR against its truth: recall, precision, "
+                                                 "latency and cause accuracy per fault kind")
+    ev.add_argument("--json", action="store_true", help="print JSON")
+    ev.add_argument("--truth", action="store_true", help="add the comparison with the scenario's ground truth")
+    st = sub.add_parser("steptimes", help="per-rank step times (worker,step,seconds CSV) → flagged workers")
+    st.add_argument("file", help="CSV with header worker,step,seconds")
+    st.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("lockstep analytics: not implemented yet", file=sys.stderr)
-    return 1
+    try:
+        return {"serve": _serve, "evaluate": _evaluate, "steptimes": _steptimes}[args.analytics_command](args)
+    except (ConfigError, ValueError, FileNotFoundError) as exc:
+        print(f"lockstep analytics {args.analytics_command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from analytics.config import config_from_args
+    from analytics.service import create_app
+    from exporters.logs import setup
+    from exporters.web import serve
+
+    setup(getattr(args, "log.level"), getattr(args, "log.format"))
+    config = config_from_args(args)
+    asyncio.run(serve(create_app(config), config.listen, config.web_config))
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from analytics import harness, truthcheck
+    from analytics.evaluate import evaluate, format_text
+
+    if bool(args.all) == bool(args.scenario):
+        raise ValueError("give either SCENARIO.yaml or --all DIR")
+    if args.all:
+        rows = harness.run_all(args.all)
+        if not rows:
+            raise ValueError(f"--all {args.all}: no *.yaml scenarios there")
+        summary = harness.summarize(rows)
+        if args.json:
+            print(json.dumps({"summary": summary, "scenarios": [
+                {k: r[k] for k in ("scenario", "file", "check")} for r in rows]}, indent=1))
+        else:
+            print(harness.format_summary(summary, rows))
+        return 0
+    run_, results, rep = evaluate(args.scenario)
+    if args.truth:
+        rep = {**rep, "truth_check": truthcheck.check(run_.truth, results, run_.start, run_.period)}
+    print(json.dumps(rep, indent=1) if args.json else format_text(rep))
+    return 0
+
+
+def _steptimes(args: argparse.Namespace) -> int:
+    from analytics.steptimes import parse_csv, stragglers
+
+    found = stragglers(parse_csv(args.file))
+    if args.json:
+        print(json.dumps({"stragglers": found}))
+    else:
+        for s in found or [{"worker": None}]:
+            print("no stragglers" if s["worker"] is None else
+                  f"worker {s['worker']}: first flagged at step {s['first_flagged_step']}, score {s['score']:.2f}")
+    return 0

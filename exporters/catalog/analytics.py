@@ -18,3 +18,27 @@ RANK_STEP_SECONDS = gauge("lockstep_rank_step_seconds",
                           ("job_id", "rank", "node", "gpu"), "seconds")
 
 METRICS = (STRAGGLER_SCORE, JOB_STALLED, JOB_LOST_GPU_SECONDS, JOB_GOODPUT, RANK_STEP_SECONDS)
+
+# Added with the analytics service (issue 7): what alerts and dashboards need beyond the core set,
+# and the service's own health (Prometheus down or slow → results served stale).
+STRAGGLER_FLAGGED = gauge("lockstep_straggler_flagged",
+                          "1 while the GPU (or the node, gpu=\"\") is flagged as holding its job back: at least two "
+                          "signals agree and the slowdown persisted.", ("job_id", "node", "gpu"))
+JOB_ALLOCATED_GPU_SECONDS = counter("lockstep_job_allocated_gpu_seconds_total",
+                                    "GPU-seconds allocated to the job that the analytics service has accounted.",
+                                    ("job_id",), "seconds")
+ANALYTICS_UP = gauge("lockstep_analytics_up", "1 if the last refresh from Prometheus succeeded, 0 if it failed.")
+ANALYTICS_STALE = gauge("lockstep_analytics_results_stale",
+                        "1 while the scores served are from an older refresh because the latest one failed.")
+ANALYTICS_LAST_SUCCESS = gauge("lockstep_analytics_last_success_timestamp_seconds",
+                               "Unix time of the last successful refresh.", (), "seconds")
+ANALYTICS_REFRESH_FAILURES = counter("lockstep_analytics_refresh_failures_total",
+                                     "Refreshes that failed (Prometheus unreachable, slow or answering an error).")
+ANALYTICS_REFRESH_DURATION = gauge("lockstep_analytics_refresh_duration_seconds",
+                                   "Wall time of the last refresh (queries and scoring).", (), "seconds")
+ANALYTICS_JOBS = gauge("lockstep_analytics_jobs", "Jobs scored by this replica (its shard of the running jobs).")
+ANALYTICS_REJECTED_JOB_IDS = gauge("lockstep_analytics_rejected_job_ids",
+                                   "Job ids seen on lockstep_gpu_job_info that failed validation and were not queried.")
+
+METRICS += (STRAGGLER_FLAGGED, JOB_ALLOCATED_GPU_SECONDS, ANALYTICS_UP, ANALYTICS_STALE, ANALYTICS_LAST_SUCCESS,
+            ANALYTICS_REFRESH_FAILURES, ANALYTICS_REFRESH_DURATION, ANALYTICS_JOBS, ANALYTICS_REJECTED_JOB_IDS)

@@ -1,0 +1,76 @@
+"""``lockstep analytics serve`` flags → one frozen, validated ``ServiceConfig``."""
+from __future__ import annotations
+
+import argparse
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable
+from urllib.parse import urlsplit
+
+from exporters.listen import ListenAddress, parse_listen_address
+from exporters.webconfig import WebConfig
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    count: int
+
+    def owns(self, job_id: str) -> bool:
+        """Stable across replicas and restarts (crc32, not Python's salted ``hash``)."""
+        return zlib.crc32(job_id.encode()) % self.count == self.index
+
+
+def parse_shard(text: str) -> Shard:
+    index, sep, count = text.partition("/")
+    if not sep or not index.isdigit() or not count.isdigit() or not 0 <= int(index) < int(count):
+        raise ValueError(f"--shard {text!r}: want i/n with 0 <= i < n, e.g. 0/2")
+    return Shard(int(index), int(count))
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    prometheus_url: str
+    listen: ListenAddress = ListenAddress("127.0.0.1", 9842)
+    interval_s: float = 30.0           # between refreshes
+    window_s: float = 900.0            # data scored per refresh
+    step_s: float = 5.0                # query_range step: the sample period of the node agents
+    timeout_s: float = 20.0            # per Prometheus request
+    max_backoff_s: float = 300.0
+    shard: Shard = Shard(0, 1)
+    web_config: WebConfig | None = None
+    now: Callable[[], float] = field(default=time.time, compare=False)   # injected by tests
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.prometheus_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"--prometheus-url {self.prometheus_url!r}: want http(s)://HOST:PORT[/prefix]")
+        for name in ("interval_s", "window_s", "step_s", "timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if self.window_s < 4 * self.step_s:
+            raise ValueError(f"--window ({self.window_s}s) must hold at least 4 steps of {self.step_s}s")
+
+
+def add_serve_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prometheus-url", required=True, help="Prometheus (or Thanos/Mimir) base URL")
+    p.add_argument("--web.listen-address", dest="web.listen-address", default=":9842",
+                   help="address to listen on, HOST:PORT or :PORT")
+    p.add_argument("--web.config.file", dest="web.config.file", default=None,
+                   help="exporter-toolkit web config (TLS, basic auth)")
+    p.add_argument("--interval", type=float, default=30.0, help="seconds between refreshes")
+    p.add_argument("--window", type=float, default=900.0, help="seconds of data scored per refresh")
+    p.add_argument("--step", type=float, default=5.0, help="query_range step (the scrape interval)")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds per Prometheus request")
+    p.add_argument("--shard", default="0/1", help="score only the jobs of shard i of n (stable hash of job_id)")
+
+
+def config_from_args(args: argparse.Namespace) -> ServiceConfig:
+    from exporters.webconfig import load_web_config
+
+    web_file = getattr(args, "web.config.file")
+    return ServiceConfig(
+        prometheus_url=args.prometheus_url, listen=parse_listen_address(getattr(args, "web.listen-address")),
+        interval_s=args.interval, window_s=args.window, step_s=args.step, timeout_s=args.timeout,
+        shard=parse_shard(args.shard), web_config=load_web_config(web_file) if web_file else None)

@@ -1,0 +1,102 @@
+"""``lockstep analytics evaluate --all DIR``: every scenario against its truth, summed per fault kind.
+
+Per straggler kind (gpu_throttle, slow_node): recall (flagged with the right GPU/node within 60 s),
+precision (true flag runs over all flag runs; false runs are charged to every kind of the scenario
+they occur in, or to ``none`` in a fault-free one) and detection latency. Per stall cause: recall
+(truth intervals that a sample overlapping them classified right), precision and cause accuracy in
+stalled seconds, and the latency to the end of the first correctly classified sample. Loss: the share of (scenario, cause) pairs within
+tolerance of the truth.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from analytics import truthcheck
+from analytics.evaluate import evaluate
+
+STRAGGLER_KINDS = ("gpu_throttle", "slow_node")
+
+
+def run_all(directory: str | Path) -> list[dict]:
+    rows = []
+    for path in sorted(Path(directory).glob("*.y*ml")):
+        run, results, rep = evaluate(path)
+        rows.append({"scenario": run.scenario, "file": str(path), "report": rep, "truth": run.truth,
+                     "check": truthcheck.check(run.truth, results, run.start, run.period)})
+    return rows
+
+
+def summarize(rows: list[dict]) -> dict:
+    kinds: dict[str, dict] = {}
+    causes: dict[str, dict] = {}
+    loss_ok = loss_total = 0
+    for row in rows:
+        for job in row["check"].values():
+            st = job["stragglers"]
+            scenario_kinds = {s["kind"] for s in st["expected"]} or {"none"}
+            for s in st["expected"]:
+                k = kinds.setdefault(s["kind"], {"faults": 0, "detected": 0, "false_flags": 0, "latencies": []})
+                k["faults"] += 1
+                k["detected"] += int(s["detected"])
+                if s["latency_s"] is not None:
+                    k["latencies"].append(s["latency_s"])
+            for kind in scenario_kinds:
+                k = kinds.setdefault(kind, {"faults": 0, "detected": 0, "false_flags": 0, "latencies": []})
+                k["false_flags"] += len(st["false_flags"])
+            for cause, c in job["stalls"]["per_cause"].items():
+                agg = causes.setdefault(cause, {"intervals": 0, "found": 0, "truth_s": 0.0, "predicted_s": 0.0,
+                                                "correct_s": 0.0, "latencies": []})
+                for key in ("truth_s", "predicted_s", "correct_s"):
+                    agg[key] += c[key]
+            for interval in job["stalls"]["intervals"]:
+                agg = causes[interval["cause"]]
+                agg["intervals"] += 1
+                if interval["latency_s"] is not None:
+                    agg["found"] += 1
+                    agg["latencies"].append(interval["latency_s"])
+            for c in job.get("loss", {}).values():
+                loss_total += 1
+                loss_ok += int(c["ok"])
+    return {"stragglers": {k: _straggler_row(v) for k, v in sorted(kinds.items())},
+            "stalls": {c: _stall_row(v) for c, v in sorted(causes.items())},
+            "loss_within_tolerance": f"{loss_ok}/{loss_total}"}
+
+
+def _straggler_row(k: dict) -> dict:
+    tp = k["detected"]
+    flagged = tp + k["false_flags"]
+    return {"faults": k["faults"], "recall": round(tp / k["faults"], 3) if k["faults"] else None,
+            "precision": round(tp / flagged, 3) if flagged else None, "false_flags": k["false_flags"],
+            "latency_s_median": float(np.median(k["latencies"])) if k["latencies"] else None,
+            "latency_s_max": max(k["latencies"]) if k["latencies"] else None}
+
+
+def _stall_row(c: dict) -> dict:
+    return {"intervals": c["intervals"], "recall": round(c["found"] / c["intervals"], 3) if c["intervals"] else None,
+            "latency_s_median": float(np.median(c["latencies"])) if c["latencies"] else None,
+            "latency_s_max": max(c["latencies"]) if c["latencies"] else None,
+            "precision": round(c["correct_s"] / c["predicted_s"], 3) if c["predicted_s"] else None,
+            "cause_accuracy": round(c["correct_s"] / c["truth_s"], 3) if c["truth_s"] else None,
+            "truth_s": round(c["truth_s"], 1)}
+
+
+def format_summary(summary: dict, rows: list[dict]) -> str:
+    out = [f"{len(rows)} scenarios", "", f"{'straggler kind':<16}{'faults':>7}{'recall':>8}{'precision':>10}"
+           f"{'false':>7}{'latency med/max s':>19}"]
+    for kind, r in summary["stragglers"].items():
+        lat = f"{_f(r['latency_s_median'])}/{_f(r['latency_s_max'])}"
+        out.append(f"{kind:<16}{r['faults']:>7}{_f(r['recall']):>8}{_f(r['precision']):>10}{r['false_flags']:>7}{lat:>19}")
+    out += ["", f"{'stall cause':<16}{'intervals':>10}{'recall':>8}{'precision':>10}{'cause acc':>10}{'truth s':>9}"
+                f"{'latency med/max s':>19}"]
+    for cause, r in summary["stalls"].items():
+        lat = f"{_f(r['latency_s_median'])}/{_f(r['latency_s_max'])}"
+        out.append(f"{cause:<16}{r['intervals']:>10}{_f(r['recall']):>8}{_f(r['precision']):>10}"
+                   f"{_f(r['cause_accuracy']):>10}{r['truth_s']:>9.0f}{lat:>19}")
+    out += ["", f"loss causes within tolerance: {summary['loss_within_tolerance']}"]
+    return "\n".join(out)
+
+
+def _f(v) -> str:
+    return "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)

@@ -1,0 +1,51 @@
+"""PromQL built from values we do not control (job ids come from Slurm and from HTTP paths).
+
+A job id is validated against a conservative pattern and *also* escaped as a PromQL string, so a
+crafted id can neither close the string nor add a matcher or an operator to the query.
+"""
+from __future__ import annotations
+
+import re
+
+# Slurm ids: 4242, array tasks 4242_7, heterogeneous components 4242+0; schedulers elsewhere use
+# names with dots, dashes and colons. Nothing here can end a string or start a new matcher.
+JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}")   # use fullmatch: "$" would allow a trailing \n
+
+
+class InvalidJobId(ValueError):
+    pass
+
+
+def validate_job_id(job_id: str) -> str:
+    if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
+        raise InvalidJobId(f"invalid job id {job_id!r}: want 1-128 of [A-Za-z0-9_.:+-], starting alphanumeric")
+    return job_id
+
+
+def quote(value: str) -> str:
+    """A PromQL double-quoted string literal (Go escaping rules) holding exactly ``value``."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return f'"{escaped}"'
+
+
+def job_selector(job_id: str) -> str:
+    """``lockstep_gpu_job_info{job_id="..."}`` for a validated id."""
+    return with_job("lockstep_gpu_job_info", job_id)
+
+
+def with_job(metric: str, job_id: str) -> str:
+    """``metric{job_id="..."}`` for a validated id (metrics that carry job_id themselves)."""
+    return f"{metric}{{job_id={quote(validate_job_id(job_id))}}}"
+
+
+def metric_for_job(metric: str, job_id: str, extra: str = "") -> str:
+    """Series of ``metric`` on the nodes that run ``job_id`` (node comes from the target label).
+
+    ``and on(node)`` keeps the metric's own labels unchanged, so the frame built from the result is
+    the same as the simulator's; GPUs of other jobs on a shared node are dropped later by the job map.
+    """
+    selector = f"{metric}{{{extra}}}" if extra else metric
+    return f"{selector} and on(node) {job_selector(job_id)}"
+
+
+JOBS_QUERY = "count by (job_id) (lockstep_gpu_job_info)"

@@ -1,0 +1,180 @@
+"""The analytics service against a REAL Prometheus filled from the simulator (promtool backfill).
+
+Expectations come from the simulator's truth (which GPU is throttled, the loss per cause), and the
+scenario file; a crafted job id is planted in Prometheus next to the real job.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+import shutil
+from pathlib import Path
+from urllib.parse import quote as urlquote
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analytics import promql, source_prom
+from analytics.config import ServiceConfig
+from analytics.evaluate import simulate
+from analytics.frame import build_features
+from analytics.score import score_features
+from analytics.service import STATE, create_app
+from lockstep import localcluster
+from lockstep.stack import Stack, query, start_prometheus
+
+pytestmark = pytest.mark.integration
+SCENARIO = Path(__file__).parent / "fixtures/analytics/service.yaml"
+EVIL = 'x"} or vector(1) or lockstep_gpu_job_info{job_id="'
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return simulate(SCENARIO)
+
+
+@pytest.fixture(scope="module")
+def datadir(sim, tmp_path_factory):
+    """TSDB blocks of the scenario, plus one job_info series on a node outside the job whose job_id
+    is a PromQL injection attempt."""
+    frame = sim.frame
+    info = frame[(frame["metric"] == "lockstep_gpu_job_info") & (frame["node"] == "node00") & (frame["gpu"] == "0")]
+    evil = info.astype({c: str for c in info.columns if c not in ("timestamp", "value")})
+    evil = evil.assign(node="node04", job_id=EVIL)
+    both = pd.concat([frame.astype({c: str for c in frame.columns if c not in ("timestamp", "value")}), evil],
+                     ignore_index=True)
+    workdir = tmp_path_factory.mktemp("prom")
+    localcluster.backfill(both, workdir, max_block_duration="24h")
+    return workdir
+
+
+PROM_CONFIG = {"global": {"scrape_interval": "5s"}, "scrape_configs": []}
+
+
+@pytest.fixture(scope="module")
+def prometheus(datadir):
+    """Shared by the tests that only read; start_prometheus keeps 400 days (the series lie in 2026-01)."""
+    with Stack() as stack:
+        yield stack.add(start_prometheus(PROM_CONFIG, datadir))
+
+
+@pytest.fixture
+def own_prometheus(datadir, tmp_path, stack):
+    """A Prometheus this test may stop: its own copy of the blocks."""
+    shutil.copytree(datadir / "data", tmp_path / "data")
+    return stack.add(start_prometheus(PROM_CONFIG, tmp_path))
+
+
+def _config(url: str, sim, **kw) -> ServiceConfig:
+    end = sim.start + sim.truth["duration_s"]
+    return ServiceConfig(prometheus_url=url, interval_s=0.3, window_s=sim.truth["duration_s"] + sim.period,
+                         step_s=sim.period, timeout_s=5.0, max_backoff_s=0.6, now=lambda: end, **kw)
+
+
+async def _next_refresh(app) -> None:
+    state = app[STATE]
+    state.refreshed.clear()
+    await asyncio.wait_for(state.refreshed.wait(), 30)
+
+
+def _samples(text: str, name: str) -> dict[str, float]:
+    return {m.group(1): float(m.group(2)) for m in re.finditer(rf"^{name}(\{{.*?\}})? (\S+)$", text, re.M)}
+
+
+async def test_scores_from_real_prometheus_match_truth(prometheus, sim, aiohttp_client):
+    app = create_app(_config(prometheus.url, sim))
+    client = await aiohttp_client(app)
+    await _next_refresh(app)
+    text = await (await client.get("/metrics")).text()
+    assert _samples(text, "lockstep_analytics_up") == {None: 1.0}
+    flagged = {k for k, v in _samples(text, "lockstep_straggler_flagged").items() if v == 1}
+    (s,) = sim.truth["stragglers"]
+    assert flagged == {f'{{job_id="7300",node="{s["node"]}",gpu="{s["gpu"]}"}}'}
+    lost = _samples(text, "lockstep_job_lost_gpu_seconds_total")
+    for cause, want in sim.truth["loss"]["lost_gpu_seconds"].items():
+        got = lost[f'{{job_id="7300",cause="{cause}"}}']
+        assert abs(got - want) <= max(0.1 * want, 0.002 * sim.truth["loss"]["allocated_gpu_seconds"]), cause
+    body = await (await client.get("/api/v1/jobs/7300")).json()
+    assert body["status"] == "success" and body["stale"] is False
+    assert [(g["node"], g["gpu"]) for g in body["data"]["stragglers"]] == [(s["node"], s["gpu"])]
+
+
+async def test_malicious_job_id_is_never_queried_and_rejected_by_the_api(prometheus, sim, aiohttp_client):
+    # The crafted id is really in Prometheus, and quote() matches exactly it and nothing else.
+    seen = query(prometheus.url, "count by (job_id) (lockstep_gpu_job_info)", sim.start + 300)
+    assert {r["metric"]["job_id"] for r in seen} == {"7300", EVIL}
+    exact = query(prometheus.url, f"lockstep_gpu_job_info{{job_id={promql.quote(EVIL)}}}",
+                  sim.start + 300)
+    assert {r["metric"]["job_id"] for r in exact} == {EVIL} and len(exact) == 1
+    with pytest.raises(promql.InvalidJobId):
+        promql.job_selector(EVIL)
+    app = create_app(_config(prometheus.url, sim))
+    client = await aiohttp_client(app)
+    await _next_refresh(app)
+    jobs = await (await client.get("/api/v1/jobs")).json()
+    assert [j["job_id"] for j in jobs["data"]] == ["7300"]
+    text = await (await client.get("/metrics")).text()
+    assert _samples(text, "lockstep_analytics_rejected_job_ids") == {None: 1.0}
+    resp = await client.get("/api/v1/jobs/" + urlquote(EVIL, safe=""))
+    assert resp.status == 400 and (await resp.json())["errorType"] == "bad_data"
+    assert (await client.get("/api/v1/jobs/4242")).status == 404
+
+
+async def test_prometheus_stopped_mid_run_serves_stale_results(own_prometheus, sim, aiohttp_client):
+    prometheus = own_prometheus
+    app = create_app(_config(prometheus.url, sim))
+    client = await aiohttp_client(app)
+    await _next_refresh(app)
+    before = await (await client.get("/metrics")).text()
+    prometheus.stop()
+    await _next_refresh(app)
+    await _next_refresh(app)
+    after = await (await client.get("/metrics")).text()
+    assert _samples(after, "lockstep_analytics_up") == {None: 0.0}
+    assert _samples(after, "lockstep_analytics_results_stale") == {None: 1.0}
+    assert _samples(after, "lockstep_analytics_refresh_failures_total")[None] >= 2
+    assert _samples(after, "lockstep_straggler_flagged") == _samples(before, "lockstep_straggler_flagged")
+    assert _samples(after, "lockstep_analytics_last_success_timestamp_seconds") == \
+        _samples(before, "lockstep_analytics_last_success_timestamp_seconds")
+    body = await (await client.get("/api/v1/jobs/7300")).json()
+    assert body["stale"] is True and body["up"] is False and body["last_error"]
+    assert [(g["node"], g["gpu"]) for g in body["data"]["stragglers"]] == [("node01", "3")]
+
+
+async def test_parity_prometheus_path_equals_direct_path(prometheus, sim):
+    """Same scenario, same scorer: from the simulator's frame and from Prometheus' query_range."""
+    import aiohttp
+
+    end = sim.start + sim.truth["duration_s"]
+    window = source_prom.Window(sim.start, end, sim.period)
+    async with aiohttp.ClientSession() as session:
+        frame = await source_prom.fetch_job(session, prometheus.url, "7300", window, 10.0)
+    via_prom = score_features(build_features(frame), sim.start, sim.period)["7300"]
+    direct = score_features(build_features(sim.frame), sim.start, sim.period)["7300"]
+    assert list(via_prom.columns) == list(direct.columns)
+    np.testing.assert_allclose(via_prom.stragglers.scores, direct.stragglers.scores, atol=1e-9)
+    assert (via_prom.stragglers.flagged == direct.stragglers.flagged).all()
+    assert list(via_prom.causes) == list(direct.causes)
+    assert via_prom.loss == direct.loss
+
+
+async def test_slow_prometheus_times_out_and_is_reported(prometheus, sim, aiohttp_client):
+    app = create_app(dataclasses.replace(_config(prometheus.url, sim), timeout_s=1e-4))
+    client = await aiohttp_client(app)
+    await _next_refresh(app)
+    text = await (await client.get("/metrics")).text()
+    assert _samples(text, "lockstep_analytics_up") == {None: 0.0}
+    assert "TimeoutError" in app[STATE].health.last_error
+
+
+async def test_metrics_exposition_golden(prometheus, sim, aiohttp_client, golden):
+    """The served families, names and label sets (reviewed file; values from the scored scenario)."""
+    app = create_app(_config(prometheus.url, sim))
+    client = await aiohttp_client(app)
+    await _next_refresh(app)
+    text = await (await client.get("/metrics")).text()
+    text = re.sub(r"^(lockstep_analytics_(last_success_timestamp_seconds|refresh_duration_seconds)) .*$",
+                  r"\1 <time>", text, flags=re.M)
+    golden("analytics/metrics.prom", text)

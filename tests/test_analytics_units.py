@@ -1,0 +1,123 @@
+"""Pure pieces of analytics on hand-built inputs whose answers are known by construction."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analytics import promql, stall, straggler
+from analytics.config import Shard, parse_shard
+from analytics.frame import SIGNALS, Features, build_features, counter_rate
+
+PERIOD = 5.0
+
+
+def features(busy: np.ndarray, clock: np.ndarray, throttle: np.ndarray, nodes: int) -> Features:
+    """One job of ``busy.shape[1]`` GPUs spread evenly over ``nodes`` nodes; I/O and fabric idle."""
+    t, n = busy.shape
+    per = n // nodes
+    cols = pd.MultiIndex.from_tuples([("j", f"node{g // per:02d}", str(g % per)) for g in range(n)],
+                                     names=("job_id", "node", "gpu"))
+    sig = {s: np.zeros((t, n)) for s in SIGNALS}
+    sig.update(sm=busy, tensor=busy * 0.7, clock=clock, throttle=throttle, tx=np.full((t, n), 1e10),
+               read=np.full((t, n), 1e9))
+    return Features(np.arange(t) * PERIOD, cols, sig)
+
+
+def run(f: Features) -> straggler.StragglerResult:
+    js = stall.job_signals(f, "j")
+    causes, _ = stall.classify(js)
+    return straggler.score(f, "j", js, causes, PERIOD)
+
+
+def test_robust_reference_holds_when_half_the_peers_are_slow():
+    t, n = 40, 16
+    slow = np.zeros(n, bool)
+    slow[[0, 1, 4, 5, 8, 9, 12, 13]] = True          # two of four GPUs on every node
+    busy = np.where(slow, 0.8, 0.6) + np.zeros((t, n))
+    clock = np.where(slow, 0.75, 1.0) + np.zeros((t, n))
+    res = run(features(busy, clock, np.zeros((t, n)), nodes=4))
+    assert set(np.flatnonzero(res.flagged[-1])) == set(np.flatnonzero(slow))
+    assert res.node_flagged == {}
+
+
+def test_a_short_blip_is_not_flagged_a_persistent_one_is():
+    t, n = 40, 16
+    busy, clock = np.full((t, n), 0.6), np.ones((t, n))
+    busy[5:7, 3], clock[5:7, 3] = 0.9, 0.7             # 10 s: below the persistence
+    busy[20:, 7], clock[20:, 7] = 0.9, 0.7             # from sample 20 on
+    res = run(features(busy, clock, np.zeros((t, n)), nodes=2))
+    assert not res.flagged[:, 3].any()
+    first = int(np.argmax(res.flagged[:, 7]))
+    assert (first - 20 + 1) * PERIOD == straggler.PERSIST_S
+    assert res.holding[20:, 7].all()                  # the loss account covers the whole slowdown
+
+
+def test_node_wide_slowdown_is_reported_for_the_node():
+    t, n = 30, 32
+    busy = np.full((t, n), 0.6)
+    busy[10:, 8:16] = 0.75                            # every GPU of node01, clocks untouched
+    res = run(features(busy, np.ones((t, n)), np.zeros((t, n)), nodes=4))
+    assert list(res.node_flagged) == ["node01"] and res.node_flagged["node01"][-1]
+    assert not res.flagged.any()
+
+
+def test_single_signal_alone_does_not_flag():
+    t, n = 30, 16
+    clock = np.ones((t, n))
+    clock[:, 2] = 0.8                                 # a low clock, but the GPU keeps pace
+    res = run(features(np.full((t, n), 0.6), clock, np.zeros((t, n)), nodes=2))
+    assert not res.flagged.any()
+
+
+def test_counter_reset_gives_no_rate_not_a_negative_one():
+    m = pd.DataFrame({"a": [0.0, 10.0, 20.0, 5.0, 15.0]}, index=pd.Index([0.0, 5, 10, 15, 20]))
+    rate = counter_rate(m)["a"].tolist()
+    assert np.isnan(rate[0]) and rate[1:3] == [2.0, 2.0] and np.isnan(rate[3]) and rate[4] == 2.0
+
+
+def test_absent_metric_is_nan_not_zero():
+    rows = []
+    for t in (0.0, 5.0):
+        rows.append({"timestamp": t, "metric": "lockstep_gpu_job_info", "node": "node00", "gpu": "0",
+                     "job_id": "1", "value": 1.0})
+        rows.append({"timestamp": t, "metric": "lockstep_gpu_sm_active_ratio", "node": "node00", "gpu": "0",
+                     "job_id": "", "value": 0.5})
+    f = build_features(pd.DataFrame(rows))
+    assert np.isnan(f.signals["tensor"]).all() and np.isnan(f.signals["tx"]).all()
+    assert f.signals["sm"].tolist() == [[0.5], [0.5]]
+    assert stall.job_signals(f, "1").progress.tolist() == [0.5, 0.5]   # SM activity stands in
+
+
+@pytest.mark.parametrize("bad", ['4242"}', "a b", "", "x" * 129, "-1", "4242\n", 'a\\"', "{job}"])
+def test_crafted_job_ids_are_rejected(bad):
+    with pytest.raises(promql.InvalidJobId):
+        promql.job_selector(bad)
+
+
+@pytest.mark.parametrize("good", ["4242", "4242_7", "4242+0", "train.llama-70b:v2"])
+def test_scheduler_job_ids_are_accepted(good):
+    assert promql.job_selector(good) == f'lockstep_gpu_job_info{{job_id="{good}"}}'
+
+
+def test_quote_escapes_everything_that_could_end_the_string():
+    assert promql.quote('a"b\\c\nd') == '"a\\"b\\\\c\\nd"'
+
+
+def test_shards_split_jobs_stably_and_completely():
+    jobs = [str(i) for i in range(1000, 1200)]
+    owners = [[j for j in jobs if Shard(i, 3).owns(j)] for i in range(3)]
+    assert sorted(sum(owners, [])) == sorted(jobs) and all(30 < len(o) < 110 for o in owners)
+    # the same split in another interpreter (Python's own str hash is salted per process)
+    code = "from analytics.config import Shard; print([str(j) for j in range(1000, 1200) if Shard(1, 3).owns(str(j))])"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": "random"}, check=True).stdout
+    assert other.strip() == str(owners[1])
+    assert parse_shard("1/3") == Shard(1, 3)
+    for bad in ("3/3", "1", "a/b", "-1/2"):
+        with pytest.raises(ValueError):
+            parse_shard(bad)
