@@ -10,7 +10,7 @@ def jobs(config: AlertsConfig) -> list[Alert]:
     t, sel = config.thresholds, config.selectors.analytics
     stalled = metric("lockstep_job_stalled", sel, 'cause!~"checkpoint|hang"')
     hung = metric("lockstep_job_stalled", sel, 'cause="hang"')
-    score = f'max by (job_id, node, gpu) ({metric("lockstep_straggler_score", sel)})'
+    score = f'min by (job_id, node, gpu) ({metric("lockstep_straggler_score", sel)})'
     flagged = f'max by (job_id, node, gpu) ({metric("lockstep_straggler_flagged", sel)}) == 1'
     return [
         # Checkpoint stalls are expected and bounded; they have their own alert below. A hang pages as Hung.
@@ -22,8 +22,8 @@ def jobs(config: AlertsConfig) -> list[Alert]:
         # alert's value is the score (evidence for the reader), the flag decides.
         Alert("TrainingJobStraggler", f"{score}\nand on (job_id, node, gpu)\n{flagged}", TICKET,
               "Straggler in job {{ $labels.job_id }}: {{ $labels.node }} GPU {{ $labels.gpu }}",
-              "{{ $labels.node }} GPU {{ $labels.gpu }} holds job {{ $labels.job_id }} back with straggler score "
-              "{{ $value | printf \"%.2f\" }}; every rank waits for it.", keep_firing_for=t.straggler_keep_firing_for),
+              "{{ $labels.node }} GPU {{ $labels.gpu }} holds job {{ $labels.job_id }} back: it runs at "
+              "{{ $value | humanizePercentage }} of the best ranks' speed and every rank waits for it.", keep_firing_for=t.straggler_keep_firing_for),
         Alert("TrainingJobHung", f"max by (job_id) ({hung}) == 1", PAGE,
               "Training job {{ $labels.job_id }} is hung",
               "Job {{ $labels.job_id }} shows no compute, no traffic and no I/O for "

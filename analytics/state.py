@@ -13,6 +13,7 @@ import numpy as np
 from analytics.loss import LOSS_CAUSES
 from analytics.score import JobResult
 from analytics.stall import CAUSES
+from analytics.straggler import performance
 from exporters.catalog import analytics as cat
 from exporters.sample import Sample
 
@@ -53,10 +54,10 @@ def current(res: JobResult) -> dict:
     """The job as of its latest sample: GPU and node scores, the stall in progress, evidence."""
     i = len(res.times) - 1
     s = res.stragglers
-    gpus = [{"node": node, "gpu": gpu, "score": round(float(s.scores[i, j]), 3), "flagged": bool(s.flagged[i, j])}
+    gpus = [{"node": node, "gpu": gpu, "score": float(performance(s.scores[i, j])), "flagged": bool(s.flagged[i, j])}
             for j, (_, node, gpu) in enumerate(res.columns)]
     nodes_col = np.asarray(res.columns.get_level_values("node"))
-    nodes = [{"node": str(node), "gpu": None, "score": round(float(np.median(s.scores[i, nodes_col == node])), 3),
+    nodes = [{"node": str(node), "gpu": None, "score": float(performance(np.median(s.scores[i, nodes_col == node]))),
               "flagged": bool(s.node_flagged.get(str(node), np.zeros(i + 1, bool))[i])}
              for node in dict.fromkeys(nodes_col)]
     cause = str(res.causes[i]) if i >= 0 else ""

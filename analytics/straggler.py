@@ -125,20 +125,28 @@ def _node_candidates(nodes: np.ndarray, busy_hit: np.ndarray) -> dict[str, np.nd
     return out
 
 
+def performance(slowdown):
+    """The reported score: the rank's speed relative to the best ranks (1.0 keeps up; 0.7 means a
+    0.7x straggler), the convention of the contract's examples and of NVIDIA's straggler detection.
+    Internally ``scores`` count the other way (share of the step the job waits for the GPU)."""
+    return np.round(1.0 - np.asarray(slowdown, dtype=float), 3)
+
+
 def detections(features: Features, job_id: str, res: StragglerResult, start: float) -> list[dict]:
-    """First flag of each GPU/node: ``{job_id, node, gpu, first_detected_s, score}`` (contract)."""
+    """First flag of each GPU/node: ``{job_id, node, gpu, first_detected_s, score}`` (contract); the
+    score is the worst performance while flagged."""
     cols = features.columns[features.job_slice(job_id)]
     out = []
     for j in np.flatnonzero(res.flagged.any(axis=0)):
         i = int(np.argmax(res.flagged[:, j]))
         _, node, gpu = cols[j]
         out.append({"job_id": job_id, "node": node, "gpu": gpu, "first_detected_s": float(features.times[i] - start),
-                    "score": round(float(np.max(res.scores[res.flagged[:, j], j])), 3)})
+                    "score": float(performance(np.max(res.scores[res.flagged[:, j], j])))})
     nodes = np.asarray(cols.get_level_values("node"))
     for node, flags in res.node_flagged.items():
         if flags.any():
             i = int(np.argmax(flags))
             node_scores = np.median(res.scores[:, nodes == node], axis=1)
             out.append({"job_id": job_id, "node": node, "gpu": None, "first_detected_s": float(features.times[i] - start),
-                        "score": round(float(np.max(node_scores[flags])), 3)})
+                        "score": float(performance(np.max(node_scores[flags])))})
     return sorted(out, key=lambda d: d["first_detected_s"])

@@ -25,8 +25,9 @@ def _summary(cfg: Config) -> list:
                thresholds=p.OK_BAD),
         p.stat("Lost GPU-hours (range)", [target(f"{range_total(cfg, lost)} / 3600")], "suffix: GPU-h",
                thresholds=(("green", None), ("orange", 1))),
-        p.stat("Worst straggler score", [target(f"max({sel(analytics.STRAGGLER_SCORE, a, q.JOB)})")], "percentunit",
-               thresholds=(("green", None), ("orange", 0.3), ("red", 0.6))),
+        # Straggler score = speed relative to the job's best ranks: the slowest rank sets the pace.
+        p.stat("Slowest rank (speed vs best)", [target(f"min({sel(analytics.STRAGGLER_SCORE, a, q.JOB)})")],
+               "percentunit", thresholds=(("red", None), ("orange", 0.75), ("green", 0.9))),
         # Synchronous data parallelism: the job steps at the pace of its slowest rank.
         p.stat("Step rate", [target(f"1 / max({sel(analytics.RANK_STEP_SECONDS, cfg.training_selector, q.JOB)})")],
                "suffix: steps/s"),
@@ -38,7 +39,7 @@ def _stragglers(cfg: Config) -> list:
     clock = q.job_gpus(cfg, f"{sel(gpu.SM_CLOCK, n)} / {sel(gpu.SM_CLOCK_MAX, n)}")
     reasons = q.job_gpus(cfg, f"{sel(gpu.CLOCK_EVENT, n, q.throttle_matcher())} == 1")
     ranking = p.table("Straggler ranking", [
-        target(f"topk(20, max by (node, gpu) ({sel(analytics.STRAGGLER_SCORE, a, q.JOB)}))", instant=True, table=True),
+        target(f"bottomk(20, min by (node, gpu) ({sel(analytics.STRAGGLER_SCORE, a, q.JOB)}))", instant=True, table=True),
         target(f"max by (node, gpu) ({clock})", instant=True, table=True),
         target(f"max by (node, gpu) ({q.job_gpus(cfg, sel(gpu.SM_ACTIVE, n))})", instant=True, table=True),
         target(f"count by (node, gpu) ({reasons})", instant=True, table=True),
@@ -47,7 +48,7 @@ def _stragglers(cfg: Config) -> list:
     ], "none", columns={"node": "node", "gpu": "gpu", "Value #A": "score", "Value #F": "flagged",
                         "Value #B": "SM clock / max", "Value #C": "SM active", "Value #D": "throttle reasons",
                         "Value #E": "temperature"},
-        sort_by="score", links=[data_link(cfg, "GPU node ${__data.fields.node}", "node", node="node")],
+        sort_by="score", sort_desc=False, links=[data_link(cfg, "GPU node ${__data.fields.node}", "node", node="node")],
         overrides=[_unit_override(col, unit) for col, unit in (("score", "percentunit"), ("SM clock / max", "percentunit"),
                                                                ("SM active", "percentunit"), ("temperature", "celsius"))],
         w=12, h=10)

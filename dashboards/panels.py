@@ -36,14 +36,14 @@ def stat(title: str, targets: Sequence[Target], unit: str, *, thresholds: Thresh
 
 
 def table(title: str, targets: Sequence[Target], unit: str, *, columns: dict[str, str] | None = None,
-          sort_by: str | None = None, links: Sequence[dict[str, str]] = (), **kw: Any) -> ModernPanel:
+          sort_by: str | None = None, sort_desc: bool = True, links: Sequence[dict[str, str]] = (), **kw: Any) -> ModernPanel:
     """Instant table queries merged into one table; ``columns`` renames (and orders) fields."""
     columns = columns or {}
     organize = {"excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True},
                 "indexByName": {name: i for i, name in enumerate(columns)}, "renameByName": columns}
     transformations = [{"id": "merge", "options": {}}, {"id": "organize", "options": organize}]
     options = {"cellHeight": "sm", "showHeader": True,
-               "sortBy": [{"desc": True, "displayName": sort_by}] if sort_by else []}
+               "sortBy": [{"desc": sort_desc, "displayName": sort_by}] if sort_by else []}
     return panel("table", title, targets, unit, options=options, transformations=transformations,
                  custom={"align": "auto", "cellOptions": {"type": "auto"}, "filterable": True},
                  defaults={"links": list(links)} if links else {}, **kw)

@@ -4,7 +4,8 @@ from exporters.catalog.model import counter, gauge
 
 STRAGGLER_SCORE = gauge(
     "lockstep_straggler_score",
-    "Straggler score per GPU (or per node with gpu=\"\") within its job: 0 normal, towards 1 holding the job back.",
+    "Performance of each GPU (or node, with gpu=\"\") relative to the best ranks of its job: 1 keeps up, "
+    "0.7 is a 0.7x straggler every rank waits for (lockstep_straggler_flagged says when it is flagged).",
     ("job_id", "node", "gpu"))
 JOB_STALLED = gauge("lockstep_job_stalled",
                     "1 while the job is stalled, with the cause: checkpoint, network, storage, straggler, hang.",
