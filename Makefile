@@ -5,9 +5,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Debian packages providing the real Prometheus stack the tests and the demo start.
-# ethtool and ip (iproute2) let the PFC test read a real veth pair's driver statistics.
-DEB_TOOLS := prometheus promtool prometheus-alertmanager amtool prometheus-node-exporter ethtool ip
-DEB_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter ethtool iproute2
+# ethtool and ip (iproute2) let the PFC test read a real veth pair's driver statistics; chromium
+# renders the monthly report headless to check its plots.
+DEB_TOOLS := prometheus promtool prometheus-alertmanager amtool prometheus-node-exporter ethtool ip chromium
+DEB_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter ethtool iproute2 chromium
 
 .PHONY: test demo bench eval tools venv clean
 

@@ -47,18 +47,6 @@ class Webhook:
                 if a["labels"]["alertname"] == alertname and a["status"] == status]
 
 
-def _map_gpus_to_job(root: Path) -> None:
-    """What the Slurm prolog does on a real node (deploy/slurm/prolog): one file per GPU index holding
-    the job id, read by the agent's jobs collector from DIR/<node>/gpu-jobs with --sim.node-root."""
-    cluster = json.loads((root / "cluster.json").read_text())
-    for node in cluster["nodes"]:
-        mapping = root / node["name"] / "gpu-jobs"
-        if node["name"] in cluster["job"]["nodes"] and not mapping.exists():
-            mapping.mkdir()
-            for gpu in node["gpus"]:
-                (mapping / str(gpu["index"])).write_text(cluster["job"]["job_id"] + "\n")
-
-
 async def _until(check, deadline: float, what: str, stack_services=()):
     while (result := check()) in (None, False, [], {}):
         if time.time() > deadline:
@@ -78,7 +66,6 @@ async def test_pause_storm_pages_with_interface_and_priority_mutes_the_job_and_r
     storm_start = cluster["start_timestamp"] + STORM["start_s"] / cluster["speed"]
     storm_node = next(n for n in cluster["nodes"] if n["name"] == STORM_NODE)
     storm_interface = storm_node["gpus"][STORM_RAIL]["interface"]
-    _map_gpus_to_job(root)
     agents = await asyncio.to_thread(lc.start_node_agents, root, stack)
 
     base = f"http://127.0.0.1:{server.port}"

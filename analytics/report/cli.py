@@ -1,16 +1,44 @@
-"""`lockstep report` (placeholder until its issue lands)."""
+"""``lockstep report monthly --prometheus-url URL --month YYYY-MM --out DIR``."""
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Sequence
+
+from analytics.report.promrange import PrometheusError
 
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
-    p = subparsers.add_parser("report", help="monthly capacity and power review", description="monthly capacity and power review")
-    p.set_defaults(func=run)
+    p = subparsers.add_parser("report", help="monthly capacity and power review",
+                              description="monthly capacity and power review")
+    sub = p.add_subparsers(dest="report_command", metavar="REPORT", required=True)
+    m = sub.add_parser("monthly", help="GPU-hours, energy, recurring faults and checkpoint cost for one month",
+                       description="Query Prometheus (or Thanos/Mimir) for one month and write an HTML report "
+                                   "with plots and a CSV of every table.")
+    m.add_argument("--prometheus-url", required=True, help="Prometheus-compatible query API base URL")
+    m.add_argument("--month", required=True, help="YYYY-MM (UTC)")
+    m.add_argument("--out", required=True, type=Path, help="output directory")
+    m.add_argument("--step", type=float, default=3600.0, help="seconds per point for month totals (default 3600)")
+    m.add_argument("--fine-step", type=float, default=30.0,
+                   help="seconds per point to resolve checkpoint stalls (default 30)")
+    m.add_argument("--cluster", default="default", help="name for series without a cluster label")
+    m.add_argument("--teams", type=Path, help="CSV job_id,team mapping jobs to teams")
+    m.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("lockstep report: not implemented yet", file=sys.stderr)
-    return 1
+    from analytics.report.monthly import ReportConfig, load_teams, write_report
+    from analytics.report.queries import Steps
+    try:
+        teams = load_teams(args.teams) if args.teams else None
+        if args.step <= 0 or args.fine_step <= 0:
+            raise ValueError("--step and --fine-step must be positive")
+        config = ReportConfig(args.prometheus_url, args.month, args.out, Steps(args.step, args.fine_step),
+                              args.cluster, teams)
+        path = write_report(config)
+    except (ValueError, OSError, PrometheusError) as exc:
+        print(f"lockstep report: {exc}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0

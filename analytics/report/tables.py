@@ -1,0 +1,115 @@
+"""Pure pandas functions: range-query frames (``promrange.parse_matrix`` shape) in, report tables out.
+
+GPU-hours: allocated from the Slurm GPU→job mapping (``lockstep_gpu_job_info``, one series per GPU held),
+lost by cause from analytics' ``lockstep_job_lost_gpu_seconds_total``, productive = allocated − lost.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+CAUSES = ("checkpoint", "straggler", "network", "storage", "hang", "throttle")
+_META = ("timestamp", "value")
+
+
+def with_cluster(frame: pd.DataFrame, default: str) -> pd.DataFrame:
+    """``cluster`` comes from external_labels (absent on a single local Prometheus): name it."""
+    frame = frame.copy()
+    if "cluster" not in frame.columns:
+        frame["cluster"] = default
+    frame["cluster"] = frame["cluster"].fillna(default).replace("", default)
+    return frame
+
+
+def point_increases(frame: pd.DataFrame, start: float | None = None) -> pd.DataFrame:
+    """Adds ``increase`` (each counter sample minus the series' previous one) and ``since`` (the
+    previous sample's time: the increase happened in (since, timestamp]). A series first seen after
+    ``start`` was born in the range (an exporter emits an XID or error series on its first event), so
+    its first value counts in full; otherwise the first sample is the baseline (increase 0)."""
+    series = [c for c in frame.columns if c not in _META]
+    frame = frame.sort_values("timestamp")
+    groups = frame.groupby(series, dropna=False)
+    delta = groups["value"].diff()
+    frame = frame.assign(since=groups["timestamp"].shift().fillna(frame["timestamp"]))
+    # A drop means the counter restarted from zero: the new value is all increase since the reset.
+    delta = delta.where(delta.isna() | (delta >= 0), frame["value"])
+    born = frame["timestamp"] > (start if start is not None else float("inf"))
+    delta = delta.fillna(frame["value"].where(born, 0.0))
+    return frame.assign(increase=delta)
+
+
+def counter_increase(frame: pd.DataFrame, keys: list[str], start: float | None = None) -> pd.DataFrame:
+    """Increase of every counter series over the frame's range, reset-aware, summed by ``keys``."""
+    if frame.empty:
+        return pd.DataFrame(columns=[*keys, "increase"])
+    return point_increases(frame, start).groupby(keys, dropna=False, as_index=False)["increase"].sum()
+
+
+def gpu_hours(allocated: pd.DataFrame, lost: pd.DataFrame, step_s: float,
+              teams: dict[str, str] | None = None, start: float | None = None) -> pd.DataFrame:
+    """Per (cluster, job_id): allocated, lost by cause, productive GPU-hours and goodput. ``team``
+    comes from ``teams`` (job_id → team), else the job's Slurm user (``user`` label), else "unassigned"."""
+    alloc = allocated.groupby(["cluster", "job_id"], as_index=False)["value"].sum()
+    users = _job_users(allocated)
+    alloc["allocated_gpu_h"] = alloc.pop("value") * step_s / 3600.0
+    per_cause = counter_increase(lost, ["cluster", "job_id", "cause"], start) if not lost.empty else None
+    table = alloc
+    for cause in CAUSES:
+        col = f"lost_{cause}_gpu_h"
+        if per_cause is None:
+            table[col] = 0.0
+            continue
+        part = per_cause[per_cause["cause"] == cause][["cluster", "job_id", "increase"]]
+        table = table.merge(part.rename(columns={"increase": col}), how="left", on=["cluster", "job_id"])
+        table[col] = table[col].fillna(0.0) / 3600.0
+    lost_cols = [f"lost_{c}_gpu_h" for c in CAUSES]
+    table["lost_gpu_h"] = table[lost_cols].sum(axis=1)
+    table["productive_gpu_h"] = (table["allocated_gpu_h"] - table["lost_gpu_h"]).clip(lower=0.0)
+    table["goodput"] = table["productive_gpu_h"] / table["allocated_gpu_h"].where(table["allocated_gpu_h"] > 0)
+    team = table["job_id"].map(teams or {}).fillna(table["job_id"].map(users)).fillna("unassigned")
+    table.insert(2, "team", team.replace("", "unassigned"))
+    return table.sort_values(["cluster", "allocated_gpu_h"], ascending=[True, False]).reset_index(drop=True)
+
+
+def _job_users(allocated: pd.DataFrame) -> dict[str, str]:
+    if "user" not in allocated.columns:
+        return {}
+    named = allocated.dropna(subset=["user"])
+    return dict(zip(named["job_id"], named["user"]))
+
+
+def rollup(jobs: pd.DataFrame, by: str) -> pd.DataFrame:
+    """GPU-hours summed per ``by`` (``cluster`` or ``team``), goodput recomputed from the sums."""
+    hours = [c for c in jobs.columns if c.endswith("_gpu_h")]
+    keys = ["cluster"] if by == "cluster" else ["cluster", by]
+    table = jobs.groupby(keys, as_index=False)[hours].sum()
+    table["jobs"] = jobs.groupby(keys)["job_id"].nunique().to_numpy()
+    table["goodput"] = table["productive_gpu_h"] / table["allocated_gpu_h"].where(table["allocated_gpu_h"] > 0)
+    return table
+
+
+def rack_energy(energy: pd.DataFrame, peak: pd.DataFrame, budget: pd.DataFrame,
+                start: float | None = None) -> pd.DataFrame:
+    """Per (cluster, rack): kWh used, peak rack power, breaker budget and the headroom left."""
+    if energy.empty and peak.empty:
+        return pd.DataFrame(columns=["cluster", "rack", "energy_kwh", "peak_w", "budget_w", "headroom_w", "headroom_pct"])
+    energy, peak, budget = (f if not f.empty else f.assign(rack=pd.Series(dtype=str)) for f in (energy, peak, budget))
+    kwh = counter_increase(energy, ["cluster", "rack"], start)
+    kwh["energy_kwh"] = kwh.pop("increase") / 3.6e6  # joules → kWh
+    pk = peak.groupby(["cluster", "rack"], as_index=False)["value"].max().rename(columns={"value": "peak_w"})
+    bud = budget.groupby(["cluster", "rack"], as_index=False)["value"].max().rename(columns={"value": "budget_w"})
+    table = kwh.merge(pk, how="outer", on=["cluster", "rack"]).merge(bud, how="left", on=["cluster", "rack"])
+    table["headroom_w"] = table["budget_w"] - table["peak_w"]
+    table["headroom_pct"] = 100.0 * table["headroom_w"] / table["budget_w"]
+    return table.sort_values("headroom_pct", na_position="last").reset_index(drop=True)
+
+
+def daily_energy(energy: pd.DataFrame, start: float | None = None) -> pd.DataFrame:
+    """kWh per rack per UTC day (wide: one column per rack), for the energy plot."""
+    if energy.empty:
+        return pd.DataFrame()
+    long = point_increases(energy, start)
+    long["day"] = pd.to_datetime(long["since"], unit="s", utc=True).dt.strftime("%Y-%m-%d")
+    long["kwh"] = long["increase"] / 3.6e6  # joules → kWh
+    wide = long.pivot_table(index="day", columns="rack", values="kwh", aggfunc="sum").fillna(0.0)
+    wide.columns.name = None
+    return wide

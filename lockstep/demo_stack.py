@@ -1,0 +1,130 @@
+"""Start the demo's processes in dependency order on top of ``lockstep.localcluster``: simulator →
+node agents (in parallel) and power exporter → rules → Alertmanager → Prometheus → analytics."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import yaml
+
+from lockstep import localcluster as lc
+from lockstep.demo_config import DemoConfig, resolve
+from lockstep.stack import Service, Stack, start_alertmanager, start_process, start_prometheus, wait_ready
+
+# Alert timings shortened for a live demo (the site defaults wait minutes before paging).
+DEMO_FOR = {"PFCPauseStorm": "15s", "TrainingJobStraggler": "30s", "TrainingJobStalled": "30s",
+            "TrainingJobHung": "30s", "CheckpointStallExcessive": "1m", "ExporterDown": "30s"}
+
+
+def demo_scenario(config: DemoConfig) -> Path:
+    """The scenario as given, or cut to ``--nodes`` nodes (faults on removed nodes dropped)."""
+    if config.nodes is None:
+        return config.scenario
+    doc = yaml.safe_load(config.scenario.read_text())
+    doc["cluster"]["nodes"] = config.nodes
+    doc["job"]["nodes"] = min(config.nodes, int(doc["job"].get("nodes", config.nodes)))
+    keep = {f"node{i:02d}" for i in range(config.nodes)}
+    doc["faults"] = [f for f in doc.get("faults", []) if f.get("node", "node00") in keep]
+    path = config.workdir / "scenario.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def start_node_agents(root: Path, config: DemoConfig, stack: Stack) -> dict[str, Service]:
+    """All agents at once (16 Python start-ups in parallel), then wait until each serves /metrics."""
+    agents = {}
+    for i, node in enumerate(lc.sim_nodes(root)):
+        port = resolve(config.node_port(i))
+        argv = [*lc.LOCKSTEP, "exporter", f"--sim.node-root={root / node}", f"--web.listen-address=127.0.0.1:{port}"]
+        agents[node] = stack.add(start_process(f"exporter-{node}", argv, config.workdir / "logs",
+                                               f"http://127.0.0.1:{port}", ready_path=None))
+    for service in agents.values():
+        wait_ready(service, "/metrics", timeout=120)
+    return agents
+
+
+def build_rules(config: DemoConfig, pager_url: str) -> tuple[Path, Path]:
+    """The alerts package's rules and Alertmanager config, routed to the demo pager, with short ``for:``."""
+    from alerts import build
+    from alerts.config import load
+    site = {"evaluation_interval": "5s", "thresholds": {"pfc_window": "1m"},
+            "alertmanager": {"pager_webhook_url": f"{pager_url}/pager", "queue_webhook_url": f"{pager_url}/queue",
+                             "group_wait": "5s", "group_interval": "30s", "repeat_interval": "1h"},
+            "for": DEMO_FOR}
+    out = config.workdir / "rules"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "demo-alerts.yaml").write_text(yaml.safe_dump(site, sort_keys=False))
+    build.write(load(out / "demo-alerts.yaml"), out)
+    return out / build.RULES_FILE, out / build.ALERTMANAGER_FILE
+
+
+def start_all(config: DemoConfig, stack: Stack, pager_url: str) -> dict[str, Service]:
+    """Every component, ready; keys are the names shown in the status table."""
+    root, ports = config.workdir / "cluster", config.ports
+    if (root / "cluster.json").exists():  # a previous demo in the same --workdir: start from a fresh tree
+        shutil.rmtree(root)
+    (config.workdir / "pages.jsonl").unlink(missing_ok=True)
+    sim = lc.start_sim(demo_scenario(config), root, stack, speed=config.speed,
+                       redfish_port=resolve(ports["redfish_port"]), extra_args=["--duration", "0"])
+    services = {"simulator (Redfish)": sim}
+    agents = start_node_agents(root, config, stack)
+    services.update({f"node agent {n}": s for n, s in agents.items()})
+    services["power exporter"] = lc.start_power_exporter(root / "power-exporter.yaml", stack,
+                                                         resolve(ports["power_port"]), config.workdir / "logs")
+    rules, am_config = build_rules(config, pager_url)
+    services["alertmanager"] = stack.add(start_alertmanager(am_config.read_text(), config.workdir / "alertmanager",
+                                                            resolve(ports["alertmanager_port"])))
+    analytics_port = resolve(ports["analytics_port"])
+    prom_config = lc.prometheus_config(
+        {n: lc.host_port(s) for n, s in agents.items()}, power_target=lc.host_port(services["power exporter"]),
+        analytics_target=f"127.0.0.1:{analytics_port}", rule_files=[rules],
+        alertmanager=lc.host_port(services["alertmanager"]), scrape_interval="5s", cluster="demo")
+    services["prometheus"] = stack.add(start_prometheus(prom_config, config.workdir / "prometheus",
+                                                        resolve(ports["prometheus_port"])))
+    argv = [*lc.LOCKSTEP, "analytics", "serve", f"--prometheus-url={services['prometheus'].url}",
+            f"--web.listen-address=127.0.0.1:{analytics_port}", "--interval=10", "--step=5"]
+    services["analytics"] = stack.add(start_process("analytics", argv, config.workdir / "logs",
+                                                    f"http://127.0.0.1:{analytics_port}", ready_path="/-/healthy"))
+    return services
+
+
+def wait_targets_up(prometheus_url: str, expected: int, timeout: float = 120.0) -> list[dict]:
+    """Poll ``/api/v1/targets`` until ``expected`` active targets report health "up"."""
+    from lockstep.stack import http_get
+    deadline, targets = time.monotonic() + timeout, []
+    while time.monotonic() < deadline:
+        targets = json.loads(http_get(f"{prometheus_url}/api/v1/targets?state=active")[1])["data"]["activeTargets"]
+        if len(targets) >= expected and all(t["health"] == "up" for t in targets):
+            return targets
+        time.sleep(1)
+    down = [f"{t['scrapeUrl']}: {t['health']} {t.get('lastError', '')}" for t in targets if t["health"] != "up"]
+    raise RuntimeError(f"Prometheus targets not all up after {timeout:.0f}s: {down}")
+
+
+def stop_all(stack: Stack, timeout: float = 10.0) -> None:
+    """SIGTERM every process group (each service runs in its own session), newest first; SIGKILL the
+    group of any that outlives ``timeout``. Groups are signalled only while their leader is unreaped,
+    so a recycled process id is never hit."""
+    services = list(reversed(stack.services))
+    for s in services:
+        _signal_group(s.proc, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for s in services:
+        try:
+            s.proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal_group(s.proc, signal.SIGKILL)
+            s.proc.wait(5)
+    stack.services.clear()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

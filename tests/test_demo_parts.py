@@ -1,0 +1,60 @@
+"""The demo's pager speaks Alertmanager's webhook protocol; its port check names the flag to change."""
+from __future__ import annotations
+
+import json
+import socket
+import urllib.request
+from argparse import ArgumentParser
+from io import StringIO
+
+from lockstep import demo_config
+from lockstep.demo_pager import Pager
+
+# Alertmanager 0.25 webhook body (version 4), trimmed to the fields the pager reads.
+PAYLOAD = {"version": "4", "status": "firing", "receiver": "pager", "groupKey": "{}:{}",
+           "alerts": [{"status": "firing", "fingerprint": "a1b2", "startsAt": "2026-11-21T22:00:00Z",
+                       "labels": {"alertname": "PFCPauseStorm", "severity": "page", "node": "node02",
+                                  "interface": "ens41np0", "priority": "3"},
+                       "annotations": {"summary": "PFC pause storm on node02 ens41np0 priority 3"}}]}
+
+
+def post(url: str, body: dict) -> int:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        return resp.status
+
+
+def test_pager_prints_each_alert_once_and_logs_every_notification(tmp_path):
+    out = StringIO()
+    pager = Pager(0, tmp_path / "pages.jsonl", out)
+    try:
+        assert post(pager.url + "/pager", PAYLOAD) == 200
+        assert post(pager.url + "/pager", PAYLOAD) == 200  # group re-sent: same alert, same state
+        resolved = json.loads(json.dumps(PAYLOAD))
+        resolved["alerts"][0]["status"] = "resolved"
+        assert post(pager.url + "/pager", resolved) == 200
+    finally:
+        pager.stop()
+    lines = out.getvalue().splitlines()
+    assert lines == ["  >> PAGE     PFCPauseStorm [page] node=node02 interface=ens41np0 "
+                     "PFC pause storm on node02 ens41np0 priority 3",
+                     "  >> RESOLVED PFCPauseStorm [page] node=node02 interface=ens41np0 "
+                     "PFC pause storm on node02 ens41np0 priority 3"]
+    logged = [json.loads(line) for line in (tmp_path / "pages.jsonl").read_text().splitlines()]
+    assert len(logged) == 3 and logged[0] == {"receiver": "pager", "payload": PAYLOAD}
+
+
+def test_check_ports_names_each_busy_port_and_its_flag(tmp_path):
+    parser = ArgumentParser()
+    demo_config.add_flags(parser)
+    with socket.socket() as a, socket.socket() as b:
+        a.bind(("127.0.0.1", 0))
+        b.bind(("127.0.0.1", 0))
+        pa, pb = a.getsockname()[1], b.getsockname()[1]
+        args = parser.parse_args([f"--workdir={tmp_path}", "--prometheus-port=0", "--alertmanager-port=0",
+                                  "--power-port=0", "--analytics-port=0", "--pager-port=0", "--redfish-port=0",
+                                  "--no-grafana", f"--analytics-port={pa}", f"--base-port={pb - 1}"])
+        problems = demo_config.check_ports(demo_config.config_from_args(args), node_count=16)
+    assert problems[0] == f"port {pa} for the analytics is already in use: pass --analytics-port=N (or 0 for any free port)"
+    assert f"overlap ports in use ({pb})" in problems[1] and "--base-port=N" in problems[1]
+    assert len(problems) == 2
