@@ -75,3 +75,12 @@ def test_collector_joins_index_and_uuid_files(tmp_path, golden):
 def test_collector_without_directory_yields_nothing(tmp_path):
     (tmp_path / "n").mkdir()
     assert list(jobs_collector(ExporterConfig(sim_node_root=tmp_path / "n")).collect()) == []
+
+
+def test_broken_gpu_state_leaves_uuid_empty_but_keeps_the_mapping(tmp_path):
+    node = tmp_path / "node00"
+    (node / "gpu-jobs").mkdir(parents=True)
+    (node / "gpus.json").write_text('{"version": 1, "gpus": [')  # truncated mid-write by a broken tool
+    (node / "gpu-jobs" / "3").write_text("4242\n")
+    samples = list(jobs_collector(ExporterConfig(sim_node_root=node)).collect())
+    assert [(s.labels, s.value) for s in samples] == [(("3", "", "4242", ""), 1.0)]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from exporters.catalog import gpu as m
+from exporters.logs import once
 from exporters.registry import register
 from exporters.sample import Sample
 
@@ -63,7 +64,7 @@ class JobsCollector:
     def collect(self) -> Iterator[Sample]:
         mappings = parse_mapping(read_dir(self.mapping_dir))
         if mappings and not self._uuids:
-            self._uuids = self._gpu_ids()
+            self._uuids = self._read_uuids()
         by_uuid = {uuid: index for index, uuid in self._uuids.items()}
         for mapping in mappings:
             if mapping.gpu.isdigit():
@@ -71,6 +72,15 @@ class JobsCollector:
             else:
                 gpu, uuid = by_uuid.get(mapping.gpu, ""), mapping.gpu
             yield Sample(m.JOB_INFO, (gpu, uuid, mapping.job_id, self._user(mapping.job_id)), 1.0)
+
+    def _read_uuids(self) -> dict[str, str]:
+        """UUIDs only enrich the mapping: a GPU backend that can't answer (no driver, a broken state
+        file) leaves ``uuid`` empty instead of failing the job mapping too."""
+        try:
+            return self._gpu_ids()
+        except Exception as exc:
+            once(log, logging.WARNING, "uuids", "GPU UUIDs unavailable for job mapping: %s", exc)
+            return {}
 
     def _user(self, job_id: str) -> str:
         try:
