@@ -39,35 +39,60 @@ def format_value(value: float) -> str:
 
 
 class Encoder:
-    """Turns samples into exposition lines, caching the ``name{labels} `` prefix of each series."""
+    """Turns samples into exposition lines. Each series keeps its ``name{labels} `` prefix and its last
+    value and line: most series of a node (info, state, rate, error counters at 0) repeat their value
+    from scrape to scrape, and equal values always format to the same text."""
 
     def __init__(self) -> None:
-        self._prefixes: dict[tuple[str, tuple[str, ...]], str] = {}
+        # (name, labels) -> (prefix, last value, last line), replaced as one tuple so that an encoder
+        # shared between threads never pairs one value with another's line.
+        self._series: dict[tuple[str, tuple[str, ...]], tuple[str, float | None, str]] = {}
 
-    def _prefix(self, metric: Metric, labels: tuple[str, ...]) -> str:
+    def _new_series(self, metric: Metric, labels: tuple[str, ...]) -> tuple[str, float | None, str]:
         if len(labels) != len(metric.labels):
             raise ValueError(f"{metric.name}: got {len(labels)} label values for labels {metric.labels}")
-        if len(self._prefixes) > _MAX_CACHED_SERIES:
-            self._prefixes.clear()  # label churn (job ids come and go) must not grow memory forever
+        if len(self._series) > _MAX_CACHED_SERIES:
+            self._series.clear()  # label churn (job ids come and go) must not grow memory forever
         if not labels:
             prefix = metric.name + " "
         else:
             pairs = ",".join(f'{k}="{escape_label_value(str(v))}"' for k, v in zip(metric.labels, labels))
             prefix = f"{metric.name}{{{pairs}}} "
-        self._prefixes[(metric.name, labels)] = prefix
-        return prefix
+        entry = self._series[(metric.name, labels)] = (prefix, None, "")
+        return entry
 
     def add(self, families: Families, samples: Iterable[Sample]) -> None:
-        """Append the lines of ``samples`` to ``families``; raises on a malformed sample."""
-        prefixes = self._prefixes
+        """Append the lines of ``samples`` to ``families``; raises on a malformed sample (then nothing
+        is added). Lines are grouped by name first: a ``str`` key hashes in C, a ``Metric`` in Python."""
+        series = self._series
+        by_name: dict[str, list[str]] = {}
+        metrics: dict[str, Metric] = {}
         for metric, labels, value in samples:
-            prefix = prefixes.get((metric.name, labels)) or self._prefix(metric, labels)
-            line = prefix + format_value(value)
-            lines = families.get(metric)
+            name = metric.name
+            key = (name, labels)
+            entry = series.get(key) or self._new_series(metric, labels)
+            if value == entry[1]:  # NaN never equals itself, so it is always formatted
+                line = entry[2]
+            else:
+                # Inline fast path of format_value for integral values; NaN and ±Inf fail it.
+                if -1e15 < value < 1e15 and value == (integral := int(value)):
+                    line = entry[0] + str(integral)
+                else:
+                    line = entry[0] + format_value(value)
+                series[key] = (entry[0], value, line)
+            lines = by_name.get(name)
             if lines is None:
-                families[metric] = [line]
+                by_name[name] = [line]
+                metrics[name] = metric
             else:
                 lines.append(line)
+        for name, lines in by_name.items():
+            metric = metrics[name]
+            known = families.get(metric)
+            if known is None:
+                families[metric] = lines
+            else:
+                known.extend(lines)
 
 
 def render_text(families: Families) -> str:

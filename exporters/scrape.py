@@ -39,17 +39,14 @@ class Scraper:
             self.encoder.add(families, self.static)
             for name, collector in self.collectors.items():
                 started = time.perf_counter()
-                own: Families = {}
                 try:
-                    self.encoder.add(own, collector.collect())
+                    # add() is all or nothing: a collector failing halfway leaves no partial output.
+                    self.encoder.add(families, collector.collect())
                     success = 1.0
                 except Exception as exc:  # one collector must never fail the scrape
                     log.error("collector failed", extra=kv(collector=name, err=f"{type(exc).__name__}: {exc}"))
                     log.debug("collector traceback", exc_info=True)
                     success = 0.0
-                else:
-                    for metric, lines in own.items():
-                        families.setdefault(metric, []).extend(lines)
                 elapsed = time.perf_counter() - started
                 self.encoder.add(families, (Sample(health.SCRAPE_COLLECTOR_SUCCESS, (name,), success),
                                             Sample(health.SCRAPE_COLLECTOR_DURATION, (name,), elapsed)))

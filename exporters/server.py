@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import zlib
 
 from aiohttp import web
 
@@ -13,6 +14,18 @@ from exporters.web import auth_middleware, landing_page
 
 SCRAPER = web.AppKey("scraper", Scraper)
 SCRAPE_LOCK = web.AppKey("scrape_lock", asyncio.Lock)
+# A scrape is ~65 KB of repetitive text: gzip level 1 costs a third of zlib's default level 6 (0.3 vs
+# 0.9 ms of CPU on a full H100 node) for a body 15 % larger. Compressing in the render thread also
+# saves aiohttp's second executor hop for bodies over 4 KiB.
+GZIP_LEVEL = 1
+
+
+def render_body(scraper: Scraper, openmetrics: bool, gzip: bool) -> bytes:
+    body = scraper.render(openmetrics).encode()
+    if not gzip:
+        return body
+    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # 16+: gzip framing
+    return compressor.compress(body) + compressor.flush()
 
 
 def create_app(config: ExporterConfig, scraper: Scraper) -> web.Application:
@@ -23,12 +36,14 @@ def create_app(config: ExporterConfig, scraper: Scraper) -> web.Application:
 
     async def metrics(request: web.Request) -> web.Response:
         openmetrics = wants_openmetrics(request.headers.get("Accept", ""))
+        gzip = "gzip" in request.headers.get("Accept-Encoding", "")
         async with request.app[SCRAPE_LOCK]:
-            body = await asyncio.to_thread(request.app[SCRAPER].render, openmetrics)
-        response = web.Response(body=body.encode())
+            body = await asyncio.to_thread(render_body, request.app[SCRAPER], openmetrics, gzip)
+        response = web.Response(body=body)
         response.headers["Content-Type"] = OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE
-        if "gzip" in request.headers.get("Accept-Encoding", ""):
-            response.enable_compression(web.ContentCoding.gzip)
+        if gzip:
+            response.headers["Content-Encoding"] = "gzip"
+        response.headers["Vary"] = "Accept-Encoding"
         return response
 
     async def index(request: web.Request) -> web.Response:

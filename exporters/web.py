@@ -27,7 +27,7 @@ def auth_middleware(config: WebConfig):
     async def middleware(request: web.Request, handler):
         if config.basic_auth_users:
             header = request.headers.get("Authorization", "")
-            if not _authorized(header, config.basic_auth_users, verified):
+            if not await _authorized(header, config.basic_auth_users, verified):
                 return web.Response(status=401, text="Unauthorized\n",
                                     headers={"WWW-Authenticate": 'Basic realm="lockstep"'})
         response = await handler(request)
@@ -37,7 +37,7 @@ def auth_middleware(config: WebConfig):
     return middleware
 
 
-def _authorized(header: str, users: dict[str, bytes], verified: set[bytes]) -> bool:
+async def _authorized(header: str, users: dict[str, bytes], verified: set[bytes]) -> bool:
     scheme, _, encoded = header.partition(" ")
     if scheme.lower() != "basic":
         return False
@@ -51,7 +51,9 @@ def _authorized(header: str, users: dict[str, bytes], verified: set[bytes]) -> b
     key = hashlib.sha256(hashed + b"\0" + password.encode()).digest()
     if key in verified:
         return True
-    if bcrypt.checkpw(password.encode(), hashed):
+    # A bcrypt check takes ~0.25 s of CPU: in the event loop, every wrong password (never cached) would
+    # stall all scrapes for that long.
+    if await asyncio.to_thread(bcrypt.checkpw, password.encode(), hashed):
         verified.add(key)
         return True
     return False

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Protocol, Sequence
 
@@ -45,8 +46,10 @@ def parse_ethtool_stats(text: str, source: str = "<ethtool -S>") -> tuple[tuple[
     if tokens[:2] == ["NIC", "statistics:"]:
         del tokens[:2]
     names, values = tokens[0::2], tokens[1::2]
-    if len(names) == len(values) and all(n.endswith(":") for n in names) and all(map(str.isdigit, values)):
-        return tuple(n[:-1] for n in names), tuple(map(int, values))
+    # map() over str methods keeps the per-name work in C (8 NICs x ~60-300 statistics per scrape).
+    if (len(names) == len(values) and all(map(str.endswith, names, repeat(":")))
+            and all(map(str.isdigit, values))):
+        return tuple(map(str.removesuffix, names, repeat(":"))), tuple(map(int, values))
     pairs = _LINE.findall(text)
     lines = [line for line in text.splitlines() if line.strip()]
     expected = len(lines) - (1 if lines and lines[0].strip() == _HEADER else 0)

@@ -6,6 +6,7 @@ collectors only read the files found here.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ def natural_key(name: str) -> tuple:
     return tuple(int(part) if part.isdigit() else part for part in _NATURAL.split(name))
 
 
+@functools.lru_cache(maxsize=16)
 def class_dir(sysfs: Path) -> str:
     return str(sysfs.joinpath(*CLASS_DIR))
 
@@ -52,9 +54,15 @@ def class_dir(sysfs: Path) -> str:
 def listing(sysfs: Path) -> tuple[str, ...]:
     """The device names present now (cheap: one directory read per scrape)."""
     try:
-        return tuple(sorted(os.listdir(class_dir(sysfs)), key=natural_key))
+        return _natural_order(tuple(os.listdir(class_dir(sysfs))))
     except FileNotFoundError:
         return ()
+
+
+@functools.lru_cache(maxsize=16)
+def _natural_order(names: tuple[str, ...]) -> tuple[str, ...]:
+    # Two collectors list the devices every scrape; the regex sort key only runs when the listing changes.
+    return tuple(sorted(names, key=natural_key))
 
 
 def _files(path: str) -> tuple[str, ...]:

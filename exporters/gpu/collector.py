@@ -6,7 +6,6 @@ NVML missing (no driver, no library) means no GPU samples and a warning once; NV
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from typing import Any, Mapping
@@ -122,14 +121,14 @@ class GpuCollector:
             self._handles[index] = handle
             if static is None:
                 static = self._static[index] = read_static(self.nvml, index, self._handles)
-            snap = read_snapshot(self.nvml, static, handle, self.options.nvlink_per_link)
+            # prof goes in at construction: dataclasses.replace() afterwards cost ~15 µs per GPU.
+            snap = read_snapshot(self.nvml, static, handle, self.options.nvlink_per_link,
+                                 tuple(sorted(prof.items())) if prof else ())
         except GpuLost as exc:
             once(log, logging.WARNING, f"lost:{index}:{static.uuid if static else ''}", "%s", exc)
             if static is None:
                 return [Sample(m.UP, (str(index),), 0.0)]
             return list(identity_samples(static, self._driver, up=False))
-        if prof:
-            snap = dataclasses.replace(snap, prof=tuple(sorted(prof.items())))
         samples = list(identity_samples(static, self._driver, up=True))
         samples += snapshot_samples(snap)
         if self.options.dcgm_names:

@@ -58,9 +58,11 @@ def read_static(nvml: Nvml, index: int, handles: Sequence[Any]) -> GpuStatic:
         p2p=p2p)
 
 
-def read_snapshot(nvml: Nvml, static: GpuStatic, handle: Any, per_link: bool = False) -> GpuSnapshot:
+def read_snapshot(nvml: Nvml, static: GpuStatic, handle: Any, per_link: bool = False,
+                  prof: tuple[tuple[str, float], ...] = ()) -> GpuSnapshot:
     """One scrape of one GPU; raises ``GpuLost`` if NVML reports it lost. NVLink errors are the
-    all-links totals (link "total"), plus every active link's own counters with ``per_link``."""
+    all-links totals (link "total"), plus every active link's own counters with ``per_link``.
+    ``prof``: the GPU's DCGM profiling fields, carried into the snapshot."""
     g, h = NvmlGuard(static.index), handle
     util = g.call("nvmlDeviceGetUtilizationRates", nvml.nvmlDeviceGetUtilizationRates, h)
     mem = g.call("nvmlDeviceGetMemoryInfo", nvml.nvmlDeviceGetMemoryInfo, h)
@@ -94,6 +96,7 @@ def read_snapshot(nvml: Nvml, static: GpuStatic, handle: Any, per_link: bool = F
         pcie_gen=g.call("nvmlDeviceGetCurrPcieLinkGeneration", nvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
         persistence_mode=g.call("nvmlDeviceGetPersistenceMode", nvml.nvmlDeviceGetPersistenceMode, h),
         nvlink=nvlink,
+        prof=prof,
         **fields)
 
 

@@ -47,15 +47,26 @@ _FIELDS: dict[int, Callable[[dict], Any]] = {
 }
 
 
+# pynvml's structures override __setattr__/__getattribute__ in Python; the ctypes field descriptors set
+# the same members in C (rebuilt for 8 GPUs x 15 fields on every simulator tick: 0.3 -> 0.1 ms).
+_FIELD = pynvml.c_nvmlFieldValue_t
+_SET_ID, _SET_RETURN, _SET_TYPE = _FIELD.fieldId.__set__, _FIELD.nvmlReturn.__set__, _FIELD.valueType.__set__
+_GET_VALUE = _FIELD.value.__get__
+
+
 def field_values(entry: dict, field_ids: Sequence[int]) -> Any:
-    values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
+    values = (_FIELD * len(field_ids))()
     for slot, field_id in zip(values, field_ids):
-        slot.fieldId = field_id
-        value = _FIELDS.get(field_id, lambda e: _ABSENT)(entry)
+        _SET_ID(slot, field_id)
+        value = _FIELDS.get(field_id, _absent)(entry)
         if value is _ABSENT:
-            slot.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+            _SET_RETURN(slot, pynvml.NVML_ERROR_NOT_SUPPORTED)
             continue
-        slot.nvmlReturn = pynvml.NVML_SUCCESS
-        slot.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
-        slot.value.ullVal = int(value)
+        _SET_RETURN(slot, pynvml.NVML_SUCCESS)
+        _SET_TYPE(slot, pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG)
+        _GET_VALUE(slot).ullVal = int(value)
     return values
+
+
+def _absent(entry: dict) -> Any:
+    return _ABSENT

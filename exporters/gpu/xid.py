@@ -70,6 +70,10 @@ class XidWatcher:
                 continue
             try:
                 self._wait_loop(event_set)
+            except Exception as exc:  # anything else (a malformed simulated event) would end counting for good
+                once(log, logging.ERROR, f"wait:{type(exc).__name__}", "XID event wait failed (%s: %s); "
+                     "re-registering every %ds", type(exc).__name__, exc, int(RETRY_S))
+                self._stop.wait(RETRY_S)
             finally:
                 try:
                     self._nvml.nvmlEventSetFree(event_set)

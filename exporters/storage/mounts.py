@@ -12,8 +12,9 @@ class Mount:
     fstype: str
 
 
-def _unescape(field: str) -> str:
-    # The kernel octal-escapes space, tab, newline and backslash in mount table fields.
+def unescape(field: str) -> str:
+    # The kernel octal-escapes space, tab, newline and backslash in mount table fields (and in
+    # mountstats' device and mount point: fs/proc_namespace.c, the same seq_escape set).
     return (field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n")
             .replace("\\134", "\\"))
 
@@ -23,7 +24,7 @@ def parse_mounts(text: str) -> list[Mount]:
     for line in text.splitlines():
         fields = line.split()
         if len(fields) >= 3:
-            mounts.append(Mount(_unescape(fields[0]), _unescape(fields[1]), fields[2]))
+            mounts.append(Mount(unescape(fields[0]), unescape(fields[1]), fields[2]))
     return mounts
 
 

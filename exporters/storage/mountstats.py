@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from exporters.storage.mounts import unescape
+
 _DEVICE = re.compile(r"^device (?P<device>\S+) mounted on (?P<mount>\S+) with fstype (?P<fstype>\S+)")
 _NFS_TYPES = ("nfs", "nfs4")
 
@@ -78,5 +80,5 @@ def parse_mountstats(text: str) -> list[NfsMount]:
             continue
         if current is not None and current[2] in _NFS_TYPES:
             mounts.append(_finish(*current, lines))
-        current, lines = (header["device"], header["mount"], header["fstype"]), []
+        current, lines = (unescape(header["device"]), unescape(header["mount"]), header["fstype"]), []
     return mounts

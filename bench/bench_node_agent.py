@@ -1,0 +1,186 @@
+"""The whole node agent (default collectors) vs node_exporter's infiniband collector on one simulated H100 node.
+
+One node written by a live ``lockstep sim run`` (8 GPUs in gpus.json, 8 mlx5 HCAs, 8 NICs, Lustre + NFS mounts
+and NVMe disks under proc/) at 60x: a new tree every 83 ms. Debian's node_exporter runs
+``--collector.disable-defaults --collector.infiniband`` on the node's sysfs; ``lockstep exporter --sim.node-root``
+runs every default collector. Both are scraped once per simulator tick (so every scrape sees new counters and a
+new gpus.json, as at Prometheus' pace; ``--back-to-back`` scrapes as fast as possible instead), interleaved,
+with ``Accept-Encoding: gzip`` like Prometheus. Printed for both: process CPU per scrape (utime+stime deltas
+from /proc/<pid>/stat, everything the process did in the window), p50/p99 client latency, RSS (VmRSS of
+/proc/<pid>/status), series per scrape, idle CPU; then the ratios and the ARCHITECTURE.md budget: CPU per
+scrape <= node_exporter's, p99 < 25 ms, RSS < 80 MB, <= 1,500 series. Exit status 1 when a budget is missed.
+``--exporter-only`` loads only the exporter subcommand of ``lockstep`` (shows what other subcommands'
+imports add to RSS).
+
+Helpers (HTTP scraper, CPU accounting) are bench_exporter's.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_exporter import Scraper, cpu_seconds, measure, p  # noqa: E402
+from lockstep import stack  # noqa: E402
+
+BUDGET = {"cpu_ratio": 1.0, "p99_s": 0.025, "rss_bytes": 80e6, "series": 1500}
+SPEED = 60
+TICK_S = 5 / SPEED  # sample_period_s of SCENARIO at SPEED: one tree update every 83 ms
+SCENARIO = ("name: bench-node\nseed: 1\nduration_s: 86400\nsample_period_s: 5\n"
+            "cluster: {nodes: 1, gpus_per_node: 8, nodes_per_rack: 1, rack_budget_watts: 60000}\n"
+            "job: {job_id: '1', nodes: 1, step_time_s: 1.5, storage_read_bytes_per_step: 1.0e9}\n")
+
+
+def live_node(st: stack.Stack, work: Path, timeout: float = 60.0) -> Path:
+    """Start ``lockstep sim run`` on a one-node scenario (stopped with the stack); the node once complete."""
+    scenario = work / "bench-node.yaml"
+    scenario.write_text(SCENARIO)
+    argv = [sys.executable, "-m", "lockstep", "sim", "run", str(scenario), "--root", str(work / "sim"),
+            "--speed", str(SPEED)]
+    sim = st.add(stack.start_process("sim", argv, work / "simlog", "", ready_path=None))
+    node, deadline = work / "sim" / "node00", time.monotonic() + timeout
+    while full_node(node):
+        if not sim.alive() or time.monotonic() > deadline:
+            raise SystemExit(f"simulator did not write a full node (missing: {', '.join(full_node(node))}):\n"
+                             f"{sim.log_tail()}")
+        time.sleep(0.2)
+    return node
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of ``pid``: ``VmRSS`` (kB) in /proc/<pid>/status."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS in /proc/{pid}/status")
+
+
+def measure_paced(services: dict, n: int, warmup: int, interval: float) -> dict:
+    """Like bench_exporter.measure, but one round of scrapes every ``interval`` seconds (a simulator tick
+    each), so every scrape sees new counters and new gpus.json as at Prometheus' pace; the CPU includes
+    what each process does between scrapes."""
+    scrapers = {name: Scraper(service.url) for name, service in services.items()}
+    for _ in range(warmup):
+        for scrape in scrapers.values():
+            scrape()
+    before = {name: cpu_seconds(s.proc.pid) for name, s in services.items()}
+    latency: dict[str, list[float]] = {name: [] for name in services}
+    bodies, next_round = {}, time.monotonic()
+    for _ in range(n):
+        next_round += interval
+        for name, scrape in scrapers.items():
+            seconds, bodies[name] = scrape()
+            latency[name].append(seconds)
+        time.sleep(max(0.0, next_round - time.monotonic()))
+    cpu = {name: (cpu_seconds(s.proc.pid) - before[name]) / n for name, s in services.items()}
+    return {name: {"cpu": cpu[name], "p50": p(latency[name], 0.5), "p99": p(latency[name], 0.99),
+                   "samples": sum(1 for line in bodies[name].splitlines() if line and not line.startswith("#"))}
+            for name in services}
+
+
+def heavy_libraries(pid: int) -> list[str]:
+    """Analysis libraries mapped into ``pid`` (the node agent needs none; each costs tens of MB of RSS)."""
+    with open(f"/proc/{pid}/maps") as f:
+        maps = f.read()
+    return [name for name in ("pandas", "numpy", "matplotlib", "scipy") if f"site-packages/{name}/" in maps]
+
+
+def idle_cpu(services: dict, seconds: float = 5.0) -> dict:
+    """CPU seconds per wall second of each process with no scrapes (background threads)."""
+    before = {name: cpu_seconds(s.proc.pid) for name, s in services.items()}
+    time.sleep(seconds)
+    return {name: (cpu_seconds(s.proc.pid) - before[name]) / seconds for name, s in services.items()}
+
+
+def full_node(node: Path) -> list[str]:
+    """What the simulated node lacks of a full H100 node (empty when complete)."""
+    missing = []
+    checks = {"8 HCAs": len(list((node / "sys/class/infiniband").glob("*"))) >= 8,
+              "8 NICs": len(list((node / "ethtool").glob("*/statistics"))) >= 8,
+              "gpus.json": (node / "gpus.json").is_file(),
+              "Lustre llite stats": any((node / "proc/fs/lustre/llite").glob("*/stats")),
+              "NFS mountstats": "fstype nfs" in _text(node / "proc/self/mountstats"),
+              "NVMe diskstats": " nvme" in _text(node / "proc/diskstats")}
+    return [name for name, ok in checks.items() if not ok]
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.is_file() else ""
+
+
+# `lockstep` with only the exporter subcommand loaded: what the agent costs without the other subcommands'
+# imports (diagnosis for the RSS budget; the budget is judged on the real `lockstep exporter`).
+_EXPORTER_ONLY = ("import sys, lockstep.cli as c; c.SUBCOMMANDS = ('exporters.cli',); sys.exit(c.main())",)
+
+
+def start(st: stack.Stack, node: Path, work: Path, exporter_only: bool) -> dict:
+    services = {"node_exporter": st.add(stack.start_node_exporter(
+        ["--collector.disable-defaults", "--collector.infiniband", f"--path.sysfs={node / 'sys'}"], work / "ne"))}
+    port = stack.free_port()
+    command = ["-c", *_EXPORTER_ONLY] if exporter_only else ["-m", "lockstep"]
+    services["lockstep"] = st.add(stack.start_process("lockstep", [
+        sys.executable, *command, "exporter", f"--web.listen-address=127.0.0.1:{port}",
+        f"--sim.node-root={node}"], work / "ls", f"http://127.0.0.1:{port}", ready_path="/metrics"))
+    return services
+
+
+def report(results: dict, rss: dict, scrapes: int, mode: str) -> bool:
+    ne, ls = results["node_exporter"], results["lockstep"]
+    print(f"node: 8 GPUs, 8 HCAs, 8 NICs, Lustre + NFS + NVMe (simulator at {SPEED}x); {scrapes} gzip scrapes each, "
+          f"interleaved, {mode}")
+    print(f"{'':36}{'CPU/scrape':>12}{'p50':>10}{'p99':>10}{'RSS':>10}{'series':>8}")
+    for label, name, r in (("node_exporter (infiniband only)", "node_exporter", ne),
+                           ("lockstep exporter (defaults)", "lockstep", ls)):
+        print(f"{label:36}{r['cpu'] * 1e3:>9.2f} ms{r['p50'] * 1e3:>7.2f} ms{r['p99'] * 1e3:>7.2f} ms"
+              f"{rss[name] / 1e6:>7.1f} MB{r['samples']:>8}")
+    checks = [("CPU/scrape ratio", ls["cpu"] / ne["cpu"], BUDGET["cpu_ratio"], "{:.2f}"),
+              ("p99 scrape (ms)", ls["p99"] * 1e3, BUDGET["p99_s"] * 1e3, "{:.2f}"),
+              ("RSS (MB)", rss["lockstep"] / 1e6, BUDGET["rss_bytes"] / 1e6, "{:.1f}"),
+              ("series", ls["samples"], BUDGET["series"], "{:.0f}")]
+    print(f"ratio lockstep/node_exporter: CPU per scrape {ls['cpu'] / ne['cpu']:.2f}, p99 {ls['p99'] / ne['p99']:.2f}, "
+          f"RSS {rss['lockstep'] / rss['node_exporter']:.2f}")
+    ok = True
+    for name, value, limit, fmt in checks:
+        met = value <= limit
+        ok &= met
+        print(f"budget {name:18} {fmt.format(value):>8} <= {fmt.format(limit):>6}  {'ok' if met else 'MISSED'}")
+    return ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scrapes", type=int, default=240)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--back-to-back", action="store_true",
+                        help="scrape back to back instead of once per simulator tick (most scrapes then see "
+                             "unchanged data: cheaper, less like Prometheus)")
+    parser.add_argument("--exporter-only", action="store_true",
+                        help="load only the exporter subcommand of `lockstep` (diagnoses RSS from other imports)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="lockstep-bench-node-") as tmp, stack.Stack() as st:
+        work = Path(tmp)
+        node = live_node(st, work)
+        services = start(st, node, work, args.exporter_only)
+        if args.back_to_back:
+            results = measure(services, args.scrapes, args.warmup)
+        else:
+            results = measure_paced(services, args.scrapes, args.warmup, TICK_S)
+        rss = {name: rss_bytes(s.proc.pid) for name, s in services.items()}
+        idle = idle_cpu(services)
+        heavy = heavy_libraries(services["lockstep"].proc.pid)
+    ok = report(results, rss, args.scrapes, "back to back" if args.back_to_back else "one round per tick")
+    print(f"idle CPU (no scrapes, simulator still ticking; 2 ms/s resolution): node_exporter "
+          f"{idle['node_exporter'] * 1e3:.1f} ms/s, lockstep {idle['lockstep'] * 1e3:.1f} ms/s")
+    if heavy:
+        print(f"note: the agent process has {', '.join(heavy)} loaded: a `lockstep` subcommand module imports them "
+              "at startup; the exporter itself needs none")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
