@@ -9,17 +9,18 @@ from typing import Sequence
 
 from exporters.version import VERSION
 
-# (module providing add_parser(subparsers, argv)); the order is the order in --help.
-SUBCOMMANDS = (
-    "exporters.cli",           # lockstep exporter
-    "exporters.power.cli",     # lockstep power-exporter
-    "analytics.cli",           # lockstep analytics serve|evaluate|steptimes
-    "simulator.cli",           # lockstep sim run|series
-    "dashboards.cli",          # lockstep dashboards build
-    "alerts.cli",              # lockstep alerts build|quarantine-receiver
-    "analytics.report.cli",    # lockstep report monthly
-    "lockstep.demo",           # lockstep demo
-)
+# name -> (module providing add_parser(subparsers, argv), one-line help); the order is --help's.
+# Only the module of the command being run is imported: the node agent must not pay for pandas.
+SUBCOMMANDS = {
+    "exporter": ("exporters.cli", "run the node agent (GPU, fabric, storage collectors) serving /metrics"),
+    "power-exporter": ("exporters.power.cli", "poll Redfish/IPMI BMCs, PDUs and CDUs; serve rack power and cooling"),
+    "analytics": ("analytics.cli", "straggler, stall and utilization-loss scoring: serve, evaluate, steptimes"),
+    "sim": ("simulator.cli", "simulated GPU training cluster with fault injection: run, series"),
+    "dashboards": ("dashboards.cli", "generate the Grafana dashboards (grafanalib)"),
+    "alerts": ("alerts.cli", "generate Prometheus rules and Alertmanager config; quarantine receiver"),
+    "report": ("analytics.report.cli", "monthly capacity and power review"),
+    "demo": ("lockstep.demo", "run the whole stack on a simulated cluster on this machine"),
+}
 _UNKNOWN_COLLECTOR = re.compile(r"--(?:no-)?collector\.([A-Za-z0-9_.-]+)")
 
 
@@ -38,8 +39,12 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
         "analytics, dashboards, alerts, a simulated cluster and a one-command demo."))
     parser.add_argument("--version", action="version", version=f"lockstep {VERSION}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in SUBCOMMANDS:
-        importlib.import_module(module).add_parser(subparsers, argv)
+    chosen = next((arg for arg in argv if not arg.startswith("-")), None)
+    for name, (module, help) in SUBCOMMANDS.items():
+        if name == chosen:
+            importlib.import_module(module).add_parser(subparsers, argv)
+        else:
+            subparsers.add_parser(name, help=help)  # listed in --help; built for real only when chosen
     return parser
 
 

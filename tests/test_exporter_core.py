@@ -186,3 +186,11 @@ def test_every_subcommand_has_useful_help():
         assert command in top.stdout
         sub = run_cli(command, "--help")
         assert sub.returncode == 0 and "usage: lockstep " + command in sub.stdout, command
+
+
+def test_the_node_agent_does_not_import_the_analytics_stack():
+    """Only the chosen subcommand's module is imported: pandas & co. would triple the agent's RSS."""
+    code = ("import sys; from lockstep.cli import build_parser; build_parser(['exporter']); "
+            "print(','.join(m for m in ('pandas', 'numpy', 'sklearn', 'matplotlib', 'grafanalib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), check=True)
+    assert out.stdout.strip() == ""

@@ -84,3 +84,27 @@ def test_broken_gpu_state_leaves_uuid_empty_but_keeps_the_mapping(tmp_path):
     (node / "gpu-jobs" / "3").write_text("4242\n")
     samples = list(jobs_collector(ExporterConfig(sim_node_root=node)).collect())
     assert [(s.labels, s.value) for s in samples] == [(("3", "", "4242", ""), 1.0)]
+
+
+def test_a_job_id_cannot_read_outside_the_user_directory(tmp_path):
+    node = tmp_path / "node00"
+    (node / "gpu-jobs").mkdir(parents=True)
+    (node / "gpu-jobs-users").mkdir()
+    (tmp_path / "secret").write_text("root-password\n")
+    (node / "gpu-jobs" / "0").write_text("../../secret\n")
+    (node / "gpu-jobs" / "1").write_text("4242_7\n")
+    (node / "gpu-jobs-users" / "4242_7").write_text("bob\n")
+    samples = {s.labels[0]: s.labels[2:] for s in jobs_collector(ExporterConfig(sim_node_root=node)).collect()}
+    assert samples == {"0": ("../../secret", ""), "1": ("4242_7", "bob")}
+
+
+def test_uuid_lookup_is_not_retried_on_every_scrape(tmp_path):
+    from exporters.collectors.jobs import JobsCollector
+
+    (tmp_path / "gpu-jobs").mkdir()
+    (tmp_path / "gpu-jobs" / "0").write_text("1\n")
+    calls = []
+    collector = JobsCollector(tmp_path / "gpu-jobs", tmp_path / "users", lambda: calls.append(1) or {})
+    for _ in range(5):
+        assert len(list(collector.collect())) == 1
+    assert calls == [1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lockstep.jobs")
 DEFAULT_DIR = Path("/var/run/lockstep/gpu-jobs")
+_JOB_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")   # Slurm: 123, 123_4 (arrays), 123+1 (het jobs)
+UUID_RETRY_S = 60.0
 _GPU_NAME = re.compile(r"^(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-fA-F-]+)$")
 
 
@@ -60,10 +63,12 @@ class JobsCollector:
     def __init__(self, mapping_dir: Path, user_dir: Path, gpu_ids: Any) -> None:
         self.mapping_dir, self.user_dir, self._gpu_ids = mapping_dir, user_dir, gpu_ids
         self._uuids: dict[str, str] = {}   # index → UUID, read once from the GPU backend
+        self._uuids_tried = -UUID_RETRY_S     # monotonic time of the last attempt that found none
 
     def collect(self) -> Iterator[Sample]:
         mappings = parse_mapping(read_dir(self.mapping_dir))
-        if mappings and not self._uuids:
+        if mappings and not self._uuids and time.monotonic() - self._uuids_tried >= UUID_RETRY_S:
+            self._uuids_tried = time.monotonic()  # no NVML init per scrape while the driver is away
             self._uuids = self._read_uuids()
         by_uuid = {uuid: index for index, uuid in self._uuids.items()}
         for mapping in mappings:
@@ -83,6 +88,8 @@ class JobsCollector:
             return {}
 
     def _user(self, job_id: str) -> str:
+        if not _JOB_ID.match(job_id):  # a job id is a path component here: no "..", no "/"
+            return ""
         try:
             return (self.user_dir / job_id).read_text().strip()
         except (FileNotFoundError, NotADirectoryError):
