@@ -13,6 +13,8 @@ from pathlib import Path
 
 from alerts.quarantine_app import QuarantineConfig, create_app
 from exporters.listen import parse_listen_address
+from exporters.logs import add_flags as add_log_flags
+from exporters.webconfig import add_flags as add_web_flags
 from exporters.logs import kv
 
 TOKEN_ENV = "LOCKSTEP_QUARANTINE_TOKEN"
@@ -26,14 +28,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "(uncorrectable ECC, XID 79, IB link down, row-remap failure) via scontrol. Dry run "
                        f"unless --execute. Bearer token from --token-file or ${TOKEN_ENV}.")
     # Loopback by default: it runs next to Alertmanager, and it can drain nodes.
-    p.add_argument("--web.listen-address", dest="listen", default="127.0.0.1:9844", help="HOST:PORT or :PORT")
+    add_web_flags(p, "127.0.0.1:9844", web_config=False)
     p.add_argument("--token-file", type=Path, default=None, help="file holding the bearer token")
     p.add_argument("--execute", action="store_true", help="really run scontrol (default: dry run, log only)")
     p.add_argument("--max-drains-per-hour", type=int, default=2, help="never drain more nodes than this per hour")
     p.add_argument("--scontrol", default="scontrol", help="scontrol executable (looked up on PATH)")
     p.add_argument("--state-file", type=Path, default=None,
                    help="JSON file remembering drained nodes and the hourly budget across restarts")
-    p.add_argument("--log.level", dest="log_level", default="info", choices=("debug", "info", "warn", "error"))
+    add_log_flags(p)
 
 
 def config_from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -> QuarantineConfig:
@@ -59,12 +61,12 @@ def run(args: argparse.Namespace) -> int:
     from exporters import logs
     try:
         config = config_from_args(args)
-        listen = parse_listen_address(args.listen)
+        listen = parse_listen_address(getattr(args, "web.listen-address"))
         app = create_app(config)
     except ValueError as exc:
         print(f"lockstep alerts quarantine-receiver: {exc}", file=sys.stderr)
         return 2
-    logs.setup(args.log_level)
+    logs.setup_from_args(args)
     logging.getLogger("lockstep.quarantine").info(
         "starting quarantine receiver", extra=kv(address=str(listen), dry_run=config.dry_run,
                                                  max_drains_per_hour=config.max_drains_per_hour))

@@ -11,6 +11,7 @@ from exporters.configfile import ConfigError
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
     from analytics.config import add_serve_flags
+    from exporters.logs import add_flags as add_log_flags
 
     p = subparsers.add_parser("analytics", help="straggler, stall and utilization-loss scoring: serve, evaluate, steptimes",
                               description="straggler, stall and utilization-loss scoring: serve, evaluate, steptimes")
@@ -18,8 +19,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     serve = sub.add_parser("serve", help="score jobs from Prometheus; serve /metrics and /api/v1/jobs",
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_serve_flags(serve)
-    serve.add_argument("--log.level", dest="log.level", default="info", choices=["debug", "info", "warn", "error"])
-    serve.add_argument("--log.format", dest="log.format", default="logfmt", choices=["logfmt", "json"])
+    add_log_flags(serve)
     ev = sub.add_parser("evaluate", help="run the scorers on a simulated scenario and print the detection report")
     ev.add_argument("scenario", nargs="?", help="scenario YAML (simulator/scenarios/...)")
     ev.add_argument("--all", metavar="DIR", help="every scenario in DIR against its truth: recall, precision, "
@@ -45,10 +45,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     from analytics.config import config_from_args
     from analytics.service import create_app
-    from exporters.logs import setup
+    from exporters.logs import setup_from_args
     from exporters.web import serve
 
-    setup(getattr(args, "log.level"), getattr(args, "log.format"))
+    setup_from_args(args)
     config = config_from_args(args)
     asyncio.run(serve(create_app(config), config.listen, config.web_config))
     return 0

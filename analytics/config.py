@@ -9,7 +9,7 @@ from typing import Callable
 from urllib.parse import urlsplit
 
 from exporters.listen import ListenAddress, parse_listen_address
-from exporters.webconfig import WebConfig
+from exporters.webconfig import WebConfig, add_flags as add_web_flags
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,7 @@ class ServiceConfig:
 
 def add_serve_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prometheus-url", required=True, help="Prometheus (or Thanos/Mimir) base URL")
-    p.add_argument("--web.listen-address", dest="web.listen-address", default=":9842",
-                   help="address to listen on, HOST:PORT or :PORT")
-    p.add_argument("--web.config.file", dest="web.config.file", default=None,
-                   help="exporter-toolkit web config (TLS, basic auth)")
+    add_web_flags(p, ":9842")
     p.add_argument("--interval", type=float, default=30.0, help="seconds between refreshes")
     p.add_argument("--window", type=float, default=900.0, help="seconds of data scored per refresh")
     p.add_argument("--step", type=float, default=5.0, help="query_range step (the scrape interval)")

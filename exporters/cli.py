@@ -15,17 +15,14 @@ from exporters.catalog import health
 from exporters.config import ExporterConfig
 from exporters.configfile import ConfigError
 from exporters.listen import parse_listen_address
-from exporters.logs import LEVELS, kv, setup
+from exporters.logs import add_flags as add_log_flags, kv, setup_from_args
 from exporters.registry import Collector, CollectorSpec
 from exporters.sample import Sample
 from exporters.scrape import BrokenCollector, Scraper
 from exporters.version import VERSION
+from exporters.webconfig import add_flags as add_web_flags
 
 log = logging.getLogger("lockstep.exporter")
-_CORE_FLAGS = ("web.listen-address", "web.telemetry-path", "web.config.file", "path.sysfs", "path.procfs",
-               "log.level", "log.format", "node.name", "sim.node-root", "collector.disable-defaults",
-               "collector.extra-module")
-
 
 def extra_modules(argv: Sequence[str]) -> list[str]:
     """Values of ``--collector.extra-module`` (needed before the parser exists: they add flags)."""
@@ -50,12 +47,9 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
                     "Flags follow node_exporter's.", allow_abbrev=False,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     web = p.add_argument_group("web")
-    web.add_argument("--web.listen-address", dest="web.listen-address", default=":9840",
-                     help="address to listen on, HOST:PORT or :PORT (port 0 picks a free one)")
+    add_web_flags(web, ":9840")
     web.add_argument("--web.telemetry-path", dest="web.telemetry-path", default="/metrics",
                      help="path under which to expose metrics")
-    web.add_argument("--web.config.file", dest="web.config.file", default=None,
-                     help="exporter-toolkit web config (TLS, basic_auth_users with bcrypt hashes)")
     paths = p.add_argument_group("paths")
     paths.add_argument("--path.sysfs", dest="path.sysfs", default=None, help="sysfs mount point (default /sys)")
     paths.add_argument("--path.procfs", dest="path.procfs", default=None, help="procfs mount point (default /proc)")
@@ -65,8 +59,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     paths.add_argument("--node.name", dest="node.name", default=None,
                        help="node name reported in lockstep_node_info (default: hostname, or the sim node)")
     logs = p.add_argument_group("logging")
-    logs.add_argument("--log.level", dest="log.level", default="info", choices=list(LEVELS))
-    logs.add_argument("--log.format", dest="log.format", default="logfmt", choices=["logfmt", "json"])
+    add_log_flags(logs)
     col = p.add_argument_group("collectors", "enable with --collector.NAME, disable with --no-collector.NAME")
     col.add_argument("--collector.disable-defaults", dest="collector.disable-defaults", action="store_true",
                      help="disable every collector not explicitly enabled")
@@ -144,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     from exporters.server import create_app
     from exporters.web import serve
 
-    setup(getattr(args, "log.level"), getattr(args, "log.format"))
+    setup_from_args(args)
     try:
         config = config_from_args(args)
         scraper = build_scraper(config, args._specs)

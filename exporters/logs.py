@@ -35,6 +35,16 @@ class _Json(_Logfmt):
         return json.dumps(parts, default=str)
 
 
+def add_flags(parser) -> None:
+    """``--log.level`` and ``--log.format``, as every Prometheus exporter has them."""
+    parser.add_argument("--log.level", dest="log.level", default="info", choices=list(LEVELS))
+    parser.add_argument("--log.format", dest="log.format", default="logfmt", choices=["logfmt", "json"])
+
+
+def setup_from_args(args) -> None:
+    setup(getattr(args, "log.level"), getattr(args, "log.format"))
+
+
 def setup(level: str = "info", fmt: str = "logfmt") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Json() if fmt == "json" else _Logfmt())

@@ -40,6 +40,15 @@ class WebConfig:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+def add_flags(parser, default_listen: str, web_config: bool = True) -> None:
+    """``--web.listen-address`` (and ``--web.config.file``), as every Prometheus exporter has them."""
+    parser.add_argument("--web.listen-address", dest="web.listen-address", default=default_listen,
+                        help="address to listen on, HOST:PORT or :PORT (port 0 picks a free one)")
+    if web_config:
+        parser.add_argument("--web.config.file", dest="web.config.file", default=None,
+                            help="exporter-toolkit web config (TLS, basic_auth_users with bcrypt hashes)")
+
+
 def _bcrypt_hash(value: str) -> str | None:
     return None if value.startswith(("$2a$", "$2b$", "$2y$")) and len(value) == 60 else \
         "must be a bcrypt hash ($2a$/$2b$/$2y$..., 60 characters), not a plain password"

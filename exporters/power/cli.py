@@ -11,7 +11,8 @@ from typing import Sequence
 
 from exporters.configfile import ConfigError
 from exporters.listen import parse_listen_address
-from exporters.logs import LEVELS, kv, setup
+from exporters.logs import add_flags as add_log_flags, kv, setup_from_args
+from exporters.webconfig import add_flags as add_web_flags
 
 log = logging.getLogger("lockstep.power")
 
@@ -26,14 +27,10 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
                    help="YAML config: interval_s, timeout_s, targets (see ARCHITECTURE.md)")
     p.add_argument("--config.check", dest="config.check", action="store_true",
                    help="validate the config (and read its credential files) and exit")
-    p.add_argument("--web.listen-address", dest="web.listen-address", default=":9841",
-                   help="address to listen on, HOST:PORT or :PORT (port 0 picks a free one)")
-    p.add_argument("--web.config.file", dest="web.config.file", default=None,
-                   help="exporter-toolkit web config (TLS, basic_auth_users with bcrypt hashes)")
+    add_web_flags(p, ":9841")
     p.add_argument("--no-background", dest="background", action="store_false",
                    help="do not poll in the background: serve /probe only (Prometheus drives polling)")
-    p.add_argument("--log.level", dest="log.level", default="info", choices=list(LEVELS))
-    p.add_argument("--log.format", dest="log.format", default="logfmt", choices=["logfmt", "json"])
+    add_log_flags(p)
     p.set_defaults(func=run)
 
 
@@ -44,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from exporters.webconfig import load_web_config
     from exporters.version import VERSION
 
-    setup(getattr(args, "log.level"), getattr(args, "log.format"))
+    setup_from_args(args)
     try:
         config = load_config(args.config)
         listen = parse_listen_address(getattr(args, "web.listen-address"))
