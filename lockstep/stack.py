@@ -44,7 +44,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """True if something listens on the port. SO_REUSEADDR as the servers themselves bind: connections
+    of a stopped run lingering in TIME_WAIT must not make a restart look blocked."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
