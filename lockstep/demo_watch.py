@@ -37,7 +37,7 @@ def _key(alert: dict) -> tuple:
 
 def describe(alert: dict) -> str:
     labels = alert["labels"]
-    where = " ".join(f"{k}={labels[k]}" for k in ("node", "gpu", "interface", "job_id", "rack") if k in labels)
+    where = " ".join(f"{k}={labels[k]}" for k in ("node", "gpu", "interface", "priority", "direction", "level", "job_id", "rack") if k in labels)
     return f"{labels.get('alertname', '?')} [{labels.get('severity', '?')}] {where}".rstrip()
 
 
