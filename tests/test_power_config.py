@@ -92,3 +92,17 @@ def test_cli_reports_config_errors_with_exit_2(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2
     assert f"{path}:13: targets[1].kind: must be one of" in bad.stderr
+
+
+def test_open_files_soft_limit_is_lifted_towards_the_hard_limit():
+    import subprocess
+    import sys
+
+    code = ("import resource; from exporters.power.cli import raise_open_files_limit; "
+            "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE); "
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)); "
+            "print(raise_open_files_limit(cap=4096), resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    got, now, hard = int(out[0]), int(out[1]), int(out[2])
+    expected = 4096 if hard < 0 or hard >= 4096 else hard   # RLIM_INFINITY is -1
+    assert got == now == expected

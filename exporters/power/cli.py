@@ -53,8 +53,26 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "config.check"):
         print(f"{args.config}: ok, {len(config.targets)} targets")
         return 0
+    open_files = raise_open_files_limit()
     log.info("starting lockstep power exporter", extra=kv(
-        version=VERSION, targets=len(config.targets), interval_s=config.interval_s, timeout_s=config.timeout_s))
+        version=VERSION, targets=len(config.targets), interval_s=config.interval_s, timeout_s=config.timeout_s,
+        max_concurrency=config.max_concurrency, open_files_limit=open_files))
     app = create_app(config, AppOptions(background=args.background, web_config=web_config))
     asyncio.run(serve(app, listen, web_config))
     return 0
+
+
+def raise_open_files_limit(cap: int = 1 << 20) -> int:
+    """Lift the soft open-files limit to the hard one, as Go exporters do at start: polling many BMCs
+    holds up to four connections per target, and Debian's default soft limit is 1024."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = cap if hard == resource.RLIM_INFINITY else min(hard, cap)
+    if soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open-files limit", extra=kv(soft=soft, hard=hard, err=str(exc)))
+    return soft
