@@ -20,6 +20,28 @@ SCRAPE_LOCK = web.AppKey("scrape_lock", asyncio.Lock)
 GZIP_LEVEL = 1
 
 
+def accepts_gzip(header: str) -> bool:
+    """``Accept-Encoding`` (RFC 9110 §12.5.3) allows gzip: named (or ``x-gzip``, or ``*`` when gzip is
+    not named) with a q-value above 0; ``gzip;q=0`` means "never gzip"."""
+    star = None
+    for item in header.split(","):
+        coding, *params = (part.strip() for part in item.split(";"))
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        coding = coding.lower()
+        if coding in ("gzip", "x-gzip"):
+            return q > 0
+        if coding == "*":
+            star = q > 0
+    return bool(star)
+
+
 def render_body(scraper: Scraper, openmetrics: bool, gzip: bool) -> bytes:
     body = scraper.render(openmetrics).encode()
     if not gzip:
@@ -36,7 +58,7 @@ def create_app(config: ExporterConfig, scraper: Scraper) -> web.Application:
 
     async def metrics(request: web.Request) -> web.Response:
         openmetrics = wants_openmetrics(request.headers.get("Accept", ""))
-        gzip = "gzip" in request.headers.get("Accept-Encoding", "")
+        gzip = accepts_gzip(request.headers.get("Accept-Encoding", ""))
         async with request.app[SCRAPE_LOCK]:
             body = await asyncio.to_thread(render_body, request.app[SCRAPER], openmetrics, gzip)
         response = web.Response(body=body)

@@ -199,3 +199,52 @@ async def test_structure_is_cached_between_polls_and_rediscovered_after_a_failur
     # then only the two resources carrying readings (both answer 500 in the third poll); after that
     # failure the walk starts over from the service root
     assert counts == [9, 2, 2, 9]
+
+
+async def test_waiting_for_a_poll_slot_counts_against_the_probe_budget(aiohttp_server, tmp_path):
+    """Before: ``poll`` took its semaphore slot before starting the budget's clock, so with every slot
+    held by hung BMCs a /probe waited for a slot without limit, past Prometheus' scrape timeout."""
+    import asyncio
+
+    svc = MockupService()
+    svc.add("hung", SERVER).mode = "hang"
+    svc.add("ok", SERVER)
+    server = await aiohttp_server(svc.app())
+    url = str(server.make_url("")).rstrip("/")
+    path = tmp_path / "power.yaml"
+    path.write_text("timeout_s: 600\nretries: 0\nmax_concurrency: 1\ntargets:\n"
+                    + target("hung", "bmc", url + "/hung") + target("ok", "bmc", url + "/ok"))
+    config = load_config(path)
+    async with aiohttp.ClientSession() as session:
+        poller = Poller(config, HttpRedfish(session, retries=0))
+        holder = asyncio.create_task(poller.poll(config.targets[0], 600))
+        while not svc.devices["hung"].requests:  # the hung poll holds the only slot
+            await asyncio.sleep(0.01)
+        # The guard only turns a hang into a failure; the budget under test is 0.2 s.
+        result = await asyncio.wait_for(poller.poll(config.targets[1], 0.2), 60)
+        holder.cancel()
+    assert not result.up
+    assert "slot" in result.error
+
+
+async def test_a_background_poll_waits_its_turn_without_losing_its_deadline(aiohttp_server, tmp_path):
+    """The slot wait counts only against a caller's budget (/probe): in the background rounds a target
+    queued behind a hung one must still get its full deadline, or a fleet larger than max_concurrency
+    would show healthy targets as down."""
+    import asyncio
+
+    svc = MockupService()
+    svc.add("hung", SERVER).mode = "hang"
+    svc.add("ok", SERVER)
+    server = await aiohttp_server(svc.app())
+    url = str(server.make_url("")).rstrip("/")
+    path = tmp_path / "power.yaml"
+    path.write_text("interval_s: 1\ntimeout_s: 1\nretries: 0\nmax_concurrency: 1\ntargets:\n"
+                    + target("hung", "bmc", url + "/hung") + target("ok", "bmc", url + "/ok"))
+    config = load_config(path)
+    async with aiohttp.ClientSession() as session:
+        poller = Poller(config, HttpRedfish(session, retries=0))
+        await poller.poll_all()  # "hung" takes the only slot first and holds it for its whole deadline
+    assert svc.devices["hung"].requests == 1
+    assert not poller.results["hung"].up
+    assert poller.results["ok"].up, poller.results["ok"].error

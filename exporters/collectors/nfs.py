@@ -46,7 +46,11 @@ class NfsCollector:
             text = self.path.read_text()
         except FileNotFoundError:
             return  # no procfs mountstats here (not Linux, or a sim node without NFS)
-        for mount in parse_mountstats(text):
+        # A mount stacked on the same path (a second mount of the export over the first) keeps the
+        # hidden one listed; mount order puts the visible one last, and one series per label set
+        # is all a scrape may carry.
+        visible = {(m.mountpoint, m.fstype, m.device): m for m in parse_mountstats(text)}
+        for mount in visible.values():
             yield from mount_samples(mount)
 
 

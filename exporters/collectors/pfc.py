@@ -58,6 +58,7 @@ class PfcCollector:
         self.options = options
         self._plans: dict[str, tuple[tuple[str, ...], tuple[Slot, ...] | None]] = {}
         self._labels: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
+        self._seen: set[str] = set()  # the interfaces selected last scrape
 
     def selected(self) -> list[str]:
         regex = self.options.interfaces
@@ -69,12 +70,26 @@ class PfcCollector:
 
     def collect(self) -> Iterable[Sample]:
         out: list[Sample] = []
-        for interface in self.selected():
+        selected = self.selected()
+        self._forget_gone(selected)
+        for interface in selected:
             try:
                 self._interface(interface, out)
             except (ValueError, OSError) as exc:  # a malformed file or a failing ioctl loses that interface only
-                once(log, logging.WARNING, f"{interface}:{exc}", "unreadable statistics of %s: %s", interface, exc)
+                # Keyed by kind, not text: the text quotes the bad line, which can differ every scrape.
+                kind = f"{type(exc).__name__}:{getattr(exc, 'errno', '')}"
+                once(log, logging.WARNING, f"{interface}:{kind}", "unreadable statistics of %s: %s", interface, exc)
         return out
+
+    def _forget_gone(self, selected: list[str]) -> None:
+        """Interface names churn (VFs, veths): state of the ones gone would otherwise pile up."""
+        now = set(selected)
+        gone, self._seen = self._seen - now, now
+        for interface in gone:
+            self._plans.pop(interface, None)
+            self.ethtool.forget(interface)
+        if gone:
+            self._labels = {k: v for k, v in self._labels.items() if k[0] not in gone}
 
     def _interface(self, interface: str, out: list[Sample]) -> None:
         stats = self.ethtool.stats(interface)

@@ -1,7 +1,7 @@
 """The device set a sysfs collector reads: rediscovered when ``<sysfs>/class/infiniband`` changes (and
 once a minute, for ports or counter files that appeared without the listing changing: a driver reload
 that kept the device name, hw_counters created after the device), with the held descriptors of
-vanished devices closed."""
+vanished devices and ports closed."""
 from __future__ import annotations
 
 import time
@@ -35,6 +35,11 @@ class DeviceScan:
         devices = discover(self.sysfs, names)
         if devices == self.devices and devices:  # periodic check found nothing new
             return None
+        # A port can vanish while its device stays (port unbound, split undone): its plan is dropped,
+        # so nothing would read (and reopen or close) its descriptors again.
+        kept = {port.path for device in devices for port in device.ports}
+        for port in (p for device in self.devices for p in device.ports if p.path not in kept):
+            self.files.forget(port.path + "/")
         self.devices = devices
         return devices
 

@@ -36,6 +36,9 @@ class Ethtool(Protocol):
     def stats(self, interface: str) -> NicStats | None:
         """Current statistics of ``interface``; None if it is gone or has none."""
 
+    def forget(self, interface: str) -> None:
+        """Drop what is cached for an interface that is gone (names churn: VFs, veths)."""
+
     def close(self) -> None: ...
 
 
@@ -97,6 +100,10 @@ class DirEthtool:
             return (self.root / interface / "driver").read_text().strip() or None
         except OSError:
             return None
+
+    def forget(self, interface: str) -> None:
+        self._drivers.pop(interface, None)
+        self._paths.pop(interface, None)
 
     def close(self) -> None:
         self._drivers.clear()

@@ -107,6 +107,10 @@ class IoctlEthtool:
             return None
         return NicStats(interface, known.driver, known.names, values)
 
+    def forget(self, interface: str) -> None:
+        self._strings.pop(interface, None)
+        self._buffers.pop(interface, None)
+
     def close(self) -> None:
         self._sock.close()
         self._strings.clear()

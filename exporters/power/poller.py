@@ -56,19 +56,35 @@ class Poller:
         return await WALKS[target.kind](target, fetch)
 
     async def poll(self, target: Target, budget_s: float | None = None) -> TargetResult:
-        """One poll of ``target``: every request within timeout_s, the whole walk within budget_s."""
+        """One poll of ``target``: every request within timeout_s, the whole walk within budget_s.
+        A caller's budget (a /probe racing Prometheus' scrape timeout) includes the wait for a free
+        slot, which hung targets may hold; a background poll (no budget) waits its turn in the round
+        and gets its own full deadline, so a large fleet is slow rather than falsely down."""
+        loop = asyncio.get_running_loop()
         budget = budget_s if budget_s is not None else max(self.config.interval_s, self.config.timeout_s)
-        timeout = min(self.config.timeout_s, budget)
-        async with self._slots:
-            started = time.perf_counter()
-            try:
-                async with asyncio.timeout(budget):
-                    found = await self._walk(target, timeout)
-            except Exception as exc:  # any failure of one target stays with that target
-                self._structure.pop(target.name, None)  # a 404 may mean the layout changed: rediscover
-                error = "poll deadline exceeded" if isinstance(exc, TimeoutError) and not str(exc) else str(exc)
-                return TargetResult(False, (), time.perf_counter() - started, f"{type(exc).__name__}: {error}")
-            return TargetResult(True, tuple(found), time.perf_counter() - started)
+        deadline = loop.time() + budget
+        try:
+            async with asyncio.timeout_at(deadline if budget_s is not None else None):
+                await self._slots.acquire()
+        except TimeoutError:
+            return TargetResult(False, (), 0.0, "TimeoutError: no free poll slot within the probe budget")
+        try:
+            if budget_s is None:
+                deadline = loop.time() + budget
+            return await self._poll_in_slot(target, deadline, min(self.config.timeout_s, budget))
+        finally:
+            self._slots.release()
+
+    async def _poll_in_slot(self, target: Target, deadline: float, timeout: float) -> TargetResult:
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout_at(deadline):
+                found = await self._walk(target, timeout)
+        except Exception as exc:  # any failure of one target stays with that target
+            self._structure.pop(target.name, None)  # a 404 may mean the layout changed: rediscover
+            error = "poll deadline exceeded" if isinstance(exc, TimeoutError) and not str(exc) else str(exc)
+            return TargetResult(False, (), time.perf_counter() - started, f"{type(exc).__name__}: {error}")
+        return TargetResult(True, tuple(found), time.perf_counter() - started)
 
     async def poll_and_store(self, target: Target) -> None:
         result = await self.poll(target)
