@@ -35,8 +35,10 @@ def inhibit_rules(config: AlertsConfig) -> list[dict]:
         {"source_matchers": ['alertname="InfiniBandLinkDown"'],
          "target_matchers": ['alertname=~"InfiniBandLinkFlapping|InfiniBandSymbolErrors|InfiniBandLinkDegraded"'],
          "equal": ["cluster", "node", "device", "port"]},
-        # A node whose agent is down: whatever else still fires for it is stale or a consequence.
-        {"source_matchers": ['alertname="ExporterDown"', config.selectors.node],
+        # A node whose agent is down: whatever else still fires for it is stale or a consequence. Only a
+        # source with a node: ExporterDown{signal="targets_gone"} has none and would mute every node-less
+        # alert (the power exporter's, the analytics service's) of the cluster.
+        {"source_matchers": ['alertname="ExporterDown"', config.selectors.node, 'node=~".+"'],
          "target_matchers": ['alertname=~"PFCPauseStorm|InfiniBand.*|GPU.*|ExporterCollectorFailing"'],
          "equal": ["cluster", "node"]},
     ]

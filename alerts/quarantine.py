@@ -7,6 +7,7 @@ Alertmanager posts JSON ``{"version": "4", "status": ..., "alerts": [{"status": 
 from __future__ import annotations
 
 import json
+import re
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,12 @@ from pathlib import Path
 DRAIN_ALERTS = ("GPUUncorrectableECC", "GPURowRemapFailure", "InfiniBandLinkDown", "GPUFellOffBus")
 DRAIN_XIDS = ("79",)
 WINDOW_S = 3600.0
+# How long a drained node counts as handled. Long enough to absorb Alertmanager's re-sends of a firing
+# group (repeat_interval, 4h), short enough that a node repaired and resumed is drained on a new fault.
+FORGET_AFTER_S = 24 * 3600.0
+# One Slurm node name. scontrol reads NodeName as a hostlist ("node[00-99]", "a,b"), and Alertmanager's
+# API accepts alerts with any labels, so anything wider could drain many nodes as one budgeted drain.
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 class BadPayload(ValueError):
@@ -58,6 +65,8 @@ def parse_notification(body: bytes) -> list[DrainRequest]:
         node = labels.get("node", "")
         if not node:
             raise BadPayload(f"alerts[{i}] ({labels.get('alertname')}) has no node label")
+        if not NODE_NAME.fullmatch(node) or node.upper() == "ALL":
+            raise BadPayload(f"alerts[{i}] ({labels.get('alertname')}): node label {node!r} is not one node name")
         requests.setdefault(node, DrainRequest(node, labels["alertname"], _reason(labels)))
     return list(requests.values())
 
@@ -80,17 +89,19 @@ class Policy:
                 raise ValueError(f"{state_file}: unreadable quarantine state: {exc}") from None
 
     def decide(self, node: str, now: float) -> str:
-        """``already`` (drained before), ``rate_limited`` (hourly cap reached) or ``drain``."""
+        """``already`` (drained within FORGET_AFTER_S), ``rate_limited`` (hourly cap reached) or ``drain``.
+        Draining a node drained before is not capped: the cap limits how many distinct nodes go."""
         if node in self.drained:
-            return "already"
+            return "already" if now - self.drained[node] < FORGET_AFTER_S else "drain"
         while self.recent and self.recent[0] <= now - WINDOW_S:
             self.recent.popleft()
         return "rate_limited" if len(self.recent) >= self.max_per_hour else "drain"
 
-    def record(self, node: str, now: float) -> None:
+    def record(self, node: str, now: float, persist: bool = True) -> None:
+        if node not in self.drained:
+            self.recent.append(now)
         self.drained[node] = now
-        self.recent.append(now)
-        if self.state_file is not None:
+        if persist and self.state_file is not None:
             tmp = self.state_file.with_suffix(".tmp")
             tmp.write_text(json.dumps({"drained": self.drained, "recent": list(self.recent)}))
             tmp.replace(self.state_file)

@@ -46,9 +46,15 @@ async def _scontrol(config: QuarantineConfig, request: DrainRequest) -> tuple[bo
     try:
         proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-        out, _ = await asyncio.wait_for(proc.communicate(), config.timeout_s)
-    except (OSError, asyncio.TimeoutError) as exc:
+    except OSError as exc:
         return False, f"{type(exc).__name__}: {exc}"
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), config.timeout_s)
+    except asyncio.TimeoutError:
+        # A hung scontrol left running could still drain later, unrecorded; retries would pile up more.
+        proc.kill()
+        await proc.wait()
+        return False, f"scontrol timed out after {config.timeout_s:g}s (killed)"
     return proc.returncode == 0, out.decode(errors="replace").strip()[-500:] or f"exit {proc.returncode}"
 
 
@@ -58,7 +64,9 @@ async def _handle(state: _State, request: DrainRequest) -> dict:
     fields = {"node": request.node, "alertname": request.alertname, "reason": request.reason}
     if decision == "drain" and config.dry_run:
         decision = "dry_run"
-        state.policy.record(request.node, now)  # counted like a drain: the log shows what a live run would do
+        # Counted like a drain (the log shows what a live run would do) but never persisted: a later
+        # live run on the same state file must not take these nodes for drained.
+        state.policy.record(request.node, now, persist=False)
     elif decision == "drain":
         ok, output = await _scontrol(config, request)
         if ok:

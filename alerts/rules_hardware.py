@@ -26,7 +26,8 @@ def pfc(config: AlertsConfig) -> list[Alert]:
               "Lossless traffic through it{{ with $labels.rail }} on rail {{ . }}{{ end }} is frozen; every collective "
               "through it waits.",
               (("signal", "paused_time"),)),
-        # The NIC's own watchdog: it saw a sustained pause and (level=error) stopped honouring pauses.
+        # The NIC's own watchdog: it kept sending pauses too long (its host is the source) and, at
+        # level=error, stopped sending them (it drops instead).
         Alert("PFCPauseStorm", with_job(storms, "node", NODE_JOB, "node, interface, level"), PAGE,
               "PFC storm watchdog fired on {{ $labels.node }} {{ $labels.interface }}",
               "The {{ $labels.level }} pause-storm watchdog of {{ $labels.interface }} on {{ $labels.node }} fired "
@@ -70,7 +71,10 @@ def gpu(config: AlertsConfig) -> list[Alert]:
     t, sel = config.thresholds, config.selectors.node
     where = "GPU {{ $labels.gpu }} on {{ $labels.node }}"
     xids = metric("lockstep_gpu_xid_errors_total", sel, f'xid=~"{t.critical_xids}"')
-    xid = f"increase({xids}[{t.gpu_event_window}]) > 0"
+    # The agent creates a (gpu, xid) series at its first event, already at 1: increase() has no earlier
+    # sample to count from, so a series that did not exist one window ago counts as new events too.
+    w = t.gpu_event_window
+    xid = f"(increase({xids}[{w}]) > 0 or ({xids} > 0 unless {xids} offset {w}))"
     uncorrected = metric("lockstep_gpu_ecc_errors_total", sel, 'type="uncorrected"')
     ecc = f"increase({uncorrected}[{t.gpu_event_window}]) > 0"
     failed = metric("lockstep_gpu_remapped_rows", sel, 'state="failed"')

@@ -64,6 +64,13 @@ def exporters(config: AlertsConfig) -> list[Alert]:
               "{{ $labels.job }} target {{ $labels.instance }} is down",
               "Prometheus cannot scrape {{ $labels.job }} at {{ $labels.instance }}; every alert that needs its "
               "metrics is blind."),
+        # A target that service discovery drops has no `up` at all, so `== 0` never sees it; when every
+        # node agent is gone (DaemonSet deleted, selector typo) all GPU and fabric alerts would go silent.
+        Alert("ExporterDown", f"absent(up{{{config.selectors.node}}})", TICKET,
+              "no lockstep-node target is scraped",
+              f"Prometheus has no target left for {config.selectors.node}: service discovery lost every node "
+              "agent, so every GPU and fabric alert is blind.",
+              (("signal", "targets_gone"),)),
     ]
 
 

@@ -160,3 +160,29 @@ async def test_real_alertmanager_inhibits_and_routes_to_pager_queue_and_quaranti
         resp = await session.post(f"{am.url}/api/v2/alerts", json=[_alert(ended, **STORM)])
         assert resp.status == 200
         await _wait_for(lambda: ("TrainingJobStraggler", "4242", "3") in hook.firing("queue"))
+
+
+async def test_node_less_exporter_down_mutes_no_other_jobs_collector_alerts(stack, tmp_path: Path) -> None:
+    """Alertmanager's `equal` takes a label missing on both sides as equal: an ExporterDown without
+    `node` (every node-agent target gone, signal=targets_gone) must not mute the power exporter's or the
+    analytics service's own alerts, which carry no `node` either."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    cfg = config.AlertsConfig(routing=Routing(pager_webhook_url=f"{dead}/pager", queue_webhook_url=f"{dead}/queue",
+                                              quarantine_webhook_url=""))
+    am = stack.add(await asyncio.to_thread(start_alertmanager, alertmanager.render(cfg), tmp_path / "am"))
+    alerts = [dict(alertname="ExporterDown", severity="ticket", signal="targets_gone", job="lockstep-node"),
+              dict(alertname="ExporterCollectorFailing", severity="ticket", job="lockstep-power",
+                   instance="power:9841", collector="redfish"),
+              # a node agent that is down still mutes its own node's alerts
+              dict(alertname="ExporterDown", severity="ticket", job="lockstep-node", instance="node03:9840",
+                   node="node03"),
+              dict(alertname="ExporterCollectorFailing", severity="ticket", job="lockstep-node",
+                   instance="node03:9840", node="node03", collector="gpu")]
+    async with aiohttp.ClientSession() as session:
+        resp = await session.post(f"{am.url}/api/v2/alerts", json=[_alert(**a) for a in alerts])
+        assert resp.status == 200, await resp.text()
+        state = await (await session.get(f"{am.url}/api/v2/alerts")).json()
+    muted = {(a["labels"]["alertname"], a["labels"]["job"]): a["status"]["state"] for a in state
+             if a["labels"]["alertname"] == "ExporterCollectorFailing"}
+    assert muted == {("ExporterCollectorFailing", "lockstep-power"): "active",
+                     ("ExporterCollectorFailing", "lockstep-node"): "suppressed"}

@@ -147,3 +147,74 @@ def test_cli_build_writes_both_files_and_rejects_a_bad_config(tmp_path: Path, ca
     bad.write_text("thresholds: [1]\n")
     assert cli.main(["alerts", "build", "--config", str(bad), "--out", str(tmp_path / "x")]) == 2
     assert f"{bad}:1: thresholds: must be dict" in capsys.readouterr().err
+
+
+def _promtool_case(tmp_path: Path, name: str, body: str) -> subprocess.CompletedProcess:
+    workdir = _unit_test_dir(tmp_path, config.load(PROMTOOL_CONFIG))
+    (workdir / name).write_text(body)
+    return _promtool("test", "rules", name, cwd=workdir)
+
+
+XID_FIRST_EVENT = """\
+rule_files: [lockstep-rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      # The agent's XidWatcher creates a (gpu, xid) series only on its first event, already at 1:
+      # no 0 sample precedes it, so increase() alone sees nothing.
+      - series: 'lockstep_gpu_xid_errors_total{job="lockstep-node",instance="node01:9840",node="node01",gpu="3",xid="79"}'
+        values: '_x7 1x32'
+      # an XID counted long before (the series is 12m old at the check) must not page again
+      - series: 'lockstep_gpu_xid_errors_total{job="lockstep-node",instance="node01:9840",node="node01",gpu="4",xid="79"}'
+        values: '1x40'
+    alert_rule_test:
+      - eval_time: 12m
+        alertname: GPUXidCritical
+        exp_alerts:
+          - exp_labels: {severity: page, job: lockstep-node, instance: "node01:9840", node: node01, gpu: "3", xid: "79"}
+            exp_annotations:
+              summary: Critical XID 79 on GPU 3 on node01
+              description: GPU 3 on node01 reported XID 79 1 times in 10m; the GPU needs a reset or replacement before it runs work again.
+              runbook_url: https://runbooks.test/GPUXidCritical.md
+      - eval_time: 30m
+        alertname: GPUXidCritical
+        exp_alerts: []
+"""
+
+
+def test_first_xid_of_a_gpu_pages_although_its_series_starts_at_one(tmp_path: Path) -> None:
+    result = _promtool_case(tmp_path, "xid_first_test.yml", XID_FIRST_EVENT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+NODE_TARGETS_GONE = """\
+rule_files: [lockstep-rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      # Service discovery lost every node agent at 5m (DaemonSet deleted, selector typo): `up` is not 0,
+      # it is gone, and every hardware alert goes silent with it.
+      - series: 'up{job="lockstep-node",instance="node01:9840",node="node01"}'
+        values: '1x4'
+      - series: 'up{job="lockstep-power",instance="power:9841"}'
+        values: '1x30'
+    alert_rule_test:
+      - eval_time: 4m
+        alertname: ExporterDown
+        exp_alerts: []
+      - eval_time: 20m
+        alertname: ExporterDown
+        exp_alerts:
+          - exp_labels: {severity: ticket, signal: targets_gone, job: lockstep-node}
+            exp_annotations:
+              summary: no lockstep-node target is scraped
+              description: "Prometheus has no target left for job=\\"lockstep-node\\": service discovery lost every node agent, so every GPU and fabric alert is blind."
+              runbook_url: https://runbooks.test/ExporterDown.md
+"""
+
+
+def test_exporter_down_fires_when_every_node_agent_target_disappears(tmp_path: Path) -> None:
+    result = _promtool_case(tmp_path, "targets_gone_test.yml", NODE_TARGETS_GONE)
+    assert result.returncode == 0, result.stdout + result.stderr

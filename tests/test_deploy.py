@@ -155,3 +155,25 @@ def test_systemd_units_verify_and_are_hardened(unit, tmp_path):
     out = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True,
                          env={"SYSTEMD_LOG_LEVEL": "notice", "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0 and out.stderr.strip() == "", out.stderr
+
+
+def test_compose_prometheus_exposes_no_unauthenticated_admin_endpoints():
+    """Port 9090 is published on every interface without auth: with --web.enable-lifecycle anyone who
+    reaches it can POST /-/quit; the admin API deletes series. file_sd targets reload by themselves and
+    rules reload with `docker compose kill -s HUP prometheus`."""
+    compose = yaml.safe_load((REPO / "deploy" / "compose" / "docker-compose.yml").read_text())
+    command = compose["services"]["prometheus"]["command"]
+    assert not {"--web.enable-lifecycle", "--web.enable-admin-api"} & set(command), command
+
+
+def test_exporter_unit_starts_on_a_node_where_no_job_has_run_since_boot():
+    """/run is a tmpfs: after a reboot /run/lockstep exists only once a Slurm prolog ran. systemd refuses
+    to set up the namespace (status 226/NAMESPACE) for a ReadOnlyPaths= entry that does not exist unless
+    it is '-'-prefixed or created before, so the agent must not depend on a job having run."""
+    lines = (REPO / "deploy" / "systemd" / "lockstep-exporter.service").read_text().splitlines()
+    ro = [p for line in lines if line.startswith("ReadOnlyPaths=") for p in line.split("=", 1)[1].split()]
+    created = {w for line in lines if line.startswith("ExecStartPre=+") and "mkdir" in line
+               for w in line.split() if w.startswith("/run/")}
+    for path in (p for p in ro if p.startswith("/run/")):
+        assert path in created, f"{path} may not exist at boot: create it in ExecStartPre=+ (mode 0755)"
+    assert all("-m 0755" in line for line in lines if line.startswith("ExecStartPre=+") and "mkdir" in line)

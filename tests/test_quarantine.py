@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from alerts.quarantine import BadPayload, DrainRequest, parse_notification
+from alerts.quarantine import FORGET_AFTER_S, BadPayload, DrainRequest, Policy, parse_notification
 from alerts.quarantine_app import QuarantineConfig, create_app
 from alerts.quarantine_cli import TOKEN_ENV
 from lockstep import cli
@@ -57,6 +57,22 @@ def test_parse_rejects_malformed_notifications(body: bytes, message: str) -> Non
         parse_notification(body)
 
 
+@pytest.mark.parametrize("node", ["node[00-99]", "node01,node02", "ALL", "node01 State=RESUME", "-h", ""])
+def test_parse_refuses_a_node_label_that_is_not_one_slurm_node_name(node: str) -> None:
+    """scontrol reads NodeName as a hostlist: a forged alert (Alertmanager's API takes any labels) with
+    node="node[00-99]" would drain the whole cluster as one drain of the hourly budget."""
+    body = json.dumps(notification({"alertname": "GPUFellOffBus", "node": node, "gpu": "1"})).encode()
+    with pytest.raises(BadPayload, match="node"):
+        parse_notification(body)
+
+
+async def test_hostlist_node_label_is_400_and_never_reaches_scontrol(aiohttp_client, scontrol) -> None:
+    client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False)))
+    status, body = await _post(client, notification(xid("node[01-64]", "3", "79")))
+    assert status == 400 and "node" in body["error"]
+    assert scontrol() == []
+
+
 @pytest.fixture
 def scontrol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A fake ``scontrol`` first on PATH; returns a function giving the argv lists it was called with."""
@@ -66,6 +82,8 @@ def scontrol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     script = bin_dir / "scontrol"
     script.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
                       f"open({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+                      f"open({str(tmp_path / 'scontrol.pids')!r}, 'a').write(str(os.getpid()) + '\\n')\n"
+                      "import time; time.sleep(float(os.environ.get('FAKE_SCONTROL_SLEEP', '0')))\n"
                       "sys.exit(int(os.environ.get('FAKE_SCONTROL_RC', '0')))\n")
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
@@ -163,3 +181,54 @@ def test_cli_refuses_a_corrupt_state_file(monkeypatch, capsys, tmp_path: Path) -
 def test_cli_has_no_token_flag() -> None:
     with pytest.raises(SystemExit):
         cli.main(["alerts", "quarantine-receiver", "--token", TOKEN])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_hung_scontrol_is_killed_and_reported_failed(aiohttp_client, scontrol, tmp_path: Path,
+                                                          monkeypatch) -> None:
+    """slurmctld unreachable: scontrol hangs. Left running it could still drain later, behind the
+    receiver's back, and every retried notification would add one more hung process."""
+    monkeypatch.setenv("FAKE_SCONTROL_SLEEP", "120")
+    client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False, timeout_s=2.0)))
+    status, body = await _post(client, notification(xid("node01", "3", "79")))
+    assert status == 502 and body["actions"][0]["action"] == "failed"
+    (pid,) = map(int, (tmp_path / "scontrol.pids").read_text().split())
+    alive = _alive(pid)
+    if alive:
+        os.kill(pid, 9)
+    assert not alive, "the timed-out scontrol is still running"
+
+
+async def test_dry_run_does_not_poison_the_state_file_of_a_later_live_run(aiohttp_client, scontrol,
+                                                                         tmp_path: Path) -> None:
+    """Trying the receiver in dry run first must not make the live run believe those nodes are drained."""
+    state = tmp_path / "state.json"
+    dry = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, state_file=state)))
+    assert (await _post(dry, notification(xid("node01", "3", "79"))))[1]["actions"][0]["action"] == "dry_run"
+    live = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False, state_file=state)))
+    assert (await _post(live, notification(xid("node01", "3", "79"))))[1]["actions"][0]["action"] == "drain"
+    assert scontrol() == [["update", "NodeName=node01", "State=DRAIN", "Reason=lockstep GPUXidCritical gpu=3 xid=79"]]
+
+
+def test_a_repaired_node_is_drained_again_on_a_new_fault_a_day_later() -> None:
+    """The drained-node memory only absorbs Alertmanager's re-sends of the same firing group (every
+    repeat_interval, 4h by default). A node a human repaired and resumed must be drained again when it
+    faults again; that re-drain does not spend the hourly budget meant for new nodes."""
+    policy = Policy(max_per_hour=1)
+    t0 = 1_000_000.0
+    assert policy.decide("node01", t0) == "drain"
+    policy.record("node01", t0)
+    assert policy.decide("node01", t0 + 4 * 3600) == "already"      # Alertmanager repeat
+    later = t0 + FORGET_AFTER_S + 1
+    assert policy.decide("node02", later) == "drain"
+    policy.record("node02", later)
+    assert policy.decide("node01", later) == "drain"                  # new fault after repair
+    policy.record("node01", later)
+    assert policy.decide("node03", later + 60) == "rate_limited"      # node02 spent this hour's budget
