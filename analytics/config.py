@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -47,8 +48,8 @@ class ServiceConfig:
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"--prometheus-url {self.prometheus_url!r}: want http(s)://HOST:PORT[/prefix]")
         for name in ("interval_s", "window_s", "step_s", "timeout_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+            if not 0 < getattr(self, name) < math.inf:   # NaN fails too
+                raise ValueError(f"{name} must be positive and finite, got {getattr(self, name)!r}")
         if self.window_s < 4 * self.step_s:
             raise ValueError(f"--window ({self.window_s}s) must hold at least 4 steps of {self.step_s}s")
 

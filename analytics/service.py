@@ -7,6 +7,7 @@ stale, and the refresh is retried with a doubling backoff; the service reports i
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import math
 import time
@@ -67,11 +68,10 @@ async def refresh_once(app: web.Application) -> None:
     if rejected and rejected != list(state.health.rejected_job_ids):
         log.warning("job ids rejected (not queried)", extra=kv(job_ids=repr(rejected)[:500]))
     mine = [j for j in valid if cfg.shard.owns(j)]
-    frames = {}
-    for job_id in mine:      # one job at a time: a 4,096-GPU job's frame is large enough on its own
-        frames[job_id] = await source_prom.fetch_job(session, cfg.prometheus_url, job_id, window, cfg.timeout_s)
+    frames, failed = await _fetch_jobs(session, cfg, mine, window)
     scored = await asyncio.to_thread(score_window, frames, window.start, cfg.step_s, dict(state.baselines))
-    views = {}
+    # a job whose queries failed keeps its last view and counters (failure stays local)
+    views = {j: state.results.jobs[j] for j in failed if j in state.results.jobs}
     for job_id, res in scored.items():
         if res.baseline is not None:    # remembered for windows that a straggler fills completely
             state.baselines[job_id] = res.baseline
@@ -81,9 +81,27 @@ async def refresh_once(app: web.Application) -> None:
     for gone in set(state.losses) - set(views):   # finished jobs: forget them (label churn)
         state.losses.pop(gone, None)
         state.baselines.pop(gone, None)
-    state.results = Results(views, time.time())
+    state.results = Results(views, time.time(), {j: copy.deepcopy(state.losses[j]) for j in views})
     state.health = Health(up=True, stale=False, last_success=time.time(), failures=state.health.failures,
-                          duration_s=time.monotonic() - started, rejected_job_ids=tuple(rejected))
+                          duration_s=time.monotonic() - started, rejected_job_ids=tuple(rejected),
+                          last_error="; ".join(f"job {j}: {e}" for j, e in failed.items())[:2000])
+
+
+async def _fetch_jobs(session: aiohttp.ClientSession, cfg: ServiceConfig, jobs: list[str],
+                      window: source_prom.Window) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+    """Frames of ``jobs``, one job at a time (a 4,096-GPU job's frame is large enough on its own),
+    and the errors of those that failed; when every job fails, Prometheus itself is the problem."""
+    frames, failed = {}, {}
+    for job_id in jobs:
+        try:
+            frames[job_id] = await source_prom.fetch_job(session, cfg.prometheus_url, job_id, window, cfg.timeout_s)
+        except source_prom.PrometheusError as exc:
+            failed[job_id] = str(exc)
+    if failed and not frames:
+        raise source_prom.PrometheusError(next(iter(failed.values())))
+    if failed:
+        log.warning("jobs not refreshed; serving their last results", extra=kv(errors=repr(failed)[:500]))
+    return frames, failed
 
 
 def _loss_view(c: LossCounters) -> dict:
@@ -141,9 +159,10 @@ def create_app(config: ServiceConfig) -> web.Application:
 
 def render_metrics(state: ServiceState, openmetrics: bool) -> str:
     families: dict = {}
-    state.encoder.add(families, health_samples(state.health, len(state.results.jobs)))
-    for job_id, view in state.results.jobs.items():
-        state.encoder.add(families, job_samples(view, state.losses[job_id]))
+    results = state.results            # one refresh's snapshot (this runs in a worker thread)
+    state.encoder.add(families, health_samples(state.health, len(results.jobs)))
+    for job_id, view in results.jobs.items():
+        state.encoder.add(families, job_samples(view, results.losses[job_id]))
     return render_openmetrics(families) if openmetrics else render_text(families)
 
 

@@ -64,7 +64,8 @@ async def fetch_job(session: aiohttp.ClientSession, base_url: str, job_id: str, 
             return await api_get(session, base_url, "/api/v1/query_range", {**params, "query": query}, timeout)
 
     results = await asyncio.gather(*(one(m) for m in INPUT_METRICS))
-    return matrix_to_frame([r for result in results for r in result])
+    # seconds of CPU for a large job: off the event loop, which keeps serving /metrics meanwhile
+    return await asyncio.to_thread(matrix_to_frame, [r for result in results for r in result])
 
 
 def matrix_to_frame(result: list[dict]) -> pd.DataFrame:

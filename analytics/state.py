@@ -74,6 +74,9 @@ def current(res: JobResult) -> dict:
 class Results:
     jobs: dict[str, dict]              # job_id → current(...) view plus "loss"
     updated: float | None = None
+    # Copies of the loss counters as of this refresh: /metrics renders in a worker thread while the
+    # next refresh adds to (and drops finished jobs from) the live ones.
+    losses: dict[str, LossCounters] = field(default_factory=dict)
 
 
 def job_samples(view: dict, loss: LossCounters) -> list[Sample]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -34,18 +35,23 @@ def run(args: argparse.Namespace) -> int:
     try:
         scenario = load_scenario(args.scenario)
         if args.sim_command == "run":
-            if args.speed <= 0:
-                raise ValueError(f"--speed must be > 0, got {args.speed:g}")
-            if args.duration is not None and args.duration < 0:
-                raise ValueError(f"--duration must be >= 0, got {args.duration:g}")
+            if not 0 < args.speed < math.inf:      # NaN fails every comparison: it would skip pacing
+                raise ValueError(f"--speed must be a finite number > 0, got {args.speed:g}")
+            if args.duration is not None and not 0 <= args.duration < math.inf:
+                raise ValueError(f"--duration must be a finite number >= 0, got {args.duration:g}")
             listen = parse_listen_address(args.redfish_listen)
     except (ConfigError, ValueError) as exc:
         print(f"lockstep sim: {exc}", file=sys.stderr)
         return 2
-    if args.sim_command == "series":
-        from simulator.series import write_series
-        out, truth, rows = write_series(scenario, args.out)
-        print(f"lockstep sim: wrote {rows} rows to {out} and ground truth to {truth}")
-        return 0
+    try:
+        if args.sim_command == "series":
+            from simulator.series import write_series
+            out, truth, rows = write_series(scenario, args.out)
+            print(f"lockstep sim: wrote {rows} rows to {out} and ground truth to {truth}")
+            return 0
+        args.root.mkdir(parents=True, exist_ok=True)   # fail before the Redfish service starts
+    except OSError as exc:
+        print(f"lockstep sim: cannot write {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     from simulator.live import run_live
     return asyncio.run(run_live(scenario, args.root, args.speed, listen, args.duration))

@@ -6,6 +6,7 @@ before anything is simulated or written.
 from __future__ import annotations
 
 import calendar
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,6 +190,8 @@ def _num(s: Section, key: str, default: object = ..., check=None) -> float:
             value = float(value)
         except ValueError:
             raise s.error(key, f"must be a number, got {value!r}") from None
+    if value is not None and not math.isfinite(value):   # YAML .inf/.nan: a run that never ends, NaN ticks
+        raise s.error(key, f"must be a finite number, got {value!r}")
     if check is not None and value is not None and (problem := check(value)):
         raise s.error(key, problem)
     return value

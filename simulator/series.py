@@ -93,10 +93,14 @@ def write_series(scenario: Scenario, out: str | Path) -> tuple[Path, Path, int]:
                 writer = pq.ParquetWriter(tmp, table.schema, write_statistics=["timestamp"])
             writer.write_table(table)
             rows += table.num_rows
+        if writer is not None:
+            writer.close()
+            writer = None
+        tmp.replace(out)
     finally:
         if writer is not None:
             writer.close()
-    tmp.replace(out)
+        tmp.unlink(missing_ok=True)   # a failed run leaves no half-written frame behind
     truth_path = truth_path_for(out)
     truth_path.write_text(json.dumps(truth.document(), indent=1) + "\n")
     return out, truth_path, rows

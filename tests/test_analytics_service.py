@@ -178,3 +178,44 @@ async def test_metrics_exposition_golden(prometheus, sim, aiohttp_client, golden
     text = re.sub(r"^(lockstep_analytics_(last_success_timestamp_seconds|refresh_duration_seconds)) .*$",
                   r"\1 <time>", text, flags=re.M)
     golden("analytics/metrics.prom", text)
+
+
+def _proxy_with_a_failing_job(upstream: str):
+    """The real Prometheus, except that it also lists job 9999 and refuses every range query of it
+    (as Prometheus does when a job's query would load too many samples)."""
+    import aiohttp
+    from aiohttp import web
+
+    async def forward(request: web.Request) -> dict:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(upstream + request.path, params=request.query) as resp:
+                return await resp.json()
+
+    async def instant(request: web.Request) -> web.Response:
+        body = await forward(request)
+        body["data"]["result"].append({"metric": {"job_id": "9999"}, "value": [float(request.query["time"]), "8"]})
+        return web.json_response(body)
+
+    async def query_range(request: web.Request) -> web.Response:
+        if 'job_id="9999"' in request.query["query"]:
+            return web.json_response({"status": "error", "errorType": "execution",
+                                      "error": "query processing would load too many samples into memory"},
+                                     status=422)
+        return web.json_response(await forward(request))
+
+    app = web.Application()
+    app.router.add_get("/api/v1/query", instant)
+    app.router.add_get("/api/v1/query_range", query_range)
+    return app
+
+
+async def test_one_job_failing_to_fetch_does_not_stale_the_others(prometheus, sim, aiohttp_server, aiohttp_client):
+    proxy = await aiohttp_server(_proxy_with_a_failing_job(prometheus.url))
+    app = create_app(_config(str(proxy.make_url("")).rstrip("/"), sim))
+    client = await aiohttp_client(app)
+    await _next_refresh(app)
+    text = await (await client.get("/metrics")).text()
+    assert _samples(text, "lockstep_analytics_up") == {None: 1.0}
+    jobs = await (await client.get("/api/v1/jobs")).json()
+    assert jobs["stale"] is False and [j["job_id"] for j in jobs["data"]] == ["7300"]
+    assert "9999" in app[STATE].health.last_error and "too many samples" in app[STATE].health.last_error

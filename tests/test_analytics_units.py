@@ -121,3 +121,11 @@ def test_shards_split_jobs_stably_and_completely():
     for bad in ("3/3", "1", "a/b", "-1/2"):
         with pytest.raises(ValueError):
             parse_shard(bad)
+
+
+@pytest.mark.parametrize("field", ["interval_s", "window_s", "step_s", "timeout_s"])
+def test_service_durations_must_be_finite(field):
+    from analytics.config import ServiceConfig
+
+    with pytest.raises(ValueError, match=field):
+        ServiceConfig(prometheus_url="http://127.0.0.1:9090", **{field: float("inf")})

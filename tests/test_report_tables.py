@@ -39,3 +39,53 @@ def test_a_counter_born_inside_the_range_counts_its_first_value():
     rows = [("c", "1", 0, 4), ("c", "1", 60, 4), ("c", "2", 120, 1), ("c", "2", 180, 2)]
     assert counter_increase(frame(rows), ["cluster"], start=0)["increase"].tolist() == [2.0]
     assert counter_increase(frame(rows), ["cluster"])["increase"].tolist() == [1.0]  # no range start: baselines
+
+
+def test_pdu_energy_is_a_lifetime_counter_not_born_in_the_range(tmp_path):
+    # The PDU was unreachable at the month's first evaluation point: its series shows up an hour in
+    # with its lifetime total (5 TJ). Only what it counted inside the range (3.6 MJ = 1 kWh) is this month's.
+    from analytics.report.monthly import ReportConfig, build_sections
+    from analytics.report.queries import Steps, monthly_queries
+
+    start = 1_790_812_800.0  # 2026-10-01T00:00Z
+    frames = {q.name: pd.DataFrame(columns=["cluster", "timestamp", "value"]) for q in monthly_queries(Steps())}
+    frames["energy"] = pd.DataFrame({"cluster": "c", "rack": "r1", "pdu": "p1",
+                                     "timestamp": [start + 3600, start + 7200], "value": [5e12, 5e12 + 3.6e6]})
+    sections = {s.csv_name: s.table for s in
+                build_sections(frames, ReportConfig("http://x", "2026-10", tmp_path), start, start + 86400)}
+    assert sections["rack_energy.csv"].set_index("rack").loc["r1", "energy_kwh"] == pytest.approx(1.0)
+    assert sections["rack_energy_daily.csv"]["r1"].sum() == pytest.approx(1.0)
+
+
+def _sections(tmp_path, start, **frames):
+    from analytics.report.monthly import ReportConfig, build_sections
+    from analytics.report.queries import Steps, monthly_queries
+
+    all_frames = {q.name: pd.DataFrame(columns=["cluster", "timestamp", "value"]) for q in monthly_queries(Steps())}
+    all_frames.update(frames)
+    return {s.csv_name: s.table for s in
+            build_sections(all_frames, ReportConfig("http://x", "2026-10", tmp_path), start, start + 86400)}
+
+
+def test_window_queries_at_the_first_point_look_at_the_previous_month(tmp_path):
+    # avg_over_time(...[3600s:]) and max_over_time(...[3600s:30s]) evaluated at the month's first second
+    # describe the hour *before* it: September's last hour (throttled all of it, 90 kW) is not October's.
+    start = 1_790_812_800.0  # 2026-10-01T00:00Z
+    throttle = pd.DataFrame({"cluster": "c", "node": "node01", "gpu": "3",
+                             "timestamp": [start, start + 3600, start + 7200], "value": [1.0, 0.5, 0.0]})
+    peak = pd.DataFrame({"cluster": "c", "rack": "r1", "timestamp": [start, start + 3600], "value": [90e3, 40e3]})
+    out = _sections(tmp_path, start, throttle=throttle, rack_peak=peak)
+    faults = out["recurring_faults.csv"]
+    assert faults["events"].tolist() == [pytest.approx(0.5)]              # hours throttled in October
+    assert out["rack_energy.csv"].set_index("rack").loc["r1", "peak_w"] == 40e3
+
+
+def test_an_event_in_the_last_hour_counts_on_the_last_day_of_the_month(tmp_path):
+    # The point at the range's end (00:00 of the next day) closes the interval (23:00, 24:00] of the
+    # range's last day: its XID happened on that day, not on the next one.
+    start = 1_790_812_800.0  # the range is 2026-10-01 (one UTC day)
+    end = start + 86400
+    xid = pd.DataFrame({"cluster": "c", "node": "node01", "gpu": "3", "xid": "79",
+                        "timestamp": [start, start + 3600, end - 3600, end], "value": [2.0, 3.0, 3.0, 4.0]})
+    out = _sections(tmp_path, start, xid=xid)
+    assert out["recurring_faults.csv"][["events", "days_with_events"]].values.tolist() == [[2.0, 1]]

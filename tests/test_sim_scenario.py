@@ -83,3 +83,47 @@ def test_the_good_variant_is_accepted(tmp_path) -> None:
     path = tmp_path / "good.yaml"
     path.write_text(GOOD)
     assert load_scenario(path).faults[0].kind == "hang"
+
+
+@pytest.mark.parametrize("extra,reason", [(["--duration", "nan"], "--duration"), (["--speed", "nan"], "--speed"),
+                                          (["--speed", "inf"], "--speed")])
+def test_non_finite_run_flags_are_rejected(tmp_path, capsys, extra, reason) -> None:
+    path = tmp_path / "good.yaml"
+    path.write_text(GOOD)
+    assert main(["sim", "run", str(path), "--root", str(tmp_path / "out"), *extra]) == 2
+    assert reason in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "series"])
+def test_an_output_path_that_cannot_be_written_is_exit_2_not_a_traceback(tmp_path, capsys, command) -> None:
+    path = tmp_path / "good.yaml"
+    path.write_text(GOOD)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")            # DIR/a-file/... cannot be created
+    args = ["sim", "run", str(path), "--root", str(blocker / "root"), "--duration", "5"] if command == "run" else \
+        ["sim", "series", str(path), "--out", str(blocker / "s.parquet")]
+    assert main(args) == 2
+    assert str(blocker) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("old,new", [("duration_s: 100", "duration_s: .inf"), ("sample_period_s: 5", "sample_period_s: .inf"),
+                                     ("sample_period_s: 5", "sample_period_s: nan")])
+def test_non_finite_numbers_are_rejected_naming_the_field(tmp_path, capsys, old, new) -> None:
+    assert old in GOOD
+    path = tmp_path / "bad.yaml"
+    path.write_text(GOOD.replace(old, new))
+    assert main(["sim", "series", str(path), "--out", str(tmp_path / "out" / "s.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert f"{new.split(':')[0]}: must be a finite number" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_series_onto_a_directory_is_exit_2_and_leaves_no_temp_file(tmp_path, capsys) -> None:
+    path = tmp_path / "good.yaml"
+    path.write_text(GOOD)
+    target = tmp_path / "taken.parquet"
+    target.mkdir()                    # the rename onto it fails after the frame was written
+    assert main(["sim", "series", str(path), "--out", str(target)]) == 2
+    assert "taken.parquet" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.yaml", "taken.parquet"]

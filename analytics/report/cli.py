@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -32,8 +33,8 @@ def run(args: argparse.Namespace) -> int:
     from analytics.report.queries import Steps
     try:
         teams = load_teams(args.teams) if args.teams else None
-        if args.step <= 0 or args.fine_step <= 0:
-            raise ValueError("--step and --fine-step must be positive")
+        if not (0 < args.step < math.inf and 0 < args.fine_step < math.inf):   # NaN fails both
+            raise ValueError("--step and --fine-step must be positive, finite seconds")
         config = ReportConfig(args.prometheus_url, args.month, args.out, Steps(args.step, args.fine_step),
                               args.cluster, teams)
         path = write_report(config)

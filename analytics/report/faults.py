@@ -12,8 +12,8 @@ from analytics.report.tables import point_increases
 COLUMNS = ["cluster", "node", "component", "kind", "events", "days_with_events"]
 
 
-def _days(frame: pd.DataFrame) -> pd.Series:
-    return pd.to_datetime(frame["timestamp"], unit="s", utc=True).dt.strftime("%Y-%m-%d")
+def _days(seconds: pd.Series) -> pd.Series:
+    return pd.to_datetime(seconds, unit="s", utc=True).dt.strftime("%Y-%m-%d")
 
 
 def _counter_events(frame: pd.DataFrame, kind, start: float | None, component: pd.Series | None = None) -> pd.DataFrame:
@@ -23,7 +23,7 @@ def _counter_events(frame: pd.DataFrame, kind, start: float | None, component: p
     inc = inc[inc["increase"] > 0].copy()
     if inc.empty:
         return pd.DataFrame(columns=COLUMNS)
-    inc["day"] = _days(inc)
+    inc["day"] = _days(inc["since"])    # it happened in (since, timestamp]: 00:00 closes the day before
     inc["component"] = component.loc[inc.index] if component is not None else "gpu " + inc["gpu"].astype(str)
     inc["kind"] = kind(inc) if callable(kind) else kind
     grouped = inc.groupby(["cluster", "node", "component", "kind"], as_index=False)
@@ -36,7 +36,7 @@ def _throttle(frame: pd.DataFrame, step_s: float) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     hot = frame[frame["value"] > 0].copy()
     hot["hours"] = hot["value"] * step_s / 3600.0
-    hot["day"] = _days(hot)
+    hot["day"] = _days(hot["timestamp"] - step_s)   # each value is the average over the step before it
     hot["component"] = "gpu " + hot["gpu"].astype(str)
     hot["kind"] = "throttling (h)"
     grouped = hot.groupby(["cluster", "node", "component", "kind"], as_index=False)

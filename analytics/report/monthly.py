@@ -69,9 +69,11 @@ def build_sections(frames: dict[str, pd.DataFrame], config: ReportConfig, start:
     jobs = tables.gpu_hours(alloc, frames["lost"], c, config.teams, start) if not alloc.empty else pd.DataFrame()
     clusters = tables.rollup(jobs, "cluster") if not jobs.empty else pd.DataFrame()
     teams = tables.rollup(jobs, "team") if not jobs.empty else pd.DataFrame()
-    racks = tables.rack_energy(frames["energy"], frames["rack_peak"], frames["budget"], start)
-    ranking = faults.fault_ranking(frames["xid"], frames["ecc"], frames["flaps"], frames["throttle"], c, start)
-    daily = tables.daily_energy(frames["energy"], start)
+    # Window queries (…[1h:]) at the month's first second describe the previous month's last hour.
+    peak, throttle = (frames[q][frames[q]["timestamp"] > start] for q in ("rack_peak", "throttle"))
+    racks = tables.rack_energy(frames["energy"], peak, frames["budget"])
+    ranking = faults.fault_ranking(frames["xid"], frames["ecc"], frames["flaps"], throttle, c, start)
+    daily = tables.daily_energy(frames["energy"])
     ckpt = checkpoints.checkpoint_cost(frames["ckpt_stalled"], frames["write_rate"], f, config.steps.rate_window_s)
     return [
         html.Section("GPU-hours per cluster", "Allocated, productive and lost GPU-hours.", clusters,

@@ -5,6 +5,7 @@ fetched in chunks; the frames are concatenated and de-duplicated on the chunk ed
 """
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.parse
@@ -42,10 +43,15 @@ def chunks(start: float, end: float, step_s: float, max_points: int = MAX_POINTS
 
 def parse_matrix(payload: dict) -> pd.DataFrame:
     """The JSON body of ``/api/v1/query_range`` → one row per (series, timestamp), labels as columns."""
+    if not isinstance(payload, dict):
+        raise PrometheusError(f"not a Prometheus API answer: JSON {type(payload).__name__}")
     if payload.get("status") != "success":
         raise PrometheusError(payload.get("error", "query failed"))
+    result = (payload.get("data") or {}).get("result")
+    if not isinstance(result, list):
+        raise PrometheusError("not a Prometheus API answer: no data.result list")
     rows = []
-    for series in payload["data"]["result"]:
+    for series in result:
         labels = series["metric"]
         for ts, value in series["values"]:
             rows.append({**labels, "timestamp": float(ts), "value": float(value)})
@@ -56,14 +62,18 @@ def _get(base_url: str, params: dict[str, str], timeout: float) -> dict:
     url = f"{base_url.rstrip('/')}/api/v1/query_range?{urllib.parse.urlencode(params)}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return json.loads(resp.read())
+            body = resp.read()
     except urllib.error.HTTPError as exc:  # Prometheus explains a bad query in the JSON body
         try:
             return json.loads(exc.read())
         except ValueError:
             raise PrometheusError(f"{url}: HTTP {exc.code}") from exc
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         raise PrometheusError(f"cannot reach Prometheus at {base_url}: {exc}") from exc
+    try:
+        return json.loads(body)
+    except ValueError:  # e.g. the URL of Grafana or a login page: HTML with status 200
+        raise PrometheusError(f"{url}: not a Prometheus API answer (not JSON): {body[:80]!r}") from None
 
 
 def fetch(base_url: str, query: RangeQuery, start: float, end: float, timeout: float = 60.0,
@@ -76,7 +86,7 @@ def fetch(base_url: str, query: RangeQuery, start: float, end: float, timeout: f
         try:
             frames.append(parse_matrix(payload))
         except PrometheusError as exc:
-            raise PrometheusError(f"query {query.name} ({query.promql}): {exc}") from None
+            raise PrometheusError(f"{base_url}: query {query.name} ({query.promql}): {exc}") from None
         on_chunk()
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if frame.empty:

@@ -87,13 +87,15 @@ def rollup(jobs: pd.DataFrame, by: str) -> pd.DataFrame:
     return table
 
 
-def rack_energy(energy: pd.DataFrame, peak: pd.DataFrame, budget: pd.DataFrame,
-                start: float | None = None) -> pd.DataFrame:
-    """Per (cluster, rack): kWh used, peak rack power, breaker budget and the headroom left."""
+def rack_energy(energy: pd.DataFrame, peak: pd.DataFrame, budget: pd.DataFrame) -> pd.DataFrame:
+    """Per (cluster, rack): kWh used, peak rack power, breaker budget and the headroom left.
+
+    PDU energy counters are lifetime totals, never "born" in the range: a PDU first seen late (it was
+    unreachable at the month's start) has its first sample as baseline, not years of energy."""
     if energy.empty and peak.empty:
         return pd.DataFrame(columns=["cluster", "rack", "energy_kwh", "peak_w", "budget_w", "headroom_w", "headroom_pct"])
     energy, peak, budget = (f if not f.empty else f.assign(rack=pd.Series(dtype=str)) for f in (energy, peak, budget))
-    kwh = counter_increase(energy, ["cluster", "rack"], start)
+    kwh = counter_increase(energy, ["cluster", "rack"])
     kwh["energy_kwh"] = kwh.pop("increase") / 3.6e6  # joules → kWh
     pk = peak.groupby(["cluster", "rack"], as_index=False)["value"].max().rename(columns={"value": "peak_w"})
     bud = budget.groupby(["cluster", "rack"], as_index=False)["value"].max().rename(columns={"value": "budget_w"})
@@ -103,11 +105,12 @@ def rack_energy(energy: pd.DataFrame, peak: pd.DataFrame, budget: pd.DataFrame,
     return table.sort_values("headroom_pct", na_position="last").reset_index(drop=True)
 
 
-def daily_energy(energy: pd.DataFrame, start: float | None = None) -> pd.DataFrame:
-    """kWh per rack per UTC day (wide: one column per rack), for the energy plot."""
+def daily_energy(energy: pd.DataFrame) -> pd.DataFrame:
+    """kWh per rack per UTC day (wide: one column per rack), for the energy plot (lifetime counters,
+    as in ``rack_energy``)."""
     if energy.empty:
         return pd.DataFrame()
-    long = point_increases(energy, start)
+    long = point_increases(energy)
     long["day"] = pd.to_datetime(long["since"], unit="s", utc=True).dt.strftime("%Y-%m-%d")
     long["kwh"] = long["increase"] / 3.6e6  # joules → kWh
     wide = long.pivot_table(index="day", columns="rack", values="kwh", aggfunc="sum").fillna(0.0)
