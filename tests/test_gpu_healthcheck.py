@@ -25,8 +25,8 @@ def start_exporter(node_root: Path, workdir: Path, *flags: str) -> stack.Service
                                ready_path="/metrics", timeout=30)
 
 
-def healthcheck(url: str) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ["PATH"], "LOCKSTEP_AGENT_URL": url}
+def healthcheck(url: str, **extra_env: str) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ["PATH"], "LOCKSTEP_AGENT_URL": url, **extra_env}
     return subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=30)
 
 
@@ -56,6 +56,12 @@ def test_healthcheck_drains_on_failed_checks_and_passes_healthy_node(tmp_path, s
 
     result = healthcheck(good_agent.url + "/metrics")
     assert (result.returncode, result.stderr) == (0, "")
+
+    # A PCIe server where cross-socket P2P is "IOH topology not supported" (3) by design: allowed by the
+    # site, that status no longer fails, every other check still does.
+    result = healthcheck(bad_agent.url + "/metrics", LOCKSTEP_P2P_ALLOWED="0,3")
+    assert result.returncode == 1 and "P2P status" not in result.stderr
+    assert 'GPU lost {gpu="2"}' in result.stderr and 'ECC disabled {gpu="1"}' in result.stderr
 
 
 def test_unreachable_agent_is_not_a_node_fault():

@@ -108,3 +108,23 @@ def test_uuid_lookup_is_not_retried_on_every_scrape(tmp_path):
     for _ in range(5):
         assert len(list(collector.collect())) == 1
     assert calls == [1]
+
+
+def test_one_unreadable_mapping_file_loses_only_that_gpu(tmp_path):
+    import subprocess
+    import sys
+
+    mapping = tmp_path / "gpu-jobs"
+    mapping.mkdir()
+    (mapping / "0").write_text("4242\n")
+    (mapping / "1").write_text("4343\n")
+    (mapping / "1").chmod(0)
+    # root reads anything: run the collector without the capability that bypasses file permissions
+    code = ("from pathlib import Path; from exporters.collectors.jobs import JobsCollector; "
+            f"c = JobsCollector(Path({str(mapping)!r}), Path({str(tmp_path / 'users')!r}), lambda: {{}}); "
+            "print(sorted((s.labels[0], s.labels[2]) for s in c.collect()))")
+    argv = [sys.executable, "-c", code]
+    if os.geteuid() == 0:
+        argv = ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", *argv]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[('0', '4242')]"

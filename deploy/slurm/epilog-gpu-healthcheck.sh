@@ -2,11 +2,14 @@
 # Slurm Epilog: fail (so Slurm drains the node) when the local lockstep agent reports a failed
 # cluster-validation check on any GPU:
 #   lockstep_gpu_up 0                    GPU lost (fell off the bus, XID 79)
-#   lockstep_gpu_p2p_status != 0         peer-to-peer blocked (ACS left on in the BIOS, ...)
+#   lockstep_gpu_p2p_status not allowed  peer-to-peer blocked (ACS left on in the BIOS, ...)
 #   lockstep_gpu_pcie_link_degraded 1    PCIe link trained below its max width
 #   lockstep_gpu_persistence_mode 0      persistence mode off
 #   lockstep_gpu_ecc_enabled 0           ECC disabled
 # An unreachable agent is not a node fault (ExporterDown alerts on it): that exits 0 with a warning.
+# LOCKSTEP_P2P_ALLOWED: comma-separated NVML P2P status codes that pass (default 0 = OK). On PCIe servers
+# without NVLink, P2P across CPU sockets is legitimately "IOH topology not supported" (3): set "0,3"
+# there, or every job's epilog would drain a healthy node. HGX/SXM systems keep the default.
 set -u
 url="${LOCKSTEP_AGENT_URL:-http://127.0.0.1:9840/metrics}"
 if ! metrics="$(curl -sf --max-time "${LOCKSTEP_AGENT_TIMEOUT:-10}" "$url")"; then
@@ -14,11 +17,12 @@ if ! metrics="$(curl -sf --max-time "${LOCKSTEP_AGENT_TIMEOUT:-10}" "$url")"; th
     exit 0
 fi
 
-failures="$(printf '%s\n' "$metrics" | awk '
+failures="$(printf '%s\n' "$metrics" | awk -v allowed="${LOCKSTEP_P2P_ALLOWED:-0}" '
+    BEGIN { n = split(allowed, codes, ","); for (i = 1; i <= n; i++) ok[codes[i] + 0] = 1 }
     /^#/ { next }
     { split($1, parts, "{"); name = parts[1]; labels = parts[2]; sub(/}$/, "", labels); value = $2 + 0 }
     name == "lockstep_gpu_up" && value == 0                  { print "GPU lost {" labels "}" }
-    name == "lockstep_gpu_p2p_status" && value != 0          { print "P2P status " value " {" labels "}" }
+    name == "lockstep_gpu_p2p_status" && !(value in ok)      { print "P2P status " value " {" labels "}" }
     name == "lockstep_gpu_pcie_link_degraded" && value == 1  { print "PCIe link below max width {" labels "}" }
     name == "lockstep_gpu_persistence_mode" && value == 0    { print "persistence mode off {" labels "}" }
     name == "lockstep_gpu_ecc_enabled" && value == 0         { print "ECC disabled {" labels "}" }

@@ -56,6 +56,9 @@ def read_dir(path: Path) -> dict[str, str]:
             files[entry.name] = entry.read_text()
         except (FileNotFoundError, IsADirectoryError):  # removed by an epilog mid-scrape, or a subdirectory
             continue
+        except PermissionError as exc:  # one unreadable file loses that GPU's mapping, not every GPU's
+            once(log, logging.WARNING, f"perm:{entry.name}", "cannot read job mapping %s: %s", entry, exc.strerror)
+            continue
     return files
 
 
