@@ -75,29 +75,23 @@ class HeldFiles:
         if held is not None and held.parent is not None and self._dirs[held.parent][1] != self._scrape:
             self._check_dir(held.parent)
             held = self._held.get(path)
-        if held is None:
-            held = self._open(path)
-            if held is None:
-                return None
-        try:
-            return os.pread(held.fd, _READ_SIZE, 0)
-        except OSError as exc:
-            self._drop(path)
-            if exc.errno not in _GONE:
-                _report(path, exc)
-                return None
-        return self._retry(path)
-
-    def _retry(self, path: str) -> bytes | None:
-        held = self._open(path)
-        if held is None:
-            return None
-        try:
-            return os.pread(held.fd, _READ_SIZE, 0)
-        except OSError as exc:
-            self._drop(path)
-            _report(path, exc)
-            return None
+        # A held descriptor whose device went away (ENODEV/ENOENT: hot-unplug, driver reload) gets one
+        # fresh open; a failure on a freshly opened descriptor is reported.
+        for _ in range(2):
+            fresh = held is None
+            if fresh:
+                held = self._open(path)
+                if held is None:
+                    return None
+            try:
+                return os.pread(held.fd, _READ_SIZE, 0)
+            except OSError as exc:
+                self._drop(path)
+                if fresh or exc.errno not in _GONE:
+                    _report(path, exc)
+                    return None
+                held = None
+        return None
 
     def _open(self, path: str) -> _Held | None:
         try:
