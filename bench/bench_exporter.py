@@ -126,18 +126,23 @@ def p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def measure(services: dict, n: int, warmup: int) -> dict:
+def measure(services: dict, n: int, warmup: int, interval: float = 0.0) -> dict:
+    """Interleaved scrapes of every service, back to back, or one round every ``interval`` seconds
+    (then the CPU also counts what each process does between scrapes)."""
     scrapers = {name: Scraper(service.url) for name, service in services.items()}
     for _ in range(warmup):
         for scrape in scrapers.values():
             scrape()
     before = {name: cpu_seconds(s.proc.pid) for name, s in services.items()}
     latency: dict[str, list[float]] = {name: [] for name in services}
-    bodies = {}
+    bodies, next_round = {}, time.monotonic()
     for _ in range(n):  # interleaved, so both see the same machine noise
+        next_round += interval
         for name, scrape in scrapers.items():
             seconds, bodies[name] = scrape()
             latency[name].append(seconds)
+        if interval:
+            time.sleep(max(0.0, next_round - time.monotonic()))
     cpu = {name: (cpu_seconds(s.proc.pid) - before[name]) / n for name, s in services.items()}
     return {name: {"cpu": cpu[name], "p50": p(latency[name], 0.5), "p99": p(latency[name], 0.99),
                    "samples": sum(1 for line in bodies[name].splitlines() if line and not line.startswith("#")),

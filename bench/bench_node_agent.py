@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_exporter import Scraper, cpu_seconds, measure, p  # noqa: E402
+from bench_exporter import cpu_seconds, measure  # noqa: E402
 from lockstep import stack  # noqa: E402
 
 BUDGET = {"cpu_ratio": 1.0, "p99_s": 0.025, "rss_bytes": 80e6, "series": 1500}
@@ -58,29 +58,6 @@ def rss_bytes(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS in /proc/{pid}/status")
-
-
-def measure_paced(services: dict, n: int, warmup: int, interval: float) -> dict:
-    """Like bench_exporter.measure, but one round of scrapes every ``interval`` seconds (a simulator tick
-    each), so every scrape sees new counters and new gpus.json as at Prometheus' pace; the CPU includes
-    what each process does between scrapes."""
-    scrapers = {name: Scraper(service.url) for name, service in services.items()}
-    for _ in range(warmup):
-        for scrape in scrapers.values():
-            scrape()
-    before = {name: cpu_seconds(s.proc.pid) for name, s in services.items()}
-    latency: dict[str, list[float]] = {name: [] for name in services}
-    bodies, next_round = {}, time.monotonic()
-    for _ in range(n):
-        next_round += interval
-        for name, scrape in scrapers.items():
-            seconds, bodies[name] = scrape()
-            latency[name].append(seconds)
-        time.sleep(max(0.0, next_round - time.monotonic()))
-    cpu = {name: (cpu_seconds(s.proc.pid) - before[name]) / n for name, s in services.items()}
-    return {name: {"cpu": cpu[name], "p50": p(latency[name], 0.5), "p99": p(latency[name], 0.99),
-                   "samples": sum(1 for line in bodies[name].splitlines() if line and not line.startswith("#"))}
-            for name in services}
 
 
 def heavy_libraries(pid: int) -> list[str]:
@@ -169,7 +146,7 @@ def main() -> int:
         if args.back_to_back:
             results = measure(services, args.scrapes, args.warmup)
         else:
-            results = measure_paced(services, args.scrapes, args.warmup, TICK_S)
+            results = measure(services, args.scrapes, args.warmup, interval=TICK_S)
         rss = {name: rss_bytes(s.proc.pid) for name, s in services.items()}
         idle = idle_cpu(services)
         heavy = heavy_libraries(services["lockstep"].proc.pid)
