@@ -87,9 +87,9 @@ def config_from_args(args: argparse.Namespace) -> ExporterConfig:
     if sim_root is not None and not sim_root.is_dir():
         raise ValueError(f"--sim.node-root: {sim_root} is not a directory (start `lockstep sim run` first?)")
     defaults_on = not flags["collector.disable-defaults"]
+    chosen = {name: flags.get(f"collector.{name}") for name in specs}  # True/False when a flag named it
     enabled = tuple(name for name, spec in specs.items()
-                    if (flags.get(f"collector.{name}") if flags.get(f"collector.{name}") is not None
-                        else spec.default_enabled and defaults_on))
+                    if chosen[name] or (chosen[name] is None and spec.default_enabled and defaults_on))
     web_file = flags["web.config.file"]
     path = flags["web.telemetry-path"]
     if not path.startswith("/"):

@@ -154,11 +154,6 @@ def start_node_exporter(args: Sequence[str], workdir: Path, port: int | None = N
     return start_process("node_exporter", argv, workdir, f"http://127.0.0.1:{port}", ready_path="/metrics")
 
 
-def reload_prometheus(service: Service) -> None:
-    req = urllib.request.Request(service.url + "/-/reload", method="POST")
-    urllib.request.urlopen(req, timeout=10).read()
-
-
 def query(service_url: str, promql: str, time_s: float | None = None) -> list[dict[str, Any]]:
     """Instant query; raises on a PromQL error with Prometheus' own message."""
     from urllib.parse import urlencode

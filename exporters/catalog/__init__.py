@@ -32,9 +32,4 @@ def get(name: str) -> Metric:
         raise KeyError(f"metric {name!r} is not in exporters.catalog") from None
 
 
-def series_names(metric: Metric) -> tuple[str, ...]:
-    """The sample names Prometheus stores for ``metric`` (one per metric: we emit no histograms)."""
-    return (metric.name,)
-
-
-__all__ = ["CATALOG", "COUNTER", "GAUGE", "Metric", "get", "series_names"]
+__all__ = ["CATALOG", "COUNTER", "GAUGE", "Metric", "get"]
