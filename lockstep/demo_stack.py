@@ -14,7 +14,7 @@ import yaml
 
 from lockstep import localcluster as lc
 from lockstep.demo_config import DemoConfig, resolve
-from lockstep.stack import Service, Stack, start_alertmanager, start_process, start_prometheus, wait_ready
+from lockstep.stack import Service, Stack, start_alertmanager, start_process, start_prometheus
 
 # Alert timings shortened for a live demo (the site defaults wait minutes before paging).
 DEMO_FOR = {"PFCPauseStorm": "15s", "TrainingJobStraggler": "30s", "TrainingJobStalled": "30s",
@@ -33,19 +33,6 @@ def demo_scenario(config: DemoConfig) -> Path:
     path = config.workdir / "scenario.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
-
-
-def start_node_agents(root: Path, config: DemoConfig, stack: Stack) -> dict[str, Service]:
-    """All agents at once (16 Python start-ups in parallel), then wait until each serves /metrics."""
-    agents = {}
-    for i, node in enumerate(lc.sim_nodes(root)):
-        port = resolve(config.node_port(i))
-        argv = [*lc.LOCKSTEP, "exporter", f"--sim.node-root={root / node}", f"--web.listen-address=127.0.0.1:{port}"]
-        agents[node] = stack.add(start_process(f"exporter-{node}", argv, config.workdir / "logs",
-                                               f"http://127.0.0.1:{port}", ready_path=None))
-    for service in agents.values():
-        wait_ready(service, "/metrics", timeout=120)
-    return agents
 
 
 def build_rules(config: DemoConfig, pager_url: str) -> tuple[Path, Path]:
@@ -72,7 +59,7 @@ def start_all(config: DemoConfig, stack: Stack, pager_url: str) -> dict[str, Ser
     sim = lc.start_sim(demo_scenario(config), root, stack, speed=config.speed,
                        redfish_port=resolve(ports["redfish_port"]), extra_args=["--duration", "0"])
     services = {"simulator (Redfish)": sim}
-    agents = start_node_agents(root, config, stack)
+    agents = lc.start_node_agents(root, stack, base_port=config.base_port or None, log_dir=config.workdir / "logs")
     services.update({f"node agent {n}": s for n, s in agents.items()})
     services["power exporter"] = lc.start_power_exporter(root / "power-exporter.yaml", stack,
                                                          resolve(ports["power_port"]), config.workdir / "logs")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from lockstep.stack import Service, Stack, free_port, require_binary, start_process
+from lockstep.stack import Service, Stack, free_port, require_binary, start_process, wait_ready
 
 NODE_JOB, POWER_JOB, ANALYTICS_JOB = "lockstep-node", "lockstep-power", "lockstep-analytics"
 LOCKSTEP = [sys.executable, "-m", "lockstep"]
@@ -49,16 +49,20 @@ def sim_nodes(root: Path) -> list[str]:
 
 
 def start_node_agents(root: Path, stack: Stack, nodes: Sequence[str] | None = None,
-                      base_port: int | None = None, extra_args: Sequence[str] = ()) -> dict[str, Service]:
+                      base_port: int | None = None, extra_args: Sequence[str] = (),
+                      log_dir: Path | None = None) -> dict[str, Service]:
     """One ``lockstep exporter --sim.node-root root/<node>`` per node; ports from ``base_port`` up
-    (free ephemeral ports when None)."""
+    (free ephemeral ports when None). All start at once (Python start-ups in parallel), then each is
+    waited for until it serves /metrics."""
     agents: dict[str, Service] = {}
     for i, node in enumerate(nodes or sim_nodes(root)):
         port = base_port + i if base_port else free_port()
         argv = [*LOCKSTEP, "exporter", f"--sim.node-root={root / node}", f"--web.listen-address=127.0.0.1:{port}",
                 *extra_args]
-        agents[node] = stack.add(start_process(f"exporter-{node}", argv, root.parent / f"{root.name}-logs",
-                                               f"http://127.0.0.1:{port}", ready_path="/metrics"))
+        agents[node] = stack.add(start_process(f"exporter-{node}", argv, log_dir or root.parent / f"{root.name}-logs",
+                                               f"http://127.0.0.1:{port}", ready_path=None))
+    for service in agents.values():
+        wait_ready(service, "/metrics", timeout=120)
     return agents
 
 
