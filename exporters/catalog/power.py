@@ -17,10 +17,13 @@ REDFISH_UP = gauge("lockstep_redfish_up", "1 if the last poll of the target succ
 
 CHASSIS_POWER_LIMIT = gauge("lockstep_chassis_power_limit_watts",
                             "Power limit (cap) set on the chassis by its BMC.", T, "watts")
-PSU_INPUT_POWER = gauge("lockstep_psu_input_power_watts", "Input power of one power supply of a server.",
-                        ("target", "psu"), "watts")
-PSU_ENERGY = counter("lockstep_psu_energy_joules_total", "Energy drawn by one power supply (Redfish reports kWh).",
-                     ("target", "psu"), "joules")
+# A BMC may list several chassis (enclosure, baseboard, backplane), and a firmware update may add one:
+# the chassis is a label of its own, so the psu value never changes with the number of chassis.
+PSU = ("target", "chassis", "psu")
+PSU_INPUT_POWER = gauge("lockstep_psu_input_power_watts", "Input power of one power supply of a server. chassis: "
+                        "the Redfish Chassis Id the supply belongs to; psu: its PowerSupply Id there.", PSU, "watts")
+PSU_ENERGY = counter("lockstep_psu_energy_joules_total", "Energy drawn by one power supply (Redfish reports kWh). "
+                     "chassis: the Redfish Chassis Id; psu: the PowerSupply Id.", PSU, "joules")
 PDU_OUTLET_POWER = gauge("lockstep_pdu_outlet_power_watts", "Power drawn from one PDU outlet.",
                          PDU + ("outlet",), "watts")
 PDU_OUTLET_ENERGY = counter("lockstep_pdu_outlet_energy_joules_total",

@@ -115,9 +115,9 @@ def samples(name: str, found: list[ChassisPower]) -> list[Sample]:
             out.append(Sample(m.CHASSIS_POWER_LIMIT, (name,), main.limit_watts))
     for c in found:
         for p in c.psus:
-            psu = p.psu if len(found) == 1 else f"{c.chassis}/{p.psu}"
+            labels = (name, c.chassis, p.psu)  # psu Ids are unique only within their chassis
             if p.input_watts is not None:
-                out.append(Sample(m.PSU_INPUT_POWER, (name, psu), p.input_watts))
+                out.append(Sample(m.PSU_INPUT_POWER, labels, p.input_watts))
             if p.energy_joules is not None:
-                out.append(Sample(m.PSU_ENERGY, (name, psu), p.energy_joules))
+                out.append(Sample(m.PSU_ENERGY, labels, p.energy_joules))
     return out

@@ -1,6 +1,13 @@
 """Coolant distribution units from ``ThermalEquipment/CDUs/{id}``: primary (facility) and secondary
 (rack) ``CoolantConnectors`` (supply/return temperature and pressure, flow, heat removed),
-``Pumps/{id}`` (speed, state) and ``LeakDetection`` (detector states)."""
+``Pumps/{id}`` (speed, state) and ``LeakDetection`` (detector states).
+
+Label values do not depend on how many siblings a service lists. The CDU with the lowest Id (the
+only one, usually) names its loops, pumps and detectors plainly; any other CDU of the service
+prefixes them with its Id (``2/supply``, ``2/facility_return``, pump ``2/1``). Likewise the
+connector with the lowest Id on each side is the plain loop (``rack``: supply, return) and another
+is ``rack<Id>``. So a second CDU or connector showing up renames no series, and the alert on
+``loop="supply"`` keeps its series."""
 from __future__ import annotations
 
 import asyncio
@@ -9,7 +16,8 @@ from typing import Any
 
 from exporters.catalog import power as m
 from exporters.power.config import Target
-from exporters.power.redfish import SERVICE_ROOT, Fetch, RedfishError, collection, link, maybe, members, reading
+from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, collection, link, lowest_id, maybe, member_id,
+                                     members, reading)
 from exporters.sample import Sample
 
 LEAK_STATES = ("OK", "Warning", "Critical")  # DetectorState is a Resource.Health value
@@ -78,9 +86,10 @@ async def read_cdu(fetch: Fetch, odata_id: str, name: str, prefix: str) -> list[
         collection(fetch, link(doc, "Pumps")), _leaks(fetch, link(doc, "LeakDetection")))
     out: list[Sample] = []
     for (_, side), connectors in zip(_SIDES, (primary, secondary)):
+        head = lowest_id(str(c.get("Id", "")) for c in connectors)
         for c in connectors:
-            loop = prefix + (side if len(connectors) == 1 else f"{side}{c.get('Id', '')}")
-            out.extend(loop_samples(name, parse_connector(c, loop)))
+            loop = side if str(c.get("Id", "")) == head else f"{side}{c.get('Id', '')}"
+            out.extend(loop_samples(name, parse_connector(c, loop), prefix))
     for pump, speed, state in map(parse_pump, pumps):
         if speed is not None:
             out.append(Sample(m.CDU_PUMP_SPEED, (name, prefix + pump), speed))
@@ -92,15 +101,16 @@ async def read_cdu(fetch: Fetch, odata_id: str, name: str, prefix: str) -> list[
     return out
 
 
-def loop_samples(name: str, r: LoopReading) -> list[Sample]:
+def loop_samples(name: str, r: LoopReading, prefix: str = "") -> list[Sample]:
     # The rack-side loop is the plain supply/return that alerts and the simulator's series use;
     # the others are qualified (facility_supply, rack2_return, ...).
-    point = "" if r.loop == "rack" else r.loop + "_"
+    point = prefix + ("" if r.loop == "rack" else r.loop + "_")
     values = ((m.COOLANT_TEMPERATURE, point + "supply", r.supply_celsius),
               (m.COOLANT_TEMPERATURE, point + "return", r.return_celsius),
-              (m.COOLANT_FLOW, r.loop, r.flow_m3_per_s), (m.COOLANT_PRESSURE, point + "supply", r.supply_pascals),
+              (m.COOLANT_FLOW, prefix + r.loop, r.flow_m3_per_s),
+              (m.COOLANT_PRESSURE, point + "supply", r.supply_pascals),
               (m.COOLANT_PRESSURE, point + "return", r.return_pascals),
-              (m.CDU_HEAT_REMOVED, r.loop, r.heat_removed_watts))
+              (m.CDU_HEAT_REMOVED, prefix + r.loop, r.heat_removed_watts))
     return [Sample(metric, (name, loop), v) for metric, loop, v in values if v is not None]
 
 
@@ -110,8 +120,8 @@ async def poll_cdu(target: Target, fetch: Fetch) -> list[Sample]:
     collection = link(equipment, "CDUs")
     if collection is None:
         raise RedfishError("service links no ThermalEquipment/CDUs collection")
-    ids = members(await fetch(collection, static=True))
-    # Several CDUs behind one service: their loops, pumps and detectors are prefixed with the CDU Id.
-    prefixes = ["" if len(ids) == 1 else i.rstrip("/").rsplit("/", 1)[-1] + "/" for i in ids]
-    found = await asyncio.gather(*(read_cdu(fetch, i, target.name, p) for i, p in zip(ids, prefixes)))
+    uris = members(await fetch(collection, static=True))
+    head = lowest_id(map(member_id, uris))
+    prefixes = ["" if member_id(u) == head else member_id(u) + "/" for u in uris]
+    found = await asyncio.gather(*(read_cdu(fetch, u, target.name, p) for u, p in zip(uris, prefixes)))
     return [s for cdu in found for s in cdu]

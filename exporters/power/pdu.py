@@ -1,6 +1,11 @@
 """Rack PDU power from ``PowerEquipment/RackPDUs/{id}``: ``Metrics`` (input power, energy),
 ``Outlets/{id}`` (per-outlet power and energy) and ``Mains/{id}`` (per-line power, current, voltage
-of each input circuit). Redfish energy is in kWh."""
+of each input circuit). Redfish energy is in kWh.
+
+The ``pdu`` label is the target's name, so that a one-PDU target reads as configured. A service that
+lists several RackPDUs (units daisy-chained behind the one at the configured address) keeps the
+target's name for its lowest Id and labels the others ``<target>:<Id>``: chaining a unit on adds a
+series and renames none. Rack totals and budgets join on ``rack``, which comes from the config."""
 from __future__ import annotations
 
 import asyncio
@@ -10,7 +15,8 @@ from typing import Any
 from exporters.catalog import power as m
 from exporters.power.bmc import KWH_JOULES
 from exporters.power.config import Target
-from exporters.power.redfish import SERVICE_ROOT, Fetch, RedfishError, collection, link, maybe, members, reading
+from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, collection, link, lowest_id, maybe, member_id,
+                                     members, reading)
 from exporters.sample import Sample
 
 
@@ -90,8 +96,8 @@ async def poll_pdu(target: Target, fetch: Fetch) -> list[Sample]:
     collection = link(equipment or {}, "RackPDUs")
     if collection is None:
         raise RedfishError("service links no PowerEquipment/RackPDUs collection")
-    ids = members(await fetch(collection, static=True))
-    # The pdu label is the target's name; a service with several rack PDUs adds each one's Id.
-    names = [target.name if len(ids) == 1 else f"{target.name}:{i.rstrip('/').rsplit('/', 1)[-1]}" for i in ids]
-    found = await asyncio.gather(*(read_pdu(fetch, i, n, target.rack) for i, n in zip(ids, names)))
+    uris = members(await fetch(collection, static=True))
+    head = lowest_id(map(member_id, uris))
+    names = [target.name if member_id(u) == head else f"{target.name}:{member_id(u)}" for u in uris]
+    found = await asyncio.gather(*(read_pdu(fetch, u, n, target.rack) for u, n in zip(uris, names)))
     return [s for pdu in found for s in pdu]

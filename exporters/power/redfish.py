@@ -10,7 +10,7 @@ import asyncio
 import base64
 import json
 import ssl
-from typing import Any, Awaitable, Protocol
+from typing import Any, Awaitable, Iterable, Protocol
 
 import aiohttp
 
@@ -127,6 +127,19 @@ def link(doc: dict[str, Any], key: str) -> str | None:
 def members(doc: dict[str, Any]) -> list[str]:
     """The ``@odata.id`` of each member of a collection, in the service's order."""
     return [m["@odata.id"] for m in doc.get("Members", []) if isinstance(m, dict) and "@odata.id" in m]
+
+
+def member_id(odata_id: str) -> str:
+    """A member's Id: the last segment of its ``@odata.id`` (DSP0266 requires the URI to end with it)."""
+    return odata_id.rstrip("/").rsplit("/", 1)[-1]
+
+
+def lowest_id(ids: Iterable[str]) -> str | None:
+    """The lowest of some sibling Ids ("2" before "10"). Where a label value must stay readable for
+    the usual single member, this member keeps the plain value and its siblings are qualified with
+    their Id: members added later (a PDU chained behind, a second CDU) get higher Ids, so adding one
+    renames no existing series, where "qualify only when there are several" renamed them all."""
+    return min(ids, key=lambda i: (len(i), i), default=None)
 
 
 def reading(doc: dict[str, Any] | None, key: str, field: str = "Reading") -> float | None:
