@@ -65,7 +65,9 @@ class Thresholds:
     checkpoint_window: str = "1h"
     rack_power_budget_ratio: float = 0.9
     coolant_supply_celsius: float = 45.0    # ASHRAE W45 class: facility water supply up to 45 °C
-    coolant_loop: str = "supply"
+    # Rack-side supply loops (a regex): `supply`, another connector `rack2_supply`, another CDU of the same
+    # service `2/supply` (exporters/power/cdu.py); not the facility side (`facility_supply`).
+    coolant_loop: str = r"([^/]+/)?(rack[^_]*_)?supply"
 
 
 @dataclass(frozen=True)

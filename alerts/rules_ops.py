@@ -38,7 +38,7 @@ def jobs(config: AlertsConfig) -> list[Alert]:
 
 def facility(config: AlertsConfig) -> list[Alert]:
     t, sel = config.thresholds, config.selectors.power
-    coolant = metric("lockstep_coolant_temperature_celsius", sel, f'loop="{t.coolant_loop}"')
+    coolant = metric("lockstep_coolant_temperature_celsius", sel, f'loop=~"{t.coolant_loop}"')
     return [
         Alert("RackPowerNearBudget", f"lockstep:rack_power_budget:ratio > {t.rack_power_budget_ratio:g}", PAGE,
               "Rack {{ $labels.rack }} at {{ $value | humanizePercentage }} of its power budget",
