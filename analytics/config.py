@@ -50,6 +50,9 @@ class ServiceConfig:
         for name in ("interval_s", "window_s", "step_s", "timeout_s"):
             if not 0 < getattr(self, name) < math.inf:   # NaN fails too
                 raise ValueError(f"{name} must be positive and finite, got {getattr(self, name)!r}")
+        if self.window_s < self.interval_s:
+            raise ValueError(f"--window ({self.window_s}s) must be at least --interval ({self.interval_s}s): "
+                             "the time between refreshes would never be scored")
         if self.window_s < 4 * self.step_s:
             raise ValueError(f"--window ({self.window_s}s) must hold at least 4 steps of {self.step_s}s")
 

@@ -68,6 +68,7 @@ async def refresh_once(app: web.Application) -> None:
     if rejected and rejected != list(state.health.rejected_job_ids):
         log.warning("job ids rejected (not queried)", extra=kv(job_ids=repr(rejected)[:500]))
     mine = [j for j in valid if cfg.shard.owns(j)]
+    await _catch_up(session, cfg, state, mine, window)
     frames, failed = await _fetch_jobs(session, cfg, mine, window)
     scored = await asyncio.to_thread(score_window, frames, window.start, cfg.step_s, dict(state.baselines))
     # a job whose queries failed keeps its last view and counters (failure stays local)
@@ -76,7 +77,8 @@ async def refresh_once(app: web.Application) -> None:
         if res.baseline is not None:    # remembered for windows that a straggler fills completely
             state.baselines[job_id] = res.baseline
         counters = state.losses.setdefault(job_id, LossCounters())
-        counters.add(res, cfg.step_s)
+        if not counters.behind(window.start, cfg.step_s):   # else the gap before it is caught up first
+            counters.add(res, cfg.step_s)
         views[job_id] = {**current(res), "loss": _loss_view(counters)}
     for gone in set(state.losses) - set(views):   # finished jobs: forget them (label churn)
         state.losses.pop(gone, None)
@@ -85,6 +87,34 @@ async def refresh_once(app: web.Application) -> None:
     state.health = Health(up=True, stale=False, last_success=time.time(), failures=state.health.failures,
                           duration_s=time.monotonic() - started, rejected_job_ids=tuple(rejected),
                           last_error="; ".join(f"job {j}: {e}" for j, e in failed.items())[:2000])
+
+
+async def _catch_up(session: aiohttp.ClientSession, cfg: ServiceConfig, state: ServiceState, jobs: list[str],
+                    window: source_prom.Window) -> None:
+    """Account the time between a job's last counted sample and ``window`` (Prometheus was unreachable
+    for longer than a window): one window-sized chunk per job and refresh, oldest first, so a long gap
+    costs extra refreshes, never one huge query; the job's counters skip the current window until the
+    gap is closed. A chunk without data (Prometheus itself was down) is passed over: no data, no
+    account; a chunk that fails is retried next time."""
+    for job_id in jobs:
+        counters = state.losses.get(job_id)
+        if counters is None or not counters.behind(window.start, cfg.step_s):
+            continue
+        # From the last counted sample: counters become rates over the step before each sample, so the
+        # first sample of any window is context only (never new to the counters).
+        first = counters.accounted_until
+        chunk = source_prom.Window(first, min(first + cfg.window_s - cfg.step_s, window.start - cfg.step_s), cfg.step_s)
+        try:
+            frame = await source_prom.fetch_job(session, cfg.prometheus_url, job_id, chunk, cfg.timeout_s)
+        except source_prom.PrometheusError as exc:
+            log.warning("catch-up failed; retried next refresh", extra=kv(job_id=job_id, err=str(exc)[:500]))
+            continue
+        scored = await asyncio.to_thread(score_window, {job_id: frame}, chunk.start, cfg.step_s,
+                                         dict(state.baselines))
+        if job_id in scored:
+            counters.add(scored[job_id], cfg.step_s)
+        counters.accounted_until = max(counters.accounted_until, chunk.end)
+        log.info("caught up", extra=kv(job_id=job_id, start=chunk.start, end=chunk.end, behind_s=window.start - chunk.end))
 
 
 async def _fetch_jobs(session: aiohttp.ClientSession, cfg: ServiceConfig, jobs: list[str],

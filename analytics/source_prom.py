@@ -7,6 +7,7 @@ share every line of scoring code (the parity test holds them to it).
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 
 import aiohttp
@@ -16,6 +17,9 @@ import pandas as pd
 from analytics import promql
 from analytics.frame import INPUT_METRICS
 from exporters.catalog import CATALOG, analytics, gpu
+
+
+_DECODE_INLINE_BYTES = 256 * 1024   # below this, a thread hop costs more than the decoding
 
 
 class PrometheusError(RuntimeError):
@@ -34,7 +38,12 @@ async def api_get(session: aiohttp.ClientSession, base_url: str, path: str, para
     url = base_url.rstrip("/") + path
     try:
         async with session.get(url, params=params, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-            payload = await resp.json(content_type=None)
+            body = await resp.read()
+        # A large job's query_range answer is tens of MB of JSON: decoded off the event loop, which keeps
+        # serving /metrics meanwhile.
+        payload = json.loads(body) if len(body) < _DECODE_INLINE_BYTES else await asyncio.to_thread(json.loads, body)
+        if not isinstance(payload, dict):
+            raise ValueError(f"expected a JSON object, got {type(payload).__name__}")
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
         raise PrometheusError(f"{url}: {type(exc).__name__}: {exc}") from None
     if resp.status != 200 or payload.get("status") != "success":

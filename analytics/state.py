@@ -46,6 +46,10 @@ class LossCounters:
             self.lost[cause] += float(res.lost[cause][new].sum())
         self.accounted_until = float(res.times[new][-1])
 
+    def behind(self, window_start: float, period: float) -> bool:
+        """Counted before, but not up to the sample before ``window_start``: a gap to catch up first."""
+        return float("-inf") < self.accounted_until < window_start - period
+
     def goodput(self) -> float | None:
         return 1.0 - sum(self.lost.values()) / self.allocated if self.allocated else None
 

@@ -143,6 +143,27 @@ async def test_prometheus_stopped_mid_run_serves_stale_results(own_prometheus, s
     assert [(g["node"], g["gpu"]) for g in body["data"]["stragglers"]] == [("node01", "3")]
 
 
+async def test_time_missed_while_prometheus_was_unreachable_is_caught_up(prometheus, sim, aiohttp_client):
+    """A refresh 2 min into the run, the next one (Prometheus unreachable in between) at its end, with a
+    2 min window: the 6 min between them are accounted chunk by chunk, and the loss account of the whole
+    run matches the truth as when one window covers it."""
+    start, end = sim.start, sim.start + sim.truth["duration_s"]
+    clock = [start + 120]
+    app = create_app(dataclasses.replace(_config(prometheus.url, sim), window_s=125, now=lambda: clock[0]))
+    await aiohttp_client(app)
+    await _next_refresh(app)
+    gpus = sim.truth["loss"]["allocated_gpu_seconds"] / sim.truth["duration_s"]
+    assert app[STATE].losses["7300"].allocated == pytest.approx(120 * gpus)
+    clock[0] = end
+    for _ in range(4):   # three chunks of the gap, then the current window
+        await _next_refresh(app)
+    counters, truth = app[STATE].losses["7300"], sim.truth["loss"]
+    assert counters.accounted_until == end
+    assert counters.allocated == pytest.approx(truth["allocated_gpu_seconds"])
+    for cause, want in truth["lost_gpu_seconds"].items():
+        assert abs(counters.lost[cause] - want) <= max(0.1 * want, 0.002 * truth["allocated_gpu_seconds"]), cause
+
+
 async def test_parity_prometheus_path_equals_direct_path(prometheus, sim):
     """Same scenario, same scorer: from the simulator's frame and from Prometheus' query_range."""
     import aiohttp

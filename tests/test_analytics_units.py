@@ -129,3 +129,12 @@ def test_service_durations_must_be_finite(field):
 
     with pytest.raises(ValueError, match=field):
         ServiceConfig(prometheus_url="http://127.0.0.1:9090", **{field: float("inf")})
+
+
+def test_a_window_shorter_than_the_interval_is_refused():
+    """Refreshes 60 s apart scoring 30 s each would leave half of every job unscored and uncounted."""
+    from analytics.config import ServiceConfig
+
+    with pytest.raises(ValueError, match=r"--window \(30.0s\) must be at least --interval \(60.0s\)"):
+        ServiceConfig(prometheus_url="http://127.0.0.1:9090", interval_s=60.0, window_s=30.0)
+    assert ServiceConfig(prometheus_url="http://127.0.0.1:9090", interval_s=60.0, window_s=60.0).window_s == 60.0
