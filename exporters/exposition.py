@@ -7,8 +7,9 @@ sample lines are identical in both formats (no timestamps, no exemplars, counter
 """
 from __future__ import annotations
 
+import functools
 import math
-from typing import Iterable
+from typing import Callable, Iterable
 
 from exporters.catalog.model import COUNTER, Metric
 from exporters.sample import Sample
@@ -95,31 +96,40 @@ class Encoder:
                 known.extend(lines)
 
 
+@functools.cache
+def _text_header(metric: Metric) -> str:
+    return f"# HELP {metric.name} {_escape_help(metric.help)}\n# TYPE {metric.name} {metric.type}\n"
+
+
+@functools.cache
+def _openmetrics_header(metric: Metric) -> str:
+    family, kind = metric.name, metric.type
+    if kind == COUNTER:
+        if family.endswith("_total"):
+            family = family[: -len("_total")]
+        else:  # a foreign counter without _total (DCGM_FI_*) is not an OpenMetrics counter
+            kind = "unknown"
+    unit = f"# UNIT {family} {metric.unit}\n" if metric.unit and family.endswith("_" + metric.unit) else ""
+    return f"# TYPE {family} {kind}\n{unit}# HELP {family} {_escape_help(metric.help)}\n"
+
+
+# Headers are cached per metric (a fixed set: the catalog plus plugins' metrics): a scrape renders ~90
+# families, and building their headers was a third of the render time.
 def render_text(families: Families) -> str:
-    out: list[str] = []
-    for metric, lines in families.items():
-        out.append(f"# HELP {metric.name} {_escape_help(metric.help)}\n# TYPE {metric.name} {metric.type}\n")
-        out.append("\n".join(lines))
-        out.append("\n")
-    return "".join(out)
+    return _render(families, _text_header, "")
 
 
 def render_openmetrics(families: Families) -> str:
+    return _render(families, _openmetrics_header, "# EOF\n")
+
+
+def _render(families: Families, header: Callable[[Metric], str], trailer: str) -> str:
     out: list[str] = []
     for metric, lines in families.items():
-        family, kind = metric.name, metric.type
-        if kind == COUNTER:
-            if family.endswith("_total"):
-                family = family[: -len("_total")]
-            else:  # a foreign counter without _total (DCGM_FI_*) is not an OpenMetrics counter
-                kind = "unknown"
-        out.append(f"# TYPE {family} {kind}\n")
-        if metric.unit and family.endswith("_" + metric.unit):
-            out.append(f"# UNIT {family} {metric.unit}\n")
-        out.append(f"# HELP {family} {_escape_help(metric.help)}\n")
+        out.append(header(metric))
         out.append("\n".join(lines))
         out.append("\n")
-    out.append("# EOF\n")
+    out.append(trailer)
     return "".join(out)
 
 
