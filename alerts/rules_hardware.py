@@ -56,15 +56,23 @@ def infiniband(config: AlertsConfig) -> list[Alert]:
               TICKET, f"InfiniBand symbol errors: {port}",
               f"{port} counted {{{{ $value | humanize }}}} symbol errors in {t.ib_symbol_window} "
               f"(threshold {t.ib_symbol_errors:g}): a marginal cable, transceiver or connector."),
-        # Degraded: the agent's own verdict against --infiniband.expected-rate where configured, else a
-        # port that trained below the fastest port of its node (width or speed fell back).
-        Alert("InfiniBandLinkDegraded",
-              f"{rate} and on (node, device, port) ({metric('lockstep_ib_port_link_degraded', sel)} == 1)\n"
-              f"or\n{rate} < on (node) group_left max by (node) ({rate})",
+        Alert("InfiniBandLinkDegraded", _degraded(rate, sel, config.selectors.node),
               TICKET, f"InfiniBand link degraded: {port}",
-              f"{port} runs at {{{{ $value | humanize1024 }}}}B/s, below its expected rate or the node's "
-              "fastest port."),
+              f"{port} runs at {{{{ $value | humanize1024 }}}}B/s, below its expected rate or the fastest "
+              "port of the same HCA model on the node."),
     ]
+
+
+def _degraded(rate: str, sel: str, node_sel: str) -> str:
+    """The agent's own verdict where --infiniband.expected-rate covers the port; elsewhere a port that
+    trained below the fastest port of the same HCA model on its node (width or speed fell back). Not
+    below the node's fastest port of any model: a 200 Gb/s storage NIC beside 400 Gb/s compute HCAs is
+    slower by design."""
+    typed = f"{rate} * on (node, device) group_left (hca_type) {metric('lockstep_ib_device_info', node_sel)}"
+    expected = metric("lockstep_ib_port_expected_rate_bytes_per_second", sel)
+    return (f"{rate} and on (node, device, port) ({metric('lockstep_ib_port_link_degraded', sel)} == 1)\n"
+            f"or\n(\n  max without (hca_type) (\n    {typed}\n    < on (node, hca_type) group_left\n"
+            f"    max by (node, hca_type) ({typed})\n  )\n  unless on (node, device, port) {expected}\n)")
 
 
 def gpu(config: AlertsConfig) -> list[Alert]:
