@@ -196,10 +196,11 @@ async def test_structure_is_cached_between_polls_and_rediscovered_after_a_failur
             result = await poller.poll(config.targets[0])
             assert result.up == (mode == "ok")
             counts.append(device.requests - before)
-    # root, Chassis, 1U, EnvironmentMetrics, PowerSubsystem, PowerSupplies, Bay1, Bay1/Metrics, Bay2;
-    # then only the two resources carrying readings (both answer 500 in the third poll); after that
-    # failure the walk starts over from the service root
-    assert counts == [9, 2, 2, 9]
+    # root, Chassis, 1U, EnvironmentMetrics, PowerSubsystem, PowerSupplies, Bay1, Bay1/Metrics, Bay2,
+    # and Systems, Systems/437XR1138R2 (which chassis is the server's); then only the two resources
+    # carrying readings (both answer 500 in the third poll); after that failure the walk starts over
+    # from the service root
+    assert counts == [11, 2, 2, 11]
 
 
 async def test_waiting_for_a_poll_slot_counts_against_the_probe_budget(aiohttp_server, tmp_path):

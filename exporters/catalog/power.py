@@ -4,7 +4,9 @@ from exporters.catalog.model import gauge, counter
 T = ("target",)
 PDU = ("pdu", "rack")
 
-CHASSIS_POWER = gauge("lockstep_chassis_power_watts", "Server (chassis) input power reported by its BMC.", T, "watts")
+CHASSIS_POWER = gauge("lockstep_chassis_power_watts", "Server (chassis) input power reported by its BMC: the chassis "
+                      "its Redfish ComputerSystem links (Links.Chassis), else the first chassis listed with a "
+                      "power reading.", T, "watts")
 PDU_POWER = gauge("lockstep_pdu_power_watts", "Rack PDU input power.", ("pdu", "rack"), "watts")
 PDU_ENERGY = counter("lockstep_pdu_energy_joules_total", "Rack PDU energy (Redfish reports kWh).", ("pdu", "rack"), "joules")
 RACK_BUDGET = gauge("lockstep_rack_power_budget_watts", "Rack breaker budget from the power exporter config.",

@@ -1,17 +1,31 @@
 """Server power from a BMC's Redfish service: ``Chassis/{id}/EnvironmentMetrics`` (PowerWatts),
 ``Chassis/{id}/PowerSubsystem/PowerSupplies/{id}/Metrics`` (PSU input watts) and, as a fallback, the
 deprecated ``Chassis/{id}/Power`` (PowerControl PowerConsumedWatts; deprecated since Power v1_7_0,
-still the only source on many fleets)."""
+still the only source on many fleets).
+
+Which chassis is the server's: a BMC may list several (enclosure, baseboard, backplane, a storage
+enclosure ahead of the server on some firmware), in any order, and an update may add one. The
+server's is the one its ``ComputerSystem`` links (``Systems`` members -> ``Links.Chassis``, "the
+chassis that contains this system"); where a system links several, the first of those, in link
+order, that has a power reading. While no linked chassis has a reading, there is no chassis power
+(another chassis' reading is not the server's). Only a service with no Systems, whose Systems fail
+to load, or whose systems link no listed chassis, falls back to the first chassis of the collection with a power reading.
+``ChassisType`` plays no part: it names a form factor, and "Enclosure" is the schema's catch-all.
+The systems are structural (fetched ``static``), so the choice costs no request after discovery."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from exporters.catalog import power as m
 from exporters.power.config import Target
 from exporters.power.redfish import SERVICE_ROOT, Fetch, RedfishError, collection, link, maybe, members, number, reading
+from exporters.logs import once
 from exporters.sample import Sample
+
+log = logging.getLogger("lockstep.power")
 
 KWH_JOULES = 3.6e6
 
@@ -94,21 +108,49 @@ async def read_chassis(fetch: Fetch, odata_id: str) -> ChassisPower:
     return chassis_power(str(chassis.get("Id", odata_id.rsplit("/", 1)[-1])), env, psus, legacy)
 
 
+def chassis_links(system: dict[str, Any]) -> list[str]:
+    """``Links.Chassis`` of a ``ComputerSystem``: the chassis that contain it."""
+    refs = (system.get("Links") or {}).get("Chassis") or []
+    return [r["@odata.id"] for r in refs if isinstance(r, dict) and "@odata.id" in r]
+
+
+def server_chassis(found: dict[str, ChassisPower], linked: list[str]) -> ChassisPower | None:
+    """The server's chassis by the rule of the module docstring; ``found`` by ``@odata.id`` in the
+    collection's order. Summing several instead would count nested chassis twice."""
+    candidates = [found[i] for i in linked if i in found] or found.values()
+    return next((c for c in candidates if c.power_watts is not None), None)
+
+
+async def _linked_chassis(target: Target, fetch: Fetch, root: dict[str, Any]) -> list[str]:
+    try:
+        systems = await collection(fetch, link(root, "Systems"), static=True)
+    except RedfishError as exc:
+        # The readings are still good: a service whose Systems fail answers with the fallback rule
+        # (until a discovery succeeds and is cached) rather than with no power at all.
+        once(log, logging.WARNING, f"systems:{target.name}", "%s: Systems unreadable (%s); the server's "
+             "chassis is the first one listed with a power reading", target.name, exc)
+        return []
+    return [_path(i) for s in systems for i in chassis_links(s)]
+
+
+def _path(odata_id: str) -> str:
+    return odata_id.rstrip("/")  # links and members may differ by a trailing slash
+
+
 async def poll_bmc(target: Target, fetch: Fetch) -> list[Sample]:
     root = await fetch(SERVICE_ROOT, static=True)
     collection_id = link(root, "Chassis")
     if collection_id is None:
         raise RedfishError("service root links no Chassis collection")
     chassis_ids = members(await fetch(collection_id, static=True))
-    found = await asyncio.gather(*(read_chassis(fetch, i) for i in chassis_ids))
-    return samples(target.name, found)
+    linked, found = await asyncio.gather(_linked_chassis(target, fetch, root),
+                                         asyncio.gather(*(read_chassis(fetch, i) for i in chassis_ids)))
+    main = server_chassis(dict(zip(map(_path, chassis_ids), found)), linked)
+    return samples(target.name, found, main)
 
 
-def samples(name: str, found: list[ChassisPower]) -> list[Sample]:
+def samples(name: str, found: list[ChassisPower], main: ChassisPower | None) -> list[Sample]:
     out: list[Sample] = []
-    # A BMC may list several chassis (enclosure, baseboard, backplane); the first one with a
-    # power reading is the server's, and summing them would count nested chassis twice.
-    main = next((c for c in found if c.power_watts is not None), None)
     if main is not None:
         out.append(Sample(m.CHASSIS_POWER, (name,), main.power_watts))
         if main.limit_watts is not None:

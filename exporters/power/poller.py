@@ -21,7 +21,7 @@ from exporters.sample import Sample
 
 log = logging.getLogger("lockstep.power")
 # Structural resources (service root, collections, chassis/PDU/CDU documents) are re-read this
-# often and after any failed poll; in between a BMC poll is 2 requests instead of 9.
+# often and after any failed poll; in between a BMC poll is 2 requests instead of 11 (DMTF rackmount mockup).
 STRUCTURE_TTL_S = 600.0
 WALKS: dict[str, Callable[[Target, Fetch], Awaitable[list[Sample]]]] = {
     "bmc": poll_bmc, "pdu": poll_pdu, "cdu": poll_cdu}
