@@ -53,13 +53,17 @@ def _typed(kind: str, path: str, ident: str, name: str, **fields) -> dict:
 
 
 def bmc(node: str, i: int, snap: PowerSnapshot) -> dict[str, dict]:
-    c = f"{R}/Chassis/1"
+    c, system = f"{R}/Chassis/1", f"{R}/Systems/1"
     watts = float(snap.chassis_w[i])
     kwh = round(float(snap.chassis_j[i]) / 3.6e6, 3)
     docs = {
-        R: _root(Chassis=f"{R}/Chassis"),
+        R: _root(Chassis=f"{R}/Chassis", Systems=f"{R}/Systems"),
+        f"{R}/Systems": _coll(f"{R}/Systems", "Computer System Collection", [system], "ComputerSystem"),
+        system: _typed("#ComputerSystem.v1_22_0.ComputerSystem", system, "1", node, SystemType="Physical",
+                       PowerState="On", Status=_status(), Links={"Chassis": [_ref(c)]}),
         f"{R}/Chassis": _coll(f"{R}/Chassis", "Chassis Collection", [c], "Chassis"),
         c: _typed("#Chassis.v1_28_0.Chassis", c, "1", f"{node} chassis", ChassisType="RackMount",
+                  Links={"ComputerSystems": [_ref(system)]},
                   Manufacturer="NVIDIA", Model="DGX H100", SerialNumber=f"SIM{i:06d}", PowerState="On",
                   Status=_status(), PowerSubsystem=_ref(f"{c}/PowerSubsystem"),
                   EnvironmentMetrics=_ref(f"{c}/EnvironmentMetrics"), Power=_ref(f"{c}/Power"),
