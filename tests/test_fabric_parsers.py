@@ -34,38 +34,28 @@ def test_state():
 
 def test_no_pma_is_absent_not_zero():
     assert ib.parse_counter(b"N/A (no PMA)\n") is None
-    counters = ib.parse_port_counters({"port_xmit_data": b"N/A (no PMA)\n", "symbol_error": b"0\n"})
-    assert dict(counters.values) == {"symbol_error": 0}
+    assert ib.parse_counter(b"0\n") == 0
+    with pytest.raises(ValueError):
+        ib.parse_counter(b"lots\n")
 
 
 def test_data_counters_count_four_octet_words():
-    counters = ib.parse_port_counters({"port_xmit_data": b"1000\n", "port_xmit_packets": b"1000\n"})
-    assert counters.values["port_xmit_data"] == 4000
-    assert counters.values["port_xmit_packets"] == 1000
+    scale = {c.name: c.scale for c in ib.plan_counters(["port_xmit_data", "port_xmit_packets", "port_rcv_data"])}
+    assert scale == {"port_xmit_data": 4, "port_xmit_packets": 1, "port_rcv_data": 4}
 
 
-def test_counters_ext_replaces_pinned_legacy_counter():
-    counters = ib.parse_port_counters({"port_rcv_data": b"4294967295\n"}, {"port_rcv_data_64": b"5000000000\n"})
-    assert counters.values == {"port_rcv_data": 20_000_000_000}
-    assert counters.saturated == ()
+def test_counters_ext_replaces_legacy_counter_which_stays_as_fallback():
+    plan = ib.plan_counters(["port_rcv_data", "symbol_error"], ["port_rcv_data_64", "port_unknown_64"])
+    legacy = ib.CounterFile("port_rcv_data", "counters/port_rcv_data", 2**32 - 1, 4)
+    assert plan == (ib.CounterFile("port_rcv_data", "counters_ext/port_rcv_data_64", None, 4, legacy),
+                    ib.CounterFile("symbol_error", "counters/symbol_error", 65535, 1))
 
 
 @pytest.mark.parametrize("name,pinned", [("port_xmit_data", 2**32 - 1), ("symbol_error", 65535),
-                                         ("link_downed", 255), ("excessive_buffer_overrun_errors", 15)])
-def test_pinned_legacy_counter_is_saturated_and_withheld(name, pinned):
-    counters = ib.parse_port_counters({name: b"%d\n" % pinned, "port_rcv_errors": b"3\n"})
-    assert counters.saturated == (name,)
-    assert dict(counters.values) == {"port_rcv_errors": 3}
-
-
-def test_one_below_the_pin_still_counts():
-    assert ib.parse_port_counters({"symbol_error": b"65534\n"}).values == {"symbol_error": 65534}
-
-
-def test_malformed_counter_is_reported_and_the_rest_kept():
-    counters = ib.parse_port_counters({"symbol_error": b"lots\n", "link_downed": b"1\n"})
-    assert counters.malformed == ("counters/symbol_error",)
-    assert counters.values == {"link_downed": 1}
+                                         ("link_downed", 255), ("excessive_buffer_overrun_errors", 15),
+                                         ("unicast_xmit_packets", None)])
+def test_legacy_counters_pin_at_their_width(name, pinned):
+    assert ib.plan_counters([name])[0].pinned == pinned
 
 
 def test_expected_rate_flag():
@@ -137,7 +127,7 @@ def test_held_descriptor_rereads_live_sysfs_without_reopening():
         pytest.skip(f"{path} not present (no sysfs mounted in this environment)")
     files = HeldFiles()
     before = int(files.read(path))
-    fd = files._held[path].fd
+    fd = files._held[path]
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
         rx.bind(("127.0.0.1", 0))
         for _ in range(5):
@@ -145,5 +135,5 @@ def test_held_descriptor_rereads_live_sysfs_without_reopening():
             rx.recv(1)
     after = int(files.read(path))
     assert after >= before + 5
-    assert files._held[path].fd == fd and files._held[path].parent is None  # held, not reopened
+    assert files._held[path] == fd and not files._dirs  # held, not reopened; no directory to watch
     files.close()

@@ -161,3 +161,35 @@ def test_malformed_files_are_logged_and_skipped(tmp_path, caplog):
     assert values(text, "lockstep_ib_port_state")['{device="mlx4_0",port="2"}'] == 4
     messages = " ".join(r.getMessage() for r in caplog.records)
     assert "mlx4_0/ports/1/state" in messages and "counters/symbol_error" in messages and "rate" in messages
+
+
+def test_counters_ext_without_a_value_falls_back_to_the_legacy_file(tmp_path):
+    root = writable_copy(VARIANTS / "saturated", tmp_path / "sys")
+    port = root / "class/infiniband/mlx4_0/ports/1"
+    (port / "counters_ext/port_xmit_data_64").write_text("N/A (no PMA)\n")
+    (port / "counters/port_xmit_data").write_text("1000\n")
+    (port / "counters_ext/port_rcv_data_64").unlink()
+    (port / "counters/port_rcv_data").write_text("4294967295\n")  # the fallback is legacy: pinned
+    text = scrape(root)
+    mlx4_1 = '{device="mlx4_0",port="1"}'
+    assert values(text, "lockstep_ib_port_transmit_bytes_total")[mlx4_1] == 4000
+    assert mlx4_1 not in "".join(values(text, "lockstep_ib_port_receive_bytes_total"))
+    assert values(text, "lockstep_ib_port_counter_saturated")['{device="mlx4_0",port="1",counter="port_rcv_data"}'] == 1
+
+
+def test_state_and_counters_follow_changes_between_scrapes(tmp_path):
+    """Parsed state and rate texts are cached: a changed text must still be seen on the next scrape."""
+    root = writable_copy(REAL, tmp_path / "sys")
+    port = root / "class/infiniband/mlx5_0/ports/1"
+    collector = InfinibandCollector(Options(root))
+    mlx5 = '{device="mlx5_0",port="1"}'
+    assert values(render(collector), "lockstep_ib_port_state")[mlx5] == 4
+    for state, rate, errors in (("1: DOWN\n", "10 Gb/sec (4X)\n", "65534\n"), ("4: ACTIVE\n", "fast\n", "65535\n")):
+        (port / "state").write_text(state)  # rewritten in place, as sysfs and the simulator do
+        (port / "rate").write_text(rate)
+        (port / "counters/symbol_error").write_text(errors)
+        text = render(collector)
+        assert values(text, "lockstep_ib_port_state")[mlx5] == int(state[0])
+        assert values(text, "lockstep_ib_port_rate_bytes_per_second").get(mlx5) == (1.25e9 if rate[0] == "1" else None)
+        assert values(text, "lockstep_ib_port_symbol_errors_total").get(mlx5) == (65534 if errors == "65534\n" else None)
+    collector.close()

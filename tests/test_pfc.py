@@ -213,3 +213,31 @@ def test_ioctl_collector_reads_the_netdevs_behind_rdma_devices(netns, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "['lsa0'] []"
     assert "no PFC counter table for driver veth; interface lsa0 skipped" in proc.stderr
+
+
+def test_dir_source_follows_names_and_values_between_scrapes(tmp_path):
+    """The names of the last scrape are reused while the file's names stay the same; a changed name list,
+    or a malformed value, is noticed on the very next scrape."""
+    shutil.copytree(ETHTOOL / "node" / "ens1np0", tmp_path / "ens1np0")
+    stats_file = tmp_path / "ens1np0" / "statistics"
+    text = stats_file.read_text()
+    source = DirEthtool(tmp_path)
+    first = source.stats("ens1np0")
+    stats_file.write_text(text.replace("rx_prio3_pause: 41927", "rx_prio3_pause: 50000"))
+    second = source.stats("ens1np0")
+    assert second.names is first.names
+    assert dict(zip(second.names, second.values))["rx_prio3_pause"] == 50000
+    stats_file.write_text(text.replace("rx_prio3_pause: 41927", "rx_prio3_pause: 5x"))
+    with pytest.raises(ValueError, match="rx_prio3_pause: 5x"):
+        source.stats("ens1np0")
+    stats_file.write_text(text.replace("rx_prio3_pause:", "rx_prio3_pause_renamed:"))
+    third = source.stats("ens1np0")
+    assert "rx_prio3_pause_renamed" in third.names and "rx_prio3_pause" not in third.names
+
+
+def test_interface_directory_without_statistics_has_none(tmp_path):
+    shutil.copytree(ETHTOOL / "node" / "ens1np0", tmp_path / "ens1np0")
+    (tmp_path / "ens9np0").mkdir()
+    c = collector(tmp_path)
+    assert c.ethtool.stats("ens9np0") is None
+    assert {key.split('interface="')[1].split('"')[0] for key in series(render(c))} == {"ens1np0"}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 from exporters.catalog import fabric as m
 from exporters.catalog.model import Metric
@@ -61,15 +62,38 @@ def parse_expected_rates(values: Sequence[str]) -> tuple[tuple[str, float], ...]
     return tuple(rates)
 
 
+class _Counter(NamedTuple):
+    """One counter a port reads each scrape, with its path and saturation sample built once."""
+
+    path: str
+    metric: Metric
+    pinned: int | None
+    scale: int
+    flag: Sample                 # lockstep_ib_port_counter_saturated 1 for this counter
+    fallback: _Counter | None    # the counters/ file behind a counters_ext/ one
+
+
 @dataclass(frozen=True)
 class _PortPlan:
-    """What one port reads each scrape, with label tuples built once."""
+    """What one port reads each scrape, with paths and label tuples built once."""
 
     labels: tuple[str, str]
-    path: str
-    counters: tuple[tuple[str, str], ...]      # (name, path) of mapped counters/ files
-    counters_ext: tuple[tuple[str, str], ...]  # (name, path) of counters_ext/ files that replace them
+    state: str
+    phys_state: str
+    rate: str
+    counters: tuple[_Counter, ...]
     expected_rate: float | None
+
+
+# A port's state and rate texts take a handful of values: their parse is cached (errors are not).
+@functools.lru_cache(maxsize=64)
+def _state(raw: bytes) -> float:
+    return float(ib.parse_state(raw.decode(errors="replace")).id)
+
+
+@functools.lru_cache(maxsize=64)
+def _rate(raw: bytes) -> float:
+    return ib.parse_rate(raw.decode(errors="replace"))
 
 
 class InfinibandCollector:
@@ -93,11 +117,19 @@ class InfinibandCollector:
                     self._static.append(Sample(m.IB_PORT_INFO, (device.name, port.port, port.link_layer), 1.0))
 
     def _plan(self, port: IbPort) -> _PortPlan:
-        counters = tuple((n, f"{port.path}/counters/{n}") for n in port.counters if n in COUNTERS)
-        ext = tuple((n, f"{port.path}/counters_ext/{n}") for n in port.counters_ext
-                    if ib.EXT_REPLACES.get(n) in COUNTERS)
-        expected = self.options.expected_rate(port.device)
-        return _PortPlan((port.device, port.port), port.path, counters, ext, expected)
+        labels = (port.device, port.port)
+
+        def counter(file: ib.CounterFile | None) -> _Counter | None:
+            if file is None:
+                return None
+            flag = Sample(m.IB_COUNTER_SATURATED, (*labels, file.name), 1.0)
+            return _Counter(f"{port.path}/{file.file}", COUNTERS[file.name], file.pinned, file.scale, flag,
+                            counter(file.fallback))
+
+        files = ib.plan_counters(port.counters, port.counters_ext)
+        return _PortPlan(labels, f"{port.path}/state", f"{port.path}/phys_state", f"{port.path}/rate",
+                         tuple(counter(f) for f in files if f.name in COUNTERS),
+                         self.options.expected_rate(port.device))
 
     def collect(self) -> Iterable[Sample]:
         devices = self.scan.refresh()
@@ -109,50 +141,67 @@ class InfinibandCollector:
         return out
 
     def _port(self, plan: _PortPlan, out: list[Sample]) -> None:
-        read, labels = self.scan.files.read, plan.labels
-        state = self._state(plan, "state", m.IB_STATE, out)
-        self._state(plan, "phys_state", m.IB_PHYS_STATE, out)
-        rate = self._rate(plan, out)
+        labels = plan.labels
+        state = self._attribute(plan.state, _state, m.IB_STATE, labels, out)
+        self._attribute(plan.phys_state, _state, m.IB_PHYS_STATE, labels, out)
+        rate = self._attribute(plan.rate, _rate, m.IB_RATE, labels, out)
         if plan.expected_rate is not None:
             out.append(Sample(m.IB_EXPECTED_RATE, labels, plan.expected_rate))
             if rate is not None and state is not None:
                 degraded = state == ACTIVE and rate < plan.expected_rate
                 out.append(Sample(m.IB_LINK_DEGRADED, labels, 1.0 if degraded else 0.0))
-        counters = ib.parse_port_counters({n: read(p) for n, p in plan.counters},
-                                          {n: read(p) for n, p in plan.counters_ext})
-        for name, value in counters.values.items():
-            out.append(Sample(COUNTERS[name], labels, float(value)))
-        for name in counters.saturated:
-            out.append(Sample(m.IB_COUNTER_SATURATED, (*labels, name), 1.0))
-        for name in counters.malformed:
-            once(log, logging.WARNING, f"{plan.path}/{name}", "malformed counter %s/%s", plan.path, name)
+        self._counters(plan, out)
 
-    def _state(self, plan: _PortPlan, attr: str, metric: Metric, out: list[Sample]) -> int | None:
-        raw = self.scan.files.read(f"{plan.path}/{attr}")
+    def _attribute(self, path: str, parse: Callable[[bytes], float], metric: Metric, labels: tuple[str, str],
+                   out: list[Sample]) -> float | None:
+        raw = self.scan.files.read(path)
         if raw is None:
             return None
         try:
-            state = ib.parse_state(raw.decode(errors="replace"))
+            value = parse(raw)
         except ValueError as exc:
-            once(log, logging.WARNING, f"{plan.path}/{attr}", "malformed %s/%s: %s", plan.path, attr, exc)
+            once(log, logging.WARNING, path, "malformed %s: %s", path, exc)
             return None
-        out.append(Sample(metric, plan.labels, float(state.id)))
-        return state.id
+        out.append(Sample(metric, labels, value))
+        return value
 
-    def _rate(self, plan: _PortPlan, out: list[Sample]) -> float | None:
-        raw = self.scan.files.read(f"{plan.path}/rate")
-        if raw is None:
-            return None
-        try:
-            rate = ib.parse_rate(raw.decode(errors="replace"))
-        except ValueError as exc:
-            once(log, logging.WARNING, f"{plan.path}/rate", "malformed %s/rate: %s", plan.path, exc)
-            return None
-        out.append(Sample(m.IB_RATE, plan.labels, rate))
-        return rate
+    def _counters(self, plan: _PortPlan, out: list[Sample]) -> None:
+        read, labels, flagged = self.scan.files.read, plan.labels, []
+        for counter in plan.counters:
+            raw = read(counter.path)
+            try:
+                value = int(raw)
+            except (TypeError, ValueError):  # absent (None), "N/A (no PMA)" or garbage: the rare paths
+                counter, value = self._fallback(counter, raw)
+                if value is None:
+                    continue
+            if value == counter.pinned:
+                flagged.append(counter.flag)
+            else:
+                out.append(Sample(counter.metric, labels, float(value * counter.scale)))
+        if flagged:
+            out.extend(sorted(flagged, key=lambda sample: sample.labels))
+
+    def _fallback(self, counter: _Counter, raw: bytes | None) -> tuple[_Counter, int | None]:
+        """The value of a counter whose file did not hold a number, from its fallback file if it has one."""
+        value = _counter_value(counter.path, raw)
+        if value is None and counter.fallback is not None:
+            counter = counter.fallback
+            value = _counter_value(counter.path, self.scan.files.read(counter.path))
+        return counter, value
 
     def close(self) -> None:
         self.scan.close()
+
+
+def _counter_value(path: str, raw: bytes | None) -> int | None:
+    if raw is None:
+        return None
+    try:
+        return ib.parse_counter(raw)
+    except ValueError:
+        once(log, logging.WARNING, path, "malformed counter %s", path)
+        return None
 
 
 def add_flags(group: argparse._ArgumentGroup) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterable
 
 from exporters.config import ExporterConfig
-from exporters.fabric.ethtool import DirEthtool, Ethtool
+from exporters.fabric.ethtool import DirEthtool, Ethtool, NicStats
 from exporters.fabric.pfc_table import Slot, plan
 from exporters.fabric.topology import class_dir, listing
 from exporters.logs import once
@@ -57,7 +57,7 @@ class PfcCollector:
         self.ethtool = ethtool
         self.options = options
         self._plans: dict[str, tuple[tuple[str, ...], tuple[Slot, ...] | None]] = {}
-        self._labels: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
+        self._labels: dict[str, tuple[tuple[str, ...], ...]] = {}  # the series labels of each slot
         self._seen: set[str] = set()  # the interfaces selected last scrape
 
     def selected(self) -> list[str]:
@@ -87,9 +87,8 @@ class PfcCollector:
         gone, self._seen = self._seen - now, now
         for interface in gone:
             self._plans.pop(interface, None)
+            self._labels.pop(interface, None)
             self.ethtool.forget(interface)
-        if gone:
-            self._labels = {k: v for k, v in self._labels.items() if k[0] not in gone}
 
     def _interface(self, interface: str, out: list[Sample]) -> None:
         stats = self.ethtool.stats(interface)
@@ -97,17 +96,21 @@ class PfcCollector:
             return
         known = self._plans.get(interface)
         if known is None or (known[0] is not stats.names and known[0] != stats.names):
-            known = self._plans[interface] = (stats.names, plan(stats.driver or "", stats.names))
+            known = self._replan(interface, stats)
         slots = known[1]
         if slots is None:
             once(log, logging.DEBUG, f"driver:{interface}:{stats.driver}",
                  "no PFC counter table for driver %s; interface %s skipped", stats.driver or "unknown", interface)
             return
-        values, labels = stats.values, self._labels
-        for slot in slots:
-            key = (interface, slot.labels)
-            series = labels.get(key) or labels.setdefault(key, (interface, *slot.labels))
-            out.append(Sample(slot.metric, series, values[slot.index] / slot.divisor))
+        values = stats.values
+        for slot, labels in zip(slots, self._labels[interface]):
+            out.append(Sample(slot.metric, labels, values[slot.index] / slot.divisor))
+
+    def _replan(self, interface: str, stats: NicStats) -> tuple[tuple[str, ...], tuple[Slot, ...] | None]:
+        slots = plan(stats.driver or "", stats.names)
+        self._labels[interface] = tuple((interface, *slot.labels) for slot in slots or ())
+        known = self._plans[interface] = (stats.names, slots)
+        return known
 
     def close(self) -> None:
         self.ethtool.close()

@@ -1,12 +1,13 @@
 """Pure parsers for ``<sysfs>/class/infiniband/<device>/ports/<port>/``: ``state``, ``phys_state``, ``rate``
-and the PMA counters in ``counters/`` and ``counters_ext/`` (kernel Documentation/ABI/stable/sysfs-class-infiniband).
+and the PMA counters in ``counters/`` and ``counters_ext/`` (kernel Documentation/ABI/stable/sysfs-class-infiniband),
+with ``plan_counters`` deciding once per port which file serves each counter and how its number converts.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
+from typing import Iterable, Mapping
 
 # Width in bits of each legacy PortCounters field as the kernel prints it (drivers/infiniband/core/sysfs.c,
 # PORT_PMA_ATTR). IBA counters stop at all-ones instead of wrapping, so a value of 2^width-1 means "stopped".
@@ -42,14 +43,14 @@ class PortState:
 
 
 @dataclass(frozen=True, slots=True)
-class PortCounters:
-    """Counter values keyed by their ``counters/`` file name, data in octets; ``saturated`` lists the
-    legacy counters pinned at their maximum and ``malformed`` the files that did not parse (both
-    withheld from ``values``)."""
+class CounterFile:
+    """Where one port counter is read, and what its number means."""
 
-    values: Mapping[str, int]
-    saturated: tuple[str, ...] = ()
-    malformed: tuple[str, ...] = ()
+    name: str                 # the counters/ file name, which identifies the counter
+    file: str                 # the file serving it, relative to the port directory
+    pinned: int | None        # 2^width-1: the value a legacy counter stops at; None for 64-bit files
+    scale: int                # to octets or packets (4 for the data counters, which count words)
+    fallback: CounterFile | None = None  # the counters/ file read when a counters_ext/ one has no value
 
 
 def parse_state(text: str) -> PortState:
@@ -75,38 +76,21 @@ def parse_counter(raw: bytes) -> int | None:
     return int(raw)
 
 
-def parse_port_counters(counters: Mapping[str, bytes | None],
-                        counters_ext: Mapping[str, bytes | None] = MappingProxyType({})) -> PortCounters:
-    """Combine the raw contents of ``counters/<name>`` and ``counters_ext/<name>`` (None = unreadable)
-    into octets and packets, preferring 64-bit values and withholding saturated legacy counters."""
-    values: dict[str, int] = {}
-    malformed: list[str] = []
-    for name, raw in counters_ext.items():
-        value = _value(raw, "counters_ext/" + name, malformed)
-        if value is not None and name in EXT_REPLACES:
-            values[EXT_REPLACES[name]] = value
-    saturated = []
-    for name, raw in counters.items():
-        if name in values:
-            continue
-        value = _value(raw, "counters/" + name, malformed)
-        if value is None:
-            continue
-        width = WIDTHS.get(name)
-        if width is not None and value == (1 << width) - 1:
-            saturated.append(name)
-            continue
-        values[name] = value
-    for name in WORD_COUNTERS & values.keys():
-        values[name] *= 4
-    return PortCounters(values, tuple(sorted(saturated)), tuple(malformed))
+def plan_counters(counters: Iterable[str], counters_ext: Iterable[str] = ()) -> tuple[CounterFile, ...]:
+    """The files serving a port's counters, from the names present in ``counters/`` and ``counters_ext/``:
+    a 64-bit ``counters_ext/`` file replaces the ``counters/`` file it names, which becomes its fallback.
+    The replaced counters come first; each group keeps the order given."""
+    legacy = {name: CounterFile(name, f"counters/{name}", _pinned(name), _scale(name)) for name in counters}
+    replaced = tuple(CounterFile(EXT_REPLACES[name], f"counters_ext/{name}", None, _scale(EXT_REPLACES[name]),
+                                 legacy.pop(EXT_REPLACES[name], None))
+                     for name in counters_ext if name in EXT_REPLACES)
+    return (*replaced, *legacy.values())
 
 
-def _value(raw: bytes | None, name: str, malformed: list[str]) -> int | None:
-    if raw is None:
-        return None
-    try:
-        return parse_counter(raw)
-    except ValueError:
-        malformed.append(name)
-        return None
+def _pinned(name: str) -> int | None:
+    width = WIDTHS.get(name)
+    return None if width is None else (1 << width) - 1
+
+
+def _scale(name: str) -> int:
+    return 4 if name in WORD_COUNTERS else 1

@@ -7,8 +7,8 @@ driver reload): it is reopened once, and a path that is gone reads as absent.
 
 Fixture and simulator trees are regular files. Writers that replace one atomically (``os.replace``)
 leave a held descriptor on the old inode, so for regular files the parent directory's mtime (which
-every rename or unlink in it moves) is checked once per scrape, and its descriptors reopened when it
-moved; a value rewritten in place (how the simulator updates attributes) is seen like sysfs. (With
+every rename or unlink in it moves) is checked at the start of each scrape, and its descriptors reopened
+when it moved; a value rewritten in place (how the simulator updates attributes) is seen like sysfs. (With
 multigrain timestamps, Linux 6.13+ on ext4/xfs/tmpfs, a rename right after our check always moves the
 mtime; older kernels may miss one landing in the same clock tick until the directory changes again.)
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from dataclasses import dataclass
 
 from exporters.logs import once
 
@@ -28,12 +27,6 @@ _GONE = (errno.ENOENT, errno.ENODEV, errno.ENXIO, errno.ESTALE)
 # What drivers return for a counter they cannot read (newer kernels instead of "N/A (no PMA)").
 _UNSUPPORTED = (errno.EINVAL, errno.EOPNOTSUPP, errno.EIO, errno.EAGAIN)
 _DENIED = (errno.EACCES, errno.EPERM)
-
-
-@dataclass(slots=True)
-class _Held:
-    fd: int
-    parent: str | None  # set for regular files: the directory whose mtime is checked each scrape
 
 
 def _is_attribute(st: os.stat_result) -> bool:
@@ -62,48 +55,52 @@ class HeldFiles:
     """``read(path)`` returns the raw bytes of an attribute, or None when it is absent or unreadable."""
 
     def __init__(self) -> None:
-        self._held: dict[str, _Held] = {}
-        self._scrape = 0
-        self._dirs: dict[str, tuple[int, int]] = {}  # regular-file directory -> (mtime_ns, scrape checked)
+        self._held: dict[str, int] = {}  # path -> descriptor
+        self._dirs: dict[str, int] = {}  # directory of held regular files -> its mtime_ns when checked
 
     def new_scrape(self) -> None:
-        """Start of a scrape: regular-file directories are re-checked once from here on."""
-        self._scrape += 1
+        """Start of a scrape: directories of regular files that moved since the last check have their
+        descriptors reopened (a no-op on sysfs, which holds no regular files)."""
+        for directory, mtime in list(self._dirs.items()):
+            now = self._mtime(directory)
+            if now != mtime:
+                self.forget(directory + "/")
+                self._dirs[directory] = now
 
     def read(self, path: str) -> bytes | None:
-        held = self._held.get(path)
-        if held is not None and held.parent is not None and self._dirs[held.parent][1] != self._scrape:
-            self._check_dir(held.parent)
-            held = self._held.get(path)
-        # A held descriptor whose device went away (ENODEV/ENOENT: hot-unplug, driver reload) gets one
-        # fresh open; a failure on a freshly opened descriptor is reported.
-        for _ in range(2):
-            fresh = held is None
-            if fresh:
-                held = self._open(path)
-                if held is None:
-                    return None
+        fd = self._held.get(path)
+        if fd is not None:
             try:
-                return os.pread(held.fd, _READ_SIZE, 0)
+                return os.pread(fd, _READ_SIZE, 0)
             except OSError as exc:
                 self._drop(path)
-                if fresh or exc.errno not in _GONE:
+                if exc.errno not in _GONE:
                     _report(path, exc)
                     return None
-                held = None
-        return None
+        # Not held yet, or its device went away (ENODEV/ENOENT: hot-unplug, driver reload): one fresh
+        # open, whose failure is reported.
+        fd = self._open(path)
+        if fd is None:
+            return None
+        try:
+            return os.pread(fd, _READ_SIZE, 0)
+        except OSError as exc:
+            self._drop(path)
+            _report(path, exc)
+            return None
 
-    def _open(self, path: str) -> _Held | None:
+    def _open(self, path: str) -> int | None:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
             _report(path, exc)
             return None
-        held = _Held(fd, None if _is_attribute(os.fstat(fd)) else os.path.dirname(path))
-        if held.parent is not None and held.parent not in self._dirs:
-            self._dirs[held.parent] = (self._mtime(held.parent), self._scrape)
-        self._held[path] = held
-        return held
+        if not _is_attribute(os.fstat(fd)):
+            parent = os.path.dirname(path)
+            if parent not in self._dirs:
+                self._dirs[parent] = self._mtime(parent)
+        self._held[path] = fd
+        return fd
 
     @staticmethod
     def _mtime(directory: str) -> int:
@@ -112,16 +109,10 @@ class HeldFiles:
         except OSError:
             return -1
 
-    def _check_dir(self, directory: str) -> None:
-        mtime = self._mtime(directory)
-        if mtime != self._dirs[directory][0]:
-            self.forget(directory + "/")
-        self._dirs[directory] = (mtime, self._scrape)
-
     def _drop(self, path: str) -> None:
-        held = self._held.pop(path, None)
-        if held is not None:
-            os.close(held.fd)
+        fd = self._held.pop(path, None)
+        if fd is not None:
+            os.close(fd)
 
     def forget(self, prefix: str) -> None:
         """Close the descriptors under ``prefix`` (a device that disappeared)."""
