@@ -12,6 +12,7 @@ import pytest
 from exporters.collectors.jobs import jobs_collector, parse_mapping
 from exporters.config import ExporterConfig
 from exporters.exposition import Encoder, render_text
+from exporters.readfile import read_text
 
 REPO = Path(__file__).parent.parent
 SLURM = REPO / "deploy" / "slurm"
@@ -108,6 +109,21 @@ def test_uuid_lookup_is_not_retried_on_every_scrape(tmp_path):
     for _ in range(5):
         assert len(list(collector.collect())) == 1
     assert calls == [1]
+
+
+def test_a_job_on_every_gpu_has_its_user_file_read_once_per_scrape(tmp_path, monkeypatch):
+    from exporters.collectors import jobs
+
+    (tmp_path / "gpu-jobs").mkdir()
+    (tmp_path / "users").mkdir()
+    for gpu in range(8):
+        (tmp_path / "gpu-jobs" / str(gpu)).write_text("4242\n")
+    (tmp_path / "users" / "4242").write_text("alice\n")
+    read = []
+    monkeypatch.setattr(jobs, "read_text", lambda path: read.append(path) or read_text(path))
+    samples = list(jobs.JobsCollector(tmp_path / "gpu-jobs", tmp_path / "users", lambda: {}).collect())
+    assert sorted(s.labels for s in samples) == [(str(g), "", "4242", "alice") for g in range(8)]
+    assert read.count(str(tmp_path / "users" / "4242")) == 1
 
 
 def test_one_unreadable_mapping_file_loses_only_that_gpu(tmp_path):

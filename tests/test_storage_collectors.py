@@ -2,8 +2,11 @@
 failures staying inside the collector."""
 from __future__ import annotations
 
+import os
+import select
 import shlex
 import shutil
+import signal
 import sys
 from pathlib import Path
 from types import MappingProxyType
@@ -12,12 +15,21 @@ import pytest
 
 from conftest import FIXTURES
 from exporters import registry
+from exporters.collectors import lustre
 from exporters.config import ExporterConfig
 from exporters.exposition import Encoder, render_text
 from exporters.scrape import Scraper
 
 PROC = FIXTURES / "procfs"
 LCTL_DUMP = FIXTURES / "lustre/lctl-2.14/llite_client.txt"
+# lctl that cannot be killed: the first run leaves a process holding stdout ($4: its pid), later
+# runs print the dump. "wrapper": the holder is a grandchild outside the killed process group.
+STUCK_LCTL = """
+echo start >> "$1"
+[ "$(wc -l < "$1")" -gt 1 ] && exec cat "$2"
+if [ "$3" = wrapper ]; then setsid sleep 600 & echo $! > "$4"; else echo $$ > "$4"; fi
+exec sleep 600
+"""
 
 
 def config(procfs: Path = PROC, sysfs: Path = Path("/nonexistent-sys"), **flags) -> ExporterConfig:
@@ -71,9 +83,52 @@ def test_lctl_timeout_and_failure_fail_only_the_lustre_collector():
     assert 'lockstep_disk_read_bytes_total{device="nvme0n1"} 2377714176' in text
 
 
+def kill_and_wait(pid: int) -> None:
+    pidfd = os.pidfd_open(pid)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        select.select([pidfd], [], [], 60)  # readable once the process has exited
+    finally:
+        os.close(pidfd)
+
+
+@pytest.mark.parametrize("case", ["wrapper", "unkillable"])
+def test_an_lctl_that_outlives_its_kill_is_reported_and_not_started_again(case, tmp_path, monkeypatch):
+    if case == "unkillable":
+        # SIGKILL stays pending on a process in D state (a Lustre server down): a kill that does
+        # nothing looks the same to the collector.
+        monkeypatch.setattr(lustre.os, "killpg", lambda pid, sig: None)
+    (tmp_path / "lctl.sh").write_text(STUCK_LCTL)
+    starts, holder = tmp_path / "starts", tmp_path / "holder.pid"
+    cmd = shlex.join(["sh", str(tmp_path / "lctl.sh"), str(starts), str(LCTL_DUMP), case, str(holder)])
+    collector = build("lustre", config(**{"lustre.lctl-command": cmd, "lustre.lctl-timeout": 1}))
+    try:
+        stuck = f"timed out after 1 s and had not exited {lustre.KILL_GRACE_S:g} s after SIGKILL"
+        with pytest.raises(RuntimeError, match=stuck):
+            list(collector.collect())
+        for _ in range(3):  # a scrape while it is still there neither waits nor starts another
+            with pytest.raises(RuntimeError, match="has not exited yet; not starting another"):
+                list(collector.collect())
+        assert starts.read_text() == "start\n"
+    finally:
+        kill_and_wait(int(holder.read_text()))
+    # once it is gone, the next scrape reaps it and runs lctl again
+    assert 'fsname="ai400x2",op="mkdir"} 17987059' in render(collector)
+    assert starts.read_text() == "start\nstart\n"
+
+
 def test_missing_sources_yield_nothing(tmp_path):
     for name in ("lustre", "nfs", "disk"):
         assert list(build(name, config(tmp_path, tmp_path)).collect()) == []
+
+
+def test_a_mount_point_that_is_not_utf8_does_not_fail_the_collector(tmp_path):
+    (tmp_path / "self").mkdir()
+    # The kernel escapes only space, tab, newline and backslash: a Latin-1 name arrives as raw bytes.
+    header = "device srv:/x mounted on /mnt/caf\xe9 with fstype nfs4 statvers=1.1\n".encode("latin-1")
+    (tmp_path / "self/mountstats").write_bytes(header + b"\tbytes:\t1 2 0 0 0 0 0 0\n")
+    text = render(build("nfs", config(tmp_path)))
+    assert 'lockstep_storage_read_bytes_total{mount="/mnt/caf\ufffd",fstype="nfs4",fsname="srv:/x"} 1' in text
 
 
 def test_disk_device_regex_flag():

@@ -45,6 +45,8 @@ def test_fsname_and_mount_point_resolution():
     assert "/local scratch" in {m.mountpoint for m in mounts}
     twice = mounts + [m for m in parse_mounts("mgs@tcp:/lustrefs /lustre2 lustre rw 0 0")]
     assert lustre_mountpoint("lustrefs", twice) is None
+    only = parse_mounts((PROC / "self/mounts").read_text(), "lustre")
+    assert [(m.device, m.mountpoint) for m in only] == [("10.10.0.1@o2ib:10.10.0.2@o2ib:/lustrefs", "/lustre")]
 
 
 def test_mountstats_nfs4_mount():
@@ -60,6 +62,20 @@ def test_mountstats_nfs4_mount():
     assert (read.rtt_seconds, read.execute_seconds) == (79.386, 79.407)
     # ACCESS: 2927395007 2927394995 ...: transmissions trail completions, no negative retransmits
     assert ops["ACCESS"].retransmissions == 0
+
+
+def test_mountstats_blocks_split_on_device_lines_only():
+    text = (PROC / "self/mountstats").read_text()
+    # a second NFS mount (escaped space in its mount point) after a local one, no per-op section
+    extra = ("device /dev/sdb1 mounted on /data with fstype xfs\n"
+             "device srv:/b mounted on /mnt/my\\040b with fstype nfs statvers=1.1\n"
+             "\tbytes:\t5 6 7 8 0 0 0 0\n")
+    mounts = parse_mountstats(text + extra)
+    assert [(m.device, m.mountpoint, m.fstype) for m in mounts] == \
+        [("192.168.1.1:/srv/test", "/mnt/nfs/test", "nfs4"), ("srv:/b", "/mnt/my b", "nfs")]
+    last = mounts[1]
+    assert (last.normal_read_bytes, last.direct_write_bytes, last.ops) == (5, 8, ())
+    assert len(mounts[0].ops) == 4  # the next device line ends the first mount's per-op section
 
 
 def test_diskstats_default_filter_keeps_whole_disks():

@@ -1,6 +1,7 @@
 """``disk``: local block devices (NVMe and other disks) from ``<procfs>/diskstats``."""
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Iterable
@@ -10,16 +11,17 @@ from exporters.config import ExporterConfig
 from exporters.registry import register
 from exporters.sample import Sample
 from exporters.storage.diskstats import DEFAULT_INCLUDE, parse_diskstats
+from exporters.readfile import read_text
 
 
 class DiskCollector:
     def __init__(self, procfs: Path, include: re.Pattern[str]) -> None:
-        self.path = procfs / "diskstats"
+        self.path = os.path.join(procfs, "diskstats")
         self.include = include
 
     def collect(self) -> Iterable[Sample]:
         try:
-            text = self.path.read_text()
+            text = read_text(self.path)
         except FileNotFoundError:
             return
         for d in parse_diskstats(text, self.include):

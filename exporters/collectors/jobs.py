@@ -8,6 +8,7 @@ UUIDs in CUDA_VISIBLE_DEVICES), holding one job id per line. The job's user is i
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from exporters.catalog import gpu as m
 from exporters.logs import once
 from exporters.registry import register
 from exporters.sample import Sample
+from exporters.readfile import read_text
 
 if TYPE_CHECKING:
     from exporters.config import ExporterConfig
@@ -45,26 +47,27 @@ def parse_mapping(files: Mapping[str, str]) -> list[JobMapping]:
     return out
 
 
-def read_dir(path: Path) -> dict[str, str]:
+def read_dir(path: str) -> dict[str, str]:
     files = {}
     try:
-        entries = list(path.iterdir())
+        names = os.listdir(path)
     except FileNotFoundError:
         return {}
-    for entry in entries:
+    for name in names:
+        entry = os.path.join(path, name)
         try:
-            files[entry.name] = entry.read_text()
+            files[name] = read_text(entry)
         except (FileNotFoundError, IsADirectoryError):  # removed by an epilog mid-scrape, or a subdirectory
             continue
         except PermissionError as exc:  # one unreadable file loses that GPU's mapping, not every GPU's
-            once(log, logging.WARNING, f"perm:{entry.name}", "cannot read job mapping %s: %s", entry, exc.strerror)
+            once(log, logging.WARNING, f"perm:{name}", "cannot read job mapping %s: %s", entry, exc.strerror)
             continue
     return files
 
 
 class JobsCollector:
     def __init__(self, mapping_dir: Path, user_dir: Path, gpu_ids: Any) -> None:
-        self.mapping_dir, self.user_dir, self._gpu_ids = mapping_dir, user_dir, gpu_ids
+        self.mapping_dir, self.user_dir, self._gpu_ids = os.fspath(mapping_dir), os.fspath(user_dir), gpu_ids
         self._uuids: dict[str, str] = {}   # index → UUID, read once from the GPU backend
         self._uuids_tried = -UUID_RETRY_S     # monotonic time of the last attempt that found none
 
@@ -74,12 +77,14 @@ class JobsCollector:
             self._uuids_tried = time.monotonic()  # no NVML init per scrape while the driver is away
             self._uuids = self._read_uuids()
         by_uuid = {uuid: index for index, uuid in self._uuids.items()}
+        # A training job usually holds every GPU of the node: its user file is read once, not per GPU.
+        users = {job_id: self._user(job_id) for job_id in {mapping.job_id for mapping in mappings}}
         for mapping in mappings:
             if mapping.gpu.isdigit():
                 gpu, uuid = mapping.gpu, self._uuids.get(mapping.gpu, "")
             else:
                 gpu, uuid = by_uuid.get(mapping.gpu, ""), mapping.gpu
-            yield Sample(m.JOB_INFO, (gpu, uuid, mapping.job_id, self._user(mapping.job_id)), 1.0)
+            yield Sample(m.JOB_INFO, (gpu, uuid, mapping.job_id, users[mapping.job_id]), 1.0)
 
     def _read_uuids(self) -> dict[str, str]:
         """UUIDs only enrich the mapping: a GPU backend that can't answer (no driver, a broken state
@@ -94,7 +99,7 @@ class JobsCollector:
         if not _JOB_ID.match(job_id):  # a job id is a path component here: no "..", no "/"
             return ""
         try:
-            return (self.user_dir / job_id).read_text().strip()
+            return read_text(os.path.join(self.user_dir, job_id)).strip()
         except (FileNotFoundError, NotADirectoryError):
             return ""
 

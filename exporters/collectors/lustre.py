@@ -1,12 +1,15 @@
 """``lustre``: Lustre client (llite) I/O and metadata statistics per mounted filesystem.
 
 Sources, first that yields anything: ``--lustre.lctl-command`` output (``lctl get_param
-llite.*.stats``, run once per scrape with a timeout), else ``<procfs>/fs/lustre/llite/*/stats``
-(old clients) and ``<sysfs>/kernel/debug/lustre/llite/*/stats`` (>= 2.12, readable by root only)."""
+llite.*.stats``, run once per scrape, bounded even when lctl hangs), else
+``<procfs>/fs/lustre/llite/*/stats`` (old clients) and ``<sysfs>/kernel/debug/lustre/llite/*/stats``
+(>= 2.12, readable by root only)."""
 from __future__ import annotations
 
 import logging
+import os
 import shlex
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +22,12 @@ from exporters.registry import register
 from exporters.sample import Sample
 from exporters.storage.llite import LliteStats, fsname_of, parse_lctl_stats, parse_llite_stats
 from exporters.storage.mounts import Mount, lustre_mountpoint, parse_mounts
+from exporters.readfile import read_text
 
 log = logging.getLogger("lockstep.collector.lustre")
+# A killed process exits within milliseconds unless it sleeps uninterruptibly in the kernel (lctl
+# in D state while a Lustre server is down): past this, the scrape stops waiting for it.
+KILL_GRACE_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -41,38 +48,105 @@ class LustreOptions:
 
 def read_mounts(procfs: Path) -> list[Mount]:
     try:
-        return parse_mounts((procfs / "self" / "mounts").read_text())
+        return parse_mounts(read_text(os.path.join(procfs, "self", "mounts")), "lustre")
     except OSError:
         return []
+
+
+class LctlRunner:
+    """Runs the lctl command so that the scrape is bounded even when lctl cannot be killed.
+
+    ``subprocess.run(timeout=)`` kills the child on timeout and then waits for it without limit: an
+    lctl in D state never exits, and the scrape, which holds one lock for every collector, would
+    hang with it. Here a killed run still there after ``KILL_GRACE_S`` is kept and checked without
+    blocking on later scrapes; no new run starts until it is over (one stuck lctl, not one more
+    per scrape)."""
+
+    def __init__(self, command: tuple[str, ...], timeout: float) -> None:
+        self.command, self.timeout = command, timeout
+        self._stuck: subprocess.Popen[str] | None = None
+
+    def run(self) -> str:
+        name = shlex.join(self.command)
+        if self._stuck is not None:
+            if not _over(self._stuck):
+                raise RuntimeError(f"{name} (pid {self._stuck.pid}) killed after a timeout has not exited "
+                                   "yet; not starting another")
+            self._stuck = None
+        # A session of its own: the kill reaches what a wrapper (sudo, sh -c) started as well.
+        proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            stdout, stderr = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            try:
+                proc.communicate(timeout=KILL_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self._stuck = proc
+                raise RuntimeError(f"{name} timed out after {self.timeout:g} s and had not exited "
+                                   f"{KILL_GRACE_S:g} s after SIGKILL (pid {proc.pid})") from None
+            raise RuntimeError(f"{name} timed out after {self.timeout:g} s (killed)") from None
+        if proc.returncode != 0:
+            raise RuntimeError(f"{name} exited {proc.returncode}: {stderr.strip()[:200]}")
+        return stdout
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # exited just after the timeout, or not ours to signal: the grace wait tells
+
+
+def _over(proc: subprocess.Popen[str]) -> bool:
+    """Whether a killed run is over, without blocking: the child reaped and both output pipes at
+    end of file, i.e. closed by every process holding them (an lctl stuck under a wrapper script
+    outlives the wrapper and keeps the pipe open)."""
+    if proc.poll() is None:
+        return False
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is None or pipe.closed:
+            continue
+        os.set_blocking(pipe.fileno(), False)
+        try:
+            # One read, not a loop: a holder still writing must not keep the scrape here. Output
+            # left over delays the end by one scrape (a pipe holds 64 KiB, one read's worth).
+            if os.read(pipe.fileno(), 65536):
+                return False
+        except BlockingIOError:
+            return False  # still open at the other end
+        pipe.close()
+    return True
 
 
 class LustreCollector:
     def __init__(self, options: LustreOptions) -> None:
         self.options = options
-
-    def _run_lctl(self) -> dict[str, LliteStats]:
-        result = subprocess.run(self.options.lctl_command, capture_output=True, text=True,
-                                timeout=self.options.lctl_timeout, check=False)
-        if result.returncode != 0:
-            raise RuntimeError(f"{shlex.join(self.options.lctl_command)} exited {result.returncode}: "
-                               f"{result.stderr.strip()[:200]}")
-        return parse_lctl_stats(result.stdout)
+        self.lctl = LctlRunner(options.lctl_command, options.lctl_timeout)
+        self.roots = (os.path.join(options.procfs, "fs/lustre/llite"),
+                      os.path.join(options.sysfs, "kernel/debug/lustre/llite"))
 
     def _read_files(self) -> dict[str, LliteStats]:
         found: dict[str, LliteStats] = {}
-        for root in (self.options.procfs / "fs/lustre/llite", self.options.sysfs / "kernel/debug/lustre/llite"):
-            for path in sorted(root.glob("*/stats")):
+        for root in self.roots:
+            try:
+                instances = sorted(os.listdir(root))
+            except OSError:
+                continue  # no Lustre client, or debugfs (root only) on any node: nothing to warn about
+            for instance in instances:
+                path = os.path.join(root, instance, "stats")
                 try:
-                    found.setdefault(path.parent.name, parse_llite_stats(path.read_text()))
+                    found.setdefault(instance, parse_llite_stats(read_text(path)))
                 except PermissionError:
-                    once(log, logging.WARNING, str(root), "cannot read %s (debugfs needs root; or set "
+                    once(log, logging.WARNING, root, "cannot read %s (debugfs needs root; or set "
                          "--lustre.lctl-command)", path)
-                except FileNotFoundError:
-                    pass  # unmounted between glob and read
+                except (FileNotFoundError, NotADirectoryError):
+                    pass  # unmounted between listing and read, or not an instance directory
         return found
 
     def collect(self) -> Iterable[Sample]:
-        stats = self._run_lctl() if self.options.lctl_command else self._read_files()
+        stats = parse_lctl_stats(self.lctl.run()) if self.options.lctl_command else self._read_files()
         mounts = read_mounts(self.options.procfs) if stats else []
         for instance, s in sorted(stats.items()):
             fsname = fsname_of(instance)

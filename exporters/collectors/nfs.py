@@ -1,6 +1,7 @@
 """``nfs``: NFS client bytes and per-operation RPC statistics from ``<procfs>/self/mountstats``."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Iterable
 
@@ -9,6 +10,7 @@ from exporters.config import ExporterConfig
 from exporters.registry import register
 from exporters.sample import Sample
 from exporters.storage.mountstats import NfsMount, parse_mountstats
+from exporters.readfile import read_text
 
 
 def _total(a: int | None, b: int | None) -> int | None:
@@ -39,11 +41,11 @@ def mount_samples(mount: NfsMount) -> Iterable[Sample]:
 
 class NfsCollector:
     def __init__(self, procfs: Path) -> None:
-        self.path = procfs / "self" / "mountstats"
+        self.path = os.path.join(procfs, "self", "mountstats")
 
     def collect(self) -> Iterable[Sample]:
         try:
-            text = self.path.read_text()
+            text = read_text(self.path)
         except FileNotFoundError:
             return  # no procfs mountstats here (not Linux, or a sim node without NFS)
         # A mount stacked on the same path (a second mount of the export over the first) keeps the

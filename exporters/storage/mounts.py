@@ -15,15 +15,19 @@ class Mount:
 def unescape(field: str) -> str:
     # The kernel octal-escapes space, tab, newline and backslash in mount table fields (and in
     # mountstats' device and mount point: fs/proc_namespace.c, the same seq_escape set).
+    if "\\" not in field:
+        return field  # nearly every field: no escapes to undo
     return (field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n")
             .replace("\\134", "\\"))
 
 
-def parse_mounts(text: str) -> list[Mount]:
+def parse_mounts(text: str, fstype: str | None = None) -> list[Mount]:
+    """Every mount, or only those of ``fstype`` (a container host lists hundreds of overlay and
+    cgroup mounts that a Lustre lookup has no use for)."""
     mounts = []
     for line in text.splitlines():
         fields = line.split()
-        if len(fields) >= 3:
+        if len(fields) >= 3 and (fstype is None or fields[2] == fstype):
             mounts.append(Mount(unescape(fields[0]), unescape(fields[1]), fields[2]))
     return mounts
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 from exporters.storage.mounts import unescape
 
-_DEVICE = re.compile(r"^device (?P<device>\S+) mounted on (?P<mount>\S+) with fstype (?P<fstype>\S+)")
+_DEVICE = re.compile(r"(?P<device>\S+) mounted on (?P<mount>\S+) with fstype (?P<fstype>\S+)")
+_BYTES = re.compile(r"^\s*bytes:(.*)$", re.M)
 _NFS_TYPES = ("nfs", "nfs4")
 
 
@@ -45,40 +46,34 @@ class NfsMount:
 def _parse_op(line: str) -> NfsOp | None:
     name, sep, rest = line.strip().partition(":")
     values = rest.split()
-    if not sep or len(values) < 8 or not all(v.isdigit() for v in values[:8]):
+    if not sep or len(values) < 8:
         return None
-    n = [int(v) for v in values[:8]]
+    try:
+        n = [int(v) for v in values[:8]]
+    except ValueError:
+        return None
     # fields: ops trans timeouts bytes_sent bytes_recv queue_ms rtt_ms execute_ms [errors]
     return NfsOp(name, n[0], n[1], n[2], n[6] / 1000.0, n[7] / 1000.0)
 
 
-def _finish(device: str, mount: str, fstype: str, lines: list[str]) -> NfsMount:
-    byte_fields: list[int] = []
-    ops: list[NfsOp] = []
-    in_ops = False
-    for line in lines:
-        stripped = line.strip()
-        if stripped.startswith("bytes:"):
-            byte_fields = [int(v) for v in stripped.split()[1:] if v.isdigit()]
-        elif stripped == "per-op statistics":
-            in_ops = True
-        elif in_ops and (op := _parse_op(line)) is not None:
-            ops.append(op)
-    b: list[int | None] = [*byte_fields[:4], *[None] * (4 - len(byte_fields[:4]))]
-    return NfsMount(device, mount, fstype, b[0], b[1], b[2], b[3], tuple(ops))
+def _parse_mount(device: str, mount: str, fstype: str, body: str) -> NfsMount:
+    bytes_line = _BYTES.search(body)
+    byte_fields = [int(v) for v in bytes_line[1].split() if v.isdigit()][:4] if bytes_line else []
+    b: list[int | None] = [*byte_fields, *[None] * (4 - len(byte_fields))]
+    per_op = body.find("per-op statistics\n")
+    lines = body[per_op:].splitlines()[1:] if per_op >= 0 else []
+    ops = tuple(op for line in lines if (op := _parse_op(line)) is not None)
+    return NfsMount(device, mount, fstype, b[0], b[1], b[2], b[3], ops)
 
 
 def parse_mountstats(text: str) -> list[NfsMount]:
     """Every NFS mount in ``mountstats``; other filesystems are skipped."""
     mounts: list[NfsMount] = []
-    current: tuple[str, str, str] | None = None
-    lines: list[str] = []
-    for line in text.splitlines() + ["device end mounted on end with fstype end"]:
-        header = _DEVICE.match(line)
-        if header is None:
-            lines.append(line)
-            continue
-        if current is not None and current[2] in _NFS_TYPES:
-            mounts.append(_finish(*current, lines))
-        current, lines = (unescape(header["device"]), unescape(header["mount"]), header["fstype"]), []
+    # A block starts with its "device ... mounted on ... with fstype ..." line; most mounts (proc,
+    # sysfs, cgroups, local disks) are that line alone.
+    for block in ("\n" + text).split("\ndevice ")[1:]:
+        header, _, body = block.partition("\n")
+        h = _DEVICE.match(header)
+        if h is not None and h["fstype"] in _NFS_TYPES:
+            mounts.append(_parse_mount(unescape(h["device"]), unescape(h["mount"]), h["fstype"], body))
     return mounts
