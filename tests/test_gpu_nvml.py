@@ -2,6 +2,7 @@
 golden exposition, NotSupported / GPU_IS_LOST / FunctionNotFound handling, XID event thread."""
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
 import sys
@@ -16,6 +17,8 @@ from exporters.exposition import Encoder, render_text
 from exporters.gpu import xid as xid_module
 from exporters.gpu.backend import GpuOptions
 from exporters.gpu.collector import GpuCollector
+from exporters.gpu.samples import identity_samples, snapshot_samples
+from exporters.gpu.snapshot import GpuSnapshot, GpuStatic
 
 _spec = importlib.util.spec_from_file_location("fake_pynvml", Path(__file__).parent / "fixtures/gpu/fake_pynvml.py")
 fake = sys.modules.setdefault("fake_pynvml", importlib.util.module_from_spec(_spec))
@@ -168,3 +171,25 @@ def test_unknown_error_marks_only_that_gpu_lost(options):
     assert 'lockstep_gpu_info{gpu="0",uuid="GPU-5e0b1b1a-7c3d-4f0e-8a55-91c3d2e4f600"' in text
     assert 'lockstep_gpu_temperature_celsius{gpu="0"}' not in text
     assert 'lockstep_gpu_temperature_celsius{gpu="1"} 74' in text
+
+
+def test_reused_series_follow_the_clock_mask_and_the_static_facts():
+    """Clock-event, maxima, P2P and identity series are built once per mask / GpuStatic and reused:
+    a new mask, a static re-read after a reopen, or a GPU going down must still show."""
+    static = GpuStatic(0, "GPU-0", "NVIDIA H100 80GB HBM3", "00000000:18:00.0", sm_clock_max_mhz=1980,
+                       p2p=((1, pynvml.NVML_P2P_STATUS_OK),))
+
+    def series(snap: GpuSnapshot) -> dict:
+        return {(s.metric.name, s.labels[1:]): s.value for s in snapshot_samples(snap)}
+
+    event = "lockstep_gpu_clock_event_active"
+    throttled = series(GpuSnapshot(static, clock_event_reasons=0x40))
+    idle = series(GpuSnapshot(static, clock_event_reasons=0x1))
+    assert throttled[(event, ("hw_thermal_slowdown",))] == 1 and throttled[(event, ("gpu_idle",))] == 0
+    assert idle[(event, ("hw_thermal_slowdown",))] == 0 and idle[(event, ("gpu_idle",))] == 1
+    blocked = pynvml.NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED
+    reopened = series(GpuSnapshot(dataclasses.replace(static, sm_clock_max_mhz=1755, p2p=((1, blocked),))))
+    assert reopened[("lockstep_gpu_sm_clock_max_hertz", ())] == 1755e6
+    assert reopened[("lockstep_gpu_p2p_status", ("1",))] == blocked
+    assert [s.value for s in identity_samples(static, "550.90.07", up=True)] == [1.0, 1.0]
+    assert [s.value for s in identity_samples(static, "550.90.07", up=False)] == [1.0, 0.0]

@@ -9,13 +9,15 @@ import shutil
 import time
 from pathlib import Path
 
+import pynvml
 import pytest
 
 from exporters import cli
 from exporters.exposition import Encoder, render_openmetrics, render_text
+from exporters.gpu import simevents
 from exporters.gpu.backend import GpuOptions, open_backend
 from exporters.gpu.collector import GpuCollector
-from exporters.gpu.sim import SimFormatError
+from exporters.gpu.sim import SimFormatError, SimNvml
 
 FIXTURE = Path(__file__).parent / "fixtures/gpu/node00/gpus.json"
 
@@ -90,6 +92,60 @@ def test_repeated_xid_is_counted_again(gpus_json):
     finally:
         collector.close()
     assert 'lockstep_gpu_up{gpu="1"} 0' in text and 'lockstep_gpu_up{gpu="0"} 1' in text
+
+
+class LateHandleSim(SimNvml):
+    """NVML refusing one GPU's handle until ``late`` is cleared (a GPU still lost when the agent started)."""
+
+    def __init__(self, path: Path, late: int | None) -> None:
+        super().__init__(path)
+        self.late = late
+
+    def nvmlDeviceGetHandleByIndex(self, index: int):
+        if index == self.late:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+        return super().nvmlDeviceGetHandleByIndex(index)
+
+
+def test_gpu_whose_handle_comes_late_gets_its_xids_counted(gpus_json):
+    """Before: a GPU without a handle at start was never registered for XID events (until the GPU count
+    changed). Now it is registered once its handle comes, on the same watcher: earlier counts are kept."""
+    nvml = LateHandleSim(gpus_json, late=1)
+    collector = GpuCollector(nvml, None, GpuOptions("sim", gpus_json, hostname="node00"))
+    try:
+        wait_for_xids(collector, {(0, 13): 2, (2, 79): 1})
+        assert 'lockstep_gpu_up{gpu="1"} 0' in render(collector)
+        watcher = collector._xid
+        nvml.late = None
+        assert 'lockstep_gpu_up{gpu="1"} 1' in render(collector)
+        doc = json.loads(gpus_json.read_text())
+        doc["gpus"][1]["xid_events"] = [{"seq": 7, "xid": 48, "timestamp": 1767227300.0}]
+        rewrite(gpus_json, doc)
+        wait_for_xids(collector, {(0, 13): 2, (2, 79): 1, (1, 48): 1})
+        assert collector._xid is watcher
+    finally:
+        collector.close()
+
+
+def test_event_wait_leaves_a_file_the_scrape_just_checked(gpus_json, monkeypatch):
+    """The XID thread re-reads gpus.json only when no scrape has checked it within POLL_S: scraped once
+    per simulator tick, its own parses (~0.5 ms each) were extra work on the same file."""
+    monkeypatch.setattr(simevents, "POLL_S", 5.0)
+    nvml = SimNvml(gpus_json)
+    nvml.refresh()  # as the scrape's nvmlDeviceGetCount does
+    reads = []
+    refresh = nvml.refresh
+    monkeypatch.setattr(nvml, "refresh", lambda: reads.append(1) or refresh())
+    event_set = nvml.nvmlEventSetCreate()
+    handle = nvml.nvmlDeviceGetHandleByIndex(1)
+    nvml.nvmlDeviceRegisterEvents(handle, pynvml.nvmlEventTypeXidCriticalError, event_set)
+    with pytest.raises(pynvml.NVMLError_Timeout):
+        nvml.nvmlEventSetWait(event_set, 50)
+    assert reads == []
+    nvml.checked_at -= 5.0  # no scrape for POLL_S
+    with pytest.raises(pynvml.NVMLError_Timeout):
+        nvml.nvmlEventSetWait(event_set, 50)
+    assert reads == [1]
 
 
 def test_malformed_file_names_file_and_line_then_recovers(gpus_json):

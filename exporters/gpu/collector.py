@@ -101,6 +101,16 @@ class GpuCollector:
         except GpuLost:
             return None
 
+    def _late_handle(self, index: int) -> Any:
+        """The handle of a GPU that had none at start (lost, or refused then), and its XID events from now on."""
+        handle = NvmlGuard(index).call("nvmlDeviceGetHandleByIndex", self.nvml.nvmlDeviceGetHandleByIndex, index)
+        if handle is None:
+            raise GpuLost(index, "nvmlDeviceGetHandleByIndex", pynvml.NVML_ERROR_NOT_FOUND)
+        self._handles[index] = handle
+        if self._xid is not None:
+            self._xid.add(index, handle)
+        return handle
+
     def _read_prof(self) -> Mapping[int, Mapping[str, float]]:
         if self.prof is None:
             return {}
@@ -115,10 +125,7 @@ class GpuCollector:
         try:
             handle = self._handles[index]
             if handle is None:
-                handle = NvmlGuard(index).call("nvmlDeviceGetHandleByIndex", self.nvml.nvmlDeviceGetHandleByIndex, index)
-            if handle is None:
-                raise GpuLost(index, "nvmlDeviceGetHandleByIndex", pynvml.NVML_ERROR_NOT_FOUND)
-            self._handles[index] = handle
+                handle = self._late_handle(index)
             if static is None:
                 static = self._static[index] = read_static(self.nvml, index, self._handles)
             # prof goes in at construction: dataclasses.replace() afterwards cost ~15 µs per GPU.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Sequence
@@ -54,6 +55,7 @@ class SimNvml(SimEvents):
         self.path = Path(path)
         self._doc: dict[str, Any] = {"gpus": []}
         self._stamp: tuple[int, int] | None = None
+        self.checked_at = 0.0  # time.monotonic() of the last refresh(), by the scrape or the XID thread
         self._lock = threading.Lock()
         self._handles: dict[int, SimpleNamespace] = {}  # one object per GPU, like NVML's handles
         self._fields: dict[tuple, Any] = {}  # field-value arrays of the loaded document (ctypes is slow)
@@ -61,6 +63,7 @@ class SimNvml(SimEvents):
     # -- file -----------------------------------------------------------------------------------
     def refresh(self) -> None:
         """Re-read the file if it changed; a missing file means no GPUs yet (simulator starting)."""
+        self.checked_at = time.monotonic()
         try:
             st = os.stat(self.path)
         except FileNotFoundError:

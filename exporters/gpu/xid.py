@@ -34,8 +34,10 @@ def handle_key(handle: Any) -> int:
 class XidWatcher:
     def __init__(self, nvml: Nvml, handles: Sequence[Any]) -> None:
         self._nvml = nvml
-        self._gpus = {handle_key(h): i for i, h in enumerate(handles) if h is not None}
-        self._handles = handles
+        # Owned by the event thread: every event set registers these, events map back through _gpus.
+        self._handles = {i: h for i, h in enumerate(handles) if h is not None}
+        self._gpus = {handle_key(h): i for i, h in self._handles.items()}
+        self._added: list[tuple[int, Any]] = []   # from add(), for the event thread to take
         self._counts: dict[tuple[int, int], int] = {}
         self._last: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -51,6 +53,14 @@ class XidWatcher:
     def last(self, gpu: int) -> int:
         with self._lock:
             return self._last.get(gpu, 0)
+
+    def add(self, gpu: int, handle: Any) -> None:
+        """Watch a GPU whose handle was missing when the watcher started. The event thread registers it
+        before its next wait (within ``WAIT_MS``) on the event set it already has, so the other GPUs stay
+        watched and the counts are kept; only that thread touches the event set (NVML does not document
+        registering on a set another thread is waiting on)."""
+        with self._lock:
+            self._added.append((gpu, handle))
 
     def close(self) -> None:
         self._stop.set()
@@ -82,18 +92,29 @@ class XidWatcher:
 
     def _register(self) -> Any:
         event_set = self._nvml.nvmlEventSetCreate()
-        for index, handle in enumerate(self._handles):
-            if handle is None:
-                continue
-            try:
-                self._nvml.nvmlDeviceRegisterEvents(handle, pynvml.nvmlEventTypeXidCriticalError, event_set)
-            except pynvml.NVMLError as exc:  # NotSupported on this GPU, or lost: watch the others
-                once(log, logging.DEBUG, f"gpu{index}:{error_code(exc)}", "gpu %d: no XID events (NVML error %d)",
-                     index, error_code(exc))
+        for index, handle in self._handles.items():
+            self._register_gpu(event_set, index, handle)
         return event_set
+
+    def _register_gpu(self, event_set: Any, index: int, handle: Any) -> None:
+        try:
+            self._nvml.nvmlDeviceRegisterEvents(handle, pynvml.nvmlEventTypeXidCriticalError, event_set)
+        except pynvml.NVMLError as exc:  # NotSupported on this GPU, or lost: watch the others
+            once(log, logging.DEBUG, f"gpu{index}:{error_code(exc)}", "gpu %d: no XID events (NVML error %d)",
+                 index, error_code(exc))
+
+    def _register_added(self, event_set: Any) -> None:
+        with self._lock:
+            added, self._added = self._added, []
+        for index, handle in added:
+            self._handles[index] = handle
+            self._gpus[handle_key(handle)] = index
+            self._register_gpu(event_set, index, handle)
 
     def _wait_loop(self, event_set: Any) -> None:
         while not self._stop.is_set():
+            if self._added:  # unlocked peek; taken under the lock
+                self._register_added(event_set)
             try:
                 data = self._nvml.nvmlEventSetWait(event_set, WAIT_MS)
             except pynvml.NVMLError as exc:
