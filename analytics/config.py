@@ -39,6 +39,7 @@ class ServiceConfig:
     step_s: float = 5.0                # query_range step: the sample period of the node agents
     timeout_s: float = 20.0            # per Prometheus request
     max_backoff_s: float = 300.0
+    resume_lookback_s: float = 86400.0  # how old the exported counters of a job may be to resume them (0: never)
     shard: Shard = Shard(0, 1)
     web_config: WebConfig | None = None
     now: Callable[[], float] = field(default=time.time, compare=False)   # injected by tests
@@ -50,6 +51,8 @@ class ServiceConfig:
         for name in ("interval_s", "window_s", "step_s", "timeout_s"):
             if not 0 < getattr(self, name) < math.inf:   # NaN fails too
                 raise ValueError(f"{name} must be positive and finite, got {getattr(self, name)!r}")
+        if not 0 <= self.resume_lookback_s < math.inf:
+            raise ValueError(f"--resume-lookback must be >= 0 and finite, got {self.resume_lookback_s!r}")
         if self.window_s < self.interval_s:
             raise ValueError(f"--window ({self.window_s}s) must be at least --interval ({self.interval_s}s): "
                              "the time between refreshes would never be scored")
@@ -64,6 +67,9 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=float, default=900.0, help="seconds of data scored per refresh")
     p.add_argument("--step", type=float, default=5.0, help="query_range step (the scrape interval)")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds per Prometheus request")
+    p.add_argument("--resume-lookback", type=float, default=86400.0,
+                   help="seconds back to look for a job's loss counters as this service last exported them "
+                        "(scraped into Prometheus), to continue them after a restart or a shard move; 0 disables")
     p.add_argument("--shard", default="0/1", help="score only the jobs of shard i of n (stable hash of job_id)")
 
 
@@ -74,4 +80,5 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
     return ServiceConfig(
         prometheus_url=args.prometheus_url, listen=parse_listen_address(getattr(args, "web.listen-address")),
         interval_s=args.interval, window_s=args.window, step_s=args.step, timeout_s=args.timeout,
+        resume_lookback_s=args.resume_lookback,
         shard=parse_shard(args.shard), web_config=load_web_config(web_file) if web_file else None)

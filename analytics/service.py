@@ -20,6 +20,7 @@ from aiohttp import web
 from analytics import promql, source_prom
 from analytics.config import ServiceConfig
 from analytics.frame import build_features
+from analytics.resume import resume
 from analytics.score import JobResult, score_features
 from analytics.state import Health, LossCounters, Results, current, health_samples, job_samples
 from exporters.exposition import Encoder, render_openmetrics, render_text
@@ -68,6 +69,9 @@ async def refresh_once(app: web.Application) -> None:
     if rejected and rejected != list(state.health.rejected_job_ids):
         log.warning("job ids rejected (not queried)", extra=kv(job_ids=repr(rejected)[:500]))
     mine = [j for j in valid if cfg.shard.owns(j)]
+    if cfg.resume_lookback_s:
+        new = [j for j in mine if j not in state.losses]
+        state.losses.update(await resume(session, cfg.prometheus_url, new, end, cfg.resume_lookback_s, cfg.timeout_s))
     await _catch_up(session, cfg, state, mine, window)
     frames, failed = await _fetch_jobs(session, cfg, mine, window)
     scored = await asyncio.to_thread(score_window, frames, window.start, cfg.step_s, dict(state.baselines))
@@ -112,7 +116,10 @@ async def _catch_up(session: aiohttp.ClientSession, cfg: ServiceConfig, state: S
         scored = await asyncio.to_thread(score_window, {job_id: frame}, chunk.start, cfg.step_s,
                                          dict(state.baselines))
         if job_id in scored:
-            counters.add(scored[job_id], cfg.step_s)
+            res = scored[job_id]
+            if res.baseline is not None:   # older than the current window's, which replaces it after
+                state.baselines[job_id] = res.baseline
+            counters.add(res, cfg.step_s)
         counters.accounted_until = max(counters.accounted_until, chunk.end)
         log.info("caught up", extra=kv(job_id=job_id, start=chunk.start, end=chunk.end, behind_s=window.start - chunk.end))
 

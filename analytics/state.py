@@ -95,6 +95,8 @@ def job_samples(view: dict, loss: LossCounters) -> list[Sample]:
     for cause in LOSS_CAUSES:
         out.append(Sample(cat.JOB_LOST_GPU_SECONDS, (job, cause), round(loss.lost[cause], 3)))
     out.append(Sample(cat.JOB_ALLOCATED_GPU_SECONDS, (job,), loss.allocated))
+    if loss.accounted_until > float("-inf"):
+        out.append(Sample(cat.JOB_ACCOUNTED_UNTIL, (job,), loss.accounted_until))
     if (goodput := loss.goodput()) is not None:
         out.append(Sample(cat.JOB_GOODPUT, (job,), round(goodput, 6)))
     return out

@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from urllib.parse import quote as urlquote
 
@@ -23,7 +24,7 @@ from analytics.frame import build_features
 from analytics.score import score_features
 from analytics.service import STATE, create_app
 from lockstep import localcluster
-from lockstep.stack import Stack, query, start_prometheus
+from lockstep.stack import Stack, query, require_binary, start_prometheus
 
 pytestmark = pytest.mark.integration
 SCENARIO = Path(__file__).parent / "fixtures/analytics/service.yaml"
@@ -158,6 +159,54 @@ async def test_time_missed_while_prometheus_was_unreachable_is_caught_up(prometh
     for _ in range(4):   # three chunks of the gap, then the current window
         await _next_refresh(app)
     counters, truth = app[STATE].losses["7300"], sim.truth["loss"]
+    assert counters.accounted_until == end
+    assert counters.allocated == pytest.approx(truth["allocated_gpu_seconds"])
+    for cause, want in truth["lost_gpu_seconds"].items():
+        assert abs(counters.lost[cause] - want) <= max(0.1 * want, 0.002 * truth["allocated_gpu_seconds"]), cause
+
+
+RESUMED = ("lockstep_job_accounted_until_timestamp_seconds", "lockstep_job_allocated_gpu_seconds_total",
+           "lockstep_job_lost_gpu_seconds_total")
+
+
+def _as_scraped(exposition: str, at: float) -> str:
+    """The resumable series of an exposition as Prometheus stores them after a scrape at ``at``
+    (OpenMetrics with the target labels), for ``promtool tsdb create-blocks-from openmetrics``."""
+    out = []
+    for line in exposition.splitlines():
+        name, sep, rest = line.partition("{")
+        if sep and name in RESUMED:
+            out.append(f'{name}{{job="lockstep-analytics",instance="replica-a:9842",{rest} {at:.3f}')
+    return "\n".join(out) + "\n# EOF\n"
+
+
+async def test_a_restarted_replica_continues_the_counters_prometheus_scraped_from_it(
+        prometheus, datadir, sim, tmp_path, stack, aiohttp_client):
+    """Replica A accounts the first 2 min and is scraped; replica B starts at the end of the run. B
+    continues A's counters (a fresh counter would recount its first window on top of A's) and
+    catches up the time in between: the account of the whole run matches the truth."""
+    start, end = sim.start, sim.start + sim.truth["duration_s"]
+    a = create_app(dataclasses.replace(_config(prometheus.url, sim), window_s=125, now=lambda: start + 120))
+    client = await aiohttp_client(a)
+    await _next_refresh(a)
+    scraped = tmp_path / "scraped.om"
+    scraped.write_text(_as_scraped(await (await client.get("/metrics")).text(), start + 125))
+    shutil.copytree(datadir / "data", tmp_path / "data")
+    promtool = subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics",
+                               str(scraped), str(tmp_path / "data")], capture_output=True, text=True)
+    assert promtool.returncode == 0, promtool.stderr
+    store = stack.add(start_prometheus(PROM_CONFIG, tmp_path))
+
+    b = create_app(dataclasses.replace(_config(store.url, sim), window_s=125, now=lambda: end))
+    await aiohttp_client(b)
+    await _next_refresh(b)
+    resumed, first = a[STATE].losses["7300"], b[STATE].losses["7300"]
+    gpus = sim.truth["loss"]["allocated_gpu_seconds"] / sim.truth["duration_s"]
+    assert start + 120 < first.accounted_until < end   # continued from A's counters, still catching up
+    assert first.allocated == pytest.approx(resumed.allocated + (first.accounted_until - start - 120) * gpus)
+    for _ in range(3):
+        await _next_refresh(b)
+    counters, truth = b[STATE].losses["7300"], sim.truth["loss"]
     assert counters.accounted_until == end
     assert counters.allocated == pytest.approx(truth["allocated_gpu_seconds"])
     for cause, want in truth["lost_gpu_seconds"].items():

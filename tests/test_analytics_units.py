@@ -138,3 +138,12 @@ def test_a_window_shorter_than_the_interval_is_refused():
     with pytest.raises(ValueError, match=r"--window \(30.0s\) must be at least --interval \(60.0s\)"):
         ServiceConfig(prometheus_url="http://127.0.0.1:9090", interval_s=60.0, window_s=30.0)
     assert ServiceConfig(prometheus_url="http://127.0.0.1:9090", interval_s=60.0, window_s=60.0).window_s == 60.0
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("inf"), float("nan")])
+def test_resume_lookback_must_be_zero_or_a_positive_finite_time(bad):
+    from analytics.config import ServiceConfig
+
+    with pytest.raises(ValueError, match="--resume-lookback"):
+        ServiceConfig(prometheus_url="http://127.0.0.1:9090", resume_lookback_s=bad)
+    assert ServiceConfig(prometheus_url="http://127.0.0.1:9090", resume_lookback_s=0.0).resume_lookback_s == 0.0

@@ -28,6 +28,9 @@ STRAGGLER_FLAGGED = gauge("lockstep_straggler_flagged",
 JOB_ALLOCATED_GPU_SECONDS = counter("lockstep_job_allocated_gpu_seconds_total",
                                     "GPU-seconds allocated to the job that the analytics service has accounted.",
                                     ("job_id",), "seconds")
+JOB_ACCOUNTED_UNTIL = gauge("lockstep_job_accounted_until_timestamp_seconds",
+                            "Unix time of the last sample the job's loss counters include: where a restarted or "
+                            "re-sharded analytics replica resumes them.", ("job_id",), "seconds")
 ANALYTICS_UP = gauge("lockstep_analytics_up", "1 if the last refresh from Prometheus succeeded, 0 if it failed.")
 ANALYTICS_STALE = gauge("lockstep_analytics_results_stale",
                         "1 while the scores served are from an older refresh because the latest one failed.")
@@ -41,5 +44,5 @@ ANALYTICS_JOBS = gauge("lockstep_analytics_jobs", "Jobs scored by this replica (
 ANALYTICS_REJECTED_JOB_IDS = gauge("lockstep_analytics_rejected_job_ids",
                                    "Job ids seen on lockstep_gpu_job_info that failed validation and were not queried.")
 
-METRICS += (STRAGGLER_FLAGGED, JOB_ALLOCATED_GPU_SECONDS, ANALYTICS_UP, ANALYTICS_STALE, ANALYTICS_LAST_SUCCESS,
+METRICS += (STRAGGLER_FLAGGED, JOB_ALLOCATED_GPU_SECONDS, JOB_ACCOUNTED_UNTIL, ANALYTICS_UP, ANALYTICS_STALE, ANALYTICS_LAST_SUCCESS,
             ANALYTICS_REFRESH_FAILURES, ANALYTICS_REFRESH_DURATION, ANALYTICS_JOBS, ANALYTICS_REJECTED_JOB_IDS)

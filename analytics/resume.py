@@ -1,0 +1,56 @@
+"""Loss counters that outlive a replica. A job first seen by this replica (it started, restarted, or the
+job moved to it from another shard) continues from the counters last exported for it, as Prometheus
+scraped them, instead of starting from zero: the report's increases then neither count the window
+before the restart twice (a fresh counter would account the whole window again) nor miss the time the
+replica was down (``_catch_up`` in the service accounts it from ``accounted_until``)."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import aiohttp
+
+from analytics import promql, source_prom
+from analytics.state import LOSS_CAUSES, LossCounters
+from exporters.catalog import analytics as cat
+
+_NAMES = frozenset(m.name for m in (cat.JOB_ACCOUNTED_UNTIL, cat.JOB_ALLOCATED_GPU_SECONDS, cat.JOB_LOST_GPU_SECONDS))
+
+
+def resume_query(job_id: str, lookback_s: float) -> str:
+    return (f'last_over_time({{__name__=~"{"|".join(sorted(_NAMES))}",job_id={promql.quote(promql.validate_job_id(job_id))}}}'
+            f"[{int(lookback_s)}s])")
+
+
+def counters_from(result: list[dict]) -> LossCounters | None:
+    """The counters of the exporter (``job``/``instance``) that accounted furthest, from an instant
+    vector of ``resume_query``; None when none were exported."""
+    by_exporter: dict[tuple, dict[str, float]] = defaultdict(dict)
+    for series in result:
+        labels = series.get("metric", {})
+        if labels.get("__name__") not in _NAMES:
+            continue  # not an answer to resume_query (a proxy, a recording rule): not ours to continue
+        exporter = tuple(sorted((k, v) for k, v in labels.items() if k not in ("__name__", "cause")))
+        key = labels["__name__"] + ("/" + labels["cause"] if "cause" in labels else "")
+        by_exporter[exporter][key] = float(series["value"][1])
+    found = [v for v in by_exporter.values() if cat.JOB_ACCOUNTED_UNTIL.name in v]
+    if not found:
+        return None
+    last = max(found, key=lambda v: v[cat.JOB_ACCOUNTED_UNTIL.name])
+    allocated = last.get(cat.JOB_ALLOCATED_GPU_SECONDS.name)
+    if allocated is None:
+        return None
+    # A cause missing from the export (one added since) has lost nothing yet.
+    lost = {c: last.get(f"{cat.JOB_LOST_GPU_SECONDS.name}/{c}", 0.0) for c in LOSS_CAUSES}
+    return LossCounters(accounted_until=last[cat.JOB_ACCOUNTED_UNTIL.name], allocated=allocated, lost=lost)
+
+
+async def resume(session: aiohttp.ClientSession, base_url: str, jobs: list[str], at: float, lookback_s: float,
+                 timeout: float) -> dict[str, LossCounters]:
+    """Counters to continue for ``jobs`` (those with none exported within ``lookback_s`` start afresh)."""
+    out = {}
+    for job_id in jobs:
+        result = await source_prom.api_get(session, base_url, "/api/v1/query",
+                                           {"query": resume_query(job_id, lookback_s), "time": f"{at:.3f}"}, timeout)
+        if (counters := counters_from(result)) is not None:
+            out[job_id] = counters
+    return out
