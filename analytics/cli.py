@@ -6,6 +6,7 @@ import json
 import sys
 from typing import Sequence
 
+from exporters.helpformat import DefaultsHelpFormatter
 from exporters.configfile import ConfigError
 
 
@@ -17,7 +18,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
                               description="straggler, stall and utilization-loss scoring: serve, evaluate, steptimes")
     sub = p.add_subparsers(dest="analytics_command", metavar="SUBCOMMAND", required=True)
     serve = sub.add_parser("serve", help="score jobs from Prometheus; serve /metrics and /api/v1/jobs",
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                           formatter_class=DefaultsHelpFormatter)
     add_serve_flags(serve)
     add_log_flags(serve)
     ev = sub.add_parser("evaluate", help="run the scorers on a simulated scenario and print the detection report")

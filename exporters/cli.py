@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Mapping, Sequence
 
 from exporters import registry
+from exporters.helpformat import DefaultsHelpFormatter
 from exporters.catalog import health
 from exporters.config import ExporterConfig
 from exporters.configfile import ConfigError
@@ -45,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
         "exporter", help="run the node agent (GPU, fabric, storage collectors) serving /metrics",
         description="The lockstep node agent: one per GPU server, scraped by Prometheus. "
                     "Flags follow node_exporter's.", allow_abbrev=False,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     web = p.add_argument_group("web")
     add_web_flags(web, ":9840")
     web.add_argument("--web.telemetry-path", dest="web.telemetry-path", default="/metrics",

@@ -186,6 +186,12 @@ def test_every_subcommand_has_useful_help():
         assert command in top.stdout
         sub = run_cli(command, "--help")
         assert sub.returncode == 0 and "usage: lockstep " + command in sub.stdout, command
+    for command in (("exporter",), ("power-exporter",), ("analytics", "serve")):
+        text = " ".join(run_cli(*command, "--help").stdout.split())   # argparse wraps lines
+        # a derived default (None) is described in the flag's help, never shown as "None"
+        assert "(default: None)" not in text and "(default: False)" not in text, command
+        assert "(default: " in text, command
+    assert "(default: :9840)" in " ".join(run_cli("exporter", "--help").stdout.split())
 
 
 def test_the_node_agent_does_not_import_the_analytics_stack():

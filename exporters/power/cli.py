@@ -9,6 +9,7 @@ import logging
 import sys
 from typing import Sequence
 
+from exporters.helpformat import DefaultsHelpFormatter
 from exporters.configfile import ConfigError
 from exporters.listen import parse_listen_address
 from exporters.logs import add_flags as add_log_flags, kv, setup_from_args
@@ -22,7 +23,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
         "power-exporter", help="poll Redfish/IPMI BMCs, PDUs and CDUs and serve rack power and cooling metrics",
         description="Poll Redfish/IPMI BMCs, PDUs and CDUs concurrently and serve rack power and cooling "
                     "metrics: /metrics (background polls) and /probe?target=NAME.",
-        allow_abbrev=False, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        allow_abbrev=False, formatter_class=DefaultsHelpFormatter)
     p.add_argument("--config", dest="config", required=True, metavar="FILE",
                    help="YAML config: interval_s, timeout_s, targets (see ARCHITECTURE.md)")
     p.add_argument("--config.check", dest="config.check", action="store_true",
