@@ -90,16 +90,16 @@ class Policy:
 
     def decide(self, node: str, now: float) -> str:
         """``already`` (drained within FORGET_AFTER_S), ``rate_limited`` (hourly cap reached) or ``drain``.
-        Draining a node drained before is not capped: the cap limits how many distinct nodes go."""
-        if node in self.drained:
-            return "already" if now - self.drained[node] < FORGET_AFTER_S else "drain"
+        Every drain spends the cap, a repaired node's new drain too: a rule gone wrong that fires on
+        every node drained last week must not take them all at once."""
+        if node in self.drained and now - self.drained[node] < FORGET_AFTER_S:
+            return "already"
         while self.recent and self.recent[0] <= now - WINDOW_S:
             self.recent.popleft()
         return "rate_limited" if len(self.recent) >= self.max_per_hour else "drain"
 
     def record(self, node: str, now: float, persist: bool = True) -> None:
-        if node not in self.drained:
-            self.recent.append(now)
+        self.recent.append(now)
         self.drained[node] = now
         if persist and self.state_file is not None:
             tmp = self.state_file.with_suffix(".tmp")

@@ -217,11 +217,11 @@ async def test_dry_run_does_not_poison_the_state_file_of_a_later_live_run(aiohtt
     assert scontrol() == [["update", "NodeName=node01", "State=DRAIN", "Reason=lockstep GPUXidCritical gpu=3 xid=79"]]
 
 
-def test_a_repaired_node_is_drained_again_on_a_new_fault_a_day_later() -> None:
+def test_a_repaired_node_is_drained_again_on_a_new_fault_a_day_later_within_the_cap() -> None:
     """The drained-node memory only absorbs Alertmanager's re-sends of the same firing group (every
     repeat_interval, 4h by default). A node a human repaired and resumed must be drained again when it
-    faults again; that re-drain does not spend the hourly budget meant for new nodes."""
-    policy = Policy(max_per_hour=1)
+    faults again, and that drain spends the hourly budget like any other."""
+    policy = Policy(max_per_hour=2)
     t0 = 1_000_000.0
     assert policy.decide("node01", t0) == "drain"
     policy.record("node01", t0)
@@ -231,4 +231,20 @@ def test_a_repaired_node_is_drained_again_on_a_new_fault_a_day_later() -> None:
     policy.record("node02", later)
     assert policy.decide("node01", later) == "drain"                  # new fault after repair
     policy.record("node01", later)
-    assert policy.decide("node03", later + 60) == "rate_limited"      # node02 spent this hour's budget
+    assert policy.decide("node03", later + 60) == "rate_limited"      # node02 and node01 spent this hour's budget
+
+
+def test_the_hourly_cap_holds_for_nodes_drained_long_ago() -> None:
+    """Ten nodes drained yesterday (as a restarted receiver loads them) fault again together: only
+    max_per_hour of them are drained this hour, the rest are refused until the hour has passed."""
+    t0 = 1_000_000.0
+    policy = Policy(max_per_hour=2)
+    for i in range(10):
+        policy.record(f"node{i:02d}", t0 - FORGET_AFTER_S - 60, persist=False)
+    decisions = []
+    for i in range(10):
+        decisions.append(policy.decide(f"node{i:02d}", t0 + i))
+        if decisions[-1] == "drain":
+            policy.record(f"node{i:02d}", t0 + i, persist=False)
+    assert decisions == ["drain"] * 2 + ["rate_limited"] * 8
+    assert policy.decide("node05", t0 + 3601) == "drain"
