@@ -4,16 +4,37 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# Debian packages providing the real Prometheus stack the tests and the demo start.
-# ethtool and ip (iproute2) let the PFC test read a real veth pair's driver statistics; chromium
-# renders the monthly report headless to check its plots.
-DEB_TOOLS := prometheus promtool prometheus-alertmanager amtool prometheus-node-exporter ethtool ip chromium
-DEB_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter ethtool iproute2 chromium
+# Debian packages providing the real Prometheus stack the demo and the tests start. The tests also
+# need ethtool and ip (iproute2: the PFC test reads a real veth pair's driver statistics), node_exporter
+# (the fabric differential test) and chromium (renders the monthly report headless to check its plots).
+DEMO_TOOLS := prometheus promtool prometheus-alertmanager amtool
+DEMO_PACKAGES := prometheus prometheus-alertmanager
+TEST_TOOLS := $(DEMO_TOOLS) prometheus-node-exporter ethtool ip chromium
+TEST_PACKAGES := $(DEMO_PACKAGES) prometheus-node-exporter ethtool iproute2 chromium
+# Debian's python3 lacks the venv module until python3-venv is installed.
+VENV_PACKAGES := python3-venv
 
-.PHONY: test demo bench eval tools venv clean
+.PHONY: test demo bench eval tools demo-tools venv clean
+
+# $(call apt_or_explain,PACKAGES,WHAT IS MISSING): install as root, else name the exact command.
+define apt_or_explain
+if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+  echo "installing Debian packages $(1) (missing: $(2))"; \
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(1) >/dev/null; \
+else \
+  echo "error: missing $(2); install the Debian packages: sudo apt-get install $(1)" >&2; exit 1; \
+fi
+endef
+
+# $(call ensure_tools,COMMANDS,PACKAGES); ip lives in /usr/sbin, off a normal user's PATH.
+define ensure_tools
+@missing=""; for t in $(1); do PATH="$$PATH:/usr/sbin:/sbin" command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+if [ -n "$$missing" ]; then $(call apt_or_explain,$(2),$${missing# }); fi
+endef
 
 $(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) 2>/dev/null || { rm -rf $(VENV); \
+	  $(call apt_or_explain,$(VENV_PACKAGES),the venv module of $(PYTHON)); $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
@@ -21,20 +42,15 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 tools:
-	@missing=""; for t in $(DEB_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing Debian packages $(DEB_PACKAGES) (missing:$$missing)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEB_PACKAGES) >/dev/null; \
-	  else \
-	    echo "error: missing$$missing; install the Debian packages: sudo apt-get install $(DEB_PACKAGES)" >&2; exit 1; \
-	  fi; \
-	fi
+	$(call ensure_tools,$(TEST_TOOLS),$(TEST_PACKAGES))
+
+demo-tools:
+	$(call ensure_tools,$(DEMO_TOOLS),$(DEMO_PACKAGES))
 
 test: $(STAMP) tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-demo: $(STAMP) tools
+demo: $(STAMP) demo-tools
 	$(VENV)/bin/lockstep demo $(DEMO_ARGS)
 
 bench: $(STAMP) tools
