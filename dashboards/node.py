@@ -1,6 +1,7 @@
-"""GPU node (variable ``node``, the node-agent target label): per-GPU clocks against their maximum,
-clock-event reasons, temperatures, power against the limit, memory errors, XIDs, PCIe and NVLink
-errors, and the validation checks (P2P, PCIe link width, persistence, ECC mode)."""
+"""GPU node (variables ``node``, the node-agent target label, and ``instance``, its scrape target):
+per-GPU clocks against their maximum, clock-event reasons, temperatures, power against the limit,
+memory errors, XIDs, PCIe and NVLink errors, and the validation checks (P2P, PCIe link width,
+persistence, ECC mode)."""
 from __future__ import annotations
 
 from exporters.catalog import gpu
@@ -19,7 +20,7 @@ P2P_STATES = {"0": ("ok", "green"), "1": ("chipset not supported", "red"), "2": 
 
 
 def _clocks_and_thermals(cfg: Config) -> list:
-    n = (cfg.node_selector, q.NODE)
+    n = (cfg.node_selector, q.NODE, q.INSTANCE)
     reasons = f"{sel(gpu.CLOCK_EVENT, *n, NOT_IDLE)} == 1"
     return [
         p.timeseries("SM clock vs max", [target(sel(gpu.SM_CLOCK, *n), GPU),
@@ -38,7 +39,7 @@ def _clocks_and_thermals(cfg: Config) -> list:
 
 
 def _errors(cfg: Config) -> list:
-    n = (cfg.node_selector, q.NODE)
+    n = (cfg.node_selector, q.NODE, q.INSTANCE)
     return [
         p.timeseries("ECC errors", [target(f"sum by (gpu, type) ({rate(cfg, gpu.ECC_ERRORS, *n)})",
                                            "GPU {{gpu}} {{type}}")], "cps", w=8),
@@ -56,7 +57,7 @@ def _errors(cfg: Config) -> list:
 
 
 def _validation(cfg: Config) -> list:
-    n = (cfg.node_selector, q.NODE)
+    n = (cfg.node_selector, q.NODE, q.INSTANCE)
     checks = p.table("Validation checks per GPU", [
         target(f"{sel(gpu.PCIE_WIDTH, *n)} / {sel(gpu.PCIE_WIDTH_MAX, *n)}", instant=True, table=True),
         target(f"{sel(gpu.PCIE_GEN, *n)} / {sel(gpu.PCIE_GEN_MAX, *n)}", instant=True, table=True),
@@ -72,7 +73,10 @@ def _validation(cfg: Config) -> list:
 
 def build(cfg: Config):
     node = query_variable("node", "Node", f"label_values({sel(gpu.INFO, cfg.node_selector)}, node)")
+    # The node agent target(s) of that node: one, unless two agents (or scrape jobs) report the same node.
+    instance = query_variable("instance", "Instance",
+                              f"label_values({sel(gpu.INFO, cfg.node_selector, q.NODE)}, instance)", include_all=True)
     panels = [*_clocks_and_thermals(cfg), *_errors(cfg), *_validation(cfg)]
     return dashboard(cfg, NAME, "lockstep / GPU node",
                      "One node's GPUs: clocks and clock-event reasons, thermals, power, memory errors, XIDs, PCIe "
-                     "and NVLink errors, validation checks.", panels, [node])
+                     "and NVLink errors, validation checks.", panels, [node, instance])

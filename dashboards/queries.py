@@ -12,6 +12,7 @@ from dashboards.config import Config, sel
 
 JOB = 'job_id="$job_id"'
 NODE = 'node=~"$node"'
+INSTANCE = 'instance=~"$instance"'   # the node agent's scrape target, on the GPU node dashboard
 RAIL = 'rail=~"$rail"'
 # Clock-event reasons that cost clock speed (gpu_idle, sync_boost, application clocks do not).
 THROTTLE_REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",

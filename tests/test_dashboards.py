@@ -17,7 +17,7 @@ DEPLOY = REPO / "deploy" / "grafana"
 EXPECTED = {  # uid -> (title, variables after the datasource)
     "lockstep-overview": ("lockstep / Cluster overview", []),
     "lockstep-job": ("lockstep / Training job", ["job_id"]),
-    "lockstep-node": ("lockstep / GPU node", ["node"]),
+    "lockstep-node": ("lockstep / GPU node", ["node", "instance"]),
     "lockstep-fabric": ("lockstep / Fabric", ["node", "rail"]),
     "lockstep-storage": ("lockstep / Storage", ["node"]),
     "lockstep-power": ("lockstep / Power & capacity", []),

@@ -26,7 +26,7 @@ from simulator.series import series_frame
 
 pytestmark = pytest.mark.integration
 
-VALUES = {"datasource": "prometheus", "job_id": "4242", "node": "node05", "rail": ".*",
+VALUES = {"datasource": "prometheus", "job_id": "4242", "node": "node05", "instance": ".*", "rail": ".*",
           "__rate_interval": "1m", "__interval": "15s", "__range": "30m", "__range_s": "1800"}
 
 
