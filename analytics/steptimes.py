@@ -3,8 +3,8 @@
 A worker is slow in a step when its time is ``MIN_SLOWDOWN`` above the best ranks of that step
 (NVIDIA's resiliency extension compares each rank with the best one) *and* above its own history
 (Alibaba's fail-slow detection asks for a ≥ 10% shift); a rolling median over ``SMOOTH`` steps keeps
-one noisy step from flagging or unflagging a worker. ``score`` is the share of the step the job
-waits for the worker: 1 - best/own (0 normal, towards 1 holding the job back, as straggler scores).
+one noisy step from flagging or unflagging a worker. ``score`` is the worker's speed relative to the
+best ranks over its flagged steps, best/own (1 keeps up, 0.77 is 1.3x slower), as straggler scores are.
 """
 from __future__ import annotations
 
