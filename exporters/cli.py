@@ -54,6 +54,9 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     paths = p.add_argument_group("paths")
     paths.add_argument("--path.sysfs", dest="path.sysfs", default=None, help="sysfs mount point (default /sys)")
     paths.add_argument("--path.procfs", dest="path.procfs", default=None, help="procfs mount point (default /proc)")
+    paths.add_argument("--path.rootfs", dest="path.rootfs", default="/",
+                       help="host root filesystem mount point: NFS and Lustre mounts outside it (a container's "
+                            "own) are skipped, and mount labels drop the prefix")
     paths.add_argument("--sim.node-root", dest="sim.node-root", default=None,
                        help="read a simulated node written by `lockstep sim run`: DIR/<node> (sets sysfs, "
                             "procfs, PFC statistics and the GPU backend)")
@@ -92,6 +95,9 @@ def config_from_args(args: argparse.Namespace) -> ExporterConfig:
     enabled = tuple(name for name, spec in specs.items()
                     if chosen[name] or (chosen[name] is None and spec.default_enabled and defaults_on))
     web_file = flags["web.config.file"]
+    rootfs = Path(flags["path.rootfs"])
+    if not rootfs.is_absolute():
+        raise ValueError(f"--path.rootfs must be an absolute path, got {flags['path.rootfs']!r}")
     path = flags["web.telemetry-path"]
     if not path.startswith("/"):
         raise ValueError(f"--web.telemetry-path must start with '/', got {path!r}")
@@ -100,6 +106,7 @@ def config_from_args(args: argparse.Namespace) -> ExporterConfig:
         telemetry_path=path,
         sysfs=Path(flags["path.sysfs"] or (sim_root / "sys" if sim_root else "/sys")),
         procfs=Path(flags["path.procfs"] or (sim_root / "proc" if sim_root else "/proc")),
+        rootfs=rootfs,
         node_name=flags["node.name"] or (sim_root.name if sim_root else socket.gethostname()),
         sim_node_root=sim_root,
         web_config=load_web_config(web_file) if web_file else None,

@@ -16,6 +16,8 @@ class ExporterConfig:
     telemetry_path: str = "/metrics"
     sysfs: Path = Path("/sys")
     procfs: Path = Path("/proc")
+    # Where the host's / is mounted (a container): NFS and Lustre mount points are read under it.
+    rootfs: Path = Path("/")
     node_name: str = ""
     sim_node_root: Path | None = None
     web_config: WebConfig | None = None

@@ -94,10 +94,21 @@ def test_node_agent_gets_node_label_and_least_privilege():
     assert pod["securityContext"]["runAsNonRoot"] is True and not pod.get("hostPID")
     host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
     mounts = {m["name"]: m for m in container["volumeMounts"]}
-    assert host_paths["sys"] == "/sys" and host_paths["proc"] == "/proc"
+    assert host_paths["sys"] == "/sys" and host_paths["proc"] == "/proc" and host_paths["root"] == "/"
     assert all(m["readOnly"] for m in mounts.values())
     args = container["args"]
     assert f"--path.sysfs={mounts['sys']['mountPath']}" in args and f"--path.procfs={mounts['proc']['mountPath']}" in args
+    assert f"--path.rootfs={mounts['root']['mountPath']}" in args
+
+
+def test_node_agent_sees_the_host_mounts_made_after_it_started():
+    """/host/proc/self/mountstats lists the agent container's own mount namespace: the host's NFS and
+    Lustre mounts are there only through the host's / mounted with HostToContainer propagation
+    (without it, a mount made after the pod started, e.g. an automount, never shows up)."""
+    (ds,) = of_kind("DaemonSet")
+    (container,) = ds["spec"]["template"]["spec"]["containers"]
+    (root,) = [m for m in container["volumeMounts"] if m["name"] == "root"]
+    assert root["mountPropagation"] == "HostToContainer"
 
 
 def test_kustomize_builds_offline():

@@ -2,6 +2,7 @@
 failures staying inside the collector."""
 from __future__ import annotations
 
+import argparse
 import os
 import select
 import shlex
@@ -14,13 +15,15 @@ from types import MappingProxyType
 import pytest
 
 from conftest import FIXTURES
-from exporters import registry
+from exporters import cli, registry
 from exporters.collectors import lustre
 from exporters.config import ExporterConfig
 from exporters.exposition import Encoder, render_text
 from exporters.scrape import Scraper
 
 PROC = FIXTURES / "procfs"
+# /host/proc/self in the DaemonSet: host mounts under /host/root, the container's own beside them
+CONTAINER_PROC = FIXTURES / "procfs-rootfs"
 LCTL_DUMP = FIXTURES / "lustre/lctl-2.14/llite_client.txt"
 # lctl that cannot be killed: the first run leaves a process holding stdout ($4: its pid), later
 # runs print the dump. "wrapper": the holder is a grandchild outside the killed process group.
@@ -32,8 +35,15 @@ exec sleep 600
 """
 
 
-def config(procfs: Path = PROC, sysfs: Path = Path("/nonexistent-sys"), **flags) -> ExporterConfig:
-    return ExporterConfig(procfs=procfs, sysfs=sysfs, flags=MappingProxyType(flags))
+def config(procfs: Path = PROC, sysfs: Path = Path("/nonexistent-sys"), rootfs: Path = Path("/"),
+           **flags) -> ExporterConfig:
+    return ExporterConfig(procfs=procfs, sysfs=sysfs, rootfs=rootfs, flags=MappingProxyType(flags))
+
+
+def exporter_config(*argv: str) -> ExporterConfig:
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers(), list(argv))
+    return cli.config_from_args(parser.parse_args(["exporter", *argv]))
 
 
 def build(name: str, cfg: ExporterConfig):
@@ -70,6 +80,35 @@ def test_lustre_debugfs_layout(tmp_path):
     text = render(build("lustre", config(tmp_path / "proc", tmp_path / "sys")))
     assert ('lockstep_storage_write_bytes_total{mount="/lustre",fstype="lustre",fsname="lustrefs"} '
             '93813797294080') in text
+
+
+def test_nfs_in_a_container_reports_the_host_mounts_as_the_host_names_them():
+    in_container = render(build("nfs", config(CONTAINER_PROC, rootfs=Path("/host/root"))))
+    # the same series as on bare metal: /host/root/mnt/nfs/test is the host's /mnt/nfs/test, and
+    # the container's own mount of the export on /data is not the host's
+    assert in_container == render(build("nfs", config()))
+    unfiltered = render(build("nfs", config(CONTAINER_PROC)))
+    assert 'mount="/host/root/mnt/nfs/test"' in unfiltered and 'mount="/data"' in unfiltered
+
+
+def test_lustre_in_a_container_labels_the_host_mount_point(tmp_path):
+    shutil.copytree(PROC / "fs", tmp_path / "fs")
+    (tmp_path / "self").mkdir()
+    shutil.copy(CONTAINER_PROC / "self/mounts", tmp_path / "self/mounts")
+    in_container = render(build("lustre", config(tmp_path, rootfs=Path("/host/root"))))
+    assert in_container == render(build("lustre", config()))
+    # rootfs /: lustrefs is mounted twice (/host/root/lustre, /data/lustre), so no mount point is
+    # unique and the instance name stands in
+    assert 'mount="lustrefs-ffff88105db50000"' in render(build("lustre", config(tmp_path)))
+
+
+def test_rootfs_flag_reaches_the_collectors():
+    cfg = exporter_config(f"--path.procfs={CONTAINER_PROC}", "--path.rootfs=/host/root/")
+    assert cfg.rootfs == Path("/host/root")
+    assert render(cli.build_collectors(cfg, registry.load())["nfs"]) == render(build("nfs", config()))
+    assert exporter_config().rootfs == Path("/")
+    with pytest.raises(ValueError, match="--path.rootfs must be an absolute path"):
+        exporter_config("--path.rootfs=host/root")
 
 
 def test_lctl_timeout_and_failure_fail_only_the_lustre_collector():

@@ -6,7 +6,7 @@ import re
 from conftest import FIXTURES
 from exporters.storage.diskstats import DEFAULT_INCLUDE, parse_diskstats
 from exporters.storage.llite import fsname_of, parse_lctl_stats, parse_llite_stats
-from exporters.storage.mounts import lustre_mountpoint, parse_mounts
+from exporters.storage.mounts import host_mountpoint, host_mounts, lustre_mountpoint, parse_mounts
 from exporters.storage.mountstats import parse_mountstats
 
 PROC = FIXTURES / "procfs"
@@ -47,6 +47,22 @@ def test_fsname_and_mount_point_resolution():
     assert lustre_mountpoint("lustrefs", twice) is None
     only = parse_mounts((PROC / "self/mounts").read_text(), "lustre")
     assert [(m.device, m.mountpoint) for m in only] == [("10.10.0.1@o2ib:10.10.0.2@o2ib:/lustrefs", "/lustre")]
+
+
+def test_host_mountpoint_strips_the_rootfs_and_drops_mounts_outside_it():
+    assert host_mountpoint("/host/root/mnt/data", "/host/root") == "/mnt/data"
+    assert host_mountpoint("/host/root", "/host/root") == "/"
+    assert host_mountpoint("/data", "/host/root") is None  # the container's own mount
+    assert host_mountpoint("/host/rootless/x", "/host/root") is None  # a prefix, not a parent directory
+    assert host_mountpoint("/mnt/data", "/") == "/mnt/data"
+
+
+def test_host_mounts_of_a_container_mount_table():
+    table = parse_mounts((FIXTURES / "procfs-rootfs/self/mounts").read_text())
+    host = host_mounts(table, "/host/root")
+    # exactly the host's own table (unescaped before the prefix is stripped: "/local scratch")
+    assert set(host) == set(parse_mounts((PROC / "self/mounts").read_text()))
+    assert host_mounts(table, "/") == table
 
 
 def test_mountstats_nfs4_mount():

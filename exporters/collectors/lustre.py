@@ -3,7 +3,8 @@
 Sources, first that yields anything: ``--lustre.lctl-command`` output (``lctl get_param
 llite.*.stats``, run once per scrape, bounded even when lctl hangs), else
 ``<procfs>/fs/lustre/llite/*/stats`` (old clients) and ``<sysfs>/kernel/debug/lustre/llite/*/stats``
-(>= 2.12, readable by root only)."""
+(>= 2.12, readable by root only). Mount point labels come from ``<procfs>/self/mounts``, the mounts
+under ``--path.rootfs`` (the host's, when the agent runs in a container)."""
 from __future__ import annotations
 
 import logging
@@ -21,7 +22,7 @@ from exporters.logs import once
 from exporters.registry import register
 from exporters.sample import Sample
 from exporters.storage.llite import LliteStats, fsname_of, parse_lctl_stats, parse_llite_stats
-from exporters.storage.mounts import Mount, lustre_mountpoint, parse_mounts
+from exporters.storage.mounts import Mount, host_mounts, lustre_mountpoint, parse_mounts
 from exporters.readfile import read_text
 
 log = logging.getLogger("lockstep.collector.lustre")
@@ -34,6 +35,7 @@ KILL_GRACE_S = 0.5
 class LustreOptions:
     procfs: Path
     sysfs: Path
+    rootfs: Path = Path("/")
     lctl_command: tuple[str, ...] = ()
     lctl_timeout: float = 2.0
 
@@ -43,14 +45,15 @@ class LustreOptions:
         timeout = float(config.flag("lustre.lctl-timeout", 2.0))
         if timeout <= 0:
             raise ValueError(f"--lustre.lctl-timeout must be > 0, got {timeout}")
-        return cls(config.procfs, config.sysfs, command, timeout)
+        return cls(config.procfs, config.sysfs, config.rootfs, command, timeout)
 
 
-def read_mounts(procfs: Path) -> list[Mount]:
+def read_mounts(procfs: Path, rootfs: Path = Path("/")) -> list[Mount]:
     try:
-        return parse_mounts(read_text(os.path.join(procfs, "self", "mounts")), "lustre")
+        text = read_text(os.path.join(procfs, "self", "mounts"))
     except OSError:
         return []
+    return host_mounts(parse_mounts(text, "lustre"), str(rootfs))
 
 
 class LctlRunner:
@@ -147,7 +150,7 @@ class LustreCollector:
 
     def collect(self) -> Iterable[Sample]:
         stats = parse_lctl_stats(self.lctl.run()) if self.options.lctl_command else self._read_files()
-        mounts = read_mounts(self.options.procfs) if stats else []
+        mounts = read_mounts(self.options.procfs, self.options.rootfs) if stats else []
         for instance, s in sorted(stats.items()):
             fsname = fsname_of(instance)
             # The instance name is unique where the mount point is not resolvable (the same

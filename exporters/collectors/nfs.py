@@ -1,4 +1,5 @@
-"""``nfs``: NFS client bytes and per-operation RPC statistics from ``<procfs>/self/mountstats``."""
+"""``nfs``: NFS client bytes and per-operation RPC statistics from ``<procfs>/self/mountstats``, for
+the mounts under ``--path.rootfs`` (the host's, when the agent runs in a container)."""
 from __future__ import annotations
 
 import os
@@ -9,6 +10,7 @@ from exporters.catalog import storage as m
 from exporters.config import ExporterConfig
 from exporters.registry import register
 from exporters.sample import Sample
+from exporters.storage.mounts import host_mounts
 from exporters.storage.mountstats import NfsMount, parse_mountstats
 from exporters.readfile import read_text
 
@@ -40,8 +42,9 @@ def mount_samples(mount: NfsMount) -> Iterable[Sample]:
 
 
 class NfsCollector:
-    def __init__(self, procfs: Path) -> None:
+    def __init__(self, procfs: Path, rootfs: Path = Path("/")) -> None:
         self.path = os.path.join(procfs, "self", "mountstats")
+        self.rootfs = str(rootfs)
 
     def collect(self) -> Iterable[Sample]:
         try:
@@ -51,11 +54,12 @@ class NfsCollector:
         # A mount stacked on the same path (a second mount of the export over the first) keeps the
         # hidden one listed; mount order puts the visible one last, and one series per label set
         # is all a scrape may carry.
-        visible = {(m.mountpoint, m.fstype, m.device): m for m in parse_mountstats(text)}
+        mounts = host_mounts(parse_mountstats(text), self.rootfs)
+        visible = {(m.mountpoint, m.fstype, m.device): m for m in mounts}
         for mount in visible.values():
             yield from mount_samples(mount)
 
 
 @register("nfs", help="NFS client bytes (normal and direct) and RPC ops, retransmissions, RTT, execute time")
 def nfs(config: ExporterConfig) -> NfsCollector:
-    return NfsCollector(config.procfs)
+    return NfsCollector(config.procfs, config.rootfs)
