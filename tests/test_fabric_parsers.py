@@ -11,6 +11,7 @@ from exporters.fabric import ib
 from exporters.fabric.ethtool import parse_ethtool_stats
 from exporters.fabric.pfc_table import infer_driver, plan
 from exporters.fabric.sysfs import HeldFiles
+from exporters.fabric.topology import bdf_key, parse_pci_chain
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -91,6 +92,28 @@ def test_driver_inferred_from_counter_names():
     assert infer_driver(("rx_pfc_ena_frames_pri2",)) == "bnxt_en"
     assert infer_driver(("tx_priority_5_xoff.nic",)) == "ice"
     assert infer_driver(("rx_bytes",)) is None
+
+
+@pytest.mark.parametrize("path,chain", [
+    ("/sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:18:00.0",
+     ("0000:15:01.0", "0000:16:00.0", "0000:17:01.0", "0000:18:00.0")),
+    ("/host/sys/devices/pci0000:00/0000:00:03.0", ("0000:00:03.0",)),
+    # Intel VMD: a second domain whose host bridge sits below an endpoint of the first
+    ("/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:06.0/10000:e1:00.0",
+     ("10000:e0:06.0", "10000:e1:00.0")),
+    ("/sys/devices/pci0000:00/0000:00:03.0/virtio2", ()),           # a virtio device's parent is not PCI
+    ("/sys/devices/platform/HISI0361:00", ()),
+    ("/sys/devices/virtual/infiniband/rxe0", ()),
+])
+def test_pci_chain_runs_from_the_root_port(path, chain):
+    assert parse_pci_chain(path) == chain
+
+
+def test_pci_bus_order_is_numeric():
+    """Domains differ in width (Hyper-V picks 4-digit ones, VMD starts at 10000): text order is not bus order."""
+    bdfs = ["10000:e1:00.0", "e3a1:00:02.0", "0000:9d:00.0", "0000:0a:00.1", "0000:0a:00.0"]
+    assert sorted(bdfs, key=bdf_key) == ["0000:0a:00.0", "0000:0a:00.1", "0000:9d:00.0", "e3a1:00:02.0",
+                                         "10000:e1:00.0"]
 
 
 def test_held_file_follows_atomic_replace_and_removal(tmp_path):

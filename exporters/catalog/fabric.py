@@ -75,8 +75,10 @@ IB_RECEIVE_CONSTRAINT_ERRORS = counter("lockstep_ib_port_receive_constraint_erro
 RAIL_INFO = gauge(
     "lockstep_fabric_rail_info",
     "Always 1; maps an RDMA device to the network interface behind it (<sysfs>/class/infiniband/<device>/device/"
-    "net/) and its rail: the device's ordinal by PCI address (rail-optimized nodes cable HCA k to rail k, next "
-    "to GPU k). interface is empty for a device without a netdev.", ("device", "interface", "rail"))
+    "net/) and its rail: the index (in PCI bus order, as NVML numbers them) of the GPU under the PCIe switch the "
+    "device shares, empty for a device next to no GPU (storage, in-band NICs); where no device shares a switch "
+    "with a GPU, the device's ordinal by PCI address. interface is empty for a device without a netdev.",
+    ("device", "interface", "rail"))
 
 ROCE_CNP_IGNORED = counter("lockstep_roce_cnp_ignored_total",
                            "Congestion notification packets received and ignored by the reaction point (rp_cnp_ignored).",
