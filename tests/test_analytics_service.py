@@ -144,6 +144,15 @@ async def test_prometheus_stopped_mid_run_serves_stale_results(own_prometheus, s
     assert [(g["node"], g["gpu"]) for g in body["data"]["stragglers"]] == [("node01", "3")]
 
 
+def _assert_the_whole_run_accounted(counters, sim, end: float) -> None:
+    """Loss counters up to ``end`` that match the truth of the whole run, as one window covering it."""
+    truth = sim.truth["loss"]
+    assert counters.accounted_until == end
+    assert counters.allocated == pytest.approx(truth["allocated_gpu_seconds"])
+    for cause, want in truth["lost_gpu_seconds"].items():
+        assert abs(counters.lost[cause] - want) <= max(0.1 * want, 0.002 * truth["allocated_gpu_seconds"]), cause
+
+
 async def test_time_missed_while_prometheus_was_unreachable_is_caught_up(prometheus, sim, aiohttp_client):
     """A refresh 2 min into the run, the next one (Prometheus unreachable in between) at its end, with a
     2 min window: the 6 min between them are accounted chunk by chunk, and the loss account of the whole
@@ -158,11 +167,7 @@ async def test_time_missed_while_prometheus_was_unreachable_is_caught_up(prometh
     clock[0] = end
     for _ in range(4):   # three chunks of the gap, then the current window
         await _next_refresh(app)
-    counters, truth = app[STATE].losses["7300"], sim.truth["loss"]
-    assert counters.accounted_until == end
-    assert counters.allocated == pytest.approx(truth["allocated_gpu_seconds"])
-    for cause, want in truth["lost_gpu_seconds"].items():
-        assert abs(counters.lost[cause] - want) <= max(0.1 * want, 0.002 * truth["allocated_gpu_seconds"]), cause
+    _assert_the_whole_run_accounted(app[STATE].losses["7300"], sim, end)
 
 
 RESUMED = ("lockstep_job_accounted_until_timestamp_seconds", "lockstep_job_allocated_gpu_seconds_total",
@@ -206,11 +211,7 @@ async def test_a_restarted_replica_continues_the_counters_prometheus_scraped_fro
     assert first.allocated == pytest.approx(resumed.allocated + (first.accounted_until - start - 120) * gpus)
     for _ in range(3):
         await _next_refresh(b)
-    counters, truth = b[STATE].losses["7300"], sim.truth["loss"]
-    assert counters.accounted_until == end
-    assert counters.allocated == pytest.approx(truth["allocated_gpu_seconds"])
-    for cause, want in truth["lost_gpu_seconds"].items():
-        assert abs(counters.lost[cause] - want) <= max(0.1 * want, 0.002 * truth["allocated_gpu_seconds"]), cause
+    _assert_the_whole_run_accounted(b[STATE].losses["7300"], sim, end)
 
 
 async def test_parity_prometheus_path_equals_direct_path(prometheus, sim):
