@@ -1,5 +1,5 @@
 """Whole-file reads of the small text files collectors parse once per scrape (procfs, debugfs, the
-job mapping directory)."""
+job mapping directory, the simulator's ethtool statistics)."""
 from __future__ import annotations
 
 import os

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Protocol, Sequence
 
 from exporters.fabric.pfc_table import infer_driver
+from exporters.readfile import read_text
 
 _LINE = re.compile(r"^[ \t]*([^:\n]*[^:\s])[ \t]*:[ \t]*([0-9]+)[ \t]*$", re.M)
 _HEADER = "NIC statistics:"
 _HEADER_TOKENS = _HEADER.split()
-_CHUNK = 1 << 16  # an mlx5 interface prints ~1,000 statistics, ~40 KB
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,22 +75,6 @@ class _Names:
     names: tuple[str, ...]
 
 
-def _read_file(path: str) -> bytes | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    try:
-        parts = []
-        while part := os.read(fd, _CHUNK):
-            parts.append(part)
-            if len(part) < _CHUNK:  # a regular file reads short only at its end
-                break
-        return b"".join(parts)
-    finally:
-        os.close(fd)
-
-
 class DirEthtool:
     """``<root>/<iface>/statistics`` and ``<root>/<iface>/driver``; files are read afresh each scrape
     because writers replace them atomically. An interface directory without ``statistics`` has none."""
@@ -110,10 +94,11 @@ class DirEthtool:
     def stats(self, interface: str) -> NicStats | None:
         path = self._paths.get(interface) or self._paths.setdefault(
             interface, os.path.join(self.root, interface, "statistics"))
-        data = _read_file(path)
-        if data is None:
+        try:
+            text = read_text(path)
+        except (FileNotFoundError, NotADirectoryError):
             return None
-        names, values = self._parse(interface, data.decode(errors="replace"), path)
+        names, values = self._parse(interface, text, path)
         if interface not in self._drivers:
             self._drivers[interface] = self._driver(interface) or infer_driver(names)
         return NicStats(interface, self._drivers[interface], names, values)
