@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporters.catalog import power as m
-from exporters.power.config import Target
-from exporters.power.redfish import SERVICE_ROOT, Fetch, RedfishError, collection, link, maybe, members, number, reading
 from exporters.logs import once
+from exporters.power.config import Target
+from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, collection, link, maybe, member_id, members,
+                                     number, reading)
 from exporters.sample import Sample
 
 log = logging.getLogger("lockstep.power")
@@ -105,7 +106,7 @@ async def read_chassis(fetch: Fetch, odata_id: str) -> ChassisPower:
         legacy = await maybe(fetch, link(chassis, "Power"))
         if not subsystem_id and legacy:
             psus = parse_legacy_psus(legacy)
-    return chassis_power(str(chassis.get("Id", odata_id.rsplit("/", 1)[-1])), env, psus, legacy)
+    return chassis_power(str(chassis.get("Id", member_id(odata_id))), env, psus, legacy)
 
 
 def chassis_links(system: dict[str, Any]) -> list[str]:

@@ -62,7 +62,7 @@ def parse_leak_detection(doc: dict[str, Any]) -> list[tuple[str, str]]:
     for group in doc.get("LeakDetectorGroups") or []:
         for d in (group or {}).get("Detectors") or []:
             uri, state = d.get("DataSourceUri"), d.get("DetectorState")
-            name = uri.rstrip("/").rsplit("/", 1)[-1] if isinstance(uri, str) and uri else d.get("DeviceName")
+            name = member_id(uri) if isinstance(uri, str) and uri else d.get("DeviceName")
             if name and isinstance(state, str):
                 found.append((str(name), state))
     return found
