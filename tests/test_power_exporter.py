@@ -203,20 +203,25 @@ async def test_structure_is_cached_between_polls_and_rediscovered_after_a_failur
     assert counts == [11, 2, 2, 11]
 
 
-async def test_waiting_for_a_poll_slot_counts_against_the_probe_budget(aiohttp_server, tmp_path):
-    """Before: ``poll`` took its semaphore slot before starting the budget's clock, so with every slot
-    held by hung BMCs a /probe waited for a slot without limit, past Prometheus' scrape timeout."""
-    import asyncio
-
+async def _hung_before_ok(aiohttp_server, tmp_path, settings: str):
+    """A hung BMC listed before a healthy one, with a single poll slot (``max_concurrency: 1``)."""
     svc = MockupService()
     svc.add("hung", SERVER).mode = "hang"
     svc.add("ok", SERVER)
     server = await aiohttp_server(svc.app())
     url = str(server.make_url("")).rstrip("/")
     path = tmp_path / "power.yaml"
-    path.write_text("timeout_s: 600\nretries: 0\nmax_concurrency: 1\ntargets:\n"
+    path.write_text(settings + "retries: 0\nmax_concurrency: 1\ntargets:\n"
                     + target("hung", "bmc", url + "/hung") + target("ok", "bmc", url + "/ok"))
-    config = load_config(path)
+    return svc, load_config(path)
+
+
+async def test_waiting_for_a_poll_slot_counts_against_the_probe_budget(aiohttp_server, tmp_path):
+    """Before: ``poll`` took its semaphore slot before starting the budget's clock, so with every slot
+    held by hung BMCs a /probe waited for a slot without limit, past Prometheus' scrape timeout."""
+    import asyncio
+
+    svc, config = await _hung_before_ok(aiohttp_server, tmp_path, "timeout_s: 600\n")
     async with aiohttp.ClientSession() as session:
         poller = Poller(config, HttpRedfish(session, retries=0))
         holder = asyncio.create_task(poller.poll(config.targets[0], 600))
@@ -233,17 +238,7 @@ async def test_a_background_poll_waits_its_turn_without_losing_its_deadline(aioh
     """The slot wait counts only against a caller's budget (/probe): in the background rounds a target
     queued behind a hung one must still get its full deadline, or a fleet larger than max_concurrency
     would show healthy targets as down."""
-    import asyncio
-
-    svc = MockupService()
-    svc.add("hung", SERVER).mode = "hang"
-    svc.add("ok", SERVER)
-    server = await aiohttp_server(svc.app())
-    url = str(server.make_url("")).rstrip("/")
-    path = tmp_path / "power.yaml"
-    path.write_text("interval_s: 1\ntimeout_s: 1\nretries: 0\nmax_concurrency: 1\ntargets:\n"
-                    + target("hung", "bmc", url + "/hung") + target("ok", "bmc", url + "/ok"))
-    config = load_config(path)
+    svc, config = await _hung_before_ok(aiohttp_server, tmp_path, "interval_s: 1\ntimeout_s: 1\n")
     async with aiohttp.ClientSession() as session:
         poller = Poller(config, HttpRedfish(session, retries=0))
         await poller.poll_all()  # "hung" takes the only slot first and holds it for its whole deadline
