@@ -169,11 +169,10 @@ def main() -> int:
         node = node or generate(work / "gen" / "node00")
         services = {"node_exporter": st.add(stack.start_node_exporter(
             ["--collector.disable-defaults", "--collector.infiniband", f"--path.sysfs={node / 'sys'}"], work / "ne"))}
-        port = stack.free_port()
-        services["lockstep"] = st.add(stack.start_process("lockstep", [
+        services["lockstep"] = st.add(stack.start_on_port("lockstep", lambda port: [
             sys.executable, "-m", "lockstep", "exporter", f"--web.listen-address=127.0.0.1:{port}",
             "--collector.disable-defaults", "--collector.infiniband", "--collector.roce", "--collector.pfc",
-            f"--sim.node-root={node}"], work / "ls", f"http://127.0.0.1:{port}", ready_path="/metrics"))
+            f"--sim.node-root={node}"], work / "ls", ready_path="/metrics"))
         results = measure(services, args.scrapes, args.warmup)
     ne, ls = results["node_exporter"], results["lockstep"]
     print(f"tree: 8 HCAs + 8 NICs, {source}; {args.scrapes} scrapes each, interleaved")

@@ -98,11 +98,10 @@ _EXPORTER_ONLY = ("import sys, lockstep.cli as c; c.SUBCOMMANDS = ('exporters.cl
 def start(st: stack.Stack, node: Path, work: Path, exporter_only: bool) -> dict:
     services = {"node_exporter": st.add(stack.start_node_exporter(
         ["--collector.disable-defaults", "--collector.infiniband", f"--path.sysfs={node / 'sys'}"], work / "ne"))}
-    port = stack.free_port()
     command = ["-c", *_EXPORTER_ONLY] if exporter_only else ["-m", "lockstep"]
-    services["lockstep"] = st.add(stack.start_process("lockstep", [
+    services["lockstep"] = st.add(stack.start_on_port("lockstep", lambda port: [
         sys.executable, *command, "exporter", f"--web.listen-address=127.0.0.1:{port}",
-        f"--sim.node-root={node}"], work / "ls", f"http://127.0.0.1:{port}", ready_path="/metrics"))
+        f"--sim.node-root={node}"], work / "ls", ready_path="/metrics"))
     return services
 
 

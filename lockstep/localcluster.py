@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from lockstep.stack import Service, Stack, free_port, require_binary, start_process, wait_ready
+from lockstep.stack import (Service, Stack, bind_failed, free_port, on_free_port, require_binary, start_on_port,
+                            start_process, wait_ready)
 
 NODE_JOB, POWER_JOB, ANALYTICS_JOB = "lockstep-node", "lockstep-power", "lockstep-analytics"
 LOCKSTEP = [sys.executable, "-m", "lockstep"]
@@ -23,18 +24,19 @@ LOCKSTEP = [sys.executable, "-m", "lockstep"]
 def start_sim(scenario: str | Path, root: Path, stack: Stack, speed: float = 1.0,
               redfish_port: int | None = None, extra_args: Sequence[str] = (), timeout: float = 60.0) -> Service:
     """Run ``lockstep sim run`` in the background; ready once it has written ``root/cluster.json``."""
-    redfish_port = redfish_port or free_port()
-    argv = [*LOCKSTEP, "sim", "run", str(scenario), "--root", str(root), "--speed", str(speed),
-            "--redfish-listen", f"127.0.0.1:{redfish_port}", *extra_args]
-    service = stack.add(start_process("sim", argv, root.parent / f"{root.name}-logs",
-                                      f"http://127.0.0.1:{redfish_port}", ready_path=None))
-    deadline = time.monotonic() + timeout
-    while not (root / "cluster.json").exists():
-        if not service.alive() or time.monotonic() > deadline:
-            service.stop()
-            raise RuntimeError(f"simulator did not start:\n{service.log_tail()}")
-        time.sleep(0.1)
-    return service
+    def start(port: int) -> Service:
+        argv = [*LOCKSTEP, "sim", "run", str(scenario), "--root", str(root), "--speed", str(speed),
+                "--redfish-listen", f"127.0.0.1:{port}", *extra_args]
+        service = start_process("sim", argv, root.parent / f"{root.name}-logs", f"http://127.0.0.1:{port}",
+                                ready_path=None)
+        deadline = time.monotonic() + timeout
+        while not (root / "cluster.json").exists():
+            if not service.alive() or time.monotonic() > deadline:
+                service.stop()
+                raise RuntimeError(f"simulator did not start:\n{service.log_tail()}")
+            time.sleep(0.1)
+        return service
+    return stack.add(on_free_port(start, redfish_port))
 
 
 def sim_nodes(root: Path) -> list[str]:
@@ -54,23 +56,29 @@ def start_node_agents(root: Path, stack: Stack, nodes: Sequence[str] | None = No
     """One ``lockstep exporter --sim.node-root root/<node>`` per node; ports from ``base_port`` up
     (free ephemeral ports when None). All start at once (Python start-ups in parallel), then each is
     waited for until it serves /metrics."""
-    agents: dict[str, Service] = {}
-    for i, node in enumerate(nodes or sim_nodes(root)):
-        port = base_port + i if base_port else free_port()
+    def start(node: str, port: int, ready: bool) -> Service:
         argv = [*LOCKSTEP, "exporter", f"--sim.node-root={root / node}", f"--web.listen-address=127.0.0.1:{port}",
                 *extra_args]
-        agents[node] = stack.add(start_process(f"exporter-{node}", argv, log_dir or root.parent / f"{root.name}-logs",
-                                               f"http://127.0.0.1:{port}", ready_path=None))
-    for service in agents.values():
-        wait_ready(service, "/metrics", timeout=120)
+        return start_process(f"exporter-{node}", argv, log_dir or root.parent / f"{root.name}-logs",
+                             f"http://127.0.0.1:{port}", ready_path="/metrics" if ready else None, timeout=120)
+
+    agents: dict[str, Service] = {}
+    for i, node in enumerate(nodes or sim_nodes(root)):
+        agents[node] = stack.add(start(node, base_port + i if base_port else free_port(), ready=False))
+    for node, service in agents.items():
+        try:
+            wait_ready(service, "/metrics", timeout=120)
+        except RuntimeError as exc:
+            if base_port or not bind_failed(exc):
+                raise
+            agents[node] = stack.add(on_free_port(lambda port: start(node, port, ready=True), None))
     return agents
 
 
 def start_power_exporter(config: Path, stack: Stack, port: int | None = None, workdir: Path | None = None) -> Service:
-    port = port or free_port()
-    argv = [*LOCKSTEP, "power-exporter", f"--config={config}", f"--web.listen-address=127.0.0.1:{port}"]
-    return stack.add(start_process("power-exporter", argv, workdir or config.parent,
-                                   f"http://127.0.0.1:{port}", ready_path="/metrics"))
+    return stack.add(start_on_port("power-exporter", lambda p: [
+        *LOCKSTEP, "power-exporter", f"--config={config}", f"--web.listen-address=127.0.0.1:{p}"],
+        workdir or config.parent, port, ready_path="/metrics"))
 
 
 def prometheus_config(node_targets: Mapping[str, str], *, power_target: str | None = None,

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import yaml
 
@@ -119,6 +119,31 @@ def start_process(name: str, argv: Sequence[str], workdir: Path, url: str, ready
     return service
 
 
+def on_free_port(start: Callable[[int], Service], port: int | None = None, attempts: int = 3) -> Service:
+    """``start(port)``, or ``start`` on a free ephemeral port when ``port`` is None. Another process can take
+    a free port between the check and the server's bind (an outgoing connection's ephemeral port, say): a
+    start that fails with "address already in use" is then tried again on a new free port."""
+    for _ in range(attempts - 1):
+        try:
+            return start(port or free_port())
+        except RuntimeError as exc:
+            if port is not None or not bind_failed(exc):
+                raise
+    return start(port or free_port())
+
+
+def start_on_port(name: str, argv_for: Callable[[int], Sequence[str]], workdir: Path, port: int | None = None,
+                  ready_path: str = "/-/ready", timeout: float = 60.0) -> Service:
+    """A server whose command line ``argv_for(port)`` names its listening port; see ``on_free_port``."""
+    return on_free_port(lambda p: start_process(name, argv_for(p), workdir, f"http://127.0.0.1:{p}", ready_path,
+                                                timeout), port)
+
+
+def bind_failed(exc: BaseException) -> bool:
+    """True if a start failed because its port was taken (Go's and Python's wording alike)."""
+    return "address already in use" in str(exc).lower()
+
+
 def _write_config(path: Path, config: dict[str, Any] | str) -> Path:
     path.write_text(config if isinstance(config, str) else yaml.safe_dump(config, sort_keys=False))
     return path
@@ -129,29 +154,28 @@ def start_prometheus(config: dict[str, Any] | str, workdir: Path, port: int | No
     """``config`` is a prometheus.yml (dict or text); rule files it names must already exist.
     Retention is long by default: backfilled simulated months must not be deleted on start."""
     workdir.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
     config_file = _write_config(workdir / "prometheus.yml", config)
-    argv = [require_binary("prometheus"), f"--config.file={config_file}",
-            f"--storage.tsdb.path={workdir / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-            "--web.enable-lifecycle", "--web.enable-admin-api",
-            f"--storage.tsdb.retention.time={retention}", *extra_args]
-    return start_process("prometheus", argv, workdir, f"http://127.0.0.1:{port}")
+    binary = require_binary("prometheus")
+    return start_on_port("prometheus", lambda p: [
+        binary, f"--config.file={config_file}", f"--storage.tsdb.path={workdir / 'data'}",
+        f"--web.listen-address=127.0.0.1:{p}", "--web.enable-lifecycle", "--web.enable-admin-api",
+        f"--storage.tsdb.retention.time={retention}", *extra_args], workdir, port)
 
 
 def start_alertmanager(config: dict[str, Any] | str, workdir: Path, port: int | None = None) -> Service:
     workdir.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
     config_file = _write_config(workdir / "alertmanager.yml", config)
-    argv = [require_binary("prometheus-alertmanager"), f"--config.file={config_file}",
-            f"--storage.path={workdir / 'am-data'}", f"--web.listen-address=127.0.0.1:{port}",
-            "--cluster.listen-address="]  # no gossip: a single local instance
-    return start_process("alertmanager", argv, workdir, f"http://127.0.0.1:{port}")
+    binary = require_binary("prometheus-alertmanager")
+    return start_on_port("alertmanager", lambda p: [
+        binary, f"--config.file={config_file}", f"--storage.path={workdir / 'am-data'}",
+        f"--web.listen-address=127.0.0.1:{p}",
+        "--cluster.listen-address="], workdir, port)  # no gossip: a single local instance
 
 
 def start_node_exporter(args: Sequence[str], workdir: Path, port: int | None = None) -> Service:
-    port = port or free_port()
-    argv = [require_binary("prometheus-node-exporter"), f"--web.listen-address=127.0.0.1:{port}", *args]
-    return start_process("node_exporter", argv, workdir, f"http://127.0.0.1:{port}", ready_path="/metrics")
+    binary = require_binary("prometheus-node-exporter")
+    return start_on_port("node_exporter", lambda p: [binary, f"--web.listen-address=127.0.0.1:{p}", *args],
+                         workdir, port, ready_path="/metrics")
 
 
 def query(service_url: str, promql: str, time_s: float | None = None) -> list[dict[str, Any]]:

@@ -66,11 +66,10 @@ def scrape_both(tree: Path, tmp_path: Path) -> tuple[dict, dict]:
                 ["--collector.disable-defaults", "--collector.infiniband", f"--path.sysfs={tree}"], tmp_path / "ne"))
         except _stack.MissingBinary as exc:
             pytest.skip(str(exc))
-        port = _stack.free_port()
-        ours = st.add(_stack.start_process("lockstep", [
+        ours = st.add(_stack.start_on_port("lockstep", lambda port: [
             sys.executable, "-m", "lockstep", "exporter", f"--web.listen-address=127.0.0.1:{port}",
             "--collector.disable-defaults", "--collector.infiniband", f"--path.sysfs={tree}"],
-            tmp_path / "lockstep", f"http://127.0.0.1:{port}", ready_path="/metrics"))
+            tmp_path / "lockstep", ready_path="/metrics"))
         ne_text = _stack.http_get(node.url + "/metrics")[1].decode()
         ls_text = _stack.http_get(ours.url + "/metrics")[1].decode()
     assert 'node_scrape_collector_success{collector="infiniband"} 1' in ne_text, ne_text[-2000:]

@@ -18,11 +18,10 @@ FIXTURE = Path(__file__).parent / "fixtures/gpu/node00/gpus.json"
 
 def start_exporter(node_root: Path, workdir: Path, *flags: str) -> stack.Service:
     """``lockstep exporter --sim.node-root NODE`` on a free 127.0.0.1 port, ready once /metrics answers."""
-    port = stack.free_port()
-    argv = [str(Path(sys.executable).parent / "lockstep"), "exporter", f"--sim.node-root={node_root}",
-            f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults", "--collector.gpu", *flags]
-    return stack.start_process("lockstep-exporter", argv, workdir, f"http://127.0.0.1:{port}",
-                               ready_path="/metrics", timeout=30)
+    return stack.start_on_port("lockstep-exporter", lambda port: [
+        str(Path(sys.executable).parent / "lockstep"), "exporter", f"--sim.node-root={node_root}",
+        f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults", "--collector.gpu", *flags],
+        workdir, ready_path="/metrics", timeout=30)
 
 
 def healthcheck(url: str, **extra_env: str) -> subprocess.CompletedProcess:

@@ -85,12 +85,10 @@ def test_series_within_budget_and_every_family_in_catalog(node: Path):
 
 
 def test_real_process_every_default_collector_succeeds(node: Path, stack):
-    from lockstep.stack import free_port, start_process
-    port = free_port()
-    argv = [sys.executable, "-m", "lockstep", "exporter", f"--web.listen-address=127.0.0.1:{port}",
-            f"--sim.node-root={node}"]
-    service = stack.add(start_process("lockstep", argv, node.parent.parent / "exporter", f"http://127.0.0.1:{port}",
-                                      ready_path="/metrics"))
+    from lockstep.stack import start_on_port
+    service = stack.add(start_on_port("lockstep", lambda port: [
+        sys.executable, "-m", "lockstep", "exporter", f"--web.listen-address=127.0.0.1:{port}",
+        f"--sim.node-root={node}"], node.parent.parent / "exporter", ready_path="/metrics"))
     request = urllib.request.Request(service.url + "/metrics", headers={"Accept-Encoding": "gzip"})
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.headers["Content-Encoding"] == "gzip"
