@@ -78,8 +78,7 @@ async def refresh_once(app: web.Application) -> None:
     # a job whose queries failed keeps its last view and counters (failure stays local)
     views = {j: state.results.jobs[j] for j in failed if j in state.results.jobs}
     for job_id, res in scored.items():
-        if res.baseline is not None:    # remembered for windows that a straggler fills completely
-            state.baselines[job_id] = res.baseline
+        _remember_baseline(state, job_id, res)
         counters = state.losses.setdefault(job_id, LossCounters())
         if not counters.behind(window.start, cfg.step_s):   # else the gap before it is caught up first
             counters.add(res, cfg.step_s)
@@ -91,6 +90,12 @@ async def refresh_once(app: web.Application) -> None:
     state.health = Health(up=True, stale=False, last_success=time.time(), failures=state.health.failures,
                           duration_s=time.monotonic() - started, rejected_job_ids=tuple(rejected),
                           last_error="; ".join(f"job {j}: {e}" for j, e in failed.items())[:2000])
+
+
+def _remember_baseline(state: ServiceState, job_id: str, res: JobResult) -> None:
+    """A job's peer baseline, kept for the windows a straggler fills completely."""
+    if res.baseline is not None:
+        state.baselines[job_id] = res.baseline
 
 
 async def _catch_up(session: aiohttp.ClientSession, cfg: ServiceConfig, state: ServiceState, jobs: list[str],
@@ -117,8 +122,7 @@ async def _catch_up(session: aiohttp.ClientSession, cfg: ServiceConfig, state: S
                                          dict(state.baselines))
         if job_id in scored:
             res = scored[job_id]
-            if res.baseline is not None:   # older than the current window's, which replaces it after
-                state.baselines[job_id] = res.baseline
+            _remember_baseline(state, job_id, res)   # older than the current window's, which replaces it after
             counters.add(res, cfg.step_s)
         counters.accounted_until = max(counters.accounted_until, chunk.end)
         log.info("caught up", extra=kv(job_id=job_id, start=chunk.start, end=chunk.end, behind_s=window.start - chunk.end))
