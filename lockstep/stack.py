@@ -37,10 +37,20 @@ def require_binary(name: str) -> str:
     return path
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    """A port free now, never one this process was given before: the kernel can hand a just-closed
+    ephemeral port out again, and servers started together (one node agent per simulated node) pick
+    all their ports before any of them binds."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            port = sock.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import socket
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,12 @@ def stack(tmp_path: Path):
     """A ``lockstep.stack.Stack`` whose processes are stopped after the test."""
     with _stack.Stack() as s:
         yield s
+
+
+@pytest.fixture
+def refused_port():
+    """A port where connections are refused for the whole test: bound here, never listened on (a free
+    port could be taken by another process and answer)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]

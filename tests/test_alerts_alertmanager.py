@@ -16,7 +16,7 @@ from aiohttp import web
 
 from alerts import alertmanager, config
 from alerts.config import Routing
-from lockstep.stack import free_port, require_binary, start_alertmanager, start_process
+from lockstep.stack import free_port, require_binary, start_alertmanager, start_on_port
 
 DEPLOY = Path(__file__).parent.parent / "deploy" / "prometheus" / "alertmanager.yml"
 
@@ -112,15 +112,13 @@ async def test_real_alertmanager_inhibits_and_routes_to_pager_queue_and_quaranti
     token = tmp_path / "token"
     token.write_text("s3cret\n")
     scontrol, scontrol_log = _fake_scontrol(tmp_path)
-    q_port = free_port()
-    stack.add(await asyncio.to_thread(start_process, "quarantine", [
-        sys.executable, "-m", "lockstep", "alerts", "quarantine-receiver", f"--web.listen-address=127.0.0.1:{q_port}",
-        f"--token-file={token}", "--execute", f"--scontrol={scontrol}"], tmp_path / "q",
-        f"http://127.0.0.1:{q_port}", "/-/healthy"))
+    quarantine = stack.add(await asyncio.to_thread(start_on_port, "quarantine", lambda port: [
+        sys.executable, "-m", "lockstep", "alerts", "quarantine-receiver", f"--web.listen-address=127.0.0.1:{port}",
+        f"--token-file={token}", "--execute", f"--scontrol={scontrol}"], tmp_path / "q", None, "/-/healthy"))
     base = f"http://127.0.0.1:{server.port}"
     cfg = config.AlertsConfig(routing=Routing(
         pager_webhook_url=f"{base}/pager", queue_webhook_url=f"{base}/queue",
-        quarantine_webhook_url=f"http://127.0.0.1:{q_port}/alerts", quarantine_bearer_token_file=str(token),
+        quarantine_webhook_url=f"{quarantine.url}/alerts", quarantine_bearer_token_file=str(token),
         group_wait="1s", pager_group_wait="1s", group_interval="1s", repeat_interval="1h"))
     am = stack.add(await asyncio.to_thread(start_alertmanager, alertmanager.render(cfg), tmp_path / "am"))
 

@@ -59,7 +59,8 @@ def jobs(url: str) -> list[dict]:
 def pages(path: Path) -> list[dict]:
     if not path.exists():
         return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    # whole lines only: the pager may be appending the next one as we read
+    rows = [json.loads(line) for line in path.read_text().split("\n")[:-1] if line.strip()]
     return [a for r in rows if r["receiver"] == "pager" for a in r["payload"]["alerts"]]
 
 
@@ -74,9 +75,13 @@ def test_demo_end_to_end(tmp_path):
         state = json.loads((workdir / "demo.json").read_text())["components"]
         pids = [c["pid"] for c in state.values()]
 
-        targets = json.loads(http_get(state["prometheus"]["url"] + "/api/v1/targets?state=active")[1])
-        active = targets["data"]["activeTargets"]
-        assert len(active) == 16 + 2 and all(t["health"] == "up" for t in active)
+        def all_targets_up():
+            # the demo waited for every target to be up once; a slow scrape on a loaded machine may
+            # mark one down for a moment since
+            url = state["prometheus"]["url"] + "/api/v1/targets?state=active"
+            active = json.loads(http_get(url)[1])["data"]["activeTargets"]
+            return active if len(active) == 16 + 2 and all(t["health"] == "up" for t in active) else None
+        active = wait_for(all_targets_up, 60, "all 18 targets up", proc, out)
         nodes = sorted(t["labels"]["node"] for t in active if t["labels"]["job"] == "lockstep-node")
         assert nodes == [f"node{i:02d}" for i in range(16)]
 
@@ -92,7 +97,9 @@ def test_demo_end_to_end(tmp_path):
                     if a["labels"]["alertname"] == "PFCPauseStorm" and a["status"] == "firing"]
         paged = wait_for(storm_paged, 240, "a PFCPauseStorm page", proc, out)
         assert {a["labels"]["node"] for a in paged} == {"node02"}
-        assert "PAGE     PFCPauseStorm [page] node=node02" in out.read_text()
+        # the pager appends to pages.jsonl, then prints
+        wait_for(lambda: "PAGE     PFCPauseStorm [page] node=node02" in out.read_text(), 30,
+                 "the PFCPauseStorm page printed", proc, out)
     finally:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(90)

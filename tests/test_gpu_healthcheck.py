@@ -63,6 +63,6 @@ def test_healthcheck_drains_on_failed_checks_and_passes_healthy_node(tmp_path, s
     assert 'GPU lost {gpu="2"}' in result.stderr and 'ECC disabled {gpu="1"}' in result.stderr
 
 
-def test_unreachable_agent_is_not_a_node_fault():
-    result = healthcheck(f"http://127.0.0.1:{stack.free_port()}/metrics")
+def test_unreachable_agent_is_not_a_node_fault(refused_port):
+    result = healthcheck(f"http://127.0.0.1:{refused_port}/metrics")
     assert result.returncode == 0 and "cannot read" in result.stderr

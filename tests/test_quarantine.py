@@ -196,7 +196,8 @@ async def test_hung_scontrol_is_killed_and_reported_failed(aiohttp_client, scont
     """slurmctld unreachable: scontrol hangs. Left running it could still drain later, behind the
     receiver's back, and every retried notification would add one more hung process."""
     monkeypatch.setenv("FAKE_SCONTROL_SLEEP", "120")
-    client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False, timeout_s=2.0)))
+    # long enough for the fake (a Python script) to start and write its pid on a loaded machine
+    client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False, timeout_s=5.0)))
     status, body = await _post(client, notification(xid("node01", "3", "79")))
     assert status == 502 and body["actions"][0]["action"] == "failed"
     (pid,) = map(int, (tmp_path / "scontrol.pids").read_text().split())

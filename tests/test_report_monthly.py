@@ -124,13 +124,13 @@ def test_html_renders_in_headless_chromium(report):
     assert len(colours) > 50 and inked > 0.05 * image.width * image.height
 
 
-def test_bad_month_and_unreachable_prometheus_are_clear_errors(tmp_path):
+def test_bad_month_and_unreachable_prometheus_are_clear_errors(tmp_path, refused_port):
     bad = subprocess.run([sys.executable, "-m", "lockstep", "report", "monthly", "--prometheus-url",
                           "http://127.0.0.1:9", "--month", "2026-13", "--out", str(tmp_path)],
                          capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 2 and "--month '2026-13': expected YYYY-MM" in bad.stderr
     down = subprocess.run([sys.executable, "-m", "lockstep", "report", "monthly", "--prometheus-url",
-                           f"http://127.0.0.1:{st.free_port()}", "--month", "2026-10", "--out", str(tmp_path)],
+                           f"http://127.0.0.1:{refused_port}", "--month", "2026-10", "--out", str(tmp_path)],
                           capture_output=True, text=True, cwd=REPO)
     assert down.returncode == 2 and "cannot reach Prometheus" in down.stderr
 
