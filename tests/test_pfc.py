@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from exporters import cli
-from exporters.collectors.pfc import Options, PfcCollector, parse_options
+from exporters.collectors.pfc import Options, PfcCollector, make_ethtool, parse_options
 from exporters.exposition import Encoder, render_text
 from exporters.fabric.ethtool import DirEthtool
 
@@ -27,7 +27,7 @@ REPO = Path(__file__).parent.parent
 def collector(root: Path, regex: str | None = None) -> PfcCollector:
     import re
     options = Options(root, re.compile(regex) if regex else None, Path("/nonexistent"))
-    return PfcCollector(DirEthtool(root), options)
+    return PfcCollector(make_ethtool(options), options)
 
 
 def render(c: PfcCollector) -> str:
@@ -56,6 +56,13 @@ def test_driver_table_and_units():
     assert got['lockstep_pfc_pause_storm_events_total{interface="ens1np0",level="warning"}'] == 2
     # priorities without PFC enabled have no counters: absent, not zero
     assert not any('priority="5"' in key for key in got)
+
+
+def test_the_reader_leaves_a_missing_driver_unknown_and_the_pfc_source_names_it():
+    """The general reader knows nothing of PFC: the collector's source names the driver from its table."""
+    assert DirEthtool(ETHTOOL / "node").stats("ens2np0").driver is None
+    assert collector(ETHTOOL / "node").ethtool.stats("ens2np0").driver == "mlx5_core"
+    assert collector(ETHTOOL / "node").ethtool.stats("veth7").driver == "veth"  # the driver file first
 
 
 def test_unknown_driver_skipped_with_one_debug_line(caplog, tmp_path):
