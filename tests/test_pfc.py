@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from exporters import cli
+from exporters import cli, logs
 from exporters.collectors.pfc import Options, PfcCollector, make_ethtool, parse_options
 from exporters.exposition import Encoder, render_text
 from exporters.fabric.ethtool import DirEthtool
@@ -25,7 +26,6 @@ REPO = Path(__file__).parent.parent
 
 
 def collector(root: Path, regex: str | None = None) -> PfcCollector:
-    import re
     options = Options(root, re.compile(regex) if regex else None, Path("/nonexistent"))
     return PfcCollector(make_ethtool(options), options)
 
@@ -248,3 +248,39 @@ def test_interface_directory_without_statistics_has_none(tmp_path):
     c = collector(tmp_path)
     assert c.ethtool.stats("ens9np0") is None
     assert {key.split('interface="')[1].split('"')[0] for key in series(render(c))} == {"ens1np0"}
+
+
+def test_pfc_log_once_keys_do_not_grow_with_changing_error_text(tmp_path, caplog):
+    """Before: the log-once key held the exception text, which names the bad line's content, so a file
+    that keeps being malformed differently (a counter value changing every scrape) added a key, and
+    logged a warning, on every scrape: unbounded memory, no rate limit."""
+    name = f"ens{uuid.uuid4().hex[:6]}"  # log-once keys live for the process: a name no other test used
+    (tmp_path / name).mkdir()
+    statistics = tmp_path / name / "statistics"
+    collector = PfcCollector(DirEthtool(tmp_path), Options(tmp_path, re.compile(".*"), tmp_path))
+    before = len(logs._once)
+    with caplog.at_level(logging.WARNING, logger="lockstep.collector.pfc"):
+        for scrape in range(20):
+            statistics.write_text(f"NIC statistics:\n     rx_prio3_pause: {scrape}x\n")
+            assert collector.collect() == []
+    assert len(logs._once) - before <= 1
+    assert len([r for r in caplog.records if name in r.getMessage()]) == 1
+    collector.close()
+
+
+def test_pfc_state_of_vanished_interfaces_is_dropped(tmp_path):
+    """Before: the pfc collector (plans, label tuples) and its statistics source (drivers, paths) kept
+    an entry per interface name ever seen, so interface churn (SR-IOV VFs created and renamed, veths
+    matched by --pfc.interfaces) grew memory without bound; each plan holds the driver's whole
+    statistics name list (~1,000 names for mlx5)."""
+    source = ETHTOOL / "node" / "ens1np0"
+    ethtool = DirEthtool(tmp_path)
+    collector = PfcCollector(ethtool, Options(tmp_path, re.compile("vf.*"), tmp_path))
+    for n in range(12):
+        shutil.copytree(source, tmp_path / f"vf{n}")
+        assert {s.labels[0] for s in collector.collect()} == {f"vf{n}"}
+        shutil.rmtree(tmp_path / f"vf{n}")
+    assert collector.collect() == []
+    assert (len(collector._plans), len(collector._labels)) == (0, 0)
+    assert (len(ethtool._drivers), len(ethtool._paths)) == (0, 0)
+    collector.close()
