@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +25,7 @@ REPO = Path(__file__).parent.parent
 
 
 def collector(root: Path, regex: str | None = None) -> PfcCollector:
+    import re
     options = Options(root, re.compile(regex) if regex else None, Path("/nonexistent"))
     return PfcCollector(make_ethtool(options), options)
 
@@ -257,15 +257,15 @@ def test_pfc_log_once_keys_do_not_grow_with_changing_error_text(tmp_path, caplog
     name = f"ens{uuid.uuid4().hex[:6]}"  # log-once keys live for the process: a name no other test used
     (tmp_path / name).mkdir()
     statistics = tmp_path / name / "statistics"
-    collector = PfcCollector(DirEthtool(tmp_path), Options(tmp_path, re.compile(".*"), tmp_path))
+    c = collector(tmp_path, ".*")
     before = len(logs._once)
     with caplog.at_level(logging.WARNING, logger="lockstep.collector.pfc"):
         for scrape in range(20):
             statistics.write_text(f"NIC statistics:\n     rx_prio3_pause: {scrape}x\n")
-            assert collector.collect() == []
+            assert c.collect() == []
     assert len(logs._once) - before <= 1
     assert len([r for r in caplog.records if name in r.getMessage()]) == 1
-    collector.close()
+    c.close()
 
 
 def test_pfc_state_of_vanished_interfaces_is_dropped(tmp_path):
@@ -274,13 +274,13 @@ def test_pfc_state_of_vanished_interfaces_is_dropped(tmp_path):
     matched by --pfc.interfaces) grew memory without bound; each plan holds the driver's whole
     statistics name list (~1,000 names for mlx5)."""
     source = ETHTOOL / "node" / "ens1np0"
-    ethtool = DirEthtool(tmp_path)
-    collector = PfcCollector(ethtool, Options(tmp_path, re.compile("vf.*"), tmp_path))
+    c = collector(tmp_path, "vf.*")
+    ethtool = c.ethtool
     for n in range(12):
         shutil.copytree(source, tmp_path / f"vf{n}")
-        assert {s.labels[0] for s in collector.collect()} == {f"vf{n}"}
+        assert {s.labels[0] for s in c.collect()} == {f"vf{n}"}
         shutil.rmtree(tmp_path / f"vf{n}")
-    assert collector.collect() == []
-    assert (len(collector._plans), len(collector._labels)) == (0, 0)
+    assert c.collect() == []
+    assert (len(c._plans), len(c._labels)) == (0, 0)
     assert (len(ethtool._drivers), len(ethtool._paths)) == (0, 0)
-    collector.close()
+    c.close()
