@@ -162,7 +162,6 @@ def test_xid_thread_survives_errors_and_stops_cleanly(options, monkeypatch):
     assert nvml.calls.count("event_set_free") == 2 and "shutdown" in nvml.calls
 
 
-
 class FlakyEvents:
     """pynvml's event-set calls; the first wait fails with a non-NVML error, as the simulator backend
     does on an ``xid_events`` entry without ``seq``; then one XID 79 arrives."""
@@ -205,6 +204,7 @@ def test_xid_watcher_survives_a_non_nvml_error(monkeypatch):
     finally:
         watcher.close()
     assert not watcher.alive()
+
 
 def test_unknown_error_marks_only_that_gpu_lost(options):
     """A wedged GPU answers NVML_ERROR_UNKNOWN; it is reported down, its neighbour is not."""

@@ -17,8 +17,8 @@ PACKAGES = ("exporters", "analytics", "alerts", "dashboards", "simulator", "lock
 CATALOG = "exporters.catalog"
 # The small toolkit every lockstep service shares (docs/architecture.md, "Packages"): YAML config files
 # with located errors, listen addresses, logging, the web config file and HTTP serving, the exposition
-# encoder and its samples, --help formatting, the version. Everything else in exporters/ is the node
-# agent or the power exporter, which no other package may reach into.
+# encoder and its samples, the one /metrics response, --help formatting, the version. Everything else
+# in exporters/ is the node agent or the power exporter, which no other package may reach into.
 PLUMBING = ("exporters.configfile", "exporters.listen", "exporters.logs", "exporters.webconfig", "exporters.web",
             "exporters.exposition", "exporters.sample", "exporters.httpmetrics", "exporters.helpformat",
             "exporters.version")

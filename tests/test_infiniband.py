@@ -97,7 +97,6 @@ def test_hot_unplug_and_replug(tmp_path):
     collector.close()
 
 
-
 def test_descriptors_of_a_vanished_port_are_closed_at_rediscovery(tmp_path, monkeypatch):
     """A port that disappears while its device stays (a port unbound, a split undone) must not keep its
     held descriptors until close(): they leak one set per such event."""

@@ -171,7 +171,6 @@ def test_a_mount_point_that_is_not_utf8_does_not_fail_the_collector(tmp_path):
     assert 'lockstep_storage_read_bytes_total{mount="/mnt/caf\ufffd",fstype="nfs4",fsname="srv:/x"} 1' in text
 
 
-
 def test_nfs_mount_stacked_on_itself_gives_one_series_of_the_visible_mount(tmp_path):
     """Before: the same export mounted twice on one path (a second ``mount`` over the first; the lower
     one is hidden but stays in mountstats) gave two series with identical labels. Prometheus keeps
@@ -186,6 +185,7 @@ def test_nfs_mount_stacked_on_itself_gives_one_series_of_the_visible_mount(tmp_p
     assert len(keys) == len(set(keys)), keys
     read = [s.value for s in samples if s.metric.name == "lockstep_storage_read_bytes_total"]
     assert read == [999.0]
+
 
 def test_disk_device_regex_flag():
     text = render(build("disk", config(**{"disk.device-include": "^nvme"})))
