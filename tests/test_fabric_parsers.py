@@ -9,9 +9,9 @@ from exporters.catalog import fabric as m
 from exporters.collectors.infiniband import parse_expected_rates
 from exporters.fabric import ib
 from exporters.fabric.ethtool import parse_ethtool_stats
+from exporters.fabric.pci import bdf_key, parse_pci_chain
 from exporters.fabric.pfc_table import infer_driver, plan
 from exporters.fabric.sysfs import HeldFiles
-from exporters.fabric.topology import bdf_key, parse_pci_chain
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -8,6 +8,7 @@ import logging
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pynvml
 import pytest
@@ -159,6 +160,50 @@ def test_xid_thread_survives_errors_and_stops_cleanly(options, monkeypatch):
     collector.close()
     assert not thread.alive()
     assert nvml.calls.count("event_set_free") == 2 and "shutdown" in nvml.calls
+
+
+class FlakyEvents:
+    """pynvml's event-set calls; the first wait fails with a non-NVML error, as the simulator backend
+    does on an ``xid_events`` entry without ``seq``; then one XID 79 arrives."""
+
+    def __init__(self) -> None:
+        self.waits = 0
+
+    def nvmlEventSetCreate(self):
+        return SimpleNamespace()
+
+    def nvmlDeviceRegisterEvents(self, handle, event_types, event_set) -> None:
+        pass
+
+    def nvmlEventSetFree(self, event_set) -> None:
+        pass
+
+    def nvmlEventSetWait(self, event_set, timeout_ms):
+        self.waits += 1
+        if self.waits == 1:
+            raise KeyError("seq")
+        if self.waits == 2:
+            return SimpleNamespace(device=HANDLE, eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=79)
+        time.sleep(0.01)
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
+
+
+HANDLE = SimpleNamespace(index=0)
+
+
+def test_xid_watcher_survives_a_non_nvml_error(monkeypatch):
+    """Before: any exception but NVMLError ended the watcher thread silently, and XIDs were never counted again."""
+    monkeypatch.setattr(xid_module, "RETRY_S", 0.01)
+    watcher = xid_module.XidWatcher(FlakyEvents(), [HANDLE])
+    try:
+        deadline = time.monotonic() + 5
+        while not watcher.counts() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert watcher.counts() == {(0, 79): 1}
+        assert watcher.alive()
+    finally:
+        watcher.close()
+    assert not watcher.alive()
 
 
 def test_unknown_error_marks_only_that_gpu_lost(options):

@@ -97,6 +97,20 @@ def test_hot_unplug_and_replug(tmp_path):
     collector.close()
 
 
+def test_descriptors_of_a_vanished_port_are_closed_at_rediscovery(tmp_path, monkeypatch):
+    """A port that disappears while its device stays (a port unbound, a split undone) must not keep its
+    held descriptors until close(): they leak one set per such event."""
+    monkeypatch.setattr("exporters.fabric.device_scan.REDISCOVER_S", 0.0)
+    root = writable_copy(REAL, tmp_path / "sys")
+    collector = InfinibandCollector(Options(root))
+    collector.collect()
+    port2 = str(root / "class/infiniband/mlx4_0/ports/2") + "/"
+    assert any(p.startswith(port2) for p in collector.scan.files._held)
+    shutil.move(root / "class/infiniband/mlx4_0/ports/2", tmp_path / "away")
+    assert not [s for s in collector.collect() if s.labels[:2] == ("mlx4_0", "2")]
+    assert not any(p.startswith(port2) for p in collector.scan.files._held)
+    collector.close()
+
 PERMISSION_SCRIPT = """
 import sys
 from pathlib import Path

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from exporters import cli
-from exporters.collectors.pfc import Options, PfcCollector, parse_options
+from exporters import cli, logs
+from exporters.collectors.pfc import Options, PfcCollector, make_ethtool, parse_options
 from exporters.exposition import Encoder, render_text
 from exporters.fabric.ethtool import DirEthtool
 
@@ -27,7 +27,7 @@ REPO = Path(__file__).parent.parent
 def collector(root: Path, regex: str | None = None) -> PfcCollector:
     import re
     options = Options(root, re.compile(regex) if regex else None, Path("/nonexistent"))
-    return PfcCollector(DirEthtool(root), options)
+    return PfcCollector(make_ethtool(options), options)
 
 
 def render(c: PfcCollector) -> str:
@@ -56,6 +56,13 @@ def test_driver_table_and_units():
     assert got['lockstep_pfc_pause_storm_events_total{interface="ens1np0",level="warning"}'] == 2
     # priorities without PFC enabled have no counters: absent, not zero
     assert not any('priority="5"' in key for key in got)
+
+
+def test_the_reader_leaves_a_missing_driver_unknown_and_the_pfc_source_names_it():
+    """The general reader knows nothing of PFC: the collector's source names the driver from its table."""
+    assert DirEthtool(ETHTOOL / "node").stats("ens2np0").driver is None
+    assert collector(ETHTOOL / "node").ethtool.stats("ens2np0").driver == "mlx5_core"
+    assert collector(ETHTOOL / "node").ethtool.stats("veth7").driver == "veth"  # the driver file first
 
 
 def test_unknown_driver_skipped_with_one_debug_line(caplog, tmp_path):
@@ -241,3 +248,39 @@ def test_interface_directory_without_statistics_has_none(tmp_path):
     c = collector(tmp_path)
     assert c.ethtool.stats("ens9np0") is None
     assert {key.split('interface="')[1].split('"')[0] for key in series(render(c))} == {"ens1np0"}
+
+
+def test_pfc_log_once_keys_do_not_grow_with_changing_error_text(tmp_path, caplog):
+    """Before: the log-once key held the exception text, which names the bad line's content, so a file
+    that keeps being malformed differently (a counter value changing every scrape) added a key, and
+    logged a warning, on every scrape: unbounded memory, no rate limit."""
+    name = f"ens{uuid.uuid4().hex[:6]}"  # log-once keys live for the process: a name no other test used
+    (tmp_path / name).mkdir()
+    statistics = tmp_path / name / "statistics"
+    c = collector(tmp_path, ".*")
+    before = len(logs._once)
+    with caplog.at_level(logging.WARNING, logger="lockstep.collector.pfc"):
+        for scrape in range(20):
+            statistics.write_text(f"NIC statistics:\n     rx_prio3_pause: {scrape}x\n")
+            assert c.collect() == []
+    assert len(logs._once) - before <= 1
+    assert len([r for r in caplog.records if name in r.getMessage()]) == 1
+    c.close()
+
+
+def test_pfc_state_of_vanished_interfaces_is_dropped(tmp_path):
+    """Before: the pfc collector (plans, label tuples) and its statistics source (drivers, paths) kept
+    an entry per interface name ever seen, so interface churn (SR-IOV VFs created and renamed, veths
+    matched by --pfc.interfaces) grew memory without bound; each plan holds the driver's whole
+    statistics name list (~1,000 names for mlx5)."""
+    source = ETHTOOL / "node" / "ens1np0"
+    c = collector(tmp_path, "vf.*")
+    ethtool = c.ethtool
+    for n in range(12):
+        shutil.copytree(source, tmp_path / f"vf{n}")
+        assert {s.labels[0] for s in c.collect()} == {f"vf{n}"}
+        shutil.rmtree(tmp_path / f"vf{n}")
+    assert c.collect() == []
+    assert (len(c._plans), len(c._labels)) == (0, 0)
+    assert (len(ethtool._drivers), len(ethtool._paths)) == (0, 0)
+    c.close()

@@ -56,6 +56,13 @@ async def series(walk, kind: str, fetch: Fetch) -> dict[tuple, float]:
     return found
 
 
+async def alone_and_listed(walk, kind: str, mockup: str, collection: str, member: str,
+                           ids: list[str]) -> tuple[dict[tuple, float], dict[tuple, float]]:
+    """The series of one poll with ``collection`` listing ``member`` alone, and listing ``ids``."""
+    alone = await series(walk, kind, service(REDFISH / mockup, collection, member, [member]))
+    return alone, await series(walk, kind, service(REDFISH / mockup, collection, member, ids))
+
+
 def label_values(found: dict[tuple, float], label: str) -> set[str]:
     return {value for key in found for name, value in key[1:] if name == label}
 
@@ -63,9 +70,7 @@ def label_values(found: dict[tuple, float], label: str) -> set[str]:
 @pytest.mark.parametrize("ids", [["1U", "Backplane"], ["Backplane", "1U"]])
 async def test_a_bmc_listing_another_chassis_renames_no_psu(ids):
     """Before: psu was ``Bay1`` with one chassis and ``1U/Bay1`` as soon as the BMC listed a second."""
-    mockup = REDFISH / "public-rackmount1"
-    alone = await series(poll_bmc, "bmc", service(mockup, "Chassis", "1U", ["1U"]))
-    both = await series(poll_bmc, "bmc", service(mockup, "Chassis", "1U", ids))
+    alone, both = await alone_and_listed(poll_bmc, "bmc", "public-rackmount1", "Chassis", "1U", ids)
     assert label_values(alone, "psu") == {"Bay1"}
     assert alone.items() <= both.items()
     assert label_values(both, "chassis") == {"1U", "Backplane"}
@@ -74,9 +79,7 @@ async def test_a_bmc_listing_another_chassis_renames_no_psu(ids):
 @pytest.mark.parametrize("ids", [["1", "2"], ["2", "1"]])
 async def test_a_pdu_chained_on_keeps_the_target_name_for_the_first(ids):
     """Before: the pdu label was ``pdu1`` with one RackPDU and ``pdu1:1`` with two."""
-    mockup = REDFISH / "public-pdu"
-    alone = await series(poll_pdu, "pdu", service(mockup, "PowerEquipment/RackPDUs", "1", ["1"]))
-    both = await series(poll_pdu, "pdu", service(mockup, "PowerEquipment/RackPDUs", "1", ids))
+    alone, both = await alone_and_listed(poll_pdu, "pdu", "public-pdu", "PowerEquipment/RackPDUs", "1", ids)
     assert label_values(alone, "pdu") == {"pdu1"}
     assert alone.items() <= both.items()
     assert label_values(both, "pdu") == {"pdu1", "pdu1:2"}
@@ -86,9 +89,7 @@ async def test_a_pdu_chained_on_keeps_the_target_name_for_the_first(ids):
 async def test_a_second_cdu_renames_no_loop_pump_or_detector(ids):
     """Before: every loop, pump and detector of CDU 1 took a ``1/`` prefix once a second CDU was listed,
     and the ``loop="supply"`` of the CoolantTemperatureHigh alert matched nothing any more."""
-    mockup = REDFISH / "public-cooling-unit"
-    alone = await series(poll_cdu, "cdu", service(mockup, "ThermalEquipment/CDUs", "1", ["1"]))
-    both = await series(poll_cdu, "cdu", service(mockup, "ThermalEquipment/CDUs", "1", ids))
+    alone, both = await alone_and_listed(poll_cdu, "cdu", "public-cooling-unit", "ThermalEquipment/CDUs", "1", ids)
     assert {"supply", "return", "facility_supply"} <= label_values(alone, "loop")
     assert alone.items() <= both.items()
     added = {key: v for key, v in both.items() if key not in alone}
@@ -99,9 +100,7 @@ async def test_a_second_cdu_renames_no_loop_pump_or_detector(ids):
 
 async def test_a_second_rack_side_connector_keeps_the_plain_supply_loop():
     """Before: two secondary connectors were ``rack1_supply`` and ``rack2_supply``, none ``supply``."""
-    mockup = REDFISH / "public-cooling-unit"
-    alone = await series(poll_cdu, "cdu", service(mockup, CONNECTORS, "1", ["1"]))
-    both = await series(poll_cdu, "cdu", service(mockup, CONNECTORS, "1", ["2", "1"]))
+    alone, both = await alone_and_listed(poll_cdu, "cdu", "public-cooling-unit", CONNECTORS, "1", ["2", "1"])
     assert alone.items() <= both.items()
     added = {key for key in both if key not in alone}
     assert label_values(dict.fromkeys(added), "loop") == {"rack2_supply", "rack2_return", "rack2"}

@@ -17,6 +17,7 @@ import pytest
 from conftest import FIXTURES
 from exporters import cli, registry
 from exporters.collectors import lustre
+from exporters.collectors.nfs import NfsCollector
 from exporters.config import ExporterConfig
 from exporters.exposition import Encoder, render_text
 from exporters.scrape import Scraper
@@ -168,6 +169,22 @@ def test_a_mount_point_that_is_not_utf8_does_not_fail_the_collector(tmp_path):
     (tmp_path / "self/mountstats").write_bytes(header + b"\tbytes:\t1 2 0 0 0 0 0 0\n")
     text = render(build("nfs", config(tmp_path)))
     assert 'lockstep_storage_read_bytes_total{mount="/mnt/caf\ufffd",fstype="nfs4",fsname="srv:/x"} 1' in text
+
+
+def test_nfs_mount_stacked_on_itself_gives_one_series_of_the_visible_mount(tmp_path):
+    """Before: the same export mounted twice on one path (a second ``mount`` over the first; the lower
+    one is hidden but stays in mountstats) gave two series with identical labels. Prometheus keeps
+    the first of duplicate series in a scrape, i.e. the hidden mount's flat counters, and drops the
+    visible mount's I/O. The last entry is the mount on top, the one paths resolve to."""
+    header = "device 10.0.0.20:/export/data mounted on /data with fstype nfs4 statvers=1.1\n"
+    (tmp_path / "self").mkdir()
+    (tmp_path / "self" / "mountstats").write_text(
+        header + "\tbytes:\t10 0 0 0 0 0 0 0\n" + header + "\tbytes:\t999 0 0 0 0 0 0 0\n")
+    samples = list(NfsCollector(tmp_path).collect())
+    keys = [(s.metric.name, s.labels) for s in samples]
+    assert len(keys) == len(set(keys)), keys
+    read = [s.value for s in samples if s.metric.name == "lockstep_storage_read_bytes_total"]
+    assert read == [999.0]
 
 
 def test_disk_device_regex_flag():

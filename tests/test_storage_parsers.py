@@ -94,6 +94,17 @@ def test_mountstats_blocks_split_on_device_lines_only():
     assert len(mounts[0].ops) == 4  # the next device line ends the first mount's per-op section
 
 
+def test_nfs_mount_point_with_a_space_matches_the_mount_table():
+    """Before: mountstats' octal escapes (``\\040`` for a space, as in /proc/self/mounts) reached the
+    ``mount`` label, so an NFS mount point with a space differed from the same path everywhere else."""
+    text = ("device 10.0.0.20:/export/my\\040home mounted on /mnt/my\\040home with fstype nfs4 statvers=1.1\n"
+            "\tbytes:\t1 2 3 4 5 6 7 8\n")
+    (mount,) = parse_mountstats(text)
+    assert (mount.device, mount.mountpoint, mount.normal_read_bytes) == ("10.0.0.20:/export/my home", "/mnt/my home", 1)
+    table = parse_mounts("10.0.0.20:/export/my\\040home /mnt/my\\040home nfs4 rw 0 0\n")
+    assert table[0].mountpoint == mount.mountpoint
+
+
 def test_diskstats_default_filter_keeps_whole_disks():
     disks = {d.device: d for d in parse_diskstats((PROC / "diskstats").read_text(), re.compile(DEFAULT_INCLUDE))}
     assert sorted(disks) == ["nvme0n1", "sda", "sdb", "sdc", "vda"]

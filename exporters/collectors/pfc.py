@@ -12,7 +12,7 @@ from typing import Iterable
 
 from exporters.config import ExporterConfig
 from exporters.fabric.ethtool import DirEthtool, Ethtool, NicStats
-from exporters.fabric.pfc_table import Slot, plan
+from exporters.fabric.pfc_table import Slot, infer_driver, plan
 from exporters.fabric.topology import class_dir, listing
 from exporters.logs import once
 from exporters.registry import register
@@ -130,7 +130,7 @@ def make_ethtool(options: Options) -> Ethtool:
     if options.source == "ioctl":
         from exporters.fabric.ethtool_ioctl import IoctlEthtool
         return IoctlEthtool()
-    return DirEthtool(Path(options.source))
+    return DirEthtool(Path(options.source), infer_driver)
 
 
 @register("pfc", help="PFC pause frames, pause duration and pause-storm events per interface and priority",

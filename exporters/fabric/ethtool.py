@@ -3,6 +3,7 @@
 Two sources implement ``Ethtool``: ``ethtool_ioctl.IoctlEthtool`` (the real NIC, through SIOCETHTOOL) and
 ``DirEthtool`` here, which reads ``<dir>/<iface>/statistics`` files holding ``ethtool -S <iface>`` output
 (what ``lockstep sim run`` writes) and ``<dir>/<iface>/driver`` (one line, the ``ethtool -i`` driver name).
+What the statistics mean is the reader's business (``pfc_table`` for the pfc collector), not this module's.
 """
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ import re
 from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
-from exporters.fabric.pfc_table import infer_driver
 from exporters.readfile import read_text
 
 _LINE = re.compile(r"^[ \t]*([^:\n]*[^:\s])[ \t]*:[ \t]*([0-9]+)[ \t]*$", re.M)
@@ -75,12 +75,19 @@ class _Names:
     names: tuple[str, ...]
 
 
+def _no_driver(names: Sequence[str]) -> str | None:
+    return None
+
+
 class DirEthtool:
     """``<root>/<iface>/statistics`` and ``<root>/<iface>/driver``; files are read afresh each scrape
-    because writers replace them atomically. An interface directory without ``statistics`` has none."""
+    because writers replace them atomically. An interface directory without ``statistics`` has none.
+    Where ``driver`` is missing, ``guess_driver`` names the driver from the statistics' names, once per
+    interface (the pfc collector passes its table's ``infer_driver``); by default it stays unknown."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, guess_driver: Callable[[Sequence[str]], str | None] = _no_driver) -> None:
         self.root = root
+        self.guess_driver = guess_driver
         self._drivers: dict[str, str | None] = {}
         self._paths: dict[str, str] = {}
         self._names: dict[str, _Names] = {}
@@ -100,7 +107,7 @@ class DirEthtool:
             return None
         names, values = self._parse(interface, text, path)
         if interface not in self._drivers:
-            self._drivers[interface] = self._driver(interface) or infer_driver(names)
+            self._drivers[interface] = self._driver(interface) or self.guess_driver(names)
         return NicStats(interface, self._drivers[interface], names, values)
 
     def _parse(self, interface: str, text: str, path: str) -> tuple[tuple[str, ...], Sequence[int]]:
