@@ -15,11 +15,12 @@ import numpy as np
 import pandas as pd
 
 from analytics.frame import Features
+from exporters.catalog.enums import CHECKPOINT, NETWORK, STALL_CAUSES
 
 STALL_FRACTION = 0.5
 PARTIAL_FRACTION = 0.9
-BLOCKING = ("checkpoint", "network")
-CAUSES = ("checkpoint", "network", "storage", "straggler", "hang")
+BLOCKING = (CHECKPOINT, NETWORK)   # causes that block the whole job for part of a sample
+CAUSES = STALL_CAUSES
 _BURST = 5.0          # a write burst: job write rate this many times its productive baseline...
 _BURST_MIN = 1.0e8    # ...and at least this many bytes per second
 _PAUSE_MIN = 0.01     # seconds paused per second, summed over the job's NICs

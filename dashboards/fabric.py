@@ -5,6 +5,7 @@ and CNPs. Everything is labelled by rail through ``lockstep_fabric_rail_info``."
 from __future__ import annotations
 
 from exporters.catalog import fabric as f
+from exporters.catalog.enums import IB_PORT_ACTIVE
 from dashboards import panels as p
 from dashboards import queries as q
 from dashboards.config import Config, range_total, rate, sel
@@ -17,17 +18,17 @@ IFACE = "{{node}} {{interface}} prio {{priority}} {{direction}} (rail {{rail}})"
 
 def _ports(cfg: Config, metric, *extra: str) -> str:
     """Rate of a per-port counter on the selected nodes and rails, labelled by rail."""
-    return q.by_device_rail(cfg, rate(cfg, metric, cfg.node_selector, q.NODE, *extra), q.RAIL)
+    return q.by_device_rail(cfg, rate(cfg, metric, cfg.selectors.node, q.NODE, *extra), q.RAIL)
 
 
 def _interfaces(cfg: Config, metric) -> str:
-    return q.by_interface_rail(cfg, rate(cfg, metric, cfg.node_selector, q.NODE), q.RAIL)
+    return q.by_interface_rail(cfg, rate(cfg, metric, cfg.selectors.node, q.NODE), q.RAIL)
 
 
 def _links(cfg: Config) -> list:
-    n = (cfg.node_selector, q.NODE)
+    n = (cfg.selectors.node, q.NODE)
     utilisation = q.by_device_rail(cfg, f"({rate(cfg, f.IB_TRANSMIT_BYTES, *n)}) / {sel(f.IB_RATE, *n)}", q.RAIL)
-    inactive = q.by_device_rail(cfg, f"{sel(f.IB_STATE, *n)} != 4", q.RAIL)
+    inactive = q.by_device_rail(cfg, f"{sel(f.IB_STATE, *n)} != {IB_PORT_ACTIVE}", q.RAIL)
     degraded = q.by_device_rail(cfg, f"{sel(f.IB_LINK_DEGRADED, *n)} == 1", q.RAIL)
     return [
         p.stat("Ports not active", [target(q.count_or_zero(inactive))], "short", thresholds=p.OK_BAD),
@@ -70,7 +71,7 @@ def _congestion(cfg: Config) -> list:
 
 
 def build(cfg: Config):
-    info = sel(f.RAIL_INFO, cfg.node_selector)
+    info = sel(f.RAIL_INFO, cfg.selectors.node)
     variables = [query_variable("node", "Node", f"label_values({info}, node)", include_all=True),
                  query_variable("rail", "Rail", f"label_values({info}, rail)", include_all=True)]
     return dashboard(cfg, NAME, "lockstep / Fabric",

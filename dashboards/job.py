@@ -4,18 +4,18 @@ cause, lost GPU-hours by cause, and the rails and storage the job's nodes use.""
 from __future__ import annotations
 
 from exporters.catalog import analytics, fabric, gpu, storage
+from exporters.catalog.enums import CHECKPOINT, HANG, NETWORK, STORAGE, STRAGGLER
 from dashboards import panels as p
 from dashboards import queries as q
 from dashboards.config import Config, range_total, rate, sel
 from dashboards.grafana import data_link, dashboard, query_variable, target
 
 NAME = "job"
-CAUSE_COLOURS = {"checkpoint": "blue", "network": "purple", "storage": "orange", "straggler": "yellow",
-                 "hang": "red"}
+CAUSE_COLOURS = {CHECKPOINT: "blue", NETWORK: "purple", STORAGE: "orange", STRAGGLER: "yellow", HANG: "red"}
 
 
 def _summary(cfg: Config) -> list:
-    n, a = cfg.node_selector, cfg.analytics_selector
+    n, a = cfg.selectors.node, cfg.selectors.analytics
     lost = f"sum({rate(cfg, analytics.JOB_LOST_GPU_SECONDS, a, q.JOB)})"
     return [
         p.stat("GPUs allocated", [target(f"count({sel(gpu.JOB_INFO, n, q.JOB)})")], "short"),
@@ -29,13 +29,13 @@ def _summary(cfg: Config) -> list:
         p.stat("Slowest rank (speed vs best)", [target(f"min({sel(analytics.STRAGGLER_SCORE, a, q.JOB)})")],
                "percentunit", thresholds=(("red", None), ("orange", 0.75), ("green", 0.9))),
         # Synchronous data parallelism: the job steps at the pace of its slowest rank.
-        p.stat("Step rate", [target(f"1 / max({sel(analytics.RANK_STEP_SECONDS, cfg.training_selector, q.JOB)})")],
+        p.stat("Step rate", [target(f"1 / max({sel(analytics.RANK_STEP_SECONDS, cfg.selectors.training, q.JOB)})")],
                "suffix: steps/s"),
     ]
 
 
 def _stragglers(cfg: Config) -> list:
-    n, a = cfg.node_selector, cfg.analytics_selector
+    n, a = cfg.selectors.node, cfg.selectors.analytics
     clock = q.job_gpus(cfg, f"{sel(gpu.SM_CLOCK, n)} / {sel(gpu.SM_CLOCK_MAX, n)}")
     reasons = q.job_gpus(cfg, f"{sel(gpu.CLOCK_EVENT, n, q.throttle_matcher())} == 1")
     ranking = p.table("Straggler ranking", [
@@ -58,7 +58,7 @@ def _stragglers(cfg: Config) -> list:
 
 
 def _pace(cfg: Config) -> list:
-    a, t = cfg.analytics_selector, cfg.training_selector
+    a, t = cfg.selectors.analytics, cfg.selectors.training
     steps = sel(analytics.RANK_STEP_SECONDS, t, q.JOB)
     lost = f"sum by (cause) ({rate(cfg, analytics.JOB_LOST_GPU_SECONDS, a, q.JOB)})"
     stalls = p.state_timeline("Stalls by cause", [target(sel(analytics.JOB_STALLED, a, q.JOB), "{{cause}}")], "none",
@@ -77,7 +77,7 @@ def _pace(cfg: Config) -> list:
 
 
 def _fabric_and_storage(cfg: Config) -> list:
-    n = cfg.node_selector
+    n = cfg.selectors.node
     ib = q.by_device_rail(cfg, f"{rate(cfg, fabric.IB_TRANSMIT_BYTES, n)} + {rate(cfg, fabric.IB_RECEIVE_BYTES, n)}")
     paused = q.by_interface_rail(cfg, rate(cfg, fabric.PFC_PAUSE_DURATION, n))
     return [
@@ -104,7 +104,7 @@ def _stall_colour(cause: str, colour: str) -> dict:
 
 
 def build(cfg: Config):
-    job_id = query_variable("job_id", "Job", f"label_values({sel(gpu.JOB_INFO, cfg.node_selector)}, job_id)")
+    job_id = query_variable("job_id", "Job", f"label_values({sel(gpu.JOB_INFO, cfg.selectors.node)}, job_id)")
     panels = [*_summary(cfg), *_stragglers(cfg), *_pace(cfg), *_fabric_and_storage(cfg)]
     return dashboard(cfg, NAME, "lockstep / Training job",
                      "One training job: straggler ranking with evidence, activity, pace, stalls, lost GPU-hours, "

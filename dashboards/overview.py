@@ -12,7 +12,7 @@ NAME = "overview"
 
 
 def _health_stats(cfg: Config) -> list:
-    n, a = cfg.node_selector, cfg.analytics_selector
+    n, a = cfg.selectors.node, cfg.selectors.analytics
     return [
         p.stat("GPUs healthy", [target(q.count_or_zero(q.gpus_healthy(cfg)))], "short"),
         p.stat("GPUs throttled", [target(q.count_or_zero(q.gpus_throttled(cfg)))], "short",
@@ -27,7 +27,7 @@ def _health_stats(cfg: Config) -> list:
 
 
 def _jobs_and_alerts(cfg: Config) -> list:
-    n, a = cfg.node_selector, cfg.analytics_selector
+    n, a = cfg.selectors.node, cfg.selectors.analytics
     jobs = p.table("Jobs", [
         target(f"count by (job_id) ({sel(gpu.JOB_INFO, n)})", instant=True, table=True),
         target(f"max by (job_id) ({sel(analytics.JOB_GOODPUT, a)})", instant=True, table=True),
@@ -43,7 +43,7 @@ def _jobs_and_alerts(cfg: Config) -> list:
 
 
 def _fleet(cfg: Config) -> list:
-    n = cfg.node_selector
+    n = cfg.selectors.node
     activity = p.heatmap("Fleet GPU activity (SM active, mean per node)",
                          [target(f"avg by (node) ({sel(gpu.SM_ACTIVE, n)})", "{{node}}")], "percentunit", w=24, h=9)
     paused = q.by_interface_rail(cfg, rate(cfg, fabric.PFC_PAUSE_DURATION, n))
@@ -61,7 +61,7 @@ def _fleet(cfg: Config) -> list:
 
 
 def _power(cfg: Config) -> list:
-    s = cfg.power_selector
+    s = cfg.selectors.power
     used = f"sum by (rack) ({sel(power.PDU_POWER, s)}) / max by (rack) ({sel(power.RACK_BUDGET, s)})"
     return [p.bargauge("Rack power vs breaker budget", [target(used, "{{rack}}")], "percentunit", max=1,
                        thresholds=(("green", None), ("orange", 0.85), ("red", 0.95)), w=24, h=6)]

@@ -2,8 +2,8 @@
 exporter, and Prometheus configured for them, or a Prometheus filled from a simulated series.
 
 Shared by the demo, the integration tests and the benchmarks so they all wire things the same way
-(scrape jobs ``lockstep-node``/``lockstep-power``/``lockstep-analytics``; every node-agent target
-carries a ``node`` label).
+(the scrape jobs of ``exporters.catalog.selectors``, which the rules, dashboards and analytics select
+on; every node-agent target carries a ``node`` label).
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from exporters.catalog.selectors import ANALYTICS_JOB, NODE_JOB, POWER_JOB
 from lockstep.stack import (Service, Stack, bind_failed, free_port, on_free_port, require_binary, start_on_port,
                             start_process, wait_ready)
 
-NODE_JOB, POWER_JOB, ANALYTICS_JOB = "lockstep-node", "lockstep-power", "lockstep-analytics"
 LOCKSTEP = [sys.executable, "-m", "lockstep"]
 
 
