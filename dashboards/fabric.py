@@ -1,9 +1,11 @@
 """Fabric (variables ``node`` and ``rail``, both multi-valued): per-port throughput against the
 link rate, transmit wait, symbol errors, link downs and recoveries (flaps), degraded and inactive
 ports, PFC pause frames and the fraction of time paused per priority, pause-storm events, ECN marks
-and CNPs. Everything is labelled by rail through ``lockstep_fabric_rail_info``."""
+and CNPs. Everything is labelled by rail through ``lockstep_fabric_rail_info``. The paused fraction
+and the watchdog events are the recorded series PFCPauseStorm fires on, over its window."""
 from __future__ import annotations
 
+from alerts import recording as r
 from exporters.catalog import fabric as f
 from exporters.catalog.enums import IB_PORT_ACTIVE
 from dashboards import panels as p
@@ -56,11 +58,12 @@ def _congestion(cfg: Config) -> list:
         p.timeseries("PFC pause frames per priority",
                      [target(f"sum by (rail, priority, direction) ({_interfaces(cfg, f.PFC_PAUSE_FRAMES)})",
                              "rail {{rail}} prio {{priority}} {{direction}}")], "cps", w=12),
-        p.timeseries("Fraction of time paused per priority", [target(_interfaces(cfg, f.PFC_PAUSE_DURATION), IFACE)],
+        p.timeseries("Fraction of time paused per priority",
+                     [target(q.by_interface_rail(cfg, sel(r.PFC_PAUSED, q.NODE), q.RAIL), IFACE)],
                      "percentunit", min=0, max=1, w=12),
-        p.timeseries("Pause-storm watchdog events", [
-            target(f"sum by (node, interface, rail, level) ({_interfaces(cfg, f.PFC_STORM_EVENTS)})",
-                   "{{node}} {{interface}} {{level}} (rail {{rail}})")], "cps", bars=True, w=8),
+        p.timeseries("Pause-storm watchdog events (in the alert's window)", [
+            target(sel(r.PFC_STORM_EVENTS, q.NODE, q.RAIL), "{{node}} {{interface}} {{level}} (rail {{rail}})")],
+                     "short", w=8),
         p.timeseries("ECN-marked packets received", [
             target(f"sum by (rail) ({_ports(cfg, f.ROCE_ECN_MARKED)})", "rail {{rail}}")], "pps", w=8),
         p.timeseries("CNPs sent and handled", [

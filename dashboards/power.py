@@ -3,6 +3,7 @@ coolant temperatures, server and GPU power, and GPU-hours allocated, productive 
 (the month-to-date panels override the time range with ``now/M``)."""
 from __future__ import annotations
 
+from alerts import recording as r
 from exporters.catalog import analytics, gpu, power as pw
 from dashboards import panels as p
 from dashboards.config import Config, range_total, rate, sel
@@ -15,7 +16,7 @@ GPU_HOURS = "suffix: GPU-h"
 
 def _racks(cfg: Config) -> list:
     s = cfg.selectors.power
-    rack_power, budget = f"sum by (rack) ({sel(pw.PDU_POWER, s)})", f"max by (rack) ({sel(pw.RACK_BUDGET, s)})"
+    rack_power, budget = r.RACK_POWER, f"max by (rack) ({sel(pw.RACK_BUDGET, s)})"
     return [
         p.timeseries("Rack power vs breaker budget", [target(rack_power, "{{rack}}"),
                                                       target(budget, "{{rack}} budget")], "watt", w=12),
