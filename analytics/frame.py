@@ -15,6 +15,7 @@ import pandas as pd
 
 from exporters.catalog import analytics, fabric, gpu, storage
 from exporters.catalog.enums import IB_PORT_ACTIVE, THROTTLE_REASONS
+
 # ``step``: per-rank step time (compute + all-reduce, no waiting) where the training job exports it.
 GPU_GAUGES = {"sm": gpu.SM_ACTIVE.name, "tensor": gpu.TENSOR_ACTIVE.name, "step": analytics.RANK_STEP_SECONDS.name}
 NODE_COUNTERS = {"read": storage.READ_BYTES.name, "write": storage.WRITE_BYTES.name,

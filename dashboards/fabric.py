@@ -16,6 +16,7 @@ from dashboards.grafana import dashboard, query_variable, target
 NAME = "fabric"
 PORT = "{{node}} {{device}} (rail {{rail}})"
 IFACE = "{{node}} {{interface}} prio {{priority}} {{direction}} (rail {{rail}})"
+STORM = "{{node}} {{interface}} {{level}} (rail {{rail}})"
 
 
 def _ports(cfg: Config, metric, *extra: str) -> str:
@@ -61,8 +62,8 @@ def _congestion(cfg: Config) -> list:
         p.timeseries("Fraction of time paused per priority",
                      [target(q.by_interface_rail(cfg, sel(r.PFC_PAUSED, q.NODE), q.RAIL), IFACE)],
                      "percentunit", min=0, max=1, w=12),
-        p.timeseries("Pause-storm watchdog events (in the alert's window)", [
-            target(sel(r.PFC_STORM_EVENTS, q.NODE, q.RAIL), "{{node}} {{interface}} {{level}} (rail {{rail}})")],
+        p.timeseries("Pause-storm watchdog events (in the alert's window)",
+                     [target(sel(r.PFC_STORM_EVENTS, q.NODE, q.RAIL), STORM)],
                      "short", w=8),
         p.timeseries("ECN-marked packets received", [
             target(f"sum by (rail) ({_ports(cfg, f.ROCE_ECN_MARKED)})", "rail {{rail}}")], "pps", w=8),

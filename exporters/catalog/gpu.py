@@ -25,7 +25,8 @@ MEMORY_USED = gauge("lockstep_gpu_memory_used_bytes", "Frame buffer memory in us
 MEMORY_TOTAL = gauge("lockstep_gpu_memory_total_bytes", "Frame buffer memory visible to the driver.", G, "bytes")
 CLOCK_EVENT = gauge(
     "lockstep_gpu_clock_event_active",
-    f"1 while the clock-event (throttle) reason is active. reason: {', '.join(CLOCK_EVENT_REASONS)}.", ("gpu", "reason"))
+    f"1 while the clock-event (throttle) reason is active. reason: {', '.join(CLOCK_EVENT_REASONS)}.",
+    ("gpu", "reason"))
 ECC_ERRORS = counter("lockstep_gpu_ecc_errors_total",
                      "ECC errors since the driver loaded (volatile). type: corrected, uncorrected.", ("gpu", "type"))
 REMAPPED_ROWS = gauge("lockstep_gpu_remapped_rows",
