@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from alerts.config import AlertsConfig
 from alerts.model import dump
+from exporters.catalog.enums import PAGE, TICKET
 
 GROUP_BY = ["cluster", "job_id", "alertname"]
 # Hardware faults after which a node must not take work: what the quarantine receiver drains.
@@ -70,8 +71,8 @@ def route(config: AlertsConfig) -> dict:
     if r.quarantine_webhook_url:
         routes.append({"receiver": "quarantine", "matchers": [f'alertname=~"{"|".join(QUARANTINE_ALERTS)}"'],
                        "continue": True})
-    routes += [{"receiver": "pager", "matchers": ['severity="page"'], "group_wait": r.pager_group_wait},
-               {"receiver": "queue", "matchers": ['severity="ticket"']}]
+    routes += [{"receiver": "pager", "matchers": [f'severity="{PAGE}"'], "group_wait": r.pager_group_wait},
+               {"receiver": "queue", "matchers": [f'severity="{TICKET}"']}]
     return {"receiver": "queue", "group_by": GROUP_BY, "group_wait": r.group_wait,
             "group_interval": r.group_interval, "repeat_interval": r.repeat_interval, "routes": routes}
 

@@ -1,7 +1,9 @@
 """The one config every rule, recording rule and route is a function of (the mixin convention).
 
-Defaults live here; a YAML file (``lockstep alerts build --config FILE``) overrides any of them and is
-read with ``exporters.configfile`` so a typo is rejected as ``FILE:LINE: key: reason``::
+Defaults live here, the selectors in ``exporters.catalog.selectors`` (shared with the dashboards, the
+analytics service and the local stack) and each alert's ``for:`` on its own definition; a YAML file
+(``lockstep alerts build --config FILE``) overrides any of them and is read with
+``exporters.configfile`` so a typo is rejected as ``FILE:LINE: key: reason``::
 
     selectors: {node: 'job="lockstep-node",cluster="a"'}
     thresholds: {pfc_paused_ratio: 0.3, rack_power_budget_ratio: 0.95}
@@ -11,19 +13,14 @@ read with ``exporters.configfile`` so a typo is rejected as ``FILE:LINE: key: re
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from alerts.model import Alert, check_duration
+from exporters.catalog.selectors import DEFAULT as DEFAULT_SELECTORS, Selectors
 from exporters.configfile import ConfigError, Section, load_yaml
-
-_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
-
-
-def check_duration(value: str) -> str | None:
-    return None if _DURATION.match(value) else f"must be a Prometheus duration like 30s, 5m, 1h; got {value!r}"
 
 
 def check_ratio(value: float) -> str | None:
@@ -34,18 +31,6 @@ def _check_for(name: str, kind: type):
     if kind is float:
         return check_ratio if name.endswith("_ratio") else None
     return check_duration if name.endswith(("window", "interval", "_for", "group_wait")) else None
-
-
-@dataclass(frozen=True)
-class Selectors:
-    """Label matchers (without braces) that pick each scrape job's series; per the deploy conventions."""
-
-    node: str = 'job="lockstep-node"'
-    power: str = 'job="lockstep-power"'
-    analytics: str = 'job="lockstep-analytics"'
-    exporters: str = 'job=~"lockstep-.*"'
-    # Extra matchers for IB ports that are cabled and expected up (a spare port is down by design).
-    ib_port: str = ""
 
 
 @dataclass(frozen=True)
@@ -85,29 +70,20 @@ class Routing:
     repeat_interval: str = "4h"
 
 
-DEFAULT_FOR = MappingProxyType({
-    "PFCPauseStorm": "30s", "InfiniBandLinkDown": "2m", "InfiniBandLinkFlapping": "0m",
-    "InfiniBandSymbolErrors": "5m", "InfiniBandLinkDegraded": "10m", "GPUXidCritical": "0m",
-    "GPUUncorrectableECC": "0m", "GPURowRemapFailure": "0m", "GPUThermalThrottling": "5m",
-    "GPUFellOffBus": "1m", "TrainingJobStalled": "10m", "TrainingJobStraggler": "5m",
-    "TrainingJobHung": "5m", "CheckpointStallExcessive": "15m", "RackPowerNearBudget": "5m",
-    "CoolantTemperatureHigh": "5m", "ExporterCollectorFailing": "10m", "ExporterDown": "5m",
-})
-
-
 @dataclass(frozen=True)
 class AlertsConfig:
-    selectors: Selectors = Selectors()
+    selectors: Selectors = DEFAULT_SELECTORS
     thresholds: Thresholds = Thresholds()
     routing: Routing = Routing()
-    for_: Mapping[str, str] = field(default_factory=lambda: DEFAULT_FOR)
+    for_: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))   # alert name → its for:
     runbook_base_url: str = "https://github.com/lockstep-telemetry/lockstep/blob/main/docs/runbooks"
     # With 5 s scrapes a storm crosses the 20 % of the 1 m window in ~15 s; +15 s evaluation, +30 s for,
     # +10 s pager group_wait: paged in about a minute, inside the 90 s budget (ARCHITECTURE.md).
     evaluation_interval: str = "15s"
 
-    def for_of(self, alert: str) -> str:
-        return self.for_[alert]
+    def for_of(self, alert: Alert) -> str:
+        """The alert's ``for:``: the site's override, else its own definition's."""
+        return self.for_.get(alert.name, alert.for_)
 
 
 def _apply(obj: Any, section: Section | None) -> Any:
@@ -124,13 +100,16 @@ def _apply(obj: Any, section: Section | None) -> Any:
 
 def _for(section: Section | None) -> Mapping[str, str]:
     if section is None:
-        return DEFAULT_FOR
-    merged = dict(DEFAULT_FOR)
+        return MappingProxyType({})
+    # The rule modules define the alerts and import this module: asked here, once a file names one.
+    from alerts.rules import alert_names
+    known = alert_names()
+    overrides = {}
     for name in list(section.data):
-        if name not in DEFAULT_FOR:
-            raise section.error(name, f"unknown alert (expected one of: {', '.join(DEFAULT_FOR)})")
-        merged[name] = section.get(name, str, check=check_duration)
-    return MappingProxyType(merged)
+        if name not in known:
+            raise section.error(name, f"unknown alert (expected one of: {', '.join(known)})")
+        overrides[name] = section.get(name, str, check=check_duration)
+    return MappingProxyType(overrides)
 
 
 def load(path: str | Path | None) -> AlertsConfig:
@@ -151,4 +130,4 @@ def load(path: str | Path | None) -> AlertsConfig:
     return config
 
 
-__all__ = ["AlertsConfig", "ConfigError", "DEFAULT_FOR", "Routing", "Selectors", "Thresholds", "load"]
+__all__ = ["AlertsConfig", "ConfigError", "Routing", "Selectors", "Thresholds", "load"]

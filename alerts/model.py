@@ -6,19 +6,27 @@ never name a series nothing emits; recorded series are named ``lockstep:<what>:<
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import yaml
 
 from exporters import catalog
+from exporters.catalog.enums import SEVERITIES
 
-PAGE = "page"
-TICKET = "ticket"
+_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+# Stands for the alert's effective ``for:`` in its description (a site may override it).
+FOR = "{for}"
+
+
+def check_duration(value: str) -> str | None:
+    return None if _DURATION.match(value) else f"must be a Prometheus duration like 30s, 5m, 1h; got {value!r}"
 
 
 @dataclass(frozen=True)
 class Alert:
-    """One alerting rule; ``name`` must be an alert of the contract (ARCHITECTURE.md)."""
+    """One alerting rule: an alert of the contract (ARCHITECTURE.md) with its severity and its default
+    ``for:`` (the alerts config may override it per alert name), and a runbook docs/runbooks/<name>.md."""
 
     name: str
     expr: str
@@ -27,6 +35,14 @@ class Alert:
     description: str
     labels: tuple[tuple[str, str], ...] = ()
     keep_firing_for: str = ""
+    for_: str = field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"{self.name}: severity {self.severity!r} is not one of {SEVERITIES}")
+        problem = check_duration(self.for_)
+        if problem:
+            raise ValueError(f"{self.name}: for: {problem}")
 
     def render(self, for_: str, runbook_base_url: str) -> dict:
         rule: dict = {"alert": self.name, "expr": self.expr}
@@ -35,7 +51,7 @@ class Alert:
         if self.keep_firing_for:
             rule["keep_firing_for"] = self.keep_firing_for
         rule["labels"] = {"severity": self.severity, **dict(self.labels)}
-        rule["annotations"] = {"summary": self.summary, "description": self.description,
+        rule["annotations"] = {"summary": self.summary, "description": self.description.replace(FOR, for_),
                                "runbook_url": f"{runbook_base_url}/{self.name}.md"}
         return rule
 

@@ -1,6 +1,7 @@
-"""Recording rules: the per-node/per-GPU rates and job-level aggregates that dashboards, the
-analytics service and the alerts reuse, so a per-job query touches a few series instead of every
-raw counter of the cluster.
+"""Recording rules: the per-node/per-GPU rates and job-level aggregates that dashboards and the
+alerts reuse, so a per-job query touches a few series instead of every raw counter of the cluster,
+and a dashboard shows the rate an alert fires on, over the same window. The names of the recorded
+series are the constants below; the dashboards import them.
 
 Job membership comes from ``lockstep_gpu_job_info`` (one series per GPU held by a Slurm job). The
 ``node`` label is a target label (scrape config), so every join below is ``on (node, ...)``.
@@ -12,23 +13,36 @@ from alerts.model import Record, attach, metric
 
 GROUP = "lockstep.rules"
 
+GPU_JOB = "lockstep:gpu_job:info"
+NODE_JOB = "lockstep:node_job:info"
+JOB_GPUS = "lockstep:job_gpus:count"
+GPU_SM_CLOCK = "lockstep:gpu_sm_clock:ratio"
+INTERFACE_RAIL = "lockstep:interface_rail:info"
+PFC_PAUSED = "lockstep:pfc_paused:ratio"                       # seconds paused per second, over pfc_window
+PFC_PAUSED_INTERFACE = "lockstep:pfc_paused_interface:ratio"
+PFC_STORM_EVENTS = "lockstep:pfc_storm_events:increase"        # watchdog events within pfc_window
+RACK_POWER = "lockstep:rack_power_watts:sum"
+RACK_POWER_BUDGET = "lockstep:rack_power_budget:ratio"
+JOB_LOST_GPU_SECONDS = "lockstep:job_lost_gpu_seconds:rate"    # over checkpoint_window
+JOB_LOST_GPU_TIME = "lockstep:job_lost_gpu_time:ratio"
+
 
 def job_membership(config: AlertsConfig) -> list[Record]:
     """GPU→job and node→job maps, each unique on its join key so no join can go many-to-many."""
     info = metric("lockstep_gpu_job_info", config.selectors.node)
     return [
         # topk keeps one job per GPU even while a job hand-over briefly reports two.
-        Record("lockstep:gpu_job:info", f"max by (node, gpu, job_id) (topk by (node, gpu) (1, {info}))"),
+        Record(GPU_JOB, f"max by (node, gpu, job_id) (topk by (node, gpu) (1, {info}))"),
         # A node shared by several jobs is attributed to the one holding most of its GPUs: multi-node
         # training jobs take whole nodes, and that job's collectives are what the node's NICs carry.
-        Record("lockstep:node_job:info",
+        Record(NODE_JOB,
                f"clamp_max(topk by (node) (1, count by (node, job_id) ({info})), 1)"),
-        Record("lockstep:job_gpus:count", f"count by (job_id) ({info})"),
+        Record(JOB_GPUS, f"count by (job_id) ({info})"),
     ]
 
 
 def _per_job(record: str, source: str, how: str = "avg") -> Record:
-    join = "* on (node, gpu) group_left (job_id) lockstep:gpu_job:info"
+    join = f"* on (node, gpu) group_left (job_id) {GPU_JOB}"
     return Record(record, f"{how} by (job_id) (\n  {source}\n  {join}\n)")
 
 
@@ -38,7 +52,7 @@ def gpu(config: AlertsConfig) -> list[Record]:
         _per_job("lockstep:job_gpu_utilization:avg", metric("lockstep_gpu_utilization_ratio", sel)),
         _per_job("lockstep:job_gpu_sm_active:avg", metric("lockstep_gpu_sm_active_ratio", sel)),
         _per_job("lockstep:job_gpu_power_watts:sum", metric("lockstep_gpu_power_watts", sel), "sum"),
-        Record("lockstep:gpu_sm_clock:ratio",
+        Record(GPU_SM_CLOCK,
                f"{metric('lockstep_gpu_sm_clock_hertz', sel)}\n/ {metric('lockstep_gpu_sm_clock_max_hertz', sel)}"),
     ]
 
@@ -50,16 +64,16 @@ def fabric(config: AlertsConfig) -> list[Record]:
     paused = metric("lockstep_pfc_pause_duration_seconds_total", sel)
     node_rate = "sum by (node) (rate({}[{}]))"
     records = [
-        Record("lockstep:interface_rail:info", f"max by (node, interface, rail) ({rail_info})"),
+        Record(INTERFACE_RAIL, f"max by (node, interface, rail) ({rail_info})"),
         # Seconds paused per second: the fraction of wall time the priority was paused.
-        Record("lockstep:pfc_paused:ratio", f"rate({paused}[{window}])"),
+        Record(PFC_PAUSED, f"rate({paused}[{window}])"),
         # Per interface and priority (either direction), with the interface's rail where it is known.
-        Record("lockstep:pfc_paused_interface:ratio",
-               attach("max by (node, interface, priority) (lockstep:pfc_paused:ratio)", "rail", "node, interface",
-                      "lockstep:interface_rail:info", "node, interface, priority")),
-        Record("lockstep:pfc_storm_events:increase",
+        Record(PFC_PAUSED_INTERFACE,
+               attach(f"max by (node, interface, priority) ({PFC_PAUSED})", "rail", "node, interface",
+                      INTERFACE_RAIL, "node, interface, priority")),
+        Record(PFC_STORM_EVENTS,
                attach(f"sum by (node, interface, level) (increase({storms}[{window}]))", "rail", "node, interface",
-                      "lockstep:interface_rail:info", "node, interface, level")),
+                      INTERFACE_RAIL, "node, interface, level")),
         Record("lockstep:node_ib_transmit_bytes:rate",
                node_rate.format(metric("lockstep_ib_port_transmit_bytes_total", sel), window)),
         Record("lockstep:node_ib_receive_bytes:rate",
@@ -69,7 +83,7 @@ def fabric(config: AlertsConfig) -> list[Record]:
         records.append(Record(
             f"lockstep:job_ib_{direction}_bytes:rate",
             f"sum by (job_id) (\n  lockstep:node_ib_{direction}_bytes:rate\n"
-            "  * on (node) group_left (job_id) lockstep:node_job:info\n)"))
+            f"  * on (node) group_left (job_id) {NODE_JOB}\n)"))
     return records
 
 
@@ -77,9 +91,9 @@ def power(config: AlertsConfig) -> list[Record]:
     sel = config.selectors.power
     budget = metric("lockstep_rack_power_budget_watts", sel)
     return [
-        Record("lockstep:rack_power_watts:sum", f"sum by (rack) ({metric('lockstep_pdu_power_watts', sel)})"),
-        Record("lockstep:rack_power_budget:ratio",
-               f"lockstep:rack_power_watts:sum\n/ on (rack) max by (rack) ({budget})"),
+        Record(RACK_POWER, f"sum by (rack) ({metric('lockstep_pdu_power_watts', sel)})"),
+        Record(RACK_POWER_BUDGET,
+               f"{RACK_POWER}\n/ on (rack) max by (rack) ({budget})"),
     ]
 
 
@@ -87,10 +101,9 @@ def analytics(config: AlertsConfig) -> list[Record]:
     sel, window = config.selectors.analytics, config.thresholds.checkpoint_window
     lost = metric("lockstep_job_lost_gpu_seconds_total", sel)
     return [
-        Record("lockstep:job_lost_gpu_seconds:rate", f"sum by (job_id, cause) (rate({lost}[{window}]))"),
+        Record(JOB_LOST_GPU_SECONDS, f"sum by (job_id, cause) (rate({lost}[{window}]))"),
         # Lost over allocated GPU time per cause, over the checkpoint window.
-        Record("lockstep:job_lost_gpu_time:ratio",
-               "lockstep:job_lost_gpu_seconds:rate\n/ on (job_id) group_left lockstep:job_gpus:count"),
+        Record(JOB_LOST_GPU_TIME, f"{JOB_LOST_GPU_SECONDS}\n/ on (job_id) group_left {JOB_GPUS}"),
     ]
 
 

@@ -14,10 +14,8 @@ import numpy as np
 import pandas as pd
 
 from exporters.catalog import analytics, fabric, gpu, storage
+from exporters.catalog.enums import IB_PORT_ACTIVE, THROTTLE_REASONS
 
-# Clock-event reasons that slow a GPU down on their own (idle, sync boost, app clocks do not).
-THROTTLE_REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
-                    "hw_power_brake_slowdown")
 # ``step``: per-rank step time (compute + all-reduce, no waiting) where the training job exports it.
 GPU_GAUGES = {"sm": gpu.SM_ACTIVE.name, "tensor": gpu.TENSOR_ACTIVE.name, "step": analytics.RANK_STEP_SECONDS.name}
 NODE_COUNTERS = {"read": storage.READ_BYTES.name, "write": storage.WRITE_BYTES.name,
@@ -26,7 +24,6 @@ RAIL_COUNTERS = {"tx": fabric.IB_TRANSMIT_BYTES.name, "xmit_wait": fabric.IB_TRA
                  "link_downed": fabric.IB_LINK_DOWNED.name, "link_recovery": fabric.IB_LINK_ERROR_RECOVERY.name,
                  "symbol_errors": fabric.IB_SYMBOL_ERRORS.name}
 LINK_COUNTERS = ("link_downed", "link_recovery", "symbol_errors")
-IB_ACTIVE = 4   # lockstep_ib_port_state: 4 is ACTIVE
 # Every metric build_features reads (what the Prometheus source queries).
 INPUT_METRICS = (gpu.JOB_INFO.name, *GPU_GAUGES.values(), gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name,
                  gpu.CLOCK_EVENT.name, fabric.IB_STATE.name, *RAIL_COUNTERS.values(), *NODE_COUNTERS.values())
@@ -143,7 +140,7 @@ def build_features(frame: pd.DataFrame) -> Features:
     for name, metric in RAIL_COUNTERS.items():
         signals[name] = _rail_rate(by_metric.get(metric, empty), times, gpu_cols)
     state = by_metric.get(fabric.IB_STATE.name, empty)
-    down = _rail_matrix(state.assign(value=(state["value"] != IB_ACTIVE).astype(float)), times, gpu_cols, "max")
+    down = _rail_matrix(state.assign(value=(state["value"] != IB_PORT_ACTIVE).astype(float)), times, gpu_cols, "max")
     # A rail is "down" while its port is not ACTIVE, or when its link went down, retrained or took
     # symbol errors since the last sample (a 2 s drop can fall between two samples: only the
     # counters see it).

@@ -12,8 +12,7 @@ import numpy as np
 
 from analytics.stall import JobSignals
 from analytics.straggler import StragglerResult
-
-LOSS_CAUSES = ("checkpoint", "straggler", "network", "storage", "hang", "throttle")
+from exporters.catalog.enums import LOSS_CAUSES
 
 
 def lost_share(js: JobSignals) -> np.ndarray:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import re
 
+from exporters.catalog import analytics, gpu
+from exporters.catalog.selectors import DEFAULT as SELECTORS
+
 # Slurm ids: 4242, array tasks 4242_7, heterogeneous components 4242+0; schedulers elsewhere use
 # names with dots, dashes and colons. Nothing here can end a string or start a new matcher.
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}")   # use fullmatch: "$" would allow a trailing \n
@@ -29,13 +32,13 @@ def quote(value: str) -> str:
 
 
 def job_selector(job_id: str) -> str:
-    """``lockstep_gpu_job_info{job_id="..."}`` for a validated id."""
-    return with_job("lockstep_gpu_job_info", job_id)
+    """``lockstep_gpu_job_info{<node selector>,job_id="..."}`` for a validated id."""
+    return with_job(gpu.JOB_INFO.name, job_id)
 
 
 def with_job(metric: str, job_id: str) -> str:
-    """``metric{job_id="..."}`` for a validated id (metrics that carry job_id themselves)."""
-    return f"{metric}{{job_id={quote(validate_job_id(job_id))}}}"
+    """``metric{<its job's selector>,job_id="..."}`` for a validated id (metrics that carry job_id themselves)."""
+    return f"{metric}{{{_matchers(metric, f'job_id={quote(validate_job_id(job_id))}')}}}"
 
 
 def metric_for_job(metric: str, job_id: str, extra: str = "") -> str:
@@ -44,8 +47,14 @@ def metric_for_job(metric: str, job_id: str, extra: str = "") -> str:
     ``and on(node)`` keeps the metric's own labels unchanged, so the frame built from the result is
     the same as the simulator's; GPUs of other jobs on a shared node are dropped later by the job map.
     """
-    selector = f"{metric}{{{extra}}}" if extra else metric
-    return f"{selector} and on(node) {job_selector(job_id)}"
+    return f"{metric}{{{_matchers(metric, extra)}}} and on(node) {job_selector(job_id)}"
 
 
-JOBS_QUERY = "count by (job_id) (lockstep_gpu_job_info)"
+def _matchers(metric: str, extra: str) -> str:
+    """The selector of the scrape job serving ``metric`` (the training job's own step times, or a node
+    agent), then ``extra``."""
+    served_by = SELECTORS.training if metric == analytics.RANK_STEP_SECONDS.name else SELECTORS.node
+    return ",".join(m for m in (served_by, extra) if m)
+
+
+JOBS_QUERY = f"count by (job_id) ({gpu.JOB_INFO.name}{{{SELECTORS.node}}})"

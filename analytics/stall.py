@@ -15,11 +15,12 @@ import numpy as np
 import pandas as pd
 
 from analytics.frame import Features
+from exporters.catalog.enums import CHECKPOINT, HANG, NETWORK, STALL_CAUSES, STORAGE, STRAGGLER
 
 STALL_FRACTION = 0.5
 PARTIAL_FRACTION = 0.9
-BLOCKING = ("checkpoint", "network")
-CAUSES = ("checkpoint", "network", "storage", "straggler", "hang")
+BLOCKING = (CHECKPOINT, NETWORK)   # causes that block the whole job for part of a sample
+CAUSES = STALL_CAUSES
 _BURST = 5.0          # a write burst: job write rate this many times its productive baseline...
 _BURST_MIN = 1.0e8    # ...and at least this many bytes per second
 _PAUSE_MIN = 0.01     # seconds paused per second, summed over the job's NICs
@@ -110,14 +111,14 @@ def _cause(js: JobSignals, base: dict[str, float], i: int, busy_max: float) -> t
           "write_bytes_per_second": t["write"], "read_bytes_per_second": t["read"],
           "tx_ratio": round(t["tx"] / base["tx"], 3) if base["tx"] else None}
     if write_burst:
-        return "checkpoint", ev
+        return CHECKPOINT, ev
     if congestion or js.link_down[i]:
-        return "network", {**ev, **congestion, "link_down": bool(js.link_down[i])}
+        return NETWORK, {**ev, **congestion, "link_down": bool(js.link_down[i])}
     if busy_max >= STALL_FRACTION * js.baseline and busy_max >= 2.0 * progress:
-        return "straggler", {**ev, "busiest_rank_ratio": round(busy_max / js.baseline, 3)}
+        return STRAGGLER, {**ev, "busiest_rank_ratio": round(busy_max / js.baseline, 3)}
     if t["read"] >= _READ_MIN:
-        return "storage", ev
-    return "hang", ev
+        return STORAGE, ev
+    return HANG, ev
 
 
 def _rise(name: str, value: float, baseline: float, factor: float = 3.0) -> dict:

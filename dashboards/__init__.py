@@ -19,10 +19,15 @@ lockstep-power         (none)                rack power vs budget and headroom, 
                                              GPU-hours allocated/productive/lost month to date
 =====================  ====================  ==============================================================
 
-Layout of the package: ``config`` (the selectors every query is a function of), ``grafana`` (the
-one grafanalib wrapper), ``panels`` (one factory per panel type), ``queries`` (shared joins), one
-module per dashboard, ``build`` (render all), ``lint`` and ``promql`` (checks the tests run),
-``check`` (run every panel query against a Prometheus).
+Layout of the package: ``config`` (the selectors every query is a function of, from
+``exporters.catalog.selectors``), ``grafana`` (the one grafanalib wrapper), ``panels`` (one factory
+per panel type), ``queries`` (shared joins), one module per dashboard, ``build`` (render all),
+``lint`` and ``promql`` (checks the tests run), ``check`` (run every panel query against a Prometheus).
+
+Where the alerts' recording rules (``alerts.recording``) record what a panel shows (the PFC paused
+fraction and watchdog events, a job's lost GPU-time rate, rack power against budget, the SM clock
+ratio, GPUs per job), the panel reads the recorded series: it shows what the alert sees, over the
+alert's window, and Prometheus must load the generated rule file.
 
 To change a dashboard: edit its module, run ``lockstep dashboards build --out
 deploy/grafana/dashboards`` and commit the JSON; the tests fail while the two differ.

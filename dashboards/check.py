@@ -49,6 +49,10 @@ def run(url: str, q: PanelQuery, start: float, end: float, step: float, expr: st
         path, params = "query", {"query": expr, "time": str(end)}
     else:
         path, params = "query_range", {"query": expr, "start": str(start), "end": str(end), "step": str(step)}
+    return _api(url, path, params, f"{q}", expr)["result"]
+
+
+def _api(url: str, path: str, params: Mapping[str, str], what: str, expr: str = "") -> Any:
     try:
         with urllib.request.urlopen(f"{url}/api/v1/{path}?{urlencode(params)}", timeout=30) as resp:
             body = resp.read()
@@ -56,12 +60,15 @@ def run(url: str, q: PanelQuery, start: float, end: float, step: float, expr: st
         body = exc.read()
     payload = json.loads(body)
     if payload.get("status") != "success":
-        raise RuntimeError(f"{q}: {payload.get('error', body[:300])}\n  query: {expr}")
-    return payload["data"]["result"]
+        raise RuntimeError(f"{what}: {payload.get('error', body[:300])}\n  query: {expr}")
+    return payload["data"]
 
 
-def present_metrics(url: str, at: float) -> set[str]:
-    """Metric names Prometheus holds series for within the lookback window before ``at``."""
+def present_metrics(url: str, at: float, since: float | None = None) -> set[str]:
+    """Metric names Prometheus holds series for within the lookback window before ``at`` or, given
+    ``since``, at any time from ``since`` to ``at``."""
+    if since is not None:
+        return set(_api(url, "label/__name__/values", {"start": str(since), "end": str(at)}, "metric names"))
     q = PanelQuery("-", "-", "-", 'count by (__name__) ({__name__=~".+"})', instant=True)
     return {r["metric"]["__name__"] for r in run(url, q, at, at, 1)}
 

@@ -1,23 +1,21 @@
 """The one configuration every dashboard query is a function of (the mixin convention).
 
-Selectors name the Prometheus scrape jobs of the conventions; a site that scrapes under other job
-names, or adds a cluster matcher, changes them here and nowhere else.
+Selectors name the Prometheus scrape jobs of the conventions: the same ``Selectors`` the alert and
+recording rules, the analytics service and the local stack use (``exporters.catalog.selectors``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from exporters.catalog import Metric
+from exporters.catalog.selectors import DEFAULT as DEFAULT_SELECTORS, Selectors
 
 
 @dataclass(frozen=True)
 class Config:
     """Selectors, the rate window and the dashboard identity settings."""
 
-    node_selector: str = 'job="lockstep-node"'          # node agents (:9840), each target labelled `node`
-    power_selector: str = 'job="lockstep-power"'        # power exporter (:9841)
-    analytics_selector: str = 'job="lockstep-analytics"'  # analytics service (:9842)
-    training_selector: str = ""                          # step times the training job exports itself
+    selectors: Selectors = DEFAULT_SELECTORS
     rate_interval: str = "$__rate_interval"
     datasource_variable: str = "datasource"
     uid_prefix: str = "lockstep-"
@@ -32,10 +30,11 @@ class Config:
 DEFAULT = Config()
 
 
-def sel(metric: Metric, *matchers: str) -> str:
-    """``metric{m1, m2}`` for a catalog metric; empty matchers are dropped."""
+def sel(metric: Metric | str, *matchers: str) -> str:
+    """``metric{m1, m2}`` for a catalog metric or a recorded series (``alerts.recording``); empty
+    matchers are dropped."""
     inner = ", ".join(m for m in matchers if m)
-    return f"{metric.name}{{{inner}}}"
+    return f"{getattr(metric, 'name', metric)}{{{inner}}}"
 
 
 def rate(cfg: Config, metric: Metric, *matchers: str) -> str:

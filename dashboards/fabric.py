@@ -1,10 +1,13 @@
 """Fabric (variables ``node`` and ``rail``, both multi-valued): per-port throughput against the
 link rate, transmit wait, symbol errors, link downs and recoveries (flaps), degraded and inactive
 ports, PFC pause frames and the fraction of time paused per priority, pause-storm events, ECN marks
-and CNPs. Everything is labelled by rail through ``lockstep_fabric_rail_info``."""
+and CNPs. Everything is labelled by rail through ``lockstep_fabric_rail_info``. The paused fraction
+and the watchdog events are the recorded series PFCPauseStorm fires on, over its window."""
 from __future__ import annotations
 
+from alerts import recording as r
 from exporters.catalog import fabric as f
+from exporters.catalog.enums import IB_PORT_ACTIVE
 from dashboards import panels as p
 from dashboards import queries as q
 from dashboards.config import Config, range_total, rate, sel
@@ -13,21 +16,22 @@ from dashboards.grafana import dashboard, query_variable, target
 NAME = "fabric"
 PORT = "{{node}} {{device}} (rail {{rail}})"
 IFACE = "{{node}} {{interface}} prio {{priority}} {{direction}} (rail {{rail}})"
+STORM = "{{node}} {{interface}} {{level}} (rail {{rail}})"
 
 
 def _ports(cfg: Config, metric, *extra: str) -> str:
     """Rate of a per-port counter on the selected nodes and rails, labelled by rail."""
-    return q.by_device_rail(cfg, rate(cfg, metric, cfg.node_selector, q.NODE, *extra), q.RAIL)
+    return q.by_device_rail(cfg, rate(cfg, metric, cfg.selectors.node, q.NODE, *extra), q.RAIL)
 
 
 def _interfaces(cfg: Config, metric) -> str:
-    return q.by_interface_rail(cfg, rate(cfg, metric, cfg.node_selector, q.NODE), q.RAIL)
+    return q.by_interface_rail(cfg, rate(cfg, metric, cfg.selectors.node, q.NODE), q.RAIL)
 
 
 def _links(cfg: Config) -> list:
-    n = (cfg.node_selector, q.NODE)
+    n = (cfg.selectors.node, q.NODE)
     utilisation = q.by_device_rail(cfg, f"({rate(cfg, f.IB_TRANSMIT_BYTES, *n)}) / {sel(f.IB_RATE, *n)}", q.RAIL)
-    inactive = q.by_device_rail(cfg, f"{sel(f.IB_STATE, *n)} != 4", q.RAIL)
+    inactive = q.by_device_rail(cfg, f"{sel(f.IB_STATE, *n)} != {IB_PORT_ACTIVE}", q.RAIL)
     degraded = q.by_device_rail(cfg, f"{sel(f.IB_LINK_DEGRADED, *n)} == 1", q.RAIL)
     return [
         p.stat("Ports not active", [target(q.count_or_zero(inactive))], "short", thresholds=p.OK_BAD),
@@ -55,11 +59,12 @@ def _congestion(cfg: Config) -> list:
         p.timeseries("PFC pause frames per priority",
                      [target(f"sum by (rail, priority, direction) ({_interfaces(cfg, f.PFC_PAUSE_FRAMES)})",
                              "rail {{rail}} prio {{priority}} {{direction}}")], "cps", w=12),
-        p.timeseries("Fraction of time paused per priority", [target(_interfaces(cfg, f.PFC_PAUSE_DURATION), IFACE)],
+        p.timeseries("Fraction of time paused per priority",
+                     [target(q.by_interface_rail(cfg, sel(r.PFC_PAUSED, q.NODE), q.RAIL), IFACE)],
                      "percentunit", min=0, max=1, w=12),
-        p.timeseries("Pause-storm watchdog events", [
-            target(f"sum by (node, interface, rail, level) ({_interfaces(cfg, f.PFC_STORM_EVENTS)})",
-                   "{{node}} {{interface}} {{level}} (rail {{rail}})")], "cps", bars=True, w=8),
+        p.timeseries("Pause-storm watchdog events (in the alert's window)",
+                     [target(sel(r.PFC_STORM_EVENTS, q.NODE, q.RAIL), STORM)],
+                     "short", w=8),
         p.timeseries("ECN-marked packets received", [
             target(f"sum by (rail) ({_ports(cfg, f.ROCE_ECN_MARKED)})", "rail {{rail}}")], "pps", w=8),
         p.timeseries("CNPs sent and handled", [
@@ -70,7 +75,7 @@ def _congestion(cfg: Config) -> list:
 
 
 def build(cfg: Config):
-    info = sel(f.RAIL_INFO, cfg.node_selector)
+    info = sel(f.RAIL_INFO, cfg.selectors.node)
     variables = [query_variable("node", "Node", f"label_values({info}, node)", include_all=True),
                  query_variable("rail", "Rail", f"label_values({info}, rail)", include_all=True)]
     return dashboard(cfg, NAME, "lockstep / Fabric",

@@ -3,22 +3,23 @@ evidence next to the score, per-GPU activity (the straggler stands out), step pa
 cause, lost GPU-hours by cause, and the rails and storage the job's nodes use."""
 from __future__ import annotations
 
+from alerts import recording as r
 from exporters.catalog import analytics, fabric, gpu, storage
+from exporters.catalog.enums import CHECKPOINT, HANG, NETWORK, STORAGE, STRAGGLER
 from dashboards import panels as p
 from dashboards import queries as q
 from dashboards.config import Config, range_total, rate, sel
 from dashboards.grafana import data_link, dashboard, query_variable, target
 
 NAME = "job"
-CAUSE_COLOURS = {"checkpoint": "blue", "network": "purple", "storage": "orange", "straggler": "yellow",
-                 "hang": "red"}
+CAUSE_COLOURS = {CHECKPOINT: "blue", NETWORK: "purple", STORAGE: "orange", STRAGGLER: "yellow", HANG: "red"}
 
 
 def _summary(cfg: Config) -> list:
-    n, a = cfg.node_selector, cfg.analytics_selector
+    a = cfg.selectors.analytics
     lost = f"sum({rate(cfg, analytics.JOB_LOST_GPU_SECONDS, a, q.JOB)})"
     return [
-        p.stat("GPUs allocated", [target(f"count({sel(gpu.JOB_INFO, n, q.JOB)})")], "short"),
+        p.stat("GPUs allocated", [target(f"sum({sel(r.JOB_GPUS, q.JOB)})")], "short"),
         p.stat("Goodput", [target(f"max({sel(analytics.JOB_GOODPUT, a, q.JOB)})")], "percentunit",
                thresholds=(("red", None), ("orange", 0.8), ("green", 0.9))),
         p.stat("Stalled now", [target(f"max({sel(analytics.JOB_STALLED, a, q.JOB)})")], "bool_yes_no",
@@ -29,14 +30,14 @@ def _summary(cfg: Config) -> list:
         p.stat("Slowest rank (speed vs best)", [target(f"min({sel(analytics.STRAGGLER_SCORE, a, q.JOB)})")],
                "percentunit", thresholds=(("red", None), ("orange", 0.75), ("green", 0.9))),
         # Synchronous data parallelism: the job steps at the pace of its slowest rank.
-        p.stat("Step rate", [target(f"1 / max({sel(analytics.RANK_STEP_SECONDS, cfg.training_selector, q.JOB)})")],
+        p.stat("Step rate", [target(f"1 / max({sel(analytics.RANK_STEP_SECONDS, cfg.selectors.training, q.JOB)})")],
                "suffix: steps/s"),
     ]
 
 
 def _stragglers(cfg: Config) -> list:
-    n, a = cfg.node_selector, cfg.analytics_selector
-    clock = q.job_gpus(cfg, f"{sel(gpu.SM_CLOCK, n)} / {sel(gpu.SM_CLOCK_MAX, n)}")
+    n, a = cfg.selectors.node, cfg.selectors.analytics
+    clock = q.job_gpus(cfg, r.GPU_SM_CLOCK)
     reasons = q.job_gpus(cfg, f"{sel(gpu.CLOCK_EVENT, n, q.throttle_matcher())} == 1")
     ranking = p.table("Straggler ranking", [
         target(f"bottomk(20, min by (node, gpu) ({sel(analytics.STRAGGLER_SCORE, a, q.JOB)}))", instant=True, table=True),
@@ -58,9 +59,10 @@ def _stragglers(cfg: Config) -> list:
 
 
 def _pace(cfg: Config) -> list:
-    a, t = cfg.analytics_selector, cfg.training_selector
+    a, t = cfg.selectors.analytics, cfg.selectors.training
     steps = sel(analytics.RANK_STEP_SECONDS, t, q.JOB)
     lost = f"sum by (cause) ({rate(cfg, analytics.JOB_LOST_GPU_SECONDS, a, q.JOB)})"
+    losing = sel(r.JOB_LOST_GPU_SECONDS, q.JOB)   # over the window CheckpointStallExcessive uses
     stalls = p.state_timeline("Stalls by cause", [target(sel(analytics.JOB_STALLED, a, q.JOB), "{{cause}}")], "none",
                               states={"0": ("running", "green"), "1": ("stalled", "red")}, w=24, h=6,
                               overrides=[_stall_colour(cause, colour) for cause, colour in CAUSE_COLOURS.items()])
@@ -70,16 +72,16 @@ def _pace(cfg: Config) -> list:
         p.timeseries("Goodput", [target(sel(analytics.JOB_GOODPUT, a, q.JOB), "goodput")], "percentunit",
                      min=0, max=1, w=12),
         stalls,
-        p.timeseries("GPUs lost by cause", [target(lost, "{{cause}}")], "short", stack=True, w=12),
+        p.timeseries("GPUs lost by cause", [target(losing, "{{cause}}")], "short", stack=True, w=12),
         p.bargauge("Lost GPU-hours by cause (range)", [target(f"{range_total(cfg, lost)} / 3600", "{{cause}}")],
                    "suffix: GPU-h", w=12),
     ]
 
 
 def _fabric_and_storage(cfg: Config) -> list:
-    n = cfg.node_selector
+    n = cfg.selectors.node
     ib = q.by_device_rail(cfg, f"{rate(cfg, fabric.IB_TRANSMIT_BYTES, n)} + {rate(cfg, fabric.IB_RECEIVE_BYTES, n)}")
-    paused = q.by_interface_rail(cfg, rate(cfg, fabric.PFC_PAUSE_DURATION, n))
+    paused = q.by_interface_rail(cfg, r.PFC_PAUSED)
     return [
         p.timeseries("Job's rails: throughput", [target(f"sum by (rail) ({q.job_nodes(cfg, ib)})", "rail {{rail}}")],
                      "Bps", w=8),
@@ -104,7 +106,7 @@ def _stall_colour(cause: str, colour: str) -> dict:
 
 
 def build(cfg: Config):
-    job_id = query_variable("job_id", "Job", f"label_values({sel(gpu.JOB_INFO, cfg.node_selector)}, job_id)")
+    job_id = query_variable("job_id", "Job", f"label_values({sel(gpu.JOB_INFO, cfg.selectors.node)}, job_id)")
     panels = [*_summary(cfg), *_stragglers(cfg), *_pace(cfg), *_fabric_and_storage(cfg)]
     return dashboard(cfg, NAME, "lockstep / Training job",
                      "One training job: straggler ranking with evidence, activity, pace, stalls, lost GPU-hours, "

@@ -121,7 +121,8 @@ def check_variables(d: Dashboard) -> list[str]:
 
 
 def check_metrics(d: Dashboard, known: Iterable[str]) -> list[str]:
-    """Every metric a query names is in ``known`` (the catalog) or is Prometheus' own."""
+    """Every metric a query names is in ``known`` (the catalog, the recorded series of the alerts' rule
+    file) or is Prometheus' own."""
     allowed = set(known) | BUILTIN_METRICS
     problems = [f"{where}: unknown metric {name}" for where, expr in _exprs(d)
                 for name in sorted(metric_names(expr) - allowed)]

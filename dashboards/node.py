@@ -5,6 +5,7 @@ persistence, ECC mode)."""
 from __future__ import annotations
 
 from exporters.catalog import gpu
+from exporters.catalog.enums import IDLE_REASON
 from dashboards import panels as p
 from dashboards import queries as q
 from dashboards.config import Config, rate, sel
@@ -12,7 +13,7 @@ from dashboards.grafana import dashboard, query_variable, target
 
 NAME = "node"
 GPU = "GPU {{gpu}}"
-NOT_IDLE = 'reason!="gpu_idle"'
+NOT_IDLE = f'reason!="{IDLE_REASON}"'
 # nvmlGpuP2PStatus_t, as the catalog's HELP of lockstep_gpu_p2p_status documents it.
 P2P_STATES = {"0": ("ok", "green"), "1": ("chipset not supported", "red"), "2": ("GPU not supported", "red"),
               "3": ("topology not supported (ACS?)", "red"), "4": ("disabled by regkey", "red"),
@@ -20,7 +21,7 @@ P2P_STATES = {"0": ("ok", "green"), "1": ("chipset not supported", "red"), "2": 
 
 
 def _clocks_and_thermals(cfg: Config) -> list:
-    n = (cfg.node_selector, q.NODE, q.INSTANCE)
+    n = (cfg.selectors.node, q.NODE, q.INSTANCE)
     reasons = f"{sel(gpu.CLOCK_EVENT, *n, NOT_IDLE)} == 1"
     return [
         p.timeseries("SM clock vs max", [target(sel(gpu.SM_CLOCK, *n), GPU),
@@ -39,7 +40,7 @@ def _clocks_and_thermals(cfg: Config) -> list:
 
 
 def _errors(cfg: Config) -> list:
-    n = (cfg.node_selector, q.NODE, q.INSTANCE)
+    n = (cfg.selectors.node, q.NODE, q.INSTANCE)
     return [
         p.timeseries("ECC errors", [target(f"sum by (gpu, type) ({rate(cfg, gpu.ECC_ERRORS, *n)})",
                                            "GPU {{gpu}} {{type}}")], "cps", w=8),
@@ -57,7 +58,7 @@ def _errors(cfg: Config) -> list:
 
 
 def _validation(cfg: Config) -> list:
-    n = (cfg.node_selector, q.NODE, q.INSTANCE)
+    n = (cfg.selectors.node, q.NODE, q.INSTANCE)
     checks = p.table("Validation checks per GPU", [
         target(f"{sel(gpu.PCIE_WIDTH, *n)} / {sel(gpu.PCIE_WIDTH_MAX, *n)}", instant=True, table=True),
         target(f"{sel(gpu.PCIE_GEN, *n)} / {sel(gpu.PCIE_GEN_MAX, *n)}", instant=True, table=True),
@@ -72,10 +73,10 @@ def _validation(cfg: Config) -> list:
 
 
 def build(cfg: Config):
-    node = query_variable("node", "Node", f"label_values({sel(gpu.INFO, cfg.node_selector)}, node)")
+    node = query_variable("node", "Node", f"label_values({sel(gpu.INFO, cfg.selectors.node)}, node)")
     # The node agent target(s) of that node: one, unless two agents (or scrape jobs) report the same node.
     instance = query_variable("instance", "Instance",
-                              f"label_values({sel(gpu.INFO, cfg.node_selector, q.NODE)}, instance)", include_all=True)
+                              f"label_values({sel(gpu.INFO, cfg.selectors.node, q.NODE)}, instance)", include_all=True)
     panels = [*_clocks_and_thermals(cfg), *_errors(cfg), *_validation(cfg)]
     return dashboard(cfg, NAME, "lockstep / GPU node",
                      "One node's GPUs: clocks and clock-event reasons, thermals, power, memory errors, XIDs, PCIe "

@@ -2,7 +2,8 @@
 fabric and storage at a glance, rack power against budget. Links into the job dashboard."""
 from __future__ import annotations
 
-from exporters.catalog import analytics, fabric, gpu, health, power, storage
+from alerts import recording as r
+from exporters.catalog import analytics, fabric, gpu, health, storage
 from dashboards import panels as p
 from dashboards import queries as q
 from dashboards.config import Config, rate, sel
@@ -12,13 +13,13 @@ NAME = "overview"
 
 
 def _health_stats(cfg: Config) -> list:
-    n, a = cfg.node_selector, cfg.analytics_selector
+    n, a = cfg.selectors.node, cfg.selectors.analytics
     return [
         p.stat("GPUs healthy", [target(q.count_or_zero(q.gpus_healthy(cfg)))], "short"),
         p.stat("GPUs throttled", [target(q.count_or_zero(q.gpus_throttled(cfg)))], "short",
                thresholds=(("green", None), ("orange", 1))),
         p.stat("GPUs lost", [target(q.count_or_zero(f"{sel(gpu.UP, n)} == 0"))], "short", thresholds=p.OK_BAD),
-        p.stat("Jobs running", [target(f"count(count by (job_id) ({sel(gpu.JOB_INFO, n)}))")], "short"),
+        p.stat("Jobs running", [target(f"count({r.JOB_GPUS})")], "short"),
         p.stat("Mean job goodput", [target(f"avg({sel(analytics.JOB_GOODPUT, a)})")], "percentunit",
                thresholds=(("red", None), ("orange", 0.8), ("green", 0.9))),
         p.stat("Collectors failing", [target(q.count_or_zero(f"{sel(health.SCRAPE_COLLECTOR_SUCCESS, n)} == 0"))],
@@ -27,9 +28,9 @@ def _health_stats(cfg: Config) -> list:
 
 
 def _jobs_and_alerts(cfg: Config) -> list:
-    n, a = cfg.node_selector, cfg.analytics_selector
+    a = cfg.selectors.analytics
     jobs = p.table("Jobs", [
-        target(f"count by (job_id) ({sel(gpu.JOB_INFO, n)})", instant=True, table=True),
+        target(r.JOB_GPUS, instant=True, table=True),
         target(f"max by (job_id) ({sel(analytics.JOB_GOODPUT, a)})", instant=True, table=True),
         target(f"max by (job_id) ({sel(analytics.JOB_STALLED, a)})", instant=True, table=True),
     ], "short", columns={"job_id": "job", "Value #A": "GPUs", "Value #B": "goodput", "Value #C": "stalled"},
@@ -43,10 +44,10 @@ def _jobs_and_alerts(cfg: Config) -> list:
 
 
 def _fleet(cfg: Config) -> list:
-    n = cfg.node_selector
+    n = cfg.selectors.node
     activity = p.heatmap("Fleet GPU activity (SM active, mean per node)",
                          [target(f"avg by (node) ({sel(gpu.SM_ACTIVE, n)})", "{{node}}")], "percentunit", w=24, h=9)
-    paused = q.by_interface_rail(cfg, rate(cfg, fabric.PFC_PAUSE_DURATION, n))
+    paused = q.by_interface_rail(cfg, r.PFC_PAUSED)
     ib = q.by_device_rail(cfg, f"{rate(cfg, fabric.IB_TRANSMIT_BYTES, n)} + {rate(cfg, fabric.IB_RECEIVE_BYTES, n)}")
     return [
         activity,
@@ -61,9 +62,7 @@ def _fleet(cfg: Config) -> list:
 
 
 def _power(cfg: Config) -> list:
-    s = cfg.power_selector
-    used = f"sum by (rack) ({sel(power.PDU_POWER, s)}) / max by (rack) ({sel(power.RACK_BUDGET, s)})"
-    return [p.bargauge("Rack power vs breaker budget", [target(used, "{{rack}}")], "percentunit", max=1,
+    return [p.bargauge("Rack power vs breaker budget", [target(r.RACK_POWER_BUDGET, "{{rack}}")], "percentunit", max=1,
                        thresholds=(("green", None), ("orange", 0.85), ("red", 0.95)), w=24, h=6)]
 
 

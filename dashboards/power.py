@@ -3,6 +3,7 @@ coolant temperatures, server and GPU power, and GPU-hours allocated, productive 
 (the month-to-date panels override the time range with ``now/M``)."""
 from __future__ import annotations
 
+from alerts import recording as r
 from exporters.catalog import analytics, gpu, power as pw
 from dashboards import panels as p
 from dashboards.config import Config, range_total, rate, sel
@@ -14,8 +15,8 @@ GPU_HOURS = "suffix: GPU-h"
 
 
 def _racks(cfg: Config) -> list:
-    s = cfg.power_selector
-    rack_power, budget = f"sum by (rack) ({sel(pw.PDU_POWER, s)})", f"max by (rack) ({sel(pw.RACK_BUDGET, s)})"
+    s = cfg.selectors.power
+    rack_power, budget = r.RACK_POWER, f"max by (rack) ({sel(pw.RACK_BUDGET, s)})"
     return [
         p.timeseries("Rack power vs breaker budget", [target(rack_power, "{{rack}}"),
                                                       target(budget, "{{rack}} budget")], "watt", w=12),
@@ -27,15 +28,15 @@ def _racks(cfg: Config) -> list:
         p.timeseries("Coolant temperature", [target(sel(pw.COOLANT_TEMPERATURE, s), "{{target}} {{loop}}")],
                      "celsius", w=12),
         p.timeseries("Server input power (BMC)", [target(sel(pw.CHASSIS_POWER, s), "{{target}}")], "watt", w=12),
-        p.timeseries("GPU power, fleet", [target(f"sum({sel(gpu.POWER, cfg.node_selector)})", "GPUs"),
-                                          target(f"sum({sel(gpu.POWER_LIMIT, cfg.node_selector)})", "GPU limits")],
+        p.timeseries("GPU power, fleet", [target(f"sum({sel(gpu.POWER, cfg.selectors.node)})", "GPUs"),
+                                          target(f"sum({sel(gpu.POWER_LIMIT, cfg.selectors.node)})", "GPU limits")],
                      "watt", w=12),
     ]
 
 
 def _gpu_hours(cfg: Config) -> list:
     # One accounting for all three: the analytics service's allocated and lost GPU-second counters.
-    a = cfg.analytics_selector
+    a = cfg.selectors.analytics
     allocated = range_total(cfg, f"sum({rate(cfg, analytics.JOB_ALLOCATED_GPU_SECONDS, a)})") + " / 3600"
     lost = range_total(cfg, f"sum({rate(cfg, analytics.JOB_LOST_GPU_SECONDS, a)})") + " / 3600"
     by_cause = range_total(cfg, f"sum by (cause) ({rate(cfg, analytics.JOB_LOST_GPU_SECONDS, a)})")

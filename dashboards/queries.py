@@ -8,15 +8,13 @@ Joins follow the conventions: ``node`` is a Prometheus target label on every nod
 from __future__ import annotations
 
 from exporters.catalog import fabric, gpu
+from exporters.catalog.enums import THROTTLE_REASONS
 from dashboards.config import Config, sel
 
 JOB = 'job_id="$job_id"'
 NODE = 'node=~"$node"'
 INSTANCE = 'instance=~"$instance"'   # the node agent's scrape target, on the GPU node dashboard
 RAIL = 'rail=~"$rail"'
-# Clock-event reasons that cost clock speed (gpu_idle, sync_boost, application clocks do not).
-THROTTLE_REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
-                    "hw_power_brake_slowdown")
 
 
 def throttle_matcher() -> str:
@@ -25,35 +23,35 @@ def throttle_matcher() -> str:
 
 def job_gpus(cfg: Config, expr: str) -> str:
     """Restrict a per-GPU expression to the GPUs of ``$job_id`` (and add the ``job_id`` label)."""
-    return f"({expr}) * on(node, gpu) group_left(job_id) {sel(gpu.JOB_INFO, cfg.node_selector, JOB)}"
+    return f"({expr}) * on(node, gpu) group_left(job_id) {sel(gpu.JOB_INFO, cfg.selectors.node, JOB)}"
 
 
 def job_nodes(cfg: Config, expr: str) -> str:
     """Restrict a per-node expression (ports, mounts) to the nodes ``$job_id`` runs on."""
-    nodes = f"max by (node, job_id) ({sel(gpu.JOB_INFO, cfg.node_selector, JOB)})"
+    nodes = f"max by (node, job_id) ({sel(gpu.JOB_INFO, cfg.selectors.node, JOB)})"
     return f"({expr}) * on(node) group_left(job_id) {nodes}"
 
 
 def by_device_rail(cfg: Config, expr: str, *rail_matchers: str) -> str:
     """Add ``rail`` to a per-port (device) expression."""
-    return f"({expr}) * on(node, device) group_left(rail) {sel(fabric.RAIL_INFO, cfg.node_selector, *rail_matchers)}"
+    return f"({expr}) * on(node, device) group_left(rail) {sel(fabric.RAIL_INFO, cfg.selectors.node, *rail_matchers)}"
 
 
 def by_interface_rail(cfg: Config, expr: str, *rail_matchers: str) -> str:
     """Add ``rail`` to a per-interface (PFC) expression. Devices without a netdev have an empty
     interface on the info metric; they would make the match ambiguous, so they are left out."""
-    info = sel(fabric.RAIL_INFO, cfg.node_selector, 'interface!=""', *rail_matchers)
+    info = sel(fabric.RAIL_INFO, cfg.selectors.node, 'interface!=""', *rail_matchers)
     return f"({expr}) * on(node, interface) group_left(rail) {info}"
 
 
 def gpus_throttled(cfg: Config, *matchers: str) -> str:
-    events = sel(gpu.CLOCK_EVENT, cfg.node_selector, throttle_matcher(), *matchers)
+    events = sel(gpu.CLOCK_EVENT, cfg.selectors.node, throttle_matcher(), *matchers)
     return f"max by (node, gpu) ({events}) == 1"
 
 
 def gpus_healthy(cfg: Config) -> str:
     """GPUs answering NVML with no throttling reason active."""
-    return f"{sel(gpu.UP, cfg.node_selector)} == 1 unless on(node, gpu) ({gpus_throttled(cfg)})"
+    return f"{sel(gpu.UP, cfg.selectors.node)} == 1 unless on(node, gpu) ({gpus_throttled(cfg)})"
 
 
 def count_or_zero(expr: str) -> str:

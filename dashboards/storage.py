@@ -4,17 +4,18 @@ local NVMe throughput and busy time."""
 from __future__ import annotations
 
 from exporters.catalog import analytics, storage as s
+from exporters.catalog.enums import CHECKPOINT
 from dashboards import panels as p
 from dashboards import queries as q
 from dashboards.config import Config, range_total, rate, sel
 from dashboards.grafana import dashboard, query_variable, target
 
 NAME = "storage"
-CHECKPOINT = 'cause="checkpoint"'
+CHECKPOINTS = f'cause="{CHECKPOINT}"'
 
 
 def _throughput(cfg: Config) -> list:
-    n = (cfg.node_selector, q.NODE)
+    n = (cfg.selectors.node, q.NODE)
     return [
         p.timeseries("Read throughput per mount", [
             target(f"sum by (mount, fstype) ({rate(cfg, s.READ_BYTES, *n)})", "{{mount}} ({{fstype}})")], "Bps", w=12),
@@ -26,20 +27,20 @@ def _throughput(cfg: Config) -> list:
 
 
 def _checkpoints(cfg: Config) -> list:
-    a = cfg.analytics_selector
-    stalled = sel(analytics.JOB_STALLED, a, CHECKPOINT)
+    a = cfg.selectors.analytics
+    stalled = sel(analytics.JOB_STALLED, a, CHECKPOINTS)
     return [
         p.state_timeline("Checkpoint in progress (job stalled on it)", [target(stalled, "job {{job_id}}")], "none",
                          states={"0": ("training", "green"), "1": ("checkpoint", "blue")}, w=12),
         p.stat("Checkpoint stall time (range)", [target(range_total(cfg, f"max({stalled})"))], "s", w=6, h=8),
         p.stat("GPU-hours lost to checkpoints (range)",
-               [target(f"{range_total(cfg, f'sum({rate(cfg, analytics.JOB_LOST_GPU_SECONDS, a, CHECKPOINT)})')} / 3600")],
+               [target(f"{range_total(cfg, f'sum({rate(cfg, analytics.JOB_LOST_GPU_SECONDS, a, CHECKPOINTS)})')} / 3600")],
                "suffix: GPU-h", w=6, h=8),
     ]
 
 
 def _nfs_and_disks(cfg: Config) -> list:
-    n = (cfg.node_selector, q.NODE)
+    n = (cfg.selectors.node, q.NODE)
     rtt = f"sum by (mount, op) ({rate(cfg, s.NFS_RPC_RTT, *n)}) / sum by (mount, op) ({rate(cfg, s.NFS_RPC_OPS, *n)})"
     return [
         p.timeseries("NFS RPC round-trip time (mean per op)", [target(rtt, "{{mount}} {{op}}")], "s", w=8),
@@ -57,7 +58,7 @@ def _nfs_and_disks(cfg: Config) -> list:
 
 
 def build(cfg: Config):
-    node = query_variable("node", "Node", f"label_values({sel(s.READ_BYTES, cfg.node_selector)}, node)",
+    node = query_variable("node", "Node", f"label_values({sel(s.READ_BYTES, cfg.selectors.node)}, node)",
                           include_all=True)
     return dashboard(cfg, NAME, "lockstep / Storage",
                      "Filesystem clients per mount, checkpoints, NFS latency, local disks.",

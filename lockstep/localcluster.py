@@ -2,22 +2,24 @@
 exporter, and Prometheus configured for them, or a Prometheus filled from a simulated series.
 
 Shared by the demo, the integration tests and the benchmarks so they all wire things the same way
-(scrape jobs ``lockstep-node``/``lockstep-power``/``lockstep-analytics``; every node-agent target
-carries a ``node`` label).
+(the scrape jobs of ``exporters.catalog.selectors``, which the rules, dashboards and analytics select
+on; every node-agent target carries a ``node`` label).
 """
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from exporters.catalog.selectors import ANALYTICS_JOB, NODE_JOB, POWER_JOB
 from lockstep.stack import (Service, Stack, bind_failed, free_port, on_free_port, require_binary, start_on_port,
-                            start_process, wait_ready)
+                            start_process, start_prometheus, wait_ready)
 
-NODE_JOB, POWER_JOB, ANALYTICS_JOB = "lockstep-node", "lockstep-power", "lockstep-analytics"
 LOCKSTEP = [sys.executable, "-m", "lockstep"]
 
 
@@ -172,3 +174,45 @@ def backfill(frame_or_parquet, workdir: Path, max_block_duration: str | None = N
         raise RuntimeError(f"promtool backfill failed: {result.stderr[-2000:]}")
     text.unlink()
     return data
+
+
+_RECORDED_NAME = re.compile(r"\b[a-zA-Z_]\w*:[\w:]*")
+
+
+def backfill_rules(groups: Sequence[dict[str, Any]], workdir: Path, start: float, end: float) -> None:
+    """Add the recording rules of ``groups`` (a rule file's groups), evaluated over ``start..end``, to
+    the TSDB under ``workdir/data`` (what ``backfill`` wrote), as a running Prometheus would have.
+
+    ``promtool tsdb create-blocks-from rules`` reads its input from a live Prometheus and cannot
+    evaluate a rule on series it records in the same run, so rules that read recorded series wait
+    for a later pass, once what they read is in the TSDB.
+    """
+    recorded = {r["record"] for g in groups for r in g["rules"] if "record" in r}
+    done: set[str] = set()
+    while True:
+        ready = [{**g, "rules": [r for r in g["rules"] if "record" in r and r["record"] not in done
+                                 and set(_RECORDED_NAME.findall(r["expr"])) & recorded <= done]} for g in groups]
+        ready = [g for g in ready if g["rules"]]
+        if not ready:
+            break
+        _backfill_pass(ready, workdir, start, end, workdir / f"rules-pass{len(done)}")
+        done |= {r["record"] for g in ready for r in g["rules"]}
+    if recorded - done:
+        raise ValueError(f"recording rules that read each other: {sorted(recorded - done)}")
+
+
+def _backfill_pass(groups: list[dict[str, Any]], workdir: Path, start: float, end: float, out: Path) -> None:
+    import yaml
+
+    out.mkdir(parents=True, exist_ok=True)
+    rule_file = out / "rules.yml"
+    rule_file.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
+    with Stack() as stack:
+        prom = stack.add(start_prometheus({"global": {"scrape_interval": "15s"}, "scrape_configs": []}, workdir))
+        result = subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "rules", "--quiet",
+                                 f"--url={prom.url}", f"--start={int(start)}", f"--end={int(end) + 1}",
+                                 f"--output-dir={out / 'blocks'}", str(rule_file)], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"promtool rules backfill failed: {result.stderr[-2000:]}")
+    for block in (out / "blocks").iterdir():
+        shutil.move(str(block), workdir / "data" / block.name)

@@ -19,7 +19,7 @@ def _prometheus() -> web.Application:
         start, step = float(request.query["start"]), float(request.query["step"])
         values = [[start + i * step, "NaN" if i == 1 else str(80.0 + i)] for i in range(4)]
         metric = {"__name__": "lockstep_gpu_sm_active_ratio", "node": "node00", "gpu": "0"}
-        mine = request.query["query"].startswith(metric["__name__"] + " and on(node) ")
+        mine = request.query["query"].startswith(metric["__name__"] + '{job="lockstep-node"} and on(node) ')
         result = [{"metric": metric, "values": values}] if mine else []
         return web.json_response({"status": "success", "data": {"resultType": "matrix", "result": result}})
 

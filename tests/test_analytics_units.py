@@ -101,7 +101,7 @@ def test_crafted_job_ids_are_rejected(bad):
 
 @pytest.mark.parametrize("good", ["4242", "4242_7", "4242+0", "train.llama-70b:v2"])
 def test_scheduler_job_ids_are_accepted(good):
-    assert promql.job_selector(good) == f'lockstep_gpu_job_info{{job_id="{good}"}}'
+    assert promql.job_selector(good) == f'lockstep_gpu_job_info{{job="lockstep-node",job_id="{good}"}}'
 
 
 def test_quote_escapes_everything_that_could_end_the_string():

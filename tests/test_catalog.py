@@ -1,12 +1,14 @@
 """The metric catalog: contract names present, Prometheus naming rules enforced."""
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from exporters.catalog import CATALOG, get
+from exporters.catalog import CATALOG, enums, get
 from exporters.catalog.model import Metric
 
+FIXTURES = Path(__file__).parent / "fixtures"
 CONTRACT = """lockstep_gpu_info lockstep_gpu_utilization_ratio lockstep_gpu_sm_active_ratio
 lockstep_gpu_tensor_active_ratio lockstep_gpu_sm_clock_hertz lockstep_gpu_sm_clock_max_hertz lockstep_gpu_power_watts
 lockstep_gpu_power_limit_watts lockstep_gpu_energy_joules_total lockstep_gpu_temperature_celsius
@@ -82,3 +84,49 @@ def test_importing_the_catalog_stays_light():
 
 def test_catalog_help_is_set_everywhere():
     assert all(m.help.strip() for m in CATALOG.values())
+
+
+# --- enum label values (exporters.catalog.enums) -------------------------------------------------
+
+def test_clock_event_bits_are_nvmls_own():
+    import pynvml
+    nvml_names = {"gpu_idle": "GpuIdle", "applications_clocks_setting": "ApplicationsClocksSetting",
+                  "sw_power_cap": "SwPowerCap", "hw_slowdown": "HwSlowdown", "sync_boost": "SyncBoost",
+                  "sw_thermal_slowdown": "SwThermalSlowdown", "hw_thermal_slowdown": "HwThermalSlowdown",
+                  "hw_power_brake_slowdown": "HwPowerBrakeSlowdown", "display_clock_setting": "DisplayClockSetting"}
+    assert tuple(nvml_names) == enums.CLOCK_EVENT_REASONS
+    for reason, bit in enums.CLOCK_EVENT_BITS.items():
+        assert getattr(pynvml, f"nvmlClocksEventReason{nvml_names[reason]}") == bit, reason
+    assert enums.reason_bits(enums.CLOCK_EVENT_REASONS) == pynvml.nvmlClocksEventReasonAll
+
+
+def test_named_reason_selections_are_reasons():
+    reasons = set(enums.CLOCK_EVENT_REASONS)
+    assert set(enums.THERMAL_REASONS) <= set(enums.THROTTLE_REASONS) <= reasons
+    assert enums.IDLE_REASON in reasons and enums.IDLE_REASON not in enums.THROTTLE_REASONS
+    assert enums.reason_bits(enums.THERMAL_REASONS) == 0x20 | 0x40
+
+
+def test_port_states_match_the_kernels_sysfs_strings():
+    """``state`` reads "4: ACTIVE" in the sysfs trees (the kernel's ib_port_state names, lower-cased)."""
+    paths = list(FIXTURES.glob("sysfs/**/class/infiniband/*/ports/*/state"))
+    for path in paths:
+        value, text = path.read_text().strip().split(": ")
+        assert enums.IB_PORT_STATES[int(value)] == text.lower(), path
+    assert paths and enums.IB_PORT_STATES[enums.IB_PORT_ACTIVE] == "active"
+
+
+def test_loss_causes_are_the_stall_causes_and_throttle():
+    assert set(enums.LOSS_CAUSES) == set(enums.STALL_CAUSES) | {enums.THROTTLE}
+    assert set(enums.STALLS_ALERTED_APART) < set(enums.STALL_CAUSES)
+
+
+@pytest.mark.parametrize("metric, values", [
+    ("lockstep_gpu_clock_event_active", enums.CLOCK_EVENT_REASONS),
+    ("lockstep_ib_port_state", enums.IB_PORT_STATES.values()),
+    ("lockstep_ib_port_phys_state", enums.IB_PHYS_STATES.values()),
+    ("lockstep_job_stalled", enums.STALL_CAUSES),
+    ("lockstep_job_lost_gpu_seconds_total", enums.LOSS_CAUSES),
+])
+def test_help_documents_every_enum_value(metric, values):
+    assert all(value in get(metric).help for value in values)

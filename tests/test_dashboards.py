@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dashboards import job
 from dashboards.build import build_all
+from exporters.catalog import enums
 from dashboards.grafana import DATASOURCE, to_text
 from lockstep.cli import main
 
@@ -102,3 +104,9 @@ def test_provisioning_files(dashboards):
     providers = yaml.safe_load((DEPLOY / "provisioning" / "dashboards" / "lockstep.yaml").read_text())
     [provider] = providers["providers"]
     assert provider["type"] == "file" and provider["options"]["path"].endswith("/lockstep")
+
+
+def test_every_stall_cause_has_its_colour_on_the_job_dashboard(dashboards):
+    assert set(job.CAUSE_COLOURS) == set(enums.STALL_CAUSES)
+    stalls = next(p for p in dashboards["lockstep-job.json"]["panels"] if p["title"] == "Stalls by cause")
+    assert {o["matcher"]["options"] for o in stalls["fieldConfig"]["overrides"]} == set(enums.STALL_CAUSES)

@@ -5,15 +5,18 @@ The live agents emit what the simulator's series frame does not hold: rail mappi
 checks, ECC/row-remap/NVLink counters, NFS RPC and disk statistics, collector health. A third
 agent (target label node99) reads node01's tree with an unreadable GPU state file, so a collector
 really fails, and expects 800 Gb/s links where the simulator's run at 400, so its links are degraded.
+Prometheus evaluates the alerts' recording rules every second, so the panels built on them have data.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from pathlib import Path
 
 import pytest
 
+from alerts import build, config
 from dashboards import check
 from dashboards.build import build_all
 from lockstep import localcluster
@@ -28,7 +31,10 @@ VALUES = {"datasource": "prometheus", "job_id": "4242", "node": "node0[01]|node9
 # What the live run must show before the panels are queried (the XID 79 at 30 s simulated time).
 READY = ("lockstep_gpu_up == 0", 'lockstep_scrape_collector_success{collector="gpu"} == 0',
          "lockstep_ib_port_state != 4", "rate(lockstep_pfc_pause_storm_events_total[4s]) > 0",
-         "lockstep_ib_port_link_degraded == 1")
+         "lockstep_ib_port_link_degraded == 1", "lockstep:pfc_paused:ratio > 0")
+# Recorded series the dashboards use that the live run must hold (no analytics or power exporter runs).
+RECORDED = {"lockstep:pfc_paused:ratio", "lockstep:pfc_storm_events:increase", "lockstep:job_gpus:count",
+            "lockstep:gpu_sm_clock:ratio"}
 
 
 def wait_for(url: str, exprs: tuple[str, ...], timeout: float = 40.0) -> None:
@@ -50,7 +56,10 @@ def test_panel_queries_on_a_live_simulated_cluster(tmp_path, stack):
         f"--gpu.backend=sim:{bad}", "--infiniband.expected-rate=mlx5_*=800"])
     targets = {node: localcluster.host_port(a) for node, a in agents.items()}
     targets["node99"] = localcluster.host_port(broken["node01"])
-    prom = stack.add(start_prometheus(localcluster.prometheus_config(targets, scrape_interval="1s"), tmp_path / "prom"))
+    build.write(dataclasses.replace(config.load(None), evaluation_interval="1s"), tmp_path / "rules")
+    rules = [tmp_path / "rules" / build.RULES_FILE]
+    prom = stack.add(start_prometheus(localcluster.prometheus_config(targets, scrape_interval="1s", rule_files=rules),
+                                      tmp_path / "prom"))
     start = time.time()
     wait_for(prom.url, READY)
     time.sleep(5)  # a few more scrapes so every rate window after the faults is filled
@@ -59,6 +68,7 @@ def test_panel_queries_on_a_live_simulated_cluster(tmp_path, stack):
     empty, absent = check.data_check(prom.url, check.panel_queries(build_all(), VALUES), start, end, 1, present)
     assert empty == []
     assert {"lockstep_fabric_rail_info", "lockstep_gpu_p2p_status", "lockstep_nfs_rpc_rtt_seconds_total"} <= present
+    assert RECORDED <= present
     stats = {q.panel: check.run(prom.url, q, start, end, 1) for q in check.panel_queries(build_all(), VALUES)
              if q.panel in ("Collectors failing", "Links degraded", "Throughput per rail")}
     assert stats["Collectors failing"][0]["values"][-1][1] == "1"   # node99's GPU collector

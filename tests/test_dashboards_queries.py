@@ -14,8 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from alerts import config as alerts_config, recording
 from dashboards import check
 from dashboards.build import build_all
+from dashboards.promql import metric_names
 from lockstep import localcluster
 from lockstep.stack import Stack, start_prometheus
 from analytics.score import score_frame
@@ -88,24 +90,30 @@ def analytics_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory):
-    """(Prometheus URL, start, end, metrics in the series) for the every-fault scenario."""
+    """(Prometheus URL, start, end, metrics and recorded series it holds) for the every-fault scenario,
+    with the alerts' recording rules evaluated over it as a live Prometheus would have."""
     workdir = tmp_path_factory.mktemp("dash-sim")
     frame = series_frame(load_scenario(SCENARIO))
     frame = pd.concat([frame, analytics_frame(frame)], ignore_index=True)
     labels = [c for c in frame.columns if c not in ("timestamp", "value")]
     frame[labels] = frame[labels].astype(str).where(frame[labels].notna(), "")
     localcluster.backfill(frame, workdir)  # each metric under the scrape job that serves it live
+    start, end = float(frame["timestamp"].min()), float(frame["timestamp"].max())
+    localcluster.backfill_rules(recording.groups(alerts_config.load(None)), workdir, start, end)
     with Stack() as s:
         prom = s.add(start_prometheus({"global": {"scrape_interval": "5s"}, "scrape_configs": []}, workdir))
-        yield prom.url, float(frame["timestamp"].min()), float(frame["timestamp"].max()), set(frame["metric"].unique())
+        yield prom.url, start, end, set(frame["metric"].unique()) | check.present_metrics(prom.url, end, since=start)
 
 
 def test_panel_queries_on_simulated_data(simulated):
     """No query errors on real data (joins that are ambiguous only fail then), and every query
     whose metrics the simulated series holds returns data on this scenario."""
     url, start, end, present = simulated
-    empty, absent = check.data_check(url, check.panel_queries(build_all(), SIM_VALUES), start, end, 15, present)
+    queries = list(check.panel_queries(build_all(), SIM_VALUES))
+    empty, absent = check.data_check(url, queries, start, end, 15, present)
     assert empty == []
+    recorded = {name for q in queries for name in metric_names(q.expr) if ":" in name}
+    assert recorded and not recorded & absent, f"recorded series missing: {sorted(recorded & absent)}"
     if absent:
         warnings.warn(f"not in the simulated series (see test_dashboards_live.py): {sorted(absent)}")
 

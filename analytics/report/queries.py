@@ -10,10 +10,7 @@ from dataclasses import dataclass
 
 from analytics.report.promrange import RangeQuery
 from exporters.catalog import analytics as A, fabric as F, gpu as G, power as P, storage as S
-
-# Clock-event reasons that mean the GPU is being held back by heat or power (not idle, not app clocks).
-THROTTLE_REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
-                    "hw_power_brake_slowdown")
+from exporters.catalog.enums import CHECKPOINT, THROTTLE_REASONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +41,6 @@ def monthly_queries(steps: Steps) -> tuple[RangeQuery, ...]:
         RangeQuery("flaps", F.IB_LINK_DOWNED.name, c),
         RangeQuery("throttle", f'avg_over_time(max by (cluster, node, gpu) '
                                f'({G.CLOCK_EVENT.name}{{reason=~"{reasons}"}})[{int(c)}s:])', c),
-        RangeQuery("ckpt_stalled", f'max by (cluster, job_id) ({A.JOB_STALLED.name}{{cause="checkpoint"}})', f),
+        RangeQuery("ckpt_stalled", f'max by (cluster, job_id) ({A.JOB_STALLED.name}{{cause="{CHECKPOINT}"}})', f),
         RangeQuery("write_rate", f"sum by (cluster) (rate({S.WRITE_BYTES.name}[{window}]))", f),
     )

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-CAUSES = ("checkpoint", "straggler", "network", "storage", "hang", "throttle")
+from exporters.catalog.enums import LOSS_CAUSES as CAUSES
+
 _META = ("timestamp", "value")
 
 

@@ -1,7 +1,9 @@
 """The metric catalog: the single source of truth for every metric lockstep emits.
 
 Collectors yield samples of these ``Metric`` objects; dashboards, alert rules and analytics import
-names from here instead of retyping them. One module per area keeps each part's metrics together.
+names from here instead of retyping them. One module per area keeps each part's metrics together;
+``enums`` holds the values of their enum labels (clock-event reasons, port states, stall causes, alert
+severities) and ``selectors`` the scrape-job selectors every query is a function of.
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Metrics the analytics service computes from Prometheus data (and the step-time gauge a training
 job may export itself)."""
+from exporters.catalog.enums import LOSS_CAUSES, STALL_CAUSES
 from exporters.catalog.model import counter, gauge
 
 STRAGGLER_SCORE = gauge(
@@ -8,10 +9,9 @@ STRAGGLER_SCORE = gauge(
     "0.7 is a 0.7x straggler every rank waits for (lockstep_straggler_flagged says when it is flagged).",
     ("job_id", "node", "gpu"))
 JOB_STALLED = gauge("lockstep_job_stalled",
-                    "1 while the job is stalled, with the cause: checkpoint, network, storage, straggler, hang.",
-                    ("job_id", "cause"))
+                    f"1 while the job is stalled, with the cause: {', '.join(STALL_CAUSES)}.", ("job_id", "cause"))
 JOB_LOST_GPU_SECONDS = counter("lockstep_job_lost_gpu_seconds_total",
-                               "Allocated GPU-seconds lost, by cause: checkpoint, straggler, network, storage, hang, throttle.",
+                               f"Allocated GPU-seconds lost, by cause: {', '.join(LOSS_CAUSES)}.",
                                ("job_id", "cause"), "seconds")
 JOB_GOODPUT = gauge("lockstep_job_goodput_ratio", "Productive over allocated GPU-seconds for the job.", ("job_id",), "ratio")
 RANK_STEP_SECONDS = gauge("lockstep_rank_step_seconds",

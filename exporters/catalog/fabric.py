@@ -1,5 +1,6 @@
 """Compute-fabric metrics: InfiniBand/RoCE port counters (sysfs), RoCE congestion counters
 (``hw_counters``) and per-priority PFC pause frames (driver statistics)."""
+from exporters.catalog.enums import IB_PHYS_STATES, IB_PORT_STATES, numbered
 from exporters.catalog.model import counter, gauge
 
 P = ("device", "port")
@@ -18,8 +19,7 @@ IB_LINK_ERROR_RECOVERY = counter("lockstep_ib_port_link_error_recovery_total",
 IB_RECEIVE_ERRORS = counter("lockstep_ib_port_receive_errors_total", "Received packets containing an error.", P)
 IB_TRANSMIT_DISCARDS = counter("lockstep_ib_port_transmit_discards_total",
                                "Outbound packets discarded because the port was down or congested.", P)
-IB_STATE = gauge("lockstep_ib_port_state",
-                 "Logical port state: 1 down, 2 init, 3 armed, 4 active, 5 active_defer.", P)
+IB_STATE = gauge("lockstep_ib_port_state", f"Logical port state: {numbered(IB_PORT_STATES)}.", P)
 IB_RATE = gauge("lockstep_ib_port_rate_bytes_per_second", "Negotiated link rate.", P, "bytes_per_second")
 
 ROCE_ECN_MARKED = counter("lockstep_roce_ecn_marked_packets_total",
@@ -39,9 +39,7 @@ PFC_STORM_EVENTS = counter("lockstep_pfc_pause_storm_events_total",
                            "Pause-storm watchdog events. level: warning, error (the NIC stopped honouring pauses).",
                            ("interface", "level"))
 
-IB_PHYS_STATE = gauge("lockstep_ib_port_phys_state",
-                      "Physical port state: 1 sleep, 2 polling, 3 disabled, 4 port_configuration_training, "
-                      "5 link_up, 6 link_error_recovery, 7 phy_test.", P)
+IB_PHYS_STATE = gauge("lockstep_ib_port_phys_state", f"Physical port state: {numbered(IB_PHYS_STATES)}.", P)
 IB_DEVICE_INFO = gauge("lockstep_ib_device_info", "Always 1; static facts about each RDMA device (HCA).",
                        ("device", "board_id", "firmware_version", "hca_type"))
 IB_PORT_INFO = gauge("lockstep_ib_port_info",

@@ -1,5 +1,6 @@
 """GPU metrics (NVML, DCGM, or the simulator's NVML-shaped state). Per-GPU series carry ``gpu``
 (the index); the UUID, model and bus id live on ``lockstep_gpu_info`` only, to keep cardinality low."""
+from exporters.catalog.enums import CLOCK_EVENT_REASONS
 from exporters.catalog.model import counter, gauge
 
 G = ("gpu",)
@@ -24,9 +25,8 @@ MEMORY_USED = gauge("lockstep_gpu_memory_used_bytes", "Frame buffer memory in us
 MEMORY_TOTAL = gauge("lockstep_gpu_memory_total_bytes", "Frame buffer memory visible to the driver.", G, "bytes")
 CLOCK_EVENT = gauge(
     "lockstep_gpu_clock_event_active",
-    "1 while the clock-event (throttle) reason is active. reason: gpu_idle, applications_clocks_setting, "
-    "sw_power_cap, hw_slowdown, sync_boost, sw_thermal_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown, "
-    "display_clock_setting.", ("gpu", "reason"))
+    f"1 while the clock-event (throttle) reason is active. reason: {', '.join(CLOCK_EVENT_REASONS)}.",
+    ("gpu", "reason"))
 ECC_ERRORS = counter("lockstep_gpu_ecc_errors_total",
                      "ECC errors since the driver loaded (volatile). type: corrected, uncorrected.", ("gpu", "type"))
 REMAPPED_ROWS = gauge("lockstep_gpu_remapped_rows",

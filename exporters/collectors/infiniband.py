@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 from exporters.catalog import fabric as m
+from exporters.catalog.enums import IB_PORT_ACTIVE
 from exporters.catalog.model import Metric
 from exporters.config import ExporterConfig
 from exporters.fabric import ib
@@ -21,7 +22,6 @@ from exporters.registry import register
 from exporters.sample import Sample
 
 log = logging.getLogger("lockstep.collector.infiniband")
-ACTIVE = 4  # state "4: ACTIVE"
 
 COUNTERS = {
     "port_xmit_data": m.IB_TRANSMIT_BYTES, "port_rcv_data": m.IB_RECEIVE_BYTES,
@@ -148,7 +148,7 @@ class InfinibandCollector:
         if plan.expected_rate is not None:
             out.append(Sample(m.IB_EXPECTED_RATE, labels, plan.expected_rate))
             if rate is not None and state is not None:
-                degraded = state == ACTIVE and rate < plan.expected_rate
+                degraded = state == IB_PORT_ACTIVE and rate < plan.expected_rate
                 out.append(Sample(m.IB_LINK_DEGRADED, labels, 1.0 if degraded else 0.0))
         self._counters(plan, out)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from exporters.catalog.enums import CLOCK_EVENT_BITS
+
 
 @dataclass(frozen=True, slots=True)
 class GpuStatic:
@@ -64,8 +66,4 @@ class GpuSnapshot:
 
 
 # nvmlClocksEventReason* bits (pynvml), in the order of the catalog's HELP for clock_event_active.
-CLOCK_EVENT_REASONS = (
-    (0x1, "gpu_idle"), (0x2, "applications_clocks_setting"), (0x4, "sw_power_cap"), (0x8, "hw_slowdown"),
-    (0x10, "sync_boost"), (0x20, "sw_thermal_slowdown"), (0x40, "hw_thermal_slowdown"),
-    (0x80, "hw_power_brake_slowdown"), (0x100, "display_clock_setting"),
-)
+CLOCK_EVENT_REASONS = tuple((bit, reason) for reason, bit in CLOCK_EVENT_BITS.items())
