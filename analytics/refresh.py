@@ -111,14 +111,7 @@ class Refresher:
         await self._catch_up(mine, window)
         frames, failed = await self._fetch_jobs(mine, window)
         scored = await asyncio.to_thread(score_window, frames, window.start, step, dict(state.baselines))
-        # a job whose queries failed keeps its last view and counters (failure stays local)
-        views = {j: state.results.jobs[j] for j in failed if j in state.results.jobs}
-        for job_id, res in scored.items():
-            self._remember_baseline(job_id, res)
-            counters = state.losses.setdefault(job_id, LossCounters())
-            if not counters.behind(window.start, step):   # else the gap before it is caught up first
-                counters.add(res, step)
-            views[job_id] = job_view(res, counters)
+        views = self._account(scored, failed, window)
         self._forget_all_but(views)
         state.results = Results(views, time.time(), {j: copy.deepcopy(state.losses[j]) for j in views})
         state.health = Health(up=True, stale=False, last_success=time.time(), failures=state.health.failures,
@@ -130,6 +123,19 @@ class Refresher:
         h = self.state.health
         h.up, h.stale, h.failures = False, bool(self.state.results.jobs), h.failures + 1
         h.last_error = f"{type(exc).__name__}: {exc}"
+
+    def _account(self, scored: dict[str, JobResult], failed: dict[str, str], window: Window) -> dict[str, JobView]:
+        """Each scored job's new samples counted and its view; a job whose queries failed keeps its last
+        view and counters (failure stays local)."""
+        state, step = self.state, self.settings.step_s
+        views = {j: state.results.jobs[j] for j in failed if j in state.results.jobs}
+        for job_id, res in scored.items():
+            self._remember_baseline(job_id, res)
+            counters = state.losses.setdefault(job_id, LossCounters())
+            if not counters.behind(window.start, step):   # else the gap before it is caught up first
+                counters.add(res, step)
+            views[job_id] = job_view(res, counters)
+        return views
 
     def _remember_baseline(self, job_id: str, res: JobResult) -> None:
         """A job's peer baseline, kept for the windows a straggler fills completely."""
