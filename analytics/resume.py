@@ -2,7 +2,7 @@
 job moved to it from another shard) continues from the counters last exported for it, as Prometheus
 scraped them, instead of starting from zero: the report's increases then neither count the window
 before the restart twice (a fresh counter would account the whole window again) nor miss the time the
-replica was down (``_catch_up`` in the service accounts it from ``accounted_until``)."""
+replica was down (``Refresher._catch_up`` in analytics.refresh accounts it from ``accounted_until``)."""
 from __future__ import annotations
 
 import re

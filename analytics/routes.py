@@ -5,16 +5,21 @@ carry ``stale`` and ``updated`` so a client can tell old results from fresh ones
 """
 from __future__ import annotations
 
-import asyncio
+import functools
 
 from aiohttp import web
 
 from analytics import promql
-from analytics.service import CONFIG, STATE, ServiceState, index_response, render_metrics
-from exporters.exposition import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, wants_openmetrics
+from analytics.keys import CONFIG, ENCODER, STATE
+from analytics.metrics import render_metrics
+from analytics.refresh import RefreshState
+from analytics.views import JobSummary
+from exporters.httpmetrics import metrics_response
+from exporters.version import VERSION
+from exporters.web import landing_page
 
 
-def _envelope(state: ServiceState, data: object) -> dict:
+def _envelope(state: RefreshState, data: object) -> dict:
     h = state.health
     return {"status": "success", "stale": h.stale, "updated": state.results.updated, "up": h.up,
             "last_error": h.last_error or None, "data": data}
@@ -25,19 +30,13 @@ def _error(status: int, kind: str, message: str) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    openmetrics = wants_openmetrics(request.headers.get("Accept", ""))
-    body = await asyncio.to_thread(render_metrics, request.app[STATE], openmetrics)
-    response = web.Response(body=body.encode())
-    response.headers["Content-Type"] = OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE
-    return response
+    return await metrics_response(request, functools.partial(render_metrics, request.app[STATE], request.app[ENCODER]))
 
 
 async def jobs(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    rows = [{"job_id": job_id, "time": v["time"], "stalled": v["stall"]["stalled"], "cause": v["stall"]["cause"],
-             "stragglers": v["stragglers"], "goodput_ratio": v["loss"]["goodput_ratio"]}
-            for job_id, v in sorted(state.results.jobs.items())]
-    return web.json_response(_envelope(state, rows))
+    views = state.results.jobs
+    return web.json_response(_envelope(state, [JobSummary.of(views[j]).to_json() for j in sorted(views)]))
 
 
 async def job(request: web.Request) -> web.Response:
@@ -52,11 +51,15 @@ async def job(request: web.Request) -> web.Response:
         shard = request.app[CONFIG].shard
         where = "" if shard.owns(job_id) else f" (belongs to another shard than {shard.index}/{shard.count})"
         return _error(404, "not_found", f"job {job_id} is not scored by this replica{where}")
-    return web.json_response(_envelope(state, view))
+    return web.json_response(_envelope(state, view.to_json()))
 
 
 async def index(request: web.Request) -> web.Response:
-    return index_response(request.app[CONFIG])
+    config = request.app[CONFIG]
+    return landing_page("lockstep analytics", "Straggler, stall and utilization-loss scores for training jobs.",
+                        {"Metrics": "/metrics", "Jobs": "/api/v1/jobs"},
+                        {"version": VERSION, "prometheus": config.prometheus_url,
+                         "shard": f"{config.shard.index}/{config.shard.count}"})
 
 
 async def healthy(request: web.Request) -> web.Response:

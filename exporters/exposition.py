@@ -123,6 +123,11 @@ def render_openmetrics(families: Families) -> str:
     return _render(families, _openmetrics_header, "# EOF\n")
 
 
+def render_families(families: Families, openmetrics: bool) -> str:
+    """``families`` as OpenMetrics or as Prometheus text (see ``wants_openmetrics``)."""
+    return render_openmetrics(families) if openmetrics else render_text(families)
+
+
 def _render(families: Families, header: Callable[[Metric], str], trailer: str) -> str:
     out: list[str] = []
     for metric, lines in families.items():

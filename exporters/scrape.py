@@ -7,7 +7,7 @@ import time
 from typing import Iterable, Mapping
 
 from exporters.catalog import health
-from exporters.exposition import Encoder, Families, render_openmetrics, render_text
+from exporters.exposition import Encoder, Families, render_families
 from exporters.logs import kv
 from exporters.registry import Collector
 from exporters.sample import Sample
@@ -54,7 +54,7 @@ class Scraper:
 
     def render(self, openmetrics: bool = False) -> str:
         families = self.families()
-        return render_openmetrics(families) if openmetrics else render_text(families)
+        return render_families(families, openmetrics)
 
     def close(self) -> None:
         for name, collector in self.collectors.items():

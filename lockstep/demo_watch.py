@@ -6,6 +6,7 @@ import json
 import re
 from typing import Mapping
 
+from analytics.views import JobSummary
 from lockstep.stack import Service, http_get
 
 _AGENT = re.compile(r"^node agent ")
@@ -72,20 +73,20 @@ class FindingWatcher:
     def poll(self) -> list[str]:
         try:
             status, body = http_get(f"{self.url}/api/v1/jobs", timeout=5)
-            jobs = json.loads(body)["data"] if status == 200 else []
-        except (OSError, ValueError, KeyError):
+            jobs = [JobSummary.from_json(row) for row in json.loads(body)["data"]] if status == 200 else []
+        except (OSError, ValueError, KeyError, TypeError):
             jobs = []
         lines = []
         for job in jobs:
-            for s in job.get("stragglers", []):
-                if s.get("flagged") and (key := ("straggler", job["job_id"], s["node"], s.get("gpu"))) not in self.seen:
+            for s in job.stragglers:
+                if s.flagged and (key := ("straggler", job.job_id, s.node, s.gpu)) not in self.seen:
                     self.seen.add(key)
-                    gpu = f" gpu {s['gpu']}" if s.get("gpu") is not None else ""
-                    lines.append(f"ANALYTICS straggler job {job['job_id']}: {s['node']}{gpu} (score {s['score']:.2f})")
-            stall = ("stall", job["job_id"], job.get("cause"))
-            if job.get("stalled") and stall not in self.seen:
+                    gpu = f" gpu {s.gpu}" if s.gpu is not None else ""
+                    lines.append(f"ANALYTICS straggler job {job.job_id}: {s.node}{gpu} (score {s.score:.2f})")
+            stall = ("stall", job.job_id, job.cause)
+            if job.stalled and stall not in self.seen:
                 self.seen.add(stall)
-                lines.append(f"ANALYTICS job {job['job_id']} stalled: {job.get('cause')}")
-            elif not job.get("stalled"):
-                self.seen = {k for k in self.seen if k[:2] != ("stall", job["job_id"])}
+                lines.append(f"ANALYTICS job {job.job_id} stalled: {job.cause}")
+            elif not job.stalled:
+                self.seen = {k for k in self.seen if k[:2] != ("stall", job.job_id)}
         return lines

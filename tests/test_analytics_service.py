@@ -22,7 +22,8 @@ from analytics.config import ServiceConfig
 from analytics.evaluate import simulate
 from analytics.frame import build_features
 from analytics.score import score_features
-from analytics.service import STATE, create_app
+from analytics.keys import REFRESHED, STATE
+from analytics.service import create_app
 from lockstep import localcluster
 from lockstep.stack import Stack, query, require_binary, start_prometheus
 
@@ -75,9 +76,9 @@ def _config(url: str, sim, **kw) -> ServiceConfig:
 
 
 async def _next_refresh(app) -> None:
-    state = app[STATE]
-    state.refreshed.clear()
-    await asyncio.wait_for(state.refreshed.wait(), 30)
+    refreshed = app[REFRESHED]
+    refreshed.clear()
+    await asyncio.wait_for(refreshed.wait(), 30)
 
 
 def _samples(text: str, name: str) -> dict[str, float]:

@@ -1,15 +1,19 @@
-"""The demo's pager speaks Alertmanager's webhook protocol; its port check names the flag to change."""
+"""The demo's pager speaks Alertmanager's webhook protocol; its port check names the flag to change; its
+finding watcher prints what the analytics service newly reports."""
 from __future__ import annotations
 
 import json
 import re
 import socket
+import threading
 import urllib.request
 from argparse import ArgumentParser
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import StringIO
 
 from lockstep import demo_config
 from lockstep.demo_pager import Pager
+from lockstep.demo_watch import FindingWatcher
 
 # Alertmanager 0.25 webhook body (version 4), trimmed to the fields the pager reads.
 PAYLOAD = {"version": "4", "status": "firing", "receiver": "pager", "groupKey": "{}:{}",
@@ -62,3 +66,39 @@ def test_check_ports_names_each_busy_port_and_its_flag(tmp_path):
                            r"pass --base-port=N \(or 0\)", problems[1])
     assert overlap and str(pb) in overlap.group(1).split(", ")
     assert len(problems) == 2
+
+
+def _jobs_row(stalled: bool) -> dict:
+    """A row of the analytics service's ``GET /api/v1/jobs`` (analytics.routes)."""
+    return {"job_id": "4242", "time": 1767226200.0, "stalled": stalled, "cause": "storage" if stalled else None,
+            "stragglers": [{"node": "node05", "gpu": "3", "score": 0.71, "flagged": True},
+                           {"node": "node05", "gpu": None, "score": 0.93, "flagged": True}],
+            "goodput_ratio": 0.8712}
+
+
+def test_finding_watcher_prints_each_straggler_once_and_each_stall_as_it_begins():
+    answers = [_jobs_row(False), _jobs_row(True), _jobs_row(True), _jobs_row(False), _jobs_row(True)]
+
+    class Jobs(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"status": "success", "stale": False, "updated": 1767226201.0, "up": True,
+                               "last_error": None, "data": [answers.pop(0)]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Jobs)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        watcher = FindingWatcher(f"http://127.0.0.1:{server.server_address[1]}")
+        polls = [watcher.poll() for _ in range(5)]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert polls == [["ANALYTICS straggler job 4242: node05 gpu 3 (score 0.71)",
+                      "ANALYTICS straggler job 4242: node05 (score 0.93)"],
+                     ["ANALYTICS job 4242 stalled: storage"], [], [], ["ANALYTICS job 4242 stalled: storage"]]

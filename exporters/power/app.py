@@ -11,8 +11,8 @@ import aiohttp
 from aiohttp import web
 
 from exporters.catalog import health, power as m
-from exporters.exposition import (OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, Encoder, render_openmetrics,
-                                  render_text, wants_openmetrics)
+from exporters.exposition import Encoder, render_families
+from exporters.httpmetrics import metrics_response
 from exporters.power.config import PowerConfig
 from exporters.power.poller import Poller
 from exporters.power.redfish import HttpRedfish
@@ -32,14 +32,13 @@ class AppOptions:
     web_config: WebConfig | None = None
 
 
-def _render(request: web.Request, samples: Iterable[Sample]) -> web.Response:
-    families: dict = {}
-    request.app[ENCODER].add(families, samples)
-    openmetrics = wants_openmetrics(request.headers.get("Accept", ""))
-    body = render_openmetrics(families) if openmetrics else render_text(families)
-    response = web.Response(body=body.encode())
-    response.headers["Content-Type"] = OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE
-    return response
+async def _render(request: web.Request, samples: Iterable[Sample]) -> web.Response:
+    def render(openmetrics: bool) -> str:
+        families: dict = {}
+        request.app[ENCODER].add(families, samples)
+        return render_families(families, openmetrics)
+
+    return await metrics_response(request, render, in_thread=False)   # a few samples per target: cheap
 
 
 def _build_info() -> Sample:
@@ -47,7 +46,7 @@ def _build_info() -> Sample:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    return _render(request, [_build_info(), *request.app[POLLER].samples()])
+    return await _render(request, [_build_info(), *request.app[POLLER].samples()])
 
 
 def probe_budget(request: web.Request, interval_s: float) -> float:
@@ -71,7 +70,7 @@ async def probe(request: web.Request) -> web.Response:
     samples = [s for s in samples if s.metric is not m.REDFISH_LAST_SUCCESS]  # a probe has no history
     if target.budget_watts is not None:
         samples.append(Sample(m.RACK_BUDGET, (target.rack,), target.budget_watts))
-    return _render(request, samples)
+    return await _render(request, samples)
 
 
 def create_app(config: PowerConfig, options: AppOptions = AppOptions()) -> web.Application:

@@ -1,0 +1,50 @@
+"""The analytics service's ``/metrics``: one refresh's results and the service's health as catalog samples."""
+from __future__ import annotations
+
+from analytics.loss import LOSS_CAUSES
+from analytics.refresh import RefreshState
+from analytics.stall import CAUSES
+from analytics.state import Health, LossCounters
+from analytics.views import JobView
+from exporters.catalog import analytics as cat
+from exporters.exposition import Encoder, render_families
+from exporters.sample import Sample
+
+
+def job_samples(view: JobView, loss: LossCounters) -> list[Sample]:
+    job = view.job_id
+    out = []
+    for row in view.gpus + view.nodes:
+        labels = (job, row.node, row.gpu or "")
+        out.append(Sample(cat.STRAGGLER_SCORE, labels, row.score))
+        out.append(Sample(cat.STRAGGLER_FLAGGED, labels, float(row.flagged)))
+    for cause in CAUSES:
+        out.append(Sample(cat.JOB_STALLED, (job, cause), float(view.stall.cause == cause)))
+    for cause in LOSS_CAUSES:
+        out.append(Sample(cat.JOB_LOST_GPU_SECONDS, (job, cause), round(loss.lost[cause], 3)))
+    out.append(Sample(cat.JOB_ALLOCATED_GPU_SECONDS, (job,), loss.allocated))
+    if loss.accounted_until > float("-inf"):
+        out.append(Sample(cat.JOB_ACCOUNTED_UNTIL, (job,), loss.accounted_until))
+    if (goodput := loss.goodput()) is not None:
+        out.append(Sample(cat.JOB_GOODPUT, (job,), round(goodput, 6)))
+    return out
+
+
+def health_samples(h: Health, jobs: int) -> list[Sample]:
+    out = [Sample(cat.ANALYTICS_UP, (), float(h.up)), Sample(cat.ANALYTICS_STALE, (), float(h.stale)),
+           Sample(cat.ANALYTICS_REFRESH_FAILURES, (), float(h.failures)),
+           Sample(cat.ANALYTICS_REFRESH_DURATION, (), round(h.duration_s, 6)),
+           Sample(cat.ANALYTICS_JOBS, (), float(jobs)),
+           Sample(cat.ANALYTICS_REJECTED_JOB_IDS, (), float(len(h.rejected_job_ids)))]
+    if h.last_success is not None:
+        out.append(Sample(cat.ANALYTICS_LAST_SUCCESS, (), h.last_success))
+    return out
+
+
+def render_metrics(state: RefreshState, encoder: Encoder, openmetrics: bool) -> str:
+    families: dict = {}
+    results = state.results            # one refresh's snapshot (this runs in a worker thread)
+    encoder.add(families, health_samples(state.health, len(results.jobs)))
+    for job_id, view in results.jobs.items():
+        encoder.add(families, job_samples(view, results.losses[job_id]))
+    return render_families(families, openmetrics)

@@ -1,0 +1,208 @@
+"""The refresh algorithm on its own (``analytics.refresh``): no app, no Prometheus. The source serves
+slices of a simulated run (tests/fixtures/analytics/service.yaml: 4 nodes x 8 GPUs for 600 s, a
+checkpoint every 240 s, GPU node01/3 throttled from 300 s to the end) the way ``query_range``
+answers them, and records what the refresh asked for. tests/test_analytics_service.py runs the
+same code against a real Prometheus."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analytics.config import Shard
+from analytics.evaluate import simulate
+from analytics.refresh import Refresher
+from analytics.source_prom import PrometheusError, Window
+from analytics.state import LossCounters
+
+SCENARIO = Path(__file__).parent / "fixtures/analytics/service.yaml"
+EVIL = 'x"} or vector(1) or lockstep_gpu_job_info{job_id="'
+GPUS = 32
+
+
+@dataclass(frozen=True)
+class Settings:
+    window_s: float
+    step_s: float = 5.0
+    shard: Shard = Shard(0, 1)
+
+
+@pytest.fixture(scope="module")
+def run():
+    return simulate(SCENARIO)
+
+
+def as_job(frame: pd.DataFrame, job_id: str) -> pd.DataFrame:
+    """The run as if the scheduler had named its job ``job_id``."""
+    return frame.assign(job_id=frame["job_id"].astype(str).replace("7300", job_id))
+
+
+class FakeSource:
+    """Answers as Prometheus would: samples on the step grid within [start, end], none while
+    ``down``; a job in ``failing`` is refused as Prometheus refuses a query that loads too much."""
+
+    def __init__(self, frames: dict[str, pd.DataFrame], exported: dict[str, LossCounters] | None = None) -> None:
+        self.frames, self.exported = frames, exported or {}
+        self.listed = list(frames)
+        self.failing: set[str] = set()
+        self.down: tuple[float, float] | None = None
+        self.fetched: list[tuple[str, float, float]] = []
+        self.resumed: list[list[str]] = []
+
+    async def list_jobs(self, at: float) -> list[str]:
+        return list(self.listed)
+
+    async def fetch_job(self, job_id: str, window: Window) -> pd.DataFrame:
+        self.fetched.append((job_id, window.start, window.end))
+        if job_id in self.failing:
+            raise PrometheusError("HTTP 422: query processing would load too many samples into memory")
+        frame = self.frames[job_id]
+        keep = frame["timestamp"].between(window.start, window.end)
+        if self.down is not None:
+            keep &= ~frame["timestamp"].between(*self.down, inclusive="neither")
+        return frame[keep]
+
+    async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
+        self.resumed.append(list(job_ids))
+        return {j: self.exported[j] for j in job_ids if j in self.exported}
+
+
+def _jobs(run, *job_ids: str) -> dict[str, pd.DataFrame]:
+    return {j: as_job(run.frame, j) for j in job_ids}
+
+
+def _end(run) -> float:
+    return run.start + run.truth["duration_s"]
+
+
+async def test_each_replica_scores_only_its_shard_and_never_queries_a_rejected_id(run, caplog):
+    ids = ("7300", "4242", "4242+0", "4242_7", "job.a")
+    scored = {}
+    for index in (0, 1):
+        source = FakeSource(_jobs(run, *ids))
+        source.listed.append(EVIL)
+        refresher = Refresher(source, Settings(window_s=60, shard=Shard(index, 2)))
+        with caplog.at_level(logging.WARNING, "lockstep.analytics"):
+            caplog.clear()
+            await refresher.refresh(_end(run))
+            await refresher.refresh(_end(run))
+        scored[index] = set(refresher.state.results.jobs)
+        assert {j for j, _, _ in source.fetched} == scored[index]
+        assert all(EVIL not in asked for asked in source.resumed)
+        assert refresher.state.health.rejected_job_ids == (EVIL,)
+        assert [r.message for r in caplog.records].count("job ids rejected (not queried)") == 1   # not each refresh
+    # crc32(id) % 2, computed with zlib: stable across replicas and restarts
+    assert scored == {0: {"7300", "4242_7", "job.a"}, 1: {"4242", "4242+0"}}
+
+
+async def test_a_job_that_fails_keeps_its_last_view_and_counters_while_the_others_refresh(run):
+    source = FakeSource(_jobs(run, "7300", "7301"))
+    refresher = Refresher(source, Settings(window_s=120))
+    await refresher.refresh(_end(run) - 60)
+    before = refresher.state.results
+    source.failing = {"7301"}
+    await refresher.refresh(_end(run))
+    state = refresher.state
+    assert state.results.jobs["7301"] is before.jobs["7301"] and state.results.jobs["7301"].time == _end(run) - 60
+    assert state.losses["7301"].accounted_until == _end(run) - 60
+    assert state.results.jobs["7300"].time == _end(run) and state.losses["7300"].accounted_until == _end(run)
+    assert state.health.up and not state.health.stale
+    assert state.health.last_error.startswith("job 7301: HTTP 422")
+
+
+async def test_every_job_failing_fails_the_refresh_and_keeps_the_results_marked_stale(run):
+    source = FakeSource(_jobs(run, "7300", "7301"))
+    refresher = Refresher(source, Settings(window_s=120))
+    await refresher.refresh(_end(run) - 60)
+    before = refresher.state.results
+    source.failing = {"7300", "7301"}
+    with pytest.raises(PrometheusError) as exc:
+        await refresher.refresh(_end(run))
+    refresher.failed(exc.value)
+    health = refresher.state.health
+    assert refresher.state.results is before
+    assert (health.up, health.stale, health.failures) == (False, True, 1)
+    assert health.last_error.startswith("PrometheusError: HTTP 422")
+
+
+async def test_a_gap_is_caught_up_one_window_per_refresh_oldest_first(run):
+    """A refresh at 120 s, the next at 600 s with a 125 s window: the 360 s between are fetched in
+    window-sized chunks from the last counted sample (120 s) up to the sample before the current
+    window (475 s), one per refresh; the current window is counted once the gap is closed."""
+    source = FakeSource(_jobs(run, "7300"))
+    refresher = Refresher(source, Settings(window_s=125))
+    await refresher.refresh(run.start + 120)
+    assert refresher.state.losses["7300"].allocated == 120 * GPUS
+    for _ in range(4):
+        await refresher.refresh(_end(run))
+    assert [(s - run.start, e - run.start) for _, s, e in source.fetched] == [
+        (0, 120), (120, 240), (480, 600), (240, 360), (480, 600), (360, 475), (480, 600), (480, 600)]
+    counters, truth = refresher.state.losses["7300"], run.truth["loss"]
+    assert counters.accounted_until == _end(run)
+    assert counters.allocated == truth["allocated_gpu_seconds"] == 600 * GPUS
+    for cause, want in truth["lost_gpu_seconds"].items():
+        assert abs(counters.lost[cause] - want) <= max(0.1 * want, 0.002 * truth["allocated_gpu_seconds"]), cause
+
+
+async def test_a_catch_up_chunk_that_fails_is_retried_and_one_without_data_is_passed_over(run):
+    source = FakeSource(_jobs(run, "7300"))
+    source.down = (run.start + 120, run.start + 360)   # Prometheus itself was down: no samples
+    refresher = Refresher(source, Settings(window_s=125))
+    await refresher.refresh(run.start + 120)
+    source.failing = {"7300"}
+    with pytest.raises(PrometheusError):
+        await refresher.refresh(_end(run))
+    source.failing = set()
+    for _ in range(3):
+        await refresher.refresh(_end(run))
+    assert [(s - run.start, e - run.start) for _, s, e in source.fetched][1:] == [
+        (120, 240), (480, 600), (120, 240), (480, 600), (240, 360), (480, 600), (360, 475), (480, 600)]
+    counters = refresher.state.losses["7300"]
+    assert counters.accounted_until == _end(run)
+    missing = len(range(125, 360, 5))   # samples Prometheus never took: their seconds are not accounted
+    assert counters.allocated == (600 - missing * 5) * GPUS
+
+
+async def test_a_newly_seen_job_continues_its_exported_counters(run):
+    """A replica restarted at 600 s; the counters it exported up to 120 s are continued, not restarted."""
+    exported = LossCounters(accounted_until=run.start + 120, allocated=120 * GPUS)
+    source = FakeSource(_jobs(run, "7300"), exported={"7300": exported})
+    refresher = Refresher(source, Settings(window_s=125))
+    await refresher.refresh(_end(run))
+    assert source.fetched[0] == ("7300", run.start + 120, run.start + 240)   # catching up from there
+    assert refresher.state.losses["7300"].allocated == 240 * GPUS
+    await refresher.refresh(_end(run))
+    assert source.resumed == [["7300"], []]   # once, when first seen
+
+
+async def test_finished_jobs_are_forgotten(run):
+    source = FakeSource(_jobs(run, "7300", "7301"))
+    refresher = Refresher(source, Settings(window_s=300))
+    await refresher.refresh(run.start + 300)
+    assert set(refresher.state.baselines) == {"7300", "7301"}
+    source.listed = ["7300"]
+    await refresher.refresh(run.start + 330)
+    state = refresher.state
+    assert set(state.results.jobs) == set(state.losses) == set(state.baselines) == set(state.results.losses) == {"7300"}
+
+
+async def test_the_baseline_learned_earlier_scores_a_window_that_a_straggler_fills(run):
+    """From 300 s on, the throttled GPU slows the whole job: a window of only those samples has no
+    clean stretch to learn the productive level from. Learned from the window before, the level
+    turns the slowdown into straggler loss as the simulator's truth counts it; without it, a fresh
+    replica takes the slowed level for productive and counts none."""
+    truth = run.truth["loss"]["lost_gpu_seconds"]["straggler"]
+    kept = Refresher(FakeSource(_jobs(run, "7300")), Settings(window_s=300))
+    await kept.refresh(run.start + 300)
+    learned = kept.state.baselines["7300"]
+    await kept.refresh(_end(run))
+    assert kept.state.baselines["7300"] == learned
+    assert kept.state.losses["7300"].lost["straggler"] == pytest.approx(truth, rel=0.05)
+
+    fresh = Refresher(FakeSource(_jobs(run, "7300")), Settings(window_s=295))
+    await fresh.refresh(_end(run))
+    assert "7300" not in fresh.state.baselines
+    assert fresh.state.losses["7300"].lost["straggler"] < 0.1 * truth
