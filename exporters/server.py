@@ -18,6 +18,11 @@ SCRAPE_LOCK = web.AppKey("scrape_lock", asyncio.Lock)
 # 0.9 ms of CPU on a full H100 node) for a body 15 % larger. Compressing in the render thread also
 # saves aiohttp's second executor hop for bodies over 4 KiB.
 GZIP_LEVEL = 1
+# Scrapes run one at a time; this many more may wait for their turn, and any past that are answered
+# 503 at once. Unbounded, a caller (or a Prometheus pair after a stall) could queue scrapes without
+# end, each holding a connection and, once its turn came, a whole collection pass.
+MAX_WAITING = 4
+WAITING = web.AppKey("waiting", list)
 
 
 def accepts_gzip(header: str) -> bool:
@@ -55,12 +60,26 @@ def create_app(config: ExporterConfig, scraper: Scraper) -> web.Application:
     app = web.Application(middlewares=middlewares)
     app[SCRAPER] = scraper
     app[SCRAPE_LOCK] = asyncio.Lock()
+    app[WAITING] = []
 
     async def metrics(request: web.Request) -> web.Response:
         openmetrics = wants_openmetrics(request.headers.get("Accept", ""))
         gzip = accepts_gzip(request.headers.get("Accept-Encoding", ""))
-        async with request.app[SCRAPE_LOCK]:
-            body = await asyncio.to_thread(render_body, request.app[SCRAPER], openmetrics, gzip)
+        waiting = request.app[WAITING]
+        if len(waiting) >= MAX_WAITING and request.app[SCRAPE_LOCK].locked():
+            return web.Response(status=503, text="too many scrapes waiting\n", headers={"Retry-After": "1"})
+        waiting.append(request)
+        try:
+            async with request.app[SCRAPE_LOCK]:
+                waiting.remove(request)
+                if request.transport is None or request.transport.is_closing():
+                    # The caller hung up while waiting (its scrape timeout): a scrape now would be
+                    # thrown away, and may start lctl for nothing.
+                    return web.Response(status=499)
+                body = await asyncio.to_thread(render_body, request.app[SCRAPER], openmetrics, gzip)
+        finally:
+            if request in waiting:
+                waiting.remove(request)
         response = web.Response(body=body)
         response.headers["Content-Type"] = OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE
         if gzip:
