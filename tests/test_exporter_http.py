@@ -10,7 +10,7 @@ from base64 import b64encode
 import bcrypt
 from aiohttp import web
 
-from exporters import web as lweb
+from exporters import basicauth, web as lweb
 from exporters.catalog import fabric
 from exporters.config import ExporterConfig
 from exporters.sample import Sample
