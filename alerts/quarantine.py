@@ -14,6 +14,8 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from exporters.jsonload import load_json
+
 # Alerts after which a node must take no more work; GPUXidCritical only for XID 79 (fell off the bus):
 # other critical XIDs can clear with a GPU reset and are a human's call.
 DRAIN_ALERTS = ("GPUUncorrectableECC", "GPURowRemapFailure", "InfiniBandLinkDown", "GPUFellOffBus")
@@ -61,11 +63,9 @@ def is_hardware_fault(labels: dict[str, str]) -> bool:
 def parse_notification(body: bytes) -> list[DrainRequest]:
     """Drain requests for the firing hardware-fault alerts of one notification, one per node."""
     try:
-        payload = json.loads(body)
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer past int()'s digit limit
+        payload = load_json(body)
+    except ValueError as exc:
         raise BadPayload(f"not JSON: {exc}") from None
-    except RecursionError:
-        raise BadPayload("not JSON: nested too deeply") from None
     alerts = payload.get("alerts") if isinstance(payload, dict) else None
     if not isinstance(alerts, list):
         raise BadPayload('missing "alerts" list')

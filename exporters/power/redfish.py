@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import ssl
 from typing import Any, Awaitable, Iterable, Protocol
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
+from exporters.jsonload import load_json
 from exporters.power.config import Target
 
 SERVICE_ROOT = "/redfish/v1/"
@@ -167,11 +167,9 @@ def next_hop(url: str, location: str, seen: set[str]) -> str:
 
 def decode(body: bytes) -> dict[str, Any]:
     try:
-        doc = json.loads(body)
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer past int()'s digit limit
+        doc = load_json(body)
+    except ValueError as exc:
         raise RedfishError(f"malformed JSON: {exc}") from None
-    except RecursionError:
-        raise RedfishError("malformed JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise RedfishError(f"expected a JSON object, got {type(doc).__name__}")
     return doc
