@@ -14,7 +14,7 @@ TEST_PACKAGES := $(DEMO_PACKAGES) prometheus-node-exporter ethtool iproute2 chro
 # Debian's python3 lacks the venv module until python3-venv is installed.
 VENV_PACKAGES := python3-venv
 
-.PHONY: test demo bench eval tools demo-tools venv clean
+.PHONY: test demo bench eval fuzz tools demo-tools venv clean
 
 # $(call apt_or_explain,PACKAGES,WHAT IS MISSING): install as root, else name the exact command.
 define apt_or_explain
@@ -55,6 +55,15 @@ demo: $(STAMP) demo-tools
 
 bench: $(STAMP) tools
 	$(PY) bench/run_all.py $(BENCH_ARGS)
+
+# Coverage-guided fuzzing of the text parsers (atheris), FUZZ_SECONDS per target; crashes are kept
+# under tests/fuzz_regressions/ and replayed by make test. Not part of make test.
+FUZZ_SECONDS ?= 60
+fuzz: $(STAMP)
+	@$(PY) -c 'import atheris' 2>/dev/null || $(PY) -m pip install --quiet -e '.[fuzz]' || \
+	  { echo "error: atheris could not be installed: it has wheels for CPython 3.8-3.11 on x86-64 Linux only;" \
+	    "elsewhere it builds from source with clang and libFuzzer (Debian: clang libclang-rt-dev)" >&2; exit 1; }
+	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 eval: $(STAMP)
 	$(VENV)/bin/lockstep analytics evaluate --all simulator/scenarios

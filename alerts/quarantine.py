@@ -7,10 +7,14 @@ Alertmanager posts JSON ``{"version": "4", "status": ..., "alerts": [{"status": 
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+
+from exporters.jsonload import load_json
 
 # Alerts after which a node must take no more work; GPUXidCritical only for XID 79 (fell off the bus):
 # other critical XIDs can clear with a GPU reset and are a human's call.
@@ -23,6 +27,9 @@ FORGET_AFTER_S = 24 * 3600.0
 # One Slurm node name. scontrol reads NodeName as a hostlist ("node[00-99]", "a,b"), and Alertmanager's
 # API accepts alerts with any labels, so anything wider could drain many nodes as one budgeted drain.
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# A label value quoted into scontrol's Reason=: Alertmanager takes any length (a 128 KiB one made the
+# argv too long for scontrol to start, and Alertmanager retried the 502 forever).
+REASON_VALUE_CHARS = 64
 
 
 class BadPayload(ValueError):
@@ -36,9 +43,16 @@ class DrainRequest:
     reason: str
 
 
+def _clean(value: str) -> str:
+    """A label value fit for one line of Reason=: no control characters (a newline would start a
+    line of its own in Slurm's reason and logs), at most REASON_VALUE_CHARS characters."""
+    flat = "".join(c if c.isprintable() else " " for c in value[:REASON_VALUE_CHARS + 1])
+    return flat if len(flat) <= REASON_VALUE_CHARS else flat[:REASON_VALUE_CHARS - 3] + "..."
+
+
 def _reason(labels: dict[str, str]) -> str:
-    detail = " ".join(f"{k}={labels[k]}" for k in ("gpu", "xid", "device", "port") if labels.get(k))
-    return f"lockstep {labels['alertname']} {detail}".strip()
+    detail = " ".join(f"{k}={_clean(labels[k])}" for k in ("gpu", "xid", "device", "port") if labels.get(k))
+    return f"lockstep {_clean(labels['alertname'])} {detail}".strip()
 
 
 def is_hardware_fault(labels: dict[str, str]) -> bool:
@@ -49,8 +63,8 @@ def is_hardware_fault(labels: dict[str, str]) -> bool:
 def parse_notification(body: bytes) -> list[DrainRequest]:
     """Drain requests for the firing hardware-fault alerts of one notification, one per node."""
     try:
-        payload = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        payload = load_json(body)
+    except ValueError as exc:
         raise BadPayload(f"not JSON: {exc}") from None
     alerts = payload.get("alerts") if isinstance(payload, dict) else None
     if not isinstance(alerts, list):
@@ -67,7 +81,7 @@ def parse_notification(body: bytes) -> list[DrainRequest]:
             raise BadPayload(f"alerts[{i}] ({labels.get('alertname')}) has no node label")
         if not NODE_NAME.fullmatch(node) or node.upper() == "ALL":
             raise BadPayload(f"alerts[{i}] ({labels.get('alertname')}): node label {node!r} is not one node name")
-        requests.setdefault(node, DrainRequest(node, labels["alertname"], _reason(labels)))
+        requests.setdefault(node.casefold(), DrainRequest(node, labels["alertname"], _reason(labels)))
     return list(requests.values())
 
 
@@ -75,36 +89,66 @@ class Policy:
     """Idempotency (a node is drained once) and the hourly cap, optionally persisted to a JSON file so
     a restarted receiver neither re-drains nor forgets what it spent of its budget."""
 
-    def __init__(self, max_per_hour: int, state_file: Path | None = None) -> None:
+    def __init__(self, max_per_hour: int, state_file: Path | None = None, max_drained_fraction: float = 1.0) -> None:
         self.max_per_hour, self.state_file = max_per_hour, state_file
+        self.max_drained_fraction = max_drained_fraction
         self.drained: dict[str, float] = {}
         self.recent: deque[float] = deque()
         if state_file is not None and state_file.exists():
             try:
                 state = json.loads(state_file.read_text())
-                self.drained = {str(k): float(v) for k, v in state.get("drained", {}).items()}
+                self.drained = {str(k).casefold(): float(v) for k, v in state.get("drained", {}).items()}
                 self.recent = deque(sorted(float(t) for t in state.get("recent", [])))
             except (OSError, ValueError, TypeError, AttributeError) as exc:
                 # Refuse to start rather than forget what was drained (and re-drain or overspend the budget).
                 raise ValueError(f"{state_file}: unreadable quarantine state: {exc}") from None
 
-    def decide(self, node: str, now: float) -> str:
-        """``already`` (drained within FORGET_AFTER_S), ``rate_limited`` (hourly cap reached) or ``drain``.
-        Every drain spends the cap, a repaired node's new drain too: a rule gone wrong that fires on
-        every node drained last week must not take them all at once."""
-        if node in self.drained and now - self.drained[node] < FORGET_AFTER_S:
+    def decide(self, node: str, now: float, fleet: int | None = None) -> str:
+        """``already`` (drained within FORGET_AFTER_S), ``rate_limited`` (hourly cap reached),
+        ``circuit_open`` (one more would leave more than ``max_drained_fraction`` of a ``fleet`` of
+        that many nodes drained) or ``drain``. Every drain spends the cap, a repaired node's new
+        drain too: a rule gone wrong that fires on every node drained last week must not take them
+        all at once. Node names compare case-insensitively (``Node06`` is ``node06``)."""
+        key = node.casefold()
+        if key in self.drained and now - self.drained[key] < FORGET_AFTER_S:
             return "already"
         while self.recent and self.recent[0] <= now - WINDOW_S:
             self.recent.popleft()
-        return "rate_limited" if len(self.recent) >= self.max_per_hour else "drain"
+        if len(self.recent) >= self.max_per_hour:
+            return "rate_limited"
+        if fleet is not None and self.drained_within(now) + 1 > self.breaker_limit(fleet):
+            return "circuit_open"
+        return "drain"
+
+    def drained_within(self, now: float) -> int:
+        """Nodes drained here that still count as drained (within FORGET_AFTER_S)."""
+        return sum(1 for t in self.drained.values() if now - t < FORGET_AFTER_S)
+
+    def breaker_limit(self, fleet: int) -> int:
+        """The most nodes that may stand drained at once: a share of the fleet, at least one."""
+        return max(1, math.floor(self.max_drained_fraction * fleet + 1e-9))
 
     def record(self, node: str, now: float, persist: bool = True) -> None:
         self.recent.append(now)
-        self.drained[node] = now
+        self.drained[node.casefold()] = now
         if persist and self.state_file is not None:
-            tmp = self.state_file.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"drained": self.drained, "recent": list(self.recent)}))
-            tmp.replace(self.state_file)
+            write_durably(self.state_file, json.dumps({"drained": self.drained, "recent": list(self.recent)}))
+
+
+def write_durably(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so that a power loss leaves the old or the new content, never
+    an empty file: the new file is synced before the rename, and the directory after it."""
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def scontrol_argv(scontrol: str, request: DrainRequest) -> list[str]:

@@ -1,8 +1,10 @@
 """The quarantine receiver's aiohttp app: ``POST /alerts`` takes Alertmanager webhook notifications
 (bearer token required) and drains faulty nodes with ``scontrol``; ``GET /-/healthy``.
 
-Every decision is logged (logfmt fields action=drain|dry_run|already|rate_limited|failed). Requests
-are handled one at a time (a lock) so the hourly cap holds under concurrent notifications.
+Every decision is logged (logfmt fields action=drain|dry_run|already|rate_limited|circuit_open|
+unknown_node|failed). Requests are handled one at a time (a lock) so the hourly cap holds under
+concurrent notifications. With a node inventory (``alerts.inventory``) a name it does not list is
+refused, and the circuit breaker counts its size as the fleet.
 """
 from __future__ import annotations
 
@@ -10,11 +12,12 @@ import asyncio
 import hmac
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from aiohttp import web
 
+from alerts.inventory import Inventory, InventoryError
 from alerts.quarantine import BadPayload, DrainRequest, Policy, parse_notification, scontrol_argv
 from exporters.logs import kv
 
@@ -29,6 +32,9 @@ class QuarantineConfig:
     scontrol: str = "scontrol"
     state_file: Path | None = None
     timeout_s: float = 30.0
+    inventory: Path | None = None
+    # The circuit breaker: never more than this share of the inventory's nodes drained at once.
+    max_drained_fraction: float = 0.1
 
 
 @dataclass
@@ -36,6 +42,7 @@ class _State:
     config: QuarantineConfig
     policy: Policy
     lock: asyncio.Lock
+    inventory: Inventory | None = None
 
 
 STATE = web.AppKey("quarantine", _State)
@@ -58,10 +65,29 @@ async def _scontrol(config: QuarantineConfig, request: DrainRequest) -> tuple[bo
     return proc.returncode == 0, out.decode(errors="replace").strip()[-500:] or f"exit {proc.returncode}"
 
 
+def _check_inventory(state: _State, request: DrainRequest) -> tuple[DrainRequest, int | None] | tuple[str, str]:
+    """(the request with the inventory's spelling of the node, the fleet size), or (action, why):
+    ``unknown_node`` for a name the inventory lacks, ``failed`` (retried) for an unreadable one."""
+    if state.inventory is None:
+        return request, None
+    try:
+        node, fleet = state.inventory.lookup(request.node), state.inventory.size()
+    except InventoryError as exc:
+        return "failed", str(exc)
+    return (replace(request, node=node), fleet) if node else ("unknown_node", "not in the node inventory")
+
+
 async def _handle(state: _State, request: DrainRequest) -> dict:
     config, now = state.config, time.time()
-    decision = state.policy.decide(request.node, now)
     fields = {"node": request.node, "alertname": request.alertname, "reason": request.reason}
+    checked, fleet = _check_inventory(state, request)
+    if isinstance(checked, str):
+        fields["error"] = fleet
+        log.log(logging.ERROR if checked == "failed" else logging.WARNING, "quarantine %s", checked,
+                extra=kv(action=checked, **fields))
+        return {"action": checked, **fields}
+    request, fields["node"] = checked, checked.node
+    decision = state.policy.decide(request.node, now, fleet)
     if decision == "drain" and config.dry_run:
         decision = "dry_run"
         # Counted like a drain (the log shows what a live run would do) but never persisted: a later
@@ -73,7 +99,7 @@ async def _handle(state: _State, request: DrainRequest) -> dict:
             state.policy.record(request.node, now)
         else:
             decision, fields["error"] = "failed", output
-    level = logging.ERROR if decision in ("failed", "rate_limited") else logging.INFO
+    level = logging.ERROR if decision in ("failed", "rate_limited", "circuit_open") else logging.INFO
     log.log(level, "quarantine %s", decision, extra=kv(action=decision, **fields))
     return {"action": decision, **fields}
 
@@ -109,7 +135,9 @@ def create_app(config: QuarantineConfig) -> web.Application:
     if not config.token:
         raise ValueError("the quarantine receiver needs a bearer token")
     app = web.Application(client_max_size=4 << 20)
-    app[STATE] = _State(config, Policy(config.max_drains_per_hour, config.state_file), asyncio.Lock())
+    policy = Policy(config.max_drains_per_hour, config.state_file, config.max_drained_fraction)
+    inventory = Inventory(config.inventory) if config.inventory is not None else None
+    app[STATE] = _State(config, policy, asyncio.Lock(), inventory)
     app.router.add_post("/alerts", alerts_handler)
     app.router.add_get("/-/healthy", healthy)
     return app

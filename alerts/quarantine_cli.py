@@ -35,6 +35,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scontrol", default="scontrol", help="scontrol executable (looked up on PATH)")
     p.add_argument("--state-file", type=Path, default=None,
                    help="JSON file remembering drained nodes and the hourly budget across restarts")
+    p.add_argument("--node-inventory", type=Path, default=None, metavar="FILE",
+                   help="the nodes that may be drained, one per line (sinfo -h -N -o %%N | sort -u); re-read "
+                        "when it changes; required with --execute: a node label is only a claim")
+    p.add_argument("--max-drained-fraction", type=float, default=0.1,
+                   help="circuit breaker: drain no more once this share of the inventory stands drained "
+                        "(default 0.1; at least one node)")
     add_log_flags(p)
 
 
@@ -51,8 +57,13 @@ def config_from_args(args: argparse.Namespace, environ: dict[str, str] | None = 
         raise ValueError(f"no bearer token: pass --token-file FILE or set ${TOKEN_ENV}")
     if args.max_drains_per_hour < 1:
         raise ValueError("--max-drains-per-hour must be >= 1")
+    if not 0 < args.max_drained_fraction <= 1:
+        raise ValueError("--max-drained-fraction must be in (0, 1]")
+    if args.execute and args.node_inventory is None:
+        raise ValueError("--execute needs --node-inventory FILE: without it any alert could drain any name")
     return QuarantineConfig(token=token, dry_run=not args.execute, max_drains_per_hour=args.max_drains_per_hour,
-                            scontrol=args.scontrol, state_file=args.state_file)
+                            scontrol=args.scontrol, state_file=args.state_file, inventory=args.node_inventory,
+                            max_drained_fraction=args.max_drained_fraction)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,6 +13,11 @@ from exporters.web import auth_middleware, landing_page
 
 SCRAPER = web.AppKey("scraper", Scraper)
 SCRAPE_LOCK = web.AppKey("scrape_lock", asyncio.Lock)
+# Scrapes run one at a time; this many more may wait for their turn, and any past that are answered
+# 503 at once. Unbounded, a caller (or a Prometheus pair after a stall) could queue scrapes without
+# end, each holding a connection and, once its turn came, a whole collection pass.
+MAX_WAITING = 4
+WAITING = web.AppKey("waiting", list)
 
 
 def create_app(config: ExporterConfig, scraper: Scraper) -> web.Application:
@@ -20,9 +25,24 @@ def create_app(config: ExporterConfig, scraper: Scraper) -> web.Application:
     app = web.Application(middlewares=middlewares)
     app[SCRAPER] = scraper
     app[SCRAPE_LOCK] = asyncio.Lock()
+    app[WAITING] = []
 
     async def metrics(request: web.Request) -> web.Response:
-        return await metrics_response(request, request.app[SCRAPER].render, gzip=True, lock=request.app[SCRAPE_LOCK])
+        waiting, lock = request.app[WAITING], request.app[SCRAPE_LOCK]
+        if len(waiting) >= MAX_WAITING and lock.locked():
+            return web.Response(status=503, text="too many scrapes waiting\n", headers={"Retry-After": "1"})
+        waiting.append(request)
+        try:
+            async with lock:
+                waiting.remove(request)
+                if request.transport is None or request.transport.is_closing():
+                    # The caller hung up while waiting (its scrape timeout): a scrape now would be
+                    # thrown away, and may start lctl for nothing.
+                    return web.Response(status=499)
+                return await metrics_response(request, request.app[SCRAPER].render, gzip=True)
+        finally:
+            if request in waiting:
+                waiting.remove(request)
 
     async def index(request: web.Request) -> web.Response:
         return landing_page(

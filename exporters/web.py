@@ -3,14 +3,13 @@ a landing page, and serving with TLS until SIGINT/SIGTERM."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import html
 import logging
 import signal
 
-import bcrypt
 from aiohttp import web
+
+from exporters.basicauth import BasicAuth, Verdict
 
 from exporters.listen import ListenAddress
 from exporters.logs import kv
@@ -20,14 +19,17 @@ log = logging.getLogger("lockstep.web")
 
 
 def auth_middleware(config: WebConfig):
-    """Basic auth against bcrypt hashes; verified credentials are cached (bcrypt is slow on purpose)."""
-    verified: set[bytes] = set()
+    """Basic auth (``exporters.basicauth``) and the web config's response headers."""
+    auth = BasicAuth(config.basic_auth_users) if config.basic_auth_users else None
 
     @web.middleware
     async def middleware(request: web.Request, handler):
-        if config.basic_auth_users:
-            header = request.headers.get("Authorization", "")
-            if not await _authorized(header, config.basic_auth_users, verified):
+        if auth is not None:
+            verdict = await auth.check(request.headers.get("Authorization", ""))
+            if verdict is Verdict.BUSY:
+                return web.Response(status=503, text="Too many pending authentication checks\n",
+                                    headers={"Retry-After": "1"})
+            if verdict is not Verdict.OK:
                 return web.Response(status=401, text="Unauthorized\n",
                                     headers={"WWW-Authenticate": 'Basic realm="lockstep"'})
         response = await handler(request)
@@ -35,28 +37,6 @@ def auth_middleware(config: WebConfig):
         return response
 
     return middleware
-
-
-async def _authorized(header: str, users: dict[str, bytes], verified: set[bytes]) -> bool:
-    scheme, _, encoded = header.partition(" ")
-    if scheme.lower() != "basic":
-        return False
-    try:
-        user, sep, password = base64.b64decode(encoded, validate=True).decode().partition(":")
-    except (ValueError, UnicodeDecodeError):
-        return False
-    hashed = users.get(user)
-    if not sep or hashed is None:
-        return False
-    key = hashlib.sha256(hashed + b"\0" + password.encode()).digest()
-    if key in verified:
-        return True
-    # A bcrypt check takes ~0.25 s of CPU: in the event loop, every wrong password (never cached) would
-    # stall all scrapes for that long.
-    if await asyncio.to_thread(bcrypt.checkpw, password.encode(), hashed):
-        verified.add(key)
-        return True
-    return False
 
 
 def landing_page(title: str, description: str, links: dict[str, str], details: dict[str, str]) -> web.Response:

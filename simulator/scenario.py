@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import calendar
 import math
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 from exporters.configfile import ConfigError, Section, load_yaml, one_of, positive
 
 DEFAULT_START = calendar.timegm(time.strptime("2026-01-01T00:00:00Z", "%Y-%m-%dT%H:%M:%SZ"))
+_JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")  # Slurm: 123, 123_4 (arrays), 123+1 (het jobs)
 FAULT_KINDS = ("gpu_throttle", "slow_node", "pause_storm", "link_flap", "storage_starvation", "hang", "xid")
 
 
@@ -133,10 +135,16 @@ def _job(s: Section, names: tuple[str, ...]) -> Job:
         ck.finish()
         if checkpoint.blocking_s >= checkpoint.every_s:
             raise ck.error("blocking_s", "must be shorter than every_s")
-    job = Job(str(s.get("job_id", (str, int))), nodes, _num(s, "step_time_s", check=positive), checkpoint,
+    job = Job(str(s.get("job_id", (str, int), check=_job_id)), nodes, _num(s, "step_time_s", check=positive), checkpoint,
               _num(s, "storage_read_bytes_per_step", 1.0e9, check=lambda v: None if v >= 0 else "must be >= 0"))
     s.finish()
     return job
+
+
+def _job_id(value: str | int) -> str | None:
+    # The job id names files under --root (gpu-jobs-users/<job_id>): "../../x" would write outside it.
+    return None if _JOB_ID.fullmatch(str(value)) else \
+        "must be a Slurm job id (letters, digits, '_', '+', '-', '.'; not starting with '.'), e.g. 4242 or 4242_7"
 
 
 def _fault(s: Section, names: tuple[str, ...], cluster: Cluster, duration: float) -> Fault:

@@ -21,6 +21,8 @@ class Device:
     latency_s: float = 0.0
     basic_auth: tuple[str, str] | None = None
     requests: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0  # the most requests it was serving at once
 
 
 class MockupService:
@@ -58,6 +60,14 @@ class MockupService:
             raise web.HTTPNotFound()
         device, resource = found
         device.requests += 1
+        device.in_flight += 1
+        device.max_in_flight = max(device.max_in_flight, device.in_flight)
+        try:
+            return await self._answer(request, device, resource)
+        finally:
+            device.in_flight -= 1
+
+    async def _answer(self, request: web.Request, device: Device, resource: str) -> web.StreamResponse:
         if device.latency_s:
             await asyncio.sleep(device.latency_s)
         if device.basic_auth is not None:

@@ -112,9 +112,12 @@ async def test_real_alertmanager_inhibits_and_routes_to_pager_queue_and_quaranti
     token = tmp_path / "token"
     token.write_text("s3cret\n")
     scontrol, scontrol_log = _fake_scontrol(tmp_path)
+    inventory = tmp_path / "nodes"
+    inventory.write_text("".join(f"node{i:02d}\n" for i in range(10)))
     quarantine = stack.add(await asyncio.to_thread(start_on_port, "quarantine", lambda port: [
         sys.executable, "-m", "lockstep", "alerts", "quarantine-receiver", f"--web.listen-address=127.0.0.1:{port}",
-        f"--token-file={token}", "--execute", f"--scontrol={scontrol}"], tmp_path / "q", None, "/-/healthy"))
+        f"--token-file={token}", "--execute", f"--scontrol={scontrol}", f"--node-inventory={inventory}"],
+        tmp_path / "q", None, "/-/healthy"))
     base = f"http://127.0.0.1:{server.port}"
     cfg = config.AlertsConfig(routing=Routing(
         pager_webhook_url=f"{base}/pager", queue_webhook_url=f"{base}/queue",

@@ -10,7 +10,7 @@ from base64 import b64encode
 import bcrypt
 from aiohttp import web
 
-from exporters import web as lweb
+from exporters import basicauth, web as lweb
 from exporters.catalog import fabric
 from exporters.config import ExporterConfig
 from exporters.sample import Sample
@@ -29,7 +29,7 @@ async def test_bcrypt_check_runs_off_the_event_loop(aiohttp_client, monkeypatch)
         checked_in.append(threading.current_thread())
         return real_checkpw(password, hashed)
 
-    monkeypatch.setattr(lweb.bcrypt, "checkpw", checkpw)
+    monkeypatch.setattr(basicauth.bcrypt, "checkpw", checkpw)
     config = WebConfig("web.yml", basic_auth_users={"prom": bcrypt.hashpw(b"secret", bcrypt.gensalt(4))})
     app = web.Application(middlewares=[lweb.auth_middleware(config)])
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from lockstep import stack
@@ -16,12 +17,21 @@ SCRIPT = REPO / "deploy/slurm/epilog-gpu-healthcheck.sh"
 FIXTURE = Path(__file__).parent / "fixtures/gpu/node00/gpus.json"
 
 
-def start_exporter(node_root: Path, workdir: Path, *flags: str) -> stack.Service:
-    """``lockstep exporter --sim.node-root NODE`` on a free 127.0.0.1 port, ready once /metrics answers."""
-    return stack.start_on_port("lockstep-exporter", lambda port: [
+def start_exporter(node_root: Path, workdir: Path, *flags: str, ready: bool = True) -> stack.Service:
+    """``lockstep exporter --sim.node-root NODE`` on a free 127.0.0.1 port, ready once /metrics answers
+    (``ready=False``: once it listens, for an agent that answers 401 without credentials)."""
+    service = stack.start_on_port("lockstep-exporter", lambda port: [
         str(Path(sys.executable).parent / "lockstep"), "exporter", f"--sim.node-root={node_root}",
         f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults", "--collector.gpu", *flags],
-        workdir, ready_path="/metrics", timeout=30)
+        workdir, ready_path="/metrics" if ready else None, timeout=30)
+    deadline = time.monotonic() + 30
+    while not ready and time.monotonic() < deadline:
+        try:
+            stack.http_get(service.url + "/metrics", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.2)
+    return service
 
 
 def healthcheck(url: str, **extra_env: str) -> subprocess.CompletedProcess:
@@ -65,4 +75,25 @@ def test_healthcheck_drains_on_failed_checks_and_passes_healthy_node(tmp_path, s
 
 def test_unreachable_agent_is_not_a_node_fault(refused_port):
     result = healthcheck(f"http://127.0.0.1:{refused_port}/metrics")
-    assert result.returncode == 0 and "cannot read" in result.stderr
+    assert result.returncode == 0 and "cannot reach" in result.stderr
+
+
+def test_an_agent_with_basic_auth_is_checked_with_credentials_and_a_refusal_fails(tmp_path, stack):
+    """Before: the epilog called the agent without credentials; once basic auth was on it printed
+    "skipping" and exited 0, so the GPU health gate was silently off on every node."""
+    import bcrypt
+
+    bad = tmp_path / "bad/node00"
+    bad.mkdir(parents=True)
+    shutil.copy(FIXTURE, bad / "gpus.json")
+    hashed = bcrypt.hashpw(b'pa"ss\\word', bcrypt.gensalt(4)).decode()
+    (tmp_path / "web.yml").write_text(f"basic_auth_users:\n  prometheus: '{hashed}'\n")
+    agent = stack.add(start_exporter(bad, tmp_path / "agent", f"--web.config.file={tmp_path / 'web.yml'}",
+                                     ready=False))
+    creds = tmp_path / "creds"
+    creds.write_text('prometheus:pa"ss\\word\n')
+    result = healthcheck(agent.url + "/metrics", LOCKSTEP_AGENT_CREDENTIALS_FILE=str(creds))
+    assert result.returncode == 1 and 'GPU lost {gpu="2"}' in result.stderr  # checked with credentials
+    for env in ({}, {"LOCKSTEP_AGENT_CREDENTIALS_FILE": str(tmp_path / "web.yml")}):  # none; wrong ones
+        result = healthcheck(agent.url + "/metrics", **env)
+        assert result.returncode == 1 and "HTTP 401" in result.stderr and "skipping" not in result.stderr

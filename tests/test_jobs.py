@@ -144,3 +144,18 @@ def test_one_unreadable_mapping_file_loses_only_that_gpu(tmp_path):
         argv = ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", *argv]
     out = subprocess.run(argv, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[('0', '4242')]"
+
+
+def test_an_index_file_and_a_uuid_file_for_one_gpu_give_one_series(tmp_path):
+    """Before: both files yielded ``lockstep_gpu_job_info{gpu="1",uuid=UUID1,job_id="4242"}``: a
+    duplicate line that Prometheus rejects, losing the whole scrape."""
+    node = tmp_path / "node00"
+    (node / "gpu-jobs").mkdir(parents=True)
+    shutil.copy(FIXTURE, node / "gpus.json")
+    (node / "gpu-jobs" / "1").write_text("4242\n")
+    (node / "gpu-jobs" / UUID1).write_text("4242\n")
+    collector = jobs_collector(ExporterConfig(sim_node_root=node, node_name="node00"))
+    families: dict = {}
+    Encoder().add(families, collector.collect())
+    lines = [line for line in render_text(families).splitlines() if line.startswith("lockstep_gpu_job_info{")]
+    assert len(lines) == 1 and f'uuid="{UUID1}"' in lines[0] and 'gpu="1"' in lines[0], lines

@@ -2,6 +2,7 @@
 Expected values are read from the mockup JSON here, never from the exporter's output."""
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -182,7 +183,7 @@ async def test_openmetrics_negotiation(scrape):
     assert "# UNIT lockstep_pdu_power_watts watts" in text and text.endswith("# EOF\n")
 
 
-async def test_structure_is_cached_between_polls_and_rediscovered_after_a_failure(aiohttp_server, tmp_path):
+async def test_structure_is_cached_between_polls_and_rediscovered_when_out_of_date(aiohttp_server, tmp_path):
     svc = MockupService()
     device = svc.add("", SERVER)
     server = await aiohttp_server(svc.app())
@@ -191,16 +192,22 @@ async def test_structure_is_cached_between_polls_and_rediscovered_after_a_failur
     async with aiohttp.ClientSession() as session:
         poller = Poller(config, HttpRedfish(session, retries=0))
         counts = []
-        for mode in ("ok", "ok", "500", "ok"):
-            device.mode, before = mode, device.requests
+        for mode, mockup in (("ok", SERVER), ("ok", SERVER), ("500", SERVER), ("ok", SERVER),
+                             ("ok", REDFISH / "public-pdu"), ("ok", SERVER)):
+            device.mode, device.mockup, before = mode, mockup, device.requests
             result = await poller.poll(config.targets[0])
-            assert result.up == (mode == "ok")
+            assert result.up == (mode == "ok" and mockup == SERVER)
+            while device.in_flight:  # a GET that a failed sibling left running still counts here
+                await asyncio.sleep(0.01)
             counts.append(device.requests - before)
     # root, Chassis, 1U, EnvironmentMetrics, PowerSubsystem, PowerSupplies, Bay1, Bay1/Metrics, Bay2,
     # and Systems, Systems/437XR1138R2 (which chassis is the server's); then only the two resources
-    # carrying readings (both answer 500 in the third poll); after that failure the walk starts over
-    # from the service root
-    assert counts == [11, 2, 2, 11]
+    # carrying readings. A 500 (a busy BMC: both answer 500) keeps the structure, so the next poll is
+    # two requests again; a 404 on one of them (the service is now another device: the PDU mockup
+    # has no 1U chassis)
+    # means the layout changed, and the walk starts over from the service root.
+    assert counts[:4] == [11, 2, 2, 2]
+    assert counts[4:] == [2, 11]
 
 
 async def _hung_before_ok(aiohttp_server, tmp_path, settings: str):

@@ -1,6 +1,7 @@
 """``disk``: local block devices (NVMe and other disks) from ``<procfs>/diskstats``."""
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
@@ -8,10 +9,13 @@ from typing import Iterable
 
 from exporters.catalog import storage as m
 from exporters.config import ExporterConfig
+from exporters.logs import once
 from exporters.registry import register
 from exporters.sample import Sample
 from exporters.storage.diskstats import DEFAULT_INCLUDE, parse_diskstats
 from exporters.readfile import read_text
+
+log = logging.getLogger("lockstep.collector.disk")
 
 
 class DiskCollector:
@@ -24,7 +28,12 @@ class DiskCollector:
             text = read_text(self.path)
         except FileNotFoundError:
             return
-        for d in parse_diskstats(text, self.include):
+        errors: list[str] = []
+        disks = parse_diskstats(text, self.include, errors)
+        for error in errors:
+            once(log, logging.WARNING, "corrupt:" + error.partition(":")[0],  # one line per item
+                 "%s: skipped a corrupt line: %s", self.path, error)
+        for d in disks:
             labels = (d.device,)
             yield Sample(m.DISK_READ_BYTES, labels, float(d.read_bytes))
             yield Sample(m.DISK_WRITE_BYTES, labels, float(d.write_bytes))

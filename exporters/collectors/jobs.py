@@ -79,12 +79,17 @@ class JobsCollector:
         by_uuid = {uuid: index for index, uuid in self._uuids.items()}
         # A training job usually holds every GPU of the node: its user file is read once, not per GPU.
         users = {job_id: self._user(job_id) for job_id in {mapping.job_id for mapping in mappings}}
+        # A GPU named by both an index file and a UUID file (two prologs, or a prolog switched from
+        # indices to UUIDs) resolves to one label set: one series, not a duplicate line.
+        seen: set[tuple[str, str, str]] = set()
         for mapping in mappings:
             if mapping.gpu.isdigit():
                 gpu, uuid = mapping.gpu, self._uuids.get(mapping.gpu, "")
             else:
                 gpu, uuid = by_uuid.get(mapping.gpu, ""), mapping.gpu
-            yield Sample(m.JOB_INFO, (gpu, uuid, mapping.job_id, users[mapping.job_id]), 1.0)
+            if (gpu, uuid, mapping.job_id) not in seen:
+                seen.add((gpu, uuid, mapping.job_id))
+                yield Sample(m.JOB_INFO, (gpu, uuid, mapping.job_id, users[mapping.job_id]), 1.0)
 
     def _read_uuids(self) -> dict[str, str]:
         """UUIDs only enrich the mapping: a GPU backend that can't answer (no driver, a broken state

@@ -2,17 +2,21 @@
 the mounts under ``--path.rootfs`` (the host's, when the agent runs in a container)."""
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Iterable
 
 from exporters.catalog import storage as m
 from exporters.config import ExporterConfig
+from exporters.logs import once
 from exporters.registry import register
 from exporters.sample import Sample
 from exporters.storage.mounts import host_mounts
 from exporters.storage.mountstats import NfsMount, parse_mountstats
 from exporters.readfile import read_text
+
+log = logging.getLogger("lockstep.collector.nfs")
 
 
 def _total(a: int | None, b: int | None) -> int | None:
@@ -54,7 +58,11 @@ class NfsCollector:
         # A mount stacked on the same path (a second mount of the export over the first) keeps the
         # hidden one listed; mount order puts the visible one last, and one series per label set
         # is all a scrape may carry.
-        mounts = host_mounts(parse_mountstats(text), self.rootfs)
+        errors: list[str] = []
+        mounts = host_mounts(parse_mountstats(text, errors), self.rootfs)
+        for error in errors:
+            once(log, logging.WARNING, "corrupt:" + error.partition(":")[0],  # one line per item
+                 "%s: skipped a mount with a corrupt bytes line: %s", self.path, error)
         visible = {(m.mountpoint, m.fstype, m.device): m for m in mounts}
         for mount in visible.values():
             yield from mount_samples(mount)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -49,14 +50,17 @@ async def metrics(request: web.Request) -> web.Response:
     return await _render(request, [_build_info(), *request.app[POLLER].samples()])
 
 
-def probe_budget(request: web.Request, interval_s: float) -> float:
-    """Half a second less than Prometheus' scrape timeout, so the answer beats it."""
+def probe_budget(request: web.Request, config: PowerConfig) -> float:
+    """Half a second less than Prometheus' scrape timeout, so the answer beats it; never less than
+    one request's timeout_s, whatever the caller's header says (``0`` would make every probe fail)."""
     header = request.headers.get("X-Prometheus-Scrape-Timeout-Seconds")
     try:
         budget = float(header) - 0.5 if header else _DEFAULT_PROBE_BUDGET_S
     except ValueError:
         budget = _DEFAULT_PROBE_BUDGET_S
-    return max(0.1, min(budget, interval_s * 4))
+    if not math.isfinite(budget):
+        budget = _DEFAULT_PROBE_BUDGET_S
+    return max(config.timeout_s, min(budget, config.interval_s * 4))
 
 
 async def probe(request: web.Request) -> web.Response:
@@ -65,7 +69,7 @@ async def probe(request: web.Request) -> web.Response:
     target = poller.config.target(name)
     if target is None:
         raise web.HTTPBadRequest(text=f"unknown target {name!r}: name one from the config\n")
-    result = await poller.poll(target, probe_budget(request, poller.config.interval_s))
+    result = await poller.poll(target, probe_budget(request, poller.config))
     samples: list[Sample] = list(poller.target_samples(target, result))
     samples = [s for s in samples if s.metric is not m.REDFISH_LAST_SUCCESS]  # a probe has no history
     if target.budget_watts is not None:

@@ -22,8 +22,8 @@ from typing import Any
 from exporters.catalog import power as m
 from exporters.logs import once
 from exporters.power.config import Target
-from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, collection, link, maybe, member_id, members,
-                                     number, reading)
+from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, array, collection, link, maybe, member_id,
+                                     members, number, obj, odata_id, reading, text)
 from exporters.sample import Sample
 
 log = logging.getLogger("lockstep.power")
@@ -49,19 +49,19 @@ class ChassisPower:
 def parse_psu(psu: dict[str, Any], metrics: dict[str, Any] | None) -> PsuReading:
     """A ``PowerSupply`` and its ``PowerSupplyMetrics`` (None when the PSU links none)."""
     energy = reading(metrics, "EnergykWh")
-    return PsuReading(str(psu.get("Id", "")), reading(metrics, "InputPowerWatts"),
+    return PsuReading(text(psu.get("Id")), reading(metrics, "InputPowerWatts"),
                       None if energy is None else energy * KWH_JOULES)
 
 
 def parse_legacy_psus(power: dict[str, Any]) -> list[PsuReading]:
     """``Power.PowerSupplies[]`` of the deprecated ``Power`` resource (``PowerInputWatts``)."""
-    return [PsuReading(str(p.get("MemberId", i)), number(p.get("PowerInputWatts")), None)
-            for i, p in enumerate(power.get("PowerSupplies") or []) if isinstance(p, dict)]
+    return [PsuReading(text(p.get("MemberId"), str(i)), number(p.get("PowerInputWatts")), None)
+            for i, p in enumerate(array(power.get("PowerSupplies"))) if isinstance(p, dict)]
 
 
 def _power_control(power: dict[str, Any] | None) -> dict[str, Any]:
-    controls = (power or {}).get("PowerControl") or [{}]
-    return controls[0] if isinstance(controls[0], dict) else {}
+    controls = array(obj(power).get("PowerControl"))
+    return obj(controls[0]) if controls else {}
 
 
 def chassis_power(chassis: str, env: dict[str, Any] | None, psus: list[PsuReading],
@@ -83,7 +83,7 @@ def chassis_power(chassis: str, env: dict[str, Any] | None, psus: list[PsuReadin
 
 async def _psu(fetch: Fetch, odata_id: str) -> PsuReading | None:
     psu = await fetch(odata_id, static=True)
-    if (psu.get("Status") or {}).get("State") == "Absent":
+    if obj(psu.get("Status")).get("State") == "Absent":
         return None  # an empty bay
     return parse_psu(psu, await maybe(fetch, link(psu, "Metrics")))
 
@@ -106,13 +106,13 @@ async def read_chassis(fetch: Fetch, odata_id: str) -> ChassisPower:
         legacy = await maybe(fetch, link(chassis, "Power"))
         if not subsystem_id and legacy:
             psus = parse_legacy_psus(legacy)
-    return chassis_power(str(chassis.get("Id", member_id(odata_id))), env, psus, legacy)
+    return chassis_power(text(chassis.get("Id"), member_id(odata_id)), env, psus, legacy)
 
 
 def chassis_links(system: dict[str, Any]) -> list[str]:
     """``Links.Chassis`` of a ``ComputerSystem``: the chassis that contain it."""
-    refs = (system.get("Links") or {}).get("Chassis") or []
-    return [r["@odata.id"] for r in refs if isinstance(r, dict) and "@odata.id" in r]
+    refs = array(obj(system.get("Links")).get("Chassis"))
+    return [ref for r in refs if (ref := odata_id(r)) is not None]
 
 
 def server_chassis(found: dict[str, ChassisPower], linked: list[str]) -> ChassisPower | None:
@@ -142,7 +142,7 @@ async def poll_bmc(target: Target, fetch: Fetch) -> list[Sample]:
     root = await fetch(SERVICE_ROOT, static=True)
     collection_id = link(root, "Chassis")
     if collection_id is None:
-        raise RedfishError("service root links no Chassis collection")
+        raise RedfishError("service root links no Chassis collection", layout_changed=True)
     chassis_ids = members(await fetch(collection_id, static=True))
     linked, found = await asyncio.gather(_linked_chassis(target, fetch, root),
                                          asyncio.gather(*(read_chassis(fetch, i) for i in chassis_ids)))

@@ -16,8 +16,8 @@ from typing import Any
 
 from exporters.catalog import power as m
 from exporters.power.config import Target
-from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, collection, link, lowest_id, maybe, member_id,
-                                     members, reading)
+from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, array, collection, link, lowest_id, maybe,
+                                     member_id, members, obj, reading, text)
 from exporters.sample import Sample
 
 LEAK_STATES = ("OK", "Warning", "Critical")  # DetectorState is a Resource.Health value
@@ -51,20 +51,20 @@ def parse_connector(doc: dict[str, Any], loop: str) -> LoopReading:
 def parse_pump(doc: dict[str, Any]) -> tuple[str, float | None, str | None]:
     """(pump id, speed ratio, Status.State)."""
     speed = reading(doc, "PumpSpeedPercent")
-    state = (doc.get("Status") or {}).get("State")
-    return str(doc.get("Id", "")), None if speed is None else speed / 100.0, state
+    state = obj(doc.get("Status")).get("State")
+    return text(doc.get("Id")), None if speed is None else speed / 100.0, state if isinstance(state, str) else None
 
 
 def parse_leak_detection(doc: dict[str, Any]) -> list[tuple[str, str]]:
     """(detector, DetectorState) from the ``LeakDetectorGroups[].Detectors[]`` excerpts; the detector
     is the last segment of its ``DataSourceUri`` (its Id), else its ``DeviceName``."""
     found = []
-    for group in doc.get("LeakDetectorGroups") or []:
-        for d in (group or {}).get("Detectors") or []:
+    for group in array(doc.get("LeakDetectorGroups")):
+        for d in map(obj, array(obj(group).get("Detectors"))):
             uri, state = d.get("DataSourceUri"), d.get("DetectorState")
-            name = member_id(uri) if isinstance(uri, str) and uri else d.get("DeviceName")
+            name = member_id(uri) if isinstance(uri, str) and uri else text(d.get("DeviceName"))
             if name and isinstance(state, str):
-                found.append((str(name), state))
+                found.append((name, state))
     return found
 
 
@@ -74,7 +74,7 @@ async def _leaks(fetch: Fetch, odata_id: str | None) -> list[tuple[str, str]]:
     doc = await fetch(odata_id)
     found = parse_leak_detection(doc)
     if not found:  # no group excerpts: read the LeakDetectors collection itself
-        found = [(str(d.get("Id", "")), d["DetectorState"]) for d in await collection(fetch, link(doc, "LeakDetectors"))
+        found = [(text(d.get("Id")), d["DetectorState"]) for d in await collection(fetch, link(doc, "LeakDetectors"))
                  if isinstance(d.get("DetectorState"), str)]
     return found
 
@@ -86,9 +86,9 @@ async def read_cdu(fetch: Fetch, odata_id: str, name: str, prefix: str) -> list[
         collection(fetch, link(doc, "Pumps")), _leaks(fetch, link(doc, "LeakDetection")))
     out: list[Sample] = []
     for (_, side), connectors in zip(_SIDES, (primary, secondary)):
-        head = lowest_id(str(c.get("Id", "")) for c in connectors)
+        head = lowest_id(text(c.get("Id")) for c in connectors)
         for c in connectors:
-            loop = side if str(c.get("Id", "")) == head else f"{side}{c.get('Id', '')}"
+            loop = side if text(c.get("Id")) == head else f"{side}{text(c.get('Id'))}"
             out.extend(loop_samples(name, parse_connector(c, loop), prefix))
     for pump, speed, state in map(parse_pump, pumps):
         if speed is not None:
@@ -119,7 +119,7 @@ async def poll_cdu(target: Target, fetch: Fetch) -> list[Sample]:
     equipment = await maybe(fetch, link(root, "ThermalEquipment"), static=True) or {}
     collection = link(equipment, "CDUs")
     if collection is None:
-        raise RedfishError("service links no ThermalEquipment/CDUs collection")
+        raise RedfishError("service links no ThermalEquipment/CDUs collection", layout_changed=True)
     uris = members(await fetch(collection, static=True))
     head = lowest_id(map(member_id, uris))
     prefixes = ["" if member_id(u) == head else member_id(u) + "/" for u in uris]

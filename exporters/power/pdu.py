@@ -16,7 +16,7 @@ from exporters.catalog import power as m
 from exporters.power.bmc import KWH_JOULES
 from exporters.power.config import Target
 from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, collection, link, lowest_id, maybe, member_id,
-                                     members, reading)
+                                     members, reading, text)
 from exporters.sample import Sample
 
 
@@ -47,7 +47,7 @@ def parse_metrics(doc: dict[str, Any] | None) -> tuple[float | None, float | Non
 
 
 def parse_outlet(doc: dict[str, Any]) -> OutletReading:
-    return OutletReading(str(doc.get("Id", "")), reading(doc, "PowerWatts"), _joules(doc))
+    return OutletReading(text(doc.get("Id")), reading(doc, "PowerWatts"), _joules(doc))
 
 
 def _lines(doc: dict[str, Any], poly: str, single: str) -> tuple[tuple[str, float], ...]:
@@ -61,7 +61,7 @@ def _lines(doc: dict[str, Any], poly: str, single: str) -> tuple[tuple[str, floa
 
 def parse_circuit(doc: dict[str, Any]) -> CircuitReading:
     """A mains ``Circuit``: PolyPhase* excerpts per line, else the single-phase reading."""
-    return CircuitReading(str(doc.get("Id", "")), _lines(doc, "PolyPhasePowerWatts", "PowerWatts"),
+    return CircuitReading(text(doc.get("Id")), _lines(doc, "PolyPhasePowerWatts", "PowerWatts"),
                           _lines(doc, "PolyPhaseCurrentAmps", "CurrentAmps"),
                           _lines(doc, "PolyPhaseVoltage", "Voltage"))
 
@@ -95,7 +95,7 @@ async def poll_pdu(target: Target, fetch: Fetch) -> list[Sample]:
     equipment = await maybe(fetch, link(root, "PowerEquipment"), static=True)
     collection = link(equipment or {}, "RackPDUs")
     if collection is None:
-        raise RedfishError("service links no PowerEquipment/RackPDUs collection")
+        raise RedfishError("service links no PowerEquipment/RackPDUs collection", layout_changed=True)
     uris = members(await fetch(collection, static=True))
     head = lowest_id(map(member_id, uris))
     names = [target.name if member_id(u) == head else f"{target.name}:{member_id(u)}" for u in uris]

@@ -16,12 +16,14 @@ from exporters.power.cdu import poll_cdu
 from exporters.power.config import PowerConfig, Target
 from exporters.power.ipmi import poll_ipmi
 from exporters.power.pdu import poll_pdu
-from exporters.power.redfish import Fetch, Redfish
+from exporters.power.redfish import Fetch, Redfish, RedfishError
 from exporters.sample import Sample
 
 log = logging.getLogger("lockstep.power")
 # Structural resources (service root, collections, chassis/PDU/CDU documents) are re-read this
-# often and after any failed poll; in between a BMC poll is 2 requests instead of 11 (DMTF rackmount mockup).
+# often and after a poll that found them out of date (a 404, a link gone); in between a BMC poll is
+# 2 requests instead of 11 (DMTF rackmount mockup). A timeout, a 5xx or a refused connection keeps
+# them: the layout did not change, and rediscovering would cost a struggling BMC 4-11 requests.
 STRUCTURE_TTL_S = 600.0
 WALKS: dict[str, Callable[[Target, Fetch], Awaitable[list[Sample]]]] = {
     "bmc": poll_bmc, "pdu": poll_pdu, "cdu": poll_cdu}
@@ -42,6 +44,7 @@ class Poller:
         self.last_success: dict[str, float] = {}
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self._structure: dict[str, tuple[float, dict]] = {}
+        self._ipmi: dict[str, asyncio.Lock] = {}  # one ipmitool per target, however many /probe calls
 
     def _structure_of(self, name: str) -> dict:
         entry = self._structure.get(name)
@@ -51,7 +54,8 @@ class Poller:
 
     async def _walk(self, target: Target, timeout_s: float) -> list[Sample]:
         if target.kind == "ipmi":
-            return await poll_ipmi(target, timeout_s)
+            async with self._ipmi.setdefault(target.name, asyncio.Lock()):
+                return await poll_ipmi(target, timeout_s)
         fetch = self.redfish.fetcher(target, timeout_s, self._structure_of(target.name))
         return await WALKS[target.kind](target, fetch)
 
@@ -81,7 +85,8 @@ class Poller:
             async with asyncio.timeout_at(deadline):
                 found = await self._walk(target, timeout)
         except Exception as exc:  # any failure of one target stays with that target
-            self._structure.pop(target.name, None)  # a 404 may mean the layout changed: rediscover
+            if isinstance(exc, RedfishError) and exc.layout_changed:
+                self._structure.pop(target.name, None)
             error = "poll deadline exceeded" if isinstance(exc, TimeoutError) and not str(exc) else str(exc)
             return TargetResult(False, (), time.perf_counter() - started, f"{type(exc).__name__}: {error}")
         return TargetResult(True, tuple(found), time.perf_counter() - started)

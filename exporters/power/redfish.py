@@ -3,23 +3,35 @@
 Every URL is ``target.url + @odata.id`` (the target URL may carry a path prefix, as the simulator's
 per-device services do). Only service-relative ids (``/redfish/v1/...``) are followed: an absolute
 link to another host (a PSU's ``Links.Outlet`` on its PDU) would send this target's credentials
-elsewhere."""
+elsewhere.
+
+The same holds for redirects: one to another origin (scheme, host, port) is refused, one within the
+BMC's origin is followed at most ``MAX_REDIRECTS`` times, and a loop is reported as one. A body is
+read up to ``MAX_BODY_BYTES``: a broken or hostile BMC answering hundreds of MiB must cost this
+target its poll, not the exporter its memory (the systemd unit's MemoryMax would kill it for every
+rack)."""
 from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import ssl
 from typing import Any, Awaitable, Iterable, Protocol
+from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
+from exporters.jsonload import load_json
 from exporters.power.config import Target
 
 SERVICE_ROOT = "/redfish/v1/"
 # Requests in flight to one device at a time: embedded BMC/PDU web servers serve few connections
 # and answer 503 when pushed (the collections of a PDU hold dozens of outlets).
 PER_TARGET_REQUESTS = 4
+# A large Redfish document (a 48-outlet PDU's collection, a Sensors collection of 500 members) is
+# tens of KiB; 4 MiB leaves room for any real one.
+MAX_BODY_BYTES = 4 << 20
+MAX_REDIRECTS = 5
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 class Fetch(Protocol):
@@ -31,7 +43,12 @@ class Fetch(Protocol):
 
 
 class RedfishError(Exception):
-    """A failed GET; the message names the resource, never a credential."""
+    """A failed GET; the message names the resource, never a credential. ``layout_changed``: the
+    failure says the discovered structure is out of date (a 404, a link gone), so rediscover it."""
+
+    def __init__(self, message: str, layout_changed: bool = False) -> None:
+        super().__init__(message)
+        self.layout_changed = layout_changed
 
 
 class Redfish(Protocol):
@@ -52,6 +69,7 @@ class HttpRedfish:
     def __init__(self, session: aiohttp.ClientSession, retries: int = 2, backoff_s: float = 0.1) -> None:
         self.session, self.retries, self.backoff_s = session, retries, backoff_s
         self._ssl: dict[str, ssl.SSLContext | bool] = {}
+        self._gates: dict[str, asyncio.Semaphore] = {}
 
     def _ssl_for(self, target: Target) -> ssl.SSLContext | bool:
         if not target.tls_verify:
@@ -62,25 +80,37 @@ class HttpRedfish:
             self._ssl[target.ca_file] = ssl.create_default_context(cafile=target.ca_file)
         return self._ssl[target.ca_file]
 
+    def gate(self, target: Target) -> asyncio.Semaphore:
+        """The target's request limit, shared by every poll of it (background rounds and any number
+        of concurrent /probe calls): it lives as long as the target, not as one poll."""
+        gate = self._gates.get(target.name)
+        if gate is None:
+            gate = self._gates[target.name] = asyncio.Semaphore(PER_TARGET_REQUESTS)
+        return gate
+
     def fetcher(self, target: Target, timeout_s: float, structure: dict[str, dict[str, Any]]) -> Fetch:
         headers = {"Accept": "application/json"}
         if target.credentials:
             headers["Authorization"] = basic_auth(target.credentials.username, target.credentials.password)
         tls = self._ssl_for(target)
         timeout = aiohttp.ClientTimeout(total=timeout_s)
-        gate = asyncio.Semaphore(PER_TARGET_REQUESTS)
+        gate = self.gate(target)
+
+        async def get_hop(url: str) -> tuple[str | None, bytes]:
+            """(redirect location, b"") or (None, body) for one request."""
+            async with gate, self.session.get(url, ssl=tls, timeout=timeout, raise_for_status=True,
+                                              headers=headers, allow_redirects=False) as response:
+                if response.status in _REDIRECTS:
+                    return response.headers.get("Location", ""), b""
+                return None, await read_capped(response)
 
         async def get_once(url: str) -> dict[str, Any]:
-            async with gate, self.session.get(url, ssl=tls, timeout=timeout, raise_for_status=True,
-                                              headers=headers) as response:
-                body = await response.read()
-            try:
-                doc = json.loads(body)
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise RedfishError(f"malformed JSON: {exc}") from None
-            if not isinstance(doc, dict):
-                raise RedfishError(f"expected a JSON object, got {type(doc).__name__}")
-            return doc
+            seen = {url}
+            location, body = await get_hop(url)
+            while location is not None:
+                url = next_hop(url, location, seen)
+                location, body = await get_hop(url)
+            return decode(body)
 
         async def fetch(odata_id: str, static: bool = False) -> dict[str, Any]:
             if not odata_id.startswith("/redfish/v1"):
@@ -98,11 +128,51 @@ class HttpRedfish:
                     raise RedfishError(f"GET {odata_id}: {exc}") from None
                 except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
                     if attempt == self.retries or not _retryable(exc):
-                        raise RedfishError(f"GET {odata_id}: {_describe(exc)}") from None
+                        gone = isinstance(exc, aiohttp.ClientResponseError) and exc.status in (404, 410)
+                        raise RedfishError(f"GET {odata_id}: {_describe(exc)}", gone) from None
                     await asyncio.sleep(self.backoff_s * 2 ** attempt)
             raise AssertionError("unreachable")
 
         return fetch
+
+
+async def read_capped(response: aiohttp.ClientResponse, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The body, refused past ``limit`` bytes (announced by Content-Length or found while reading)."""
+    if (response.content_length or 0) > limit:
+        raise RedfishError(f"body of {response.content_length} bytes exceeds the {limit}-byte limit")
+    chunks, size = [], 0
+    while chunk := await response.content.read(65536):
+        size += len(chunk)
+        if size > limit:
+            raise RedfishError(f"body exceeds the {limit}-byte limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def next_hop(url: str, location: str, seen: set[str]) -> str:
+    """Where a redirect from ``url`` leads, if it may be followed: same origin, no loop, few hops."""
+    target = urljoin(url, location)
+    here, there = urlsplit(url), urlsplit(target)
+    if not location or (here.scheme, here.hostname, here.port) != (there.scheme, there.hostname, there.port):
+        # Following it would send this target's credentials elsewhere (a blind SSRF for whoever
+        # controls the BMC's answers).
+        raise RedfishError(f"redirect to another origin refused ({there.scheme}://{there.hostname})")
+    if target in seen:
+        raise RedfishError(f"redirect loop at {there.path}")
+    if len(seen) > MAX_REDIRECTS:
+        raise RedfishError(f"more than {MAX_REDIRECTS} redirects")
+    seen.add(target)
+    return target
+
+
+def decode(body: bytes) -> dict[str, Any]:
+    try:
+        doc = load_json(body)
+    except ValueError as exc:
+        raise RedfishError(f"malformed JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise RedfishError(f"expected a JSON object, got {type(doc).__name__}")
+    return doc
 
 
 def basic_auth(username: str, password: str) -> str:
@@ -118,15 +188,39 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+# A property of the wrong JSON type (``"Status": "OK"``, a non-list ``Members``, a numeric
+# ``@odata.id``) reads as absent through these, so it loses that one reading, not the target.
+def obj(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def array(value: Any) -> list[Any]:
+    """``value`` if it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def text(value: Any, default: str = "") -> str:
+    """A string property (an ``Id``, a ``MemberId``: some services send integers) as a label value."""
+    if isinstance(value, bool):
+        return default
+    return str(value) if isinstance(value, (str, int)) else default
+
+
+def odata_id(value: Any) -> str | None:
+    """The ``@odata.id`` of a reference object, when it is a string."""
+    ref = obj(value).get("@odata.id")
+    return ref if isinstance(ref, str) else None
+
+
 def link(doc: dict[str, Any], key: str) -> str | None:
     """``doc[key]["@odata.id"]`` when the resource links it."""
-    value = doc.get(key)
-    return value.get("@odata.id") if isinstance(value, dict) else None
+    return odata_id(obj(doc).get(key))
 
 
 def members(doc: dict[str, Any]) -> list[str]:
     """The ``@odata.id`` of each member of a collection, in the service's order."""
-    return [m["@odata.id"] for m in doc.get("Members", []) if isinstance(m, dict) and "@odata.id" in m]
+    return [ref for m in array(obj(doc).get("Members")) if (ref := odata_id(m)) is not None]
 
 
 def member_id(odata_id: str) -> str:
@@ -150,8 +244,13 @@ def reading(doc: dict[str, Any] | None, key: str, field: str = "Reading") -> flo
 
 
 def number(value: Any) -> float | None:
-    """A JSON number as float; None for null, strings and booleans."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A JSON number as float; None for null, strings, booleans and integers past a float's range."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
 
 
 async def maybe(fetch: Fetch, odata_id: str | None, static: bool = False) -> dict[str, Any] | None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from exporters.numbers import is_uint
+
 # Entries of the llite stats that are metadata operations (lprocfs_llite_stats names). Data path
 # entries (read, write, mmap, page_fault, seek, ioctl) and derived ones (opencount,
 # openclosetime, getxattr_hits, inode_permission: a mostly cached VFS check) are left out.
@@ -38,15 +40,16 @@ def fsname_of(instance: str) -> str:
 
 
 def parse_llite_stats(text: str) -> LliteStats:
-    """Parse one llite ``stats`` file (or one ``lctl get_param`` block)."""
+    """Parse one llite ``stats`` file (or one ``lctl get_param`` block). A line whose count or sum
+    is not a counter (corrupt, or past u64) loses that entry, or that sum, alone."""
     counts: dict[str, int] = {}
     sums: dict[str, int] = {}
     for line in text.splitlines():
         fields = line.split()
-        if len(fields) < 3 or fields[2] != "samples" or not fields[1].isdigit():
-            continue  # snapshot_time, start_time, elapsed_time and blank lines
+        if len(fields) < 3 or fields[2] != "samples" or not is_uint(fields[1]):
+            continue  # snapshot_time, start_time, elapsed_time, blank lines and corrupt counts
         counts[fields[0]] = int(fields[1])
-        if len(fields) >= 7 and fields[6].isdigit():
+        if len(fields) >= 7 and is_uint(fields[6]):
             sums[fields[0]] = int(fields[6])
     ops = tuple(sorted((op, n) for op, n in counts.items() if op in METADATA_OPS))
     return LliteStats(

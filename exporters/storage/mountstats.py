@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from exporters.numbers import uint
 from exporters.storage.mounts import unescape
 
 _DEVICE = re.compile(r"(?P<device>\S+) mounted on (?P<mount>\S+) with fstype (?P<fstype>\S+)")
@@ -49,16 +50,16 @@ def _parse_op(line: str) -> NfsOp | None:
     if not sep or len(values) < 8:
         return None
     try:
-        n = [int(v) for v in values[:8]]
+        n = [uint(v) for v in values[:8]]
     except ValueError:
-        return None
+        return None  # a corrupt line loses that operation
     # fields: ops trans timeouts bytes_sent bytes_recv queue_ms rtt_ms execute_ms [errors]
     return NfsOp(name, n[0], n[1], n[2], n[6] / 1000.0, n[7] / 1000.0)
 
 
 def _parse_mount(device: str, mount: str, fstype: str, body: str) -> NfsMount:
     bytes_line = _BYTES.search(body)
-    byte_fields = [int(v) for v in bytes_line[1].split() if v.isdigit()][:4] if bytes_line else []
+    byte_fields = [uint(v) for v in bytes_line[1].split()[:4]] if bytes_line else []
     b: list[int | None] = [*byte_fields, *[None] * (4 - len(byte_fields))]
     per_op = body.find("per-op statistics\n")
     lines = body[per_op:].splitlines()[1:] if per_op >= 0 else []
@@ -66,14 +67,20 @@ def _parse_mount(device: str, mount: str, fstype: str, body: str) -> NfsMount:
     return NfsMount(device, mount, fstype, b[0], b[1], b[2], b[3], ops)
 
 
-def parse_mountstats(text: str) -> list[NfsMount]:
-    """Every NFS mount in ``mountstats``; other filesystems are skipped."""
+def parse_mountstats(text: str, errors: list[str] | None = None) -> list[NfsMount]:
+    """Every NFS mount in ``mountstats``; other filesystems are skipped. A mount whose ``bytes:``
+    line is corrupt is skipped alone (named in ``errors``); a corrupt per-op line loses that op."""
     mounts: list[NfsMount] = []
     # A block starts with its "device ... mounted on ... with fstype ..." line; most mounts (proc,
     # sysfs, cgroups, local disks) are that line alone.
     for block in ("\n" + text).split("\ndevice ")[1:]:
         header, _, body = block.partition("\n")
         h = _DEVICE.match(header)
-        if h is not None and h["fstype"] in _NFS_TYPES:
+        if h is None or h["fstype"] not in _NFS_TYPES:
+            continue
+        try:
             mounts.append(_parse_mount(unescape(h["device"]), unescape(h["mount"]), h["fstype"], body))
+        except ValueError as exc:
+            if errors is not None:
+                errors.append(f"{unescape(h['mount'])}: {exc}")
     return mounts

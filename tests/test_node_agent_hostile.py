@@ -1,0 +1,73 @@
+"""The node agent's /metrics against callers that pile up or hang up, on a real local server: the
+scrapes waiting for their turn are bounded, and a caller gone while waiting costs no scrape."""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import aiohttp
+
+from exporters.config import ExporterConfig
+from exporters.scrape import Scraper
+from exporters.server import MAX_WAITING, WAITING, create_app
+
+
+class Gate:
+    """A collector that blocks each scrape until released, counting the scrapes that ran."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.started = 0
+
+    def collect(self):
+        self.started += 1
+        self.release.wait(60)
+        return []
+
+
+async def _until(predicate) -> None:
+    for _ in range(6000):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in 60 s")
+
+
+async def test_scrapes_waiting_for_their_turn_are_bounded(aiohttp_server):
+    """Before: every caller queued on the scrape lock without limit."""
+    gate = Gate()
+    server = await aiohttp_server(create_app(ExporterConfig(node_name="n"), Scraper({"gate": gate})))
+    async with aiohttp.ClientSession() as session:
+        async def scrape() -> int:
+            async with session.get(server.make_url("/metrics")) as response:
+                return response.status
+
+        first = asyncio.create_task(scrape())
+        await _until(lambda: gate.started == 1)
+        rest = [asyncio.create_task(scrape()) for _ in range(MAX_WAITING + 6)]
+        await _until(lambda: sum(t.done() for t in rest) == 6)  # turned away at once, the others wait
+        gate.release.set()
+        statuses = [await first] + [await t for t in rest]
+    assert statuses.count(200) == 1 + MAX_WAITING and statuses.count(503) == 6
+    assert gate.started == 1 + MAX_WAITING
+
+
+async def test_a_caller_that_hung_up_while_waiting_costs_no_scrape(aiohttp_server):
+    """Before: a scrape whose caller had gone (Prometheus' scrape timeout) still ran when its turn
+    came, collectors, lctl and all."""
+    gate = Gate()
+    server = await aiohttp_server(create_app(ExporterConfig(node_name="n"), Scraper({"gate": gate})))
+    async with aiohttp.ClientSession() as session:
+        first = asyncio.create_task(session.get(server.make_url("/metrics")))
+        await _until(lambda: gate.started == 1)
+        impatient = asyncio.create_task(session.get(server.make_url("/metrics")))
+        await _until(lambda: len(server.app[WAITING]) == 1)
+        impatient.cancel()  # the connection closes while the request waits for the lock
+        await asyncio.sleep(0)
+        gate.release.set()
+        response = await first
+        assert response.status == 200
+        response.release()
+        async with session.get(server.make_url("/metrics")) as later:  # the next real scrape
+            assert later.status == 200
+    assert gate.started == 2  # the first and the later one; not the one whose caller hung up

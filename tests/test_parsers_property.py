@@ -1,0 +1,182 @@
+"""Property-based tests (hypothesis) of every text and JSON parser: on any input they raise nothing
+but their own error type, and where a format has items (disks, mounts, Lustre entries, Redfish
+readings) a corrupt item loses that item alone. Examples are few (``make test`` stays fast); the
+coverage-guided search is ``make fuzz``. Validation-result parsers (``lockstep validate``) are
+tested with their own module."""
+from __future__ import annotations
+
+import json
+import re
+import string
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from alerts.quarantine import BadPayload, parse_notification
+from analytics.steptimes import parse_csv
+from conftest import FIXTURES
+from exporters.configfile import ConfigError
+from exporters.fabric.ethtool import parse_driver, parse_ethtool_stats
+from exporters.fabric.ib import parse_counter, parse_rate, parse_state
+from exporters.power import bmc, cdu, pdu
+from exporters.storage.diskstats import parse_diskstats
+from exporters.storage.llite import parse_lctl_stats, parse_llite_stats
+from exporters.storage.mounts import parse_mounts
+from exporters.storage.mountstats import parse_mountstats
+
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROC = FIXTURES / "procfs"
+# Text a corrupted file could hold: real lines cut and spliced, odd digits, blanks, huge numbers.
+TOKENS = st.sampled_from(["0", "12", "²", "\u0663", "9" * 30, "9" * 5000, "-1", "nan", ":", "samples", "[bytes]",
+                          "device", "mounted on", "with fstype", "nfs4", "bytes:", "per-op statistics", "\t",
+                          "NIC statistics:", "driver:", "=", "llite.fs-ffff.stats=", "\x00", "é"])
+NOISE = st.lists(st.one_of(TOKENS, st.text(max_size=12)), max_size=40).map(" ".join)
+
+
+def spliced(path) -> st.SearchStrategy[str]:
+    """A real file with lines dropped, duplicated, swapped for noise or cut short."""
+    lines = path.read_text().splitlines()
+
+    def edit(choices: list[tuple[int, int, str]]) -> str:
+        out = list(lines)
+        for where, how, noise in choices:
+            i = where % len(out) if out else 0
+            if not out:
+                out.append(noise)
+            elif how == 0:
+                out[i] = noise
+            elif how == 1:
+                out[i] = out[i][: len(out[i]) // 2]
+            elif how == 2:
+                out.insert(i, out[i])
+            else:
+                del out[i]
+        return "\n".join(out) + "\n"
+
+    return st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 3), NOISE), max_size=6).map(edit)
+
+
+@FAST
+@given(st.one_of(spliced(PROC / "diskstats"), NOISE))
+def test_diskstats_never_raises(text):
+    parse_diskstats(text)
+
+
+DISK = "   8       0 {name} " + " ".join(["{n}"] * 11) + " 0 0 0 0\n"
+
+
+@FAST
+@given(st.lists(st.from_regex(r"sd[a-z]{1,3}", fullmatch=True), min_size=2, max_size=8, unique=True),
+       st.integers(0, 2 ** 64 - 1), st.data())
+def test_a_corrupt_disk_line_loses_that_disk_alone(names, n, data):
+    victim = data.draw(st.sampled_from(names))
+    bad = data.draw(st.sampled_from(["²", "\u0663", "9" * 21, "x", "-1"]))
+    text = "".join(DISK.format(name=d, n=bad if d == victim else n) for d in names)
+    assert sorted(d.device for d in parse_diskstats(text)) == sorted(set(names) - {victim})
+
+
+@FAST
+@given(st.one_of(spliced(PROC / "fs/lustre/llite/lustrefs-ffff88105db50000/stats"),
+                 spliced(FIXTURES / "lustre/lctl-2.14/llite_client.txt"), NOISE))
+def test_llite_and_lctl_never_raise(text):
+    parse_llite_stats(text)
+    parse_lctl_stats(text)
+
+
+@FAST
+@given(st.sampled_from(["open", "close", "getattr", "mkdir"]), st.sampled_from(["²", "\u0663", "9" * 21]))
+def test_a_corrupt_llite_entry_loses_that_entry_alone(op, bad):
+    text = (PROC / "fs/lustre/llite/lustrefs-ffff88105db50000/stats").read_text()
+    whole = dict(parse_llite_stats(text).metadata_ops)
+    corrupt = re.sub(rf"^{op}(\s+)\d+", lambda m: f"{op}{m[1]}{bad}", text, flags=re.M)
+    assert dict(parse_llite_stats(corrupt).metadata_ops) == {k: v for k, v in whole.items() if k != op}
+
+
+@FAST
+@given(st.one_of(spliced(PROC / "self/mountstats"), spliced(PROC / "self/mounts"), NOISE))
+def test_mount_tables_never_raise(text):
+    parse_mountstats(text)
+    parse_mounts(text)
+
+
+@FAST
+@given(st.one_of(spliced(FIXTURES / "ethtool/node/ens1np0/statistics"), NOISE))
+def test_ethtool_stats_raise_only_value_error(text):
+    try:
+        names, values = parse_ethtool_stats(text, "stats")
+    except ValueError as exc:
+        assert str(exc).startswith("stats")
+    else:
+        assert len(names) == len(values) and all(0 <= v < 2 ** 64 for v in values)
+    parse_driver(text)
+
+
+@FAST
+@given(st.binary(max_size=64), NOISE)
+def test_infiniband_sysfs_attributes_raise_only_value_error(raw, text):
+    for parse, arg in ((parse_counter, raw), (parse_state, text), (parse_rate, text)):
+        try:
+            parse(arg)
+        except ValueError:
+            pass
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                max_size=4), max_leaves=12)
+REDFISH_KEYS = st.sampled_from(["Id", "MemberId", "Status", "Reading", "Members", "@odata.id", "PowerWatts",
+                                "EnergykWh", "InputPowerWatts", "PowerControl", "PowerSupplies", "Links",
+                                "Chassis", "PolyPhasePowerWatts", "CurrentAmps", "Voltage", "PumpSpeedPercent",
+                                "LeakDetectorGroups", "Detectors", "DetectorState", "DataSourceUri",
+                                "SupplyTemperatureCelsius", "FlowLitersPerMinute", "PowerLimitWatts"])
+DOC = st.dictionaries(REDFISH_KEYS, JSON | st.dictionaries(REDFISH_KEYS, JSON, max_size=3), max_size=6)
+
+
+@FAST
+@given(DOC, st.one_of(st.none(), DOC))
+def test_redfish_document_parsers_never_raise(doc, other):
+    bmc.parse_psu(doc, other)
+    bmc.parse_legacy_psus(doc)
+    bmc.chassis_power("1", other, bmc.parse_legacy_psus(doc), doc)
+    bmc.chassis_links(doc)
+    pdu.parse_metrics(other)
+    pdu.parse_outlet(doc)
+    pdu.parse_circuit(doc)
+    cdu.parse_connector(doc, "rack")
+    cdu.parse_pump(doc)
+    cdu.parse_leak_detection(doc)
+
+
+@FAST
+@given(DOC)
+def test_a_wrong_typed_sibling_loses_no_psu_reading(noise):
+    good = {"Id": "Bay1", "InputPowerWatts": {"Reading": 374.0}}
+    psus = bmc.parse_legacy_psus({"PowerSupplies": [noise, {"MemberId": "0", "PowerInputWatts": 374}]})
+    assert psus[-1].input_watts == 374.0
+    assert bmc.parse_psu(good, good).input_watts == 374.0
+
+
+ALERT = st.fixed_dictionaries({"status": st.sampled_from(["firing", "resolved", 3]),
+                               "labels": st.dictionaries(st.sampled_from(["alertname", "node", "gpu", "xid"]),
+                                                         st.text(max_size=80) | st.integers(), max_size=4)})
+
+
+@FAST
+@given(st.one_of(st.binary(max_size=200), JSON.map(lambda v: json.dumps(v).encode()),
+                 st.lists(ALERT, max_size=4).map(lambda a: json.dumps({"alerts": a}).encode())))
+def test_alertmanager_webhook_raises_only_bad_payload(body):
+    try:
+        for request in parse_notification(body):
+            assert "\n" not in request.reason and len(request.reason) < 400
+    except BadPayload:
+        pass
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.one_of(TOKENS, st.text(string.printable, max_size=6)), max_size=4), max_size=6))
+def test_steptimes_csv_raises_only_config_error(tmp_path, rows):
+    path = tmp_path / "steps.csv"
+    path.write_text("worker,step,seconds\n" + "".join(",".join(r) + "\n" for r in rows))
+    try:
+        parse_csv(path)
+    except ConfigError:
+        pass

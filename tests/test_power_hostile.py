@@ -1,0 +1,158 @@
+"""The power exporter against broken and hostile BMCs and callers, each on a real local HTTP server:
+an oversized body, redirects (off-origin, loops), many concurrent /probe calls on one BMC, a
+caller's scrape-timeout header of 0, and values of the wrong JSON type."""
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+
+import aiohttp
+from aiohttp import web
+
+from conftest import FIXTURES
+from exporters.power.app import POLLER, AppOptions, create_app
+from exporters.power.config import load_config
+from exporters.power.poller import Poller
+from exporters.power.redfish import MAX_BODY_BYTES, PER_TARGET_REQUESTS, HttpRedfish
+from redfish_mockup import MockupService
+from test_power_exporter import parse, target, value, write_config
+
+SERVER = FIXTURES / "redfish/public-rackmount1"
+ROOT = "/redfish/v1/"
+
+
+async def serve(aiohttp_server, handler) -> str:
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handler)
+    return str((await aiohttp_server(app)).make_url("")).rstrip("/")
+
+
+async def poll_one(url: str, tmp_path, timeout_s: float = 5.0):
+    config = load_config(write_config(tmp_path, url, [target("bmc1", "bmc", url)], timeout_s=timeout_s))
+    async with aiohttp.ClientSession() as session:
+        return await Poller(config, HttpRedfish(session, retries=0)).poll(config.targets[0])
+
+
+async def test_an_oversized_body_fails_the_poll_and_is_not_read_to_the_end(aiohttp_server, tmp_path):
+    """Before: a BMC answering 200 MiB of JSON was read whole (+600 MiB RSS) and counted as a good poll.
+    Here a valid JSON object padded past the limit, streamed without Content-Length, and one that
+    announces its length."""
+    sent = {"chunked": 0, "announced": 0}
+    chunk = b" " * 65536
+    padded = 3 * MAX_BODY_BYTES
+
+    async def huge(request: web.Request) -> web.StreamResponse:
+        kind = "announced" if "announced" in request.path else "chunked"
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        if kind == "announced":
+            response.content_length = padded + 2
+        await response.prepare(request)
+        try:
+            await response.write(b"{")
+            while sent[kind] < padded:
+                await response.write(chunk)
+                sent[kind] += len(chunk)
+            await response.write(b"}")
+        except (ConnectionError, asyncio.CancelledError):
+            pass  # the exporter hung up: what was sent so far is the measure
+        return response
+
+    url = await serve(aiohttp_server, huge)
+    chunked = await poll_one(url, tmp_path)
+    announced = await poll_one(url + "/announced", tmp_path)
+    assert not chunked.up and "limit" in chunked.error, chunked.error
+    assert not announced.up and "limit" in announced.error, announced.error
+    assert sent["announced"] < MAX_BODY_BYTES  # refused from the header, before the body
+    assert sent["chunked"] < padded
+
+
+async def test_redirects_stay_on_the_bmc_and_a_loop_is_named(aiohttp_server, tmp_path):
+    """Before: aiohttp followed a redirect to any host, credentials and all (a blind SSRF for whoever
+    controls the BMC), and a redirect loop was reported as "HTTP 0"."""
+    elsewhere: list[str] = []
+
+    async def other(request: web.Request) -> web.Response:
+        elsewhere.append(request.headers.get("Authorization", ""))
+        return web.json_response({})
+
+    other_url = await serve(aiohttp_server, other)
+    svc = MockupService()
+    svc.add("moved", SERVER)
+
+    async def redirecting(request: web.Request) -> web.StreamResponse:
+        if request.path.startswith("/away"):
+            raise web.HTTPFound(other_url + ROOT)
+        if request.path.startswith("/loop"):
+            raise web.HTTPFound(request.path)
+        if request.path == "/moved/redfish/v1/":
+            raise web.HTTPMovedPermanently("/moved/redfish/v1")  # same origin: followed
+        return await svc.handle(request)
+
+    url = await serve(aiohttp_server, redirecting)
+    away = await poll_one(url + "/away", tmp_path)
+    loop = await poll_one(url + "/loop", tmp_path)
+    moved = await poll_one(url + "/moved", tmp_path)
+    assert not away.up and "another origin" in away.error, away.error
+    assert elsewhere == []
+    assert not loop.up and "redirect loop" in loop.error, loop.error
+    assert moved.up, moved.error
+
+
+async def test_concurrent_probes_share_one_request_limit_per_bmc(aiohttp_server, aiohttp_client, tmp_path):
+    """Before: the per-BMC limit was made per poll, so 40 concurrent /probe calls put 40 requests in
+    flight on one BMC (embedded web servers answer 503 or fall over)."""
+    svc = MockupService()
+    device = svc.add("", SERVER, latency_s=0.05)
+    url = str((await aiohttp_server(svc.app())).make_url("")).rstrip("/")
+    config = load_config(write_config(tmp_path, url, [target("bmc1", "bmc", url)], timeout_s=30))
+    client = await aiohttp_client(create_app(config, AppOptions(background=False)))
+    answers = await asyncio.gather(*(client.get("/probe", params={"target": "bmc1"},
+                                                headers={"X-Prometheus-Scrape-Timeout-Seconds": "60"})
+                                     for _ in range(40)))
+    assert all(a.status == 200 for a in answers)
+    assert 1 < device.max_in_flight <= PER_TARGET_REQUESTS
+
+
+async def test_a_scrape_timeout_header_of_zero_cannot_force_a_failed_poll(aiohttp_server, aiohttp_client, tmp_path):
+    """Before: ``X-Prometheus-Scrape-Timeout-Seconds: 0`` gave the probe a 0.1 s budget, so any caller
+    could make a BMC answering in 0.3 s read as down."""
+    svc = MockupService()
+    svc.add("", SERVER, latency_s=0.3)
+    url = str((await aiohttp_server(svc.app())).make_url("")).rstrip("/")
+    config = load_config(write_config(tmp_path, url, [target("bmc1", "bmc", url)], timeout_s=20))
+    client = await aiohttp_client(create_app(config, AppOptions(background=False)))
+    for header in ("0", "-5", "nan", "inf"):
+        response = await client.get("/probe", params={"target": "bmc1"},
+                                    headers={"X-Prometheus-Scrape-Timeout-Seconds": header})
+        assert value(parse(await response.text()), "lockstep_redfish_up", target="bmc1") == 1, header
+
+
+def _edit(path, change) -> None:
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+async def test_a_value_of_the_wrong_json_type_loses_only_that_reading(aiohttp_server, aiohttp_client, tmp_path):
+    """Before: ``"Status": "OK"`` (AttributeError), a non-string ``@odata.id`` (AttributeError) and a
+    non-list ``Members`` (TypeError) each took the whole target down."""
+    mockup = tmp_path / "mockup"
+    shutil.copytree(SERVER, mockup)
+    supplies = mockup / "Chassis/1U/PowerSubsystem/PowerSupplies"
+    _edit(supplies / "Bay1/index.json", lambda d: d.update(Status="OK"))
+    _edit(supplies / "index.json", lambda d: d["Members"][1].update({"@odata.id": 42}))
+    _edit(mockup / "Systems/index.json", lambda d: d.update(Members=5))
+    svc = MockupService()
+    svc.add("", mockup)
+    url = str((await aiohttp_server(svc.app())).make_url("")).rstrip("/")
+    config = load_config(write_config(tmp_path, url, [target("bmc1", "bmc", url)], timeout_s=5))
+    client = await aiohttp_client(create_app(config, AppOptions(background=False)))
+    await client.app[POLLER].poll_all()
+    values = parse(await (await client.get("/metrics")).text())
+    env = json.loads((SERVER / "Chassis/1U/EnvironmentMetrics/index.json").read_text())
+    metrics = json.loads((SERVER / "Chassis/1U/PowerSubsystem/PowerSupplies/Bay1/Metrics/index.json").read_text())
+    assert value(values, "lockstep_redfish_up", target="bmc1") == 1, client.app[POLLER].results["bmc1"].error
+    assert value(values, "lockstep_chassis_power_watts", target="bmc1") == env["PowerWatts"]["Reading"]
+    assert value(values, "lockstep_psu_input_power_watts", target="bmc1", chassis="1U", psu="Bay1") == \
+        metrics["InputPowerWatts"]["Reading"]
