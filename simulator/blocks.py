@@ -14,14 +14,17 @@ from typing import Callable
 import numpy as np
 
 from exporters.catalog import analytics as A, fabric as F, gpu as G, power as W
+from exporters.catalog.enums import CLOCK_EVENT_BITS, IB_PORT_ACTIVE, IDLE_REASON, THERMAL_REASONS
 from exporters.catalog.model import Metric
 from simulator import hardware as hw
 from simulator.model import State
 from simulator.signals import GPU, PFC, PORT, STORAGE, STORM, Signal
 from simulator.topology import Topology
 
-REASONS = {"gpu_idle": 0x1, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
-           "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40}
+# The clock-event reasons of the series, one lockstep_gpu_clock_event_active each, in this order: what
+# the simulated GPUs raise (idle, power cap, thermal; faults.py) and hw_slowdown, which stays 0.
+REASONS = {reason: CLOCK_EVENT_BITS[reason]
+           for reason in (IDLE_REASON, "sw_power_cap", "hw_slowdown", *THERMAL_REASONS)}
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ def _port_blocks(topo: Topology) -> list[Block]:
     lab = {"node": np.array(topo.nodes)[topo.gpu_node], "device": np.array([topo.hca(g) for g in topo.gpu_index]),
            "port": np.full(n, "1")}
     blocks = _table_blocks(PORT, lab)
-    blocks.append(Block(F.IB_STATE, lab, lambda s: np.where(s.port_down, 1.0, 4.0)))
+    blocks.append(Block(F.IB_STATE, lab, lambda s: np.where(s.port_down, 1.0, float(IB_PORT_ACTIVE))))  # 1: down
     blocks.append(Block(F.IB_RATE, lab, lambda s: np.full(n, hw.LINK_RATE_BPS)))
     nic = {"node": np.array(topo.nodes)[topo.gpu_node], "interface": np.array([topo.iface(g) for g in topo.gpu_index])}
     for pi, prio in enumerate(topo.pfc_priorities):

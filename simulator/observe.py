@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from exporters.catalog.enums import CLOCK_EVENT_BITS, IDLE_REASON
 from simulator import hardware as hw
 from simulator.faults import Conditions
 from simulator.job import JobTick
@@ -32,7 +33,7 @@ def gpu_gauges(topo: Topology, c: Conditions, j: JobTick, rng: np.random.Generat
     temp = np.where(c.thermal, hw.THERMAL_THROTTLE_C + np.abs(rng.normal(0, 0.8, n)), temp)
     clock = np.where(running, np.round(hw.MAX_SM_MHZ * c.clock_factor / 15) * 15, hw.IDLE_SM_MHZ)
     clock = clock - 15 * rng.integers(0, 2, n) * (c.clock_factor >= 1) * running
-    reasons = c.reasons | np.where(running, 0, 0x1)  # gpu_idle while nothing runs
+    reasons = c.reasons | np.where(running, 0, CLOCK_EVENT_BITS[IDLE_REASON])  # while nothing runs
     util = np.clip(compute + comm + spin + 0.05 * ckpt, 0, 1)
     mem_used = np.where(topo.job_gpus, hw.MEMORY_JOB, hw.MEMORY_IDLE) + rng.integers(0, 2**24, n)
     return {
