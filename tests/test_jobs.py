@@ -121,7 +121,8 @@ def test_a_job_on_every_gpu_has_its_user_file_read_once_per_scrape(tmp_path, mon
     (tmp_path / "users" / "4242").write_text("alice\n")
     read = []
     monkeypatch.setattr(jobs, "read_text", lambda path: read.append(path) or read_text(path))
-    samples = list(jobs.JobsCollector(jobs.JobsOptions(tmp_path / "gpu-jobs", tmp_path / "users"), lambda: {}).collect())
+    options = jobs.JobsOptions(tmp_path / "gpu-jobs", tmp_path / "users")
+    samples = list(jobs.JobsCollector(options, lambda: {}).collect())
     assert sorted(s.labels for s in samples) == [(str(g), "", "4242", "alice") for g in range(8)]
     assert read.count(str(tmp_path / "users" / "4242")) == 1
 

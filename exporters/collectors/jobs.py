@@ -7,6 +7,7 @@ UUIDs in CUDA_VISIBLE_DEVICES), holding one job id per line. The job's user is i
 """
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import re
@@ -39,7 +40,7 @@ class JobsOptions:
     gpu: GpuOptions = GpuOptions("nvml")   # where the GPUs' UUIDs come from
 
     @staticmethod
-    def add_flags(group: Any) -> None:
+    def add_flags(group: argparse._ArgumentGroup) -> None:
         group.add_argument("--jobs.mapping-dir", dest="jobs.mapping-dir", default=None,
                            help=f"GPU→job mapping written by deploy/slurm/prolog-gpu-jobs.sh (default {DEFAULT_DIR})")
         group.add_argument("--jobs.user-dir", dest="jobs.user-dir", default=None,

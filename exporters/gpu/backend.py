@@ -2,9 +2,10 @@
 read into frozen options, opened into an ``Nvml`` plus an optional profiling source."""
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from exporters.config import ExporterConfig
@@ -23,7 +24,7 @@ class GpuOptions:
     nvlink_per_link: bool = False
 
     @staticmethod
-    def add_flags(group: Any) -> None:
+    def add_flags(group: argparse._ArgumentGroup) -> None:
         group.add_argument("--gpu.backend", dest="gpu.backend", default=None, metavar="nvml|dcgm|sim:PATH",
                            help="where GPU state comes from (default nvml; sim:PATH reads the simulator's gpus.json)")
         group.add_argument("--gpu.metric-names", dest="gpu.metric-names", default=None, choices=NAME_SETS,
