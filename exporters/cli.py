@@ -103,7 +103,7 @@ def expand_sim_node_root(flags: Mapping[str, Any]) -> dict[str, Any]:
     root = Path(flags["sim.node-root"])
     if not root.is_dir():
         raise ValueError(f"--sim.node-root: {root} is not a directory (start `lockstep sim run` first?)")
-    node = SimNode(root)
+    node = SimNode.at(root)
     for flag, value in SIM_NODE_FLAGS.items():
         if flags.get(flag) is None:
             flags[flag] = value(node)

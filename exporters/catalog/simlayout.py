@@ -14,41 +14,22 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class SimNode:
-    """``DIR/<node>``: one simulated node's sources."""
+    """``DIR/<node>``: where one simulated node's sources are."""
 
     root: Path
+    name: str
+    sysfs: Path
+    procfs: Path
+    ethtool: Path       # <iface>/statistics (`ethtool -S` text) and <iface>/driver of every NIC
+    gpus: Path          # gpus.json: the NVML-shaped GPU state
+    job_mapping: Path   # <gpu index>: the job holding the GPU, as the Slurm prolog in deploy/slurm/ writes it
+    job_users: Path     # <job id>: the job's user; the prolog's (and the jobs collector's) <mapping dir>-users
 
-    @property
-    def name(self) -> str:
-        return self.root.name
-
-    @property
-    def sysfs(self) -> Path:
-        return self.root / "sys"
-
-    @property
-    def procfs(self) -> Path:
-        return self.root / "proc"
-
-    @property
-    def ethtool(self) -> Path:
-        """``<iface>/statistics`` (``ethtool -S`` text) and ``<iface>/driver`` of every NIC."""
-        return self.root / "ethtool"
-
-    @property
-    def gpus(self) -> Path:
-        """The NVML-shaped GPU state (``gpus.json``)."""
-        return self.root / "gpus.json"
-
-    @property
-    def job_mapping(self) -> Path:
-        """``<gpu index>``: the job holding the GPU, as the Slurm prolog in deploy/slurm/ writes it."""
-        return self.root / "gpu-jobs"
-
-    @property
-    def job_users(self) -> Path:
-        """``<job id>``: the job's user; the prolog's (and the jobs collector's) ``<mapping dir>-users``."""
-        return self.root / f"{self.job_mapping.name}-users"
+    @classmethod
+    def at(cls, root: Path) -> "SimNode":
+        jobs = root / "gpu-jobs"
+        return cls(root, root.name, sysfs=root / "sys", procfs=root / "proc", ethtool=root / "ethtool",
+                   gpus=root / "gpus.json", job_mapping=jobs, job_users=root / f"{jobs.name}-users")
 
 
 @dataclass(frozen=True)
@@ -58,7 +39,7 @@ class SimCluster:
     root: Path
 
     def node(self, name: str) -> SimNode:
-        return SimNode(self.root / name)
+        return SimNode.at(self.root / name)
 
     @property
     def cluster_doc(self) -> Path:
