@@ -8,11 +8,12 @@ import socket
 import sys
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from exporters import registry
 from exporters.helpformat import DefaultsHelpFormatter
 from exporters.catalog import health
+from exporters.catalog.simlayout import SimNode
 from exporters.config import ExporterConfig
 from exporters.configfile import ConfigError
 from exporters.listen import parse_listen_address
@@ -24,6 +25,18 @@ from exporters.version import VERSION
 from exporters.webconfig import add_flags as add_web_flags
 
 log = logging.getLogger("lockstep.exporter")
+
+# What ``--sim.node-root DIR/<node>`` stands for (ARCHITECTURE.md): each collector's own flag, set
+# from the simulated node's layout.
+SIM_NODE_FLAGS: Mapping[str, Callable[[SimNode], str]] = MappingProxyType({
+    "path.sysfs": lambda node: str(node.sysfs),
+    "path.procfs": lambda node: str(node.procfs),
+    "pfc.source": lambda node: f"dir:{node.ethtool}",
+    "gpu.backend": lambda node: f"sim:{node.gpus}",
+    "jobs.mapping-dir": lambda node: str(node.job_mapping),
+    "node.name": lambda node: node.name,
+})
+
 
 def extra_modules(argv: Sequence[str]) -> list[str]:
     """Values of ``--collector.extra-module`` (needed before the parser exists: they add flags)."""
@@ -58,8 +71,8 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
                        help="host root filesystem mount point: NFS and Lustre mounts outside it (a container's "
                             "own) are skipped, and mount labels drop the prefix")
     paths.add_argument("--sim.node-root", dest="sim.node-root", default=None,
-                       help="read a simulated node written by `lockstep sim run`: DIR/<node> (sets sysfs, "
-                            "procfs, PFC statistics and the GPU backend)")
+                       help="read a simulated node written by `lockstep sim run`: DIR/<node>, shorthand for "
+                            f"{', '.join('--' + flag for flag in SIM_NODE_FLAGS)} (each one given explicitly wins)")
     paths.add_argument("--node.name", dest="node.name", default=None,
                        help="node name reported in lockstep_node_info (default: hostname, or the sim node)")
     logs = p.add_argument_group("logging")
@@ -81,15 +94,28 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     p.set_defaults(func=run, _specs=specs)
 
 
+def expand_sim_node_root(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The flags with ``--sim.node-root`` expanded into the flags it stands for; a flag given
+    explicitly (not None) is kept."""
+    flags = dict(flags)
+    if not flags.get("sim.node-root"):
+        return flags
+    root = Path(flags["sim.node-root"])
+    if not root.is_dir():
+        raise ValueError(f"--sim.node-root: {root} is not a directory (start `lockstep sim run` first?)")
+    node = SimNode.at(root)
+    for flag, value in SIM_NODE_FLAGS.items():
+        if flags.get(flag) is None:
+            flags[flag] = value(node)
+    return flags
+
+
 def config_from_args(args: argparse.Namespace) -> ExporterConfig:
     """One frozen, validated config from the parsed flags (raises ConfigError or ValueError)."""
     from exporters.webconfig import load_web_config
 
-    flags = vars(args)
+    flags = expand_sim_node_root(vars(args))
     specs: Mapping[str, CollectorSpec] = flags["_specs"]
-    sim_root = Path(flags["sim.node-root"]) if flags["sim.node-root"] else None
-    if sim_root is not None and not sim_root.is_dir():
-        raise ValueError(f"--sim.node-root: {sim_root} is not a directory (start `lockstep sim run` first?)")
     defaults_on = not flags["collector.disable-defaults"]
     chosen = {name: flags.get(f"collector.{name}") for name in specs}  # True/False when a flag named it
     enabled = tuple(name for name, spec in specs.items()
@@ -104,11 +130,10 @@ def config_from_args(args: argparse.Namespace) -> ExporterConfig:
     return ExporterConfig(
         listen=parse_listen_address(flags["web.listen-address"]),
         telemetry_path=path,
-        sysfs=Path(flags["path.sysfs"] or (sim_root / "sys" if sim_root else "/sys")),
-        procfs=Path(flags["path.procfs"] or (sim_root / "proc" if sim_root else "/proc")),
+        sysfs=Path(flags["path.sysfs"] or "/sys"),
+        procfs=Path(flags["path.procfs"] or "/proc"),
         rootfs=rootfs,
-        node_name=flags["node.name"] or (sim_root.name if sim_root else socket.gethostname()),
-        sim_node_root=sim_root,
+        node_name=flags["node.name"] or socket.gethostname(),
         web_config=load_web_config(web_file) if web_file else None,
         collectors=enabled,
         flags=MappingProxyType({k: v for k, v in flags.items() if not k.startswith("_") and k != "func"}),

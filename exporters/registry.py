@@ -3,6 +3,12 @@
 Adding a collector means adding a module under ``exporters/collectors/`` (or a package that exposes a
 ``lockstep.collectors`` entry point, or a module named with ``--collector.extra-module``) that calls
 ``register``; nothing in the core changes.
+
+Options, one shape for every collector: a frozen ``<Name>Options`` dataclass whose staticmethod
+``add_flags(group)`` declares the collector's ``--<name>.*`` flags (passed to ``register``) and whose
+classmethod ``from_config(config)`` builds it from the ``ExporterConfig`` (paths and flags), raising
+``ValueError`` that names the flag for a bad value (the agent then exits 2 at start). The factory
+is ``Collector(<Name>Options.from_config(config))``, plus whatever hardware backend it opens.
 """
 from __future__ import annotations
 

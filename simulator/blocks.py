@@ -2,7 +2,9 @@
 
 A ``Block`` is one catalog metric over a fixed set of series (static labels); its ``value`` function
 returns one number per series in catalog base units, NaN where the series is absent at that tick
-(a lost GPU is not reported; an XID series appears with the first event).
+(a lost GPU is not reported; an XID series appears with the first event). The simulated quantities
+come from the table in ``signals`` (one block per row with a metric, times its labels); the rest are
+derived here: GPU up, clock-event reasons, XIDs, the job's GPUs and ranks, port state, power.
 """
 from __future__ import annotations
 
@@ -11,16 +13,18 @@ from typing import Callable
 
 import numpy as np
 
-from exporters.catalog import analytics as A, fabric as F, gpu as G, power as W, storage as S
+from exporters.catalog import analytics as A, fabric as F, gpu as G, power as W
+from exporters.catalog.enums import CLOCK_EVENT_BITS, IB_PORT_ACTIVE, IDLE_REASON, THERMAL_REASONS
 from exporters.catalog.model import Metric
 from simulator import hardware as hw
 from simulator.model import State
+from simulator.signals import GPU, PFC, PORT, STORAGE, STORM, Signal
 from simulator.topology import Topology
 
-REASONS = {"gpu_idle": 0x1, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
-           "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40}
-LUSTRE = {"mount": "/lustre", "fstype": "lustre", "fsname": "scratch"}
-NFS = {"mount": "/home", "fstype": "nfs4", "fsname": "10.0.0.20:/export/home"}
+# The clock-event reasons of the series, one lockstep_gpu_clock_event_active each, in this order: what
+# the simulated GPUs raise (idle, power cap, thermal; faults.py) and hw_slowdown, which stays 0.
+REASONS = {reason: CLOCK_EVENT_BITS[reason]
+           for reason in (IDLE_REASON, "sw_power_cap", "hw_slowdown", *THERMAL_REASONS)}
 
 
 @dataclass(frozen=True)
@@ -43,20 +47,20 @@ def _gpu_labels(topo: Topology, sel: np.ndarray | None = None) -> dict[str, np.n
     return {"node": np.array(topo.nodes)[topo.gpu_node][sel], "gpu": topo.gpu_index[sel].astype(str)}
 
 
+def _table_blocks(signals: tuple[Signal, ...], labels: dict[str, np.ndarray],
+                  shown: Callable[[State, np.ndarray], np.ndarray] = lambda s, v: v) -> list[Block]:
+    """One block per row of the table that names a metric: the entity's labels plus the row's own."""
+    size = len(next(iter(labels.values())))
+    return [Block(signal.metric, {**labels, **{k: np.full(size, v) for k, v in signal.labels}},
+                  (lambda signal: lambda s: shown(s, signal.value(s)))(signal))
+            for signal in signals if signal.metric is not None]
+
+
 def _gpu_blocks(topo: Topology) -> list[Block]:
     lab = _gpu_labels(topo)
     shown = lambda s, v: np.where(s.lost, np.nan, v)
-    per_gpu = [
-        (G.UTILIZATION, lambda s: s.gpu["util"] / 100.0), (G.SM_ACTIVE, lambda s: s.gpu["sm_active"]),
-        (G.TENSOR_ACTIVE, lambda s: s.gpu["tensor_active"]), (G.SM_CLOCK, lambda s: s.gpu["clock_sm"] * 1e6),
-        (G.SM_CLOCK_MAX, lambda s: np.full(len(s.lost), hw.MAX_SM_MHZ * 1e6)),
-        (G.POWER, lambda s: s.gpu["power_mw"] / 1000.0),
-        (G.POWER_LIMIT, lambda s: np.full(len(s.lost), hw.POWER_LIMIT_W)),
-        (G.ENERGY, lambda s: s.energy_mj / 1000.0), (G.TEMPERATURE, lambda s: s.gpu["temp"] * 1.0),
-        (G.MEMORY_TEMPERATURE, lambda s: s.gpu["mem_temp"] * 1.0), (G.MEMORY_USED, lambda s: s.gpu["mem_used"] * 1.0),
-    ]
     blocks = [Block(G.UP, lab, lambda s: (~s.lost) * 1.0)]
-    blocks += [Block(m, lab, (lambda f: lambda s: shown(s, f(s)))(f)) for m, f in per_gpu]
+    blocks += _table_blocks(GPU, lab, shown)
     for reason, bit in REASONS.items():
         blocks.append(Block(G.CLOCK_EVENT, {**lab, "reason": np.full(topo.n_gpus, reason)},
                             (lambda b: lambda s: shown(s, (s.gpu["reasons"] & b) > 0))(bit)))
@@ -87,45 +91,17 @@ def _port_blocks(topo: Topology) -> list[Block]:
     n = topo.n_gpus
     lab = {"node": np.array(topo.nodes)[topo.gpu_node], "device": np.array([topo.hca(g) for g in topo.gpu_index]),
            "port": np.full(n, "1")}
-    counters = [(F.IB_TRANSMIT_BYTES, "port_xmit_data", 4), (F.IB_RECEIVE_BYTES, "port_rcv_data", 4),
-                (F.IB_TRANSMIT_PACKETS, "port_xmit_packets", 1), (F.IB_RECEIVE_PACKETS, "port_rcv_packets", 1),
-                (F.IB_TRANSMIT_WAIT, "port_xmit_wait", 1), (F.IB_SYMBOL_ERRORS, "symbol_error", 1),
-                (F.IB_LINK_DOWNED, "link_downed", 1), (F.IB_LINK_ERROR_RECOVERY, "link_error_recovery", 1),
-                (F.IB_RECEIVE_ERRORS, "port_rcv_errors", 1), (F.IB_TRANSMIT_DISCARDS, "port_xmit_discards", 1),
-                (F.ROCE_ECN_MARKED, "np_ecn_marked_roce_packets", 1), (F.ROCE_CNP_SENT, "np_cnp_sent", 1),
-                (F.ROCE_CNP_HANDLED, "rp_cnp_handled", 1), (F.ROCE_OUT_OF_SEQUENCE, "out_of_sequence", 1),
-                (F.ROCE_LOCAL_ACK_TIMEOUT, "local_ack_timeout_err", 1)]
-    blocks = [Block(m, lab, (lambda name, scale: lambda s: s.port[name] * float(scale))(name, scale))
-              for m, name, scale in counters]
-    blocks.append(Block(F.IB_STATE, lab, lambda s: np.where(s.port_down, 1.0, 4.0)))
+    blocks = _table_blocks(PORT, lab)
+    blocks.append(Block(F.IB_STATE, lab, lambda s: np.where(s.port_down, 1.0, float(IB_PORT_ACTIVE))))  # 1: down
     blocks.append(Block(F.IB_RATE, lab, lambda s: np.full(n, hw.LINK_RATE_BPS)))
-    nodes = np.array(topo.nodes)[topo.gpu_node]
-    ifaces = np.array([topo.iface(g) for g in topo.gpu_index])
+    nic = {"node": np.array(topo.nodes)[topo.gpu_node], "interface": np.array([topo.iface(g) for g in topo.gpu_index])}
     for pi, prio in enumerate(topo.pfc_priorities):
-        for d in ("rx", "tx"):
-            plab = {"node": nodes, "interface": ifaces, "priority": np.full(n, str(prio)), "direction": np.full(n, d)}
-            blocks.append(Block(F.PFC_PAUSE_FRAMES, plab, (lambda k, i: lambda s: s.pfc[k][:, i] * 1.0)(f"{d}_pause", pi)))
-            blocks.append(Block(F.PFC_PAUSE_DURATION, plab,
-                                (lambda k, i: lambda s: s.pfc[k][:, i] / 1e6)(f"{d}_pause_duration", pi)))
-    for level in ("warning", "error"):
-        blocks.append(Block(F.PFC_STORM_EVENTS, {"node": nodes, "interface": ifaces, "level": np.full(n, level)},
-                            (lambda lv: lambda s: s.storm[lv] * 1.0)(level)))
-    return blocks
+        blocks += _table_blocks(PFC, {**nic, "priority": np.full(n, str(prio))}, (lambda i: lambda s, v: v[:, i])(pi))
+    return blocks + _table_blocks(STORM, nic)
 
 
 def _storage_blocks(topo: Topology) -> list[Block]:
-    nn, nodes = len(topo.nodes), np.array(topo.nodes)
-    blocks = []
-    for prefix, mount, ops in (("lustre", LUSTRE, ("open", "close", "getattr", "statfs")),
-                               ("nfs", NFS, ("open", "close", "getattr", "access"))):
-        lab = {"node": nodes, **{k: np.full(nn, v) for k, v in mount.items()}}
-        blocks.append(Block(S.READ_BYTES, lab, (lambda p: lambda s: s.storage[f"{p}_read_bytes"] * 1.0)(prefix)))
-        blocks.append(Block(S.WRITE_BYTES, lab, (lambda p: lambda s: s.storage[f"{p}_write_bytes"] * 1.0)(prefix)))
-        for op in ops:
-            key = f"{prefix}_{op if prefix == 'lustre' else op.upper()}"
-            blocks.append(Block(S.METADATA_OPS, {**lab, "op": np.full(nn, op)},
-                                (lambda k: lambda s: s.storage[k] * 1.0)(key)))
-    return blocks
+    return _table_blocks(STORAGE, {"node": np.array(topo.nodes)})
 
 
 def _power_blocks(topo: Topology) -> list[Block]:

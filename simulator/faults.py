@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from exporters.catalog.enums import THERMAL_REASONS, reason_bits
 from simulator import hardware as hw
 from simulator.scenario import Fault
 from simulator.topology import Topology
 
-THERMAL_BITS = 0x20 | 0x40  # sw_thermal_slowdown | hw_thermal_slowdown
-POWER_BITS = 0x4            # sw_power_cap
+THERMAL_BITS = reason_bits(THERMAL_REASONS)
+POWER_BITS = reason_bits(("sw_power_cap",))
 
 
 def overlap(a: float, b: float, lo: float, hi: float) -> float:

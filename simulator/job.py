@@ -18,11 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from exporters.catalog.enums import CHECKPOINT, HANG, LOSS_CAUSES, NETWORK, STORAGE, STRAGGLER, THROTTLE
 from simulator import hardware as hw
 from simulator.faults import Conditions
 from simulator.topology import Topology
 
-CAUSES = ("checkpoint", "straggler", "network", "storage", "hang", "throttle")
+CAUSES = LOSS_CAUSES
 
 
 @dataclass
@@ -61,11 +62,11 @@ def job_tick(topo: Topology, c: Conditions) -> JobTick:
     n = int(sel.sum())
     io = step - maxc - m
     lost = {
-        "hang": n * hang, "checkpoint": n * ckpt,
-        "network": n * down + n * tau * (m - m0) / step,
-        "storage": n * tau * io / step,
-        "throttle": float(own_throttle.sum()) * tau / step,
-        "straggler": float((maxc - c0) * n - own_throttle.sum()) * tau / step,
+        HANG: n * hang, CHECKPOINT: n * ckpt,
+        NETWORK: n * down + n * tau * (m - m0) / step,
+        STORAGE: n * tau * io / step,
+        THROTTLE: float(own_throttle.sum()) * tau / step,
+        STRAGGLER: float((maxc - c0) * n - own_throttle.sum()) * tau / step,
     }
     frac = steps / period
     return JobTick(

@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 from aiohttp import web
 
+from exporters.catalog.simlayout import SimCluster
 from exporters.listen import ListenAddress
 from simulator import redfish
 from simulator.model import Model, State
@@ -30,19 +31,20 @@ class TreeSink:
     """Writes every node's source trees for one ``State``."""
 
     def __init__(self, topo: Topology, root: Path, job_id: str) -> None:
-        self.topo, self.root, self.writer, self.job_id = topo, str(root), TreeWriter(), job_id
+        self.topo, self.cluster, self.writer, self.job_id = topo, SimCluster(Path(root)), TreeWriter(), job_id
+        self.nodes = [self.cluster.node(name) for name in topo.nodes]
         self.first = True
 
     def write(self, s: State) -> None:
-        w, topo, root = self.writer, self.topo, self.root
-        for n in range(len(topo.nodes)):
+        w, topo = self.writer, self.topo
+        for n, node in enumerate(self.nodes):
             if self.first:
-                sysfs.write_static(w, topo, root, n)
-                slurm.write(w, topo, root, n, self.job_id)
-            sysfs.write_counters(w, topo, root, n, s)
-            ethtool.write(w, topo, root, n, s, self.first)
-            procfs.write(w, topo, root, n, s, self.first)
-            gpus.write(w, topo, root, n, s)
+                sysfs.write_static(w, topo, node, n)
+                slurm.write(w, topo, node, n, self.job_id)
+            sysfs.write_counters(w, topo, node, n, s)
+            ethtool.write(w, topo, node, n, s, self.first)
+            procfs.write(w, topo, node, n, s, self.first)
+            gpus.write(w, topo, node, n, s)
         self.first = False
 
 
@@ -108,16 +110,17 @@ async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenA
 
 def _announce(sink: TreeSink, scenario: Scenario, topo: Topology, start: float, speed: float, url: str) -> None:
     """Write cluster.json (the "ready" mark) and power-exporter.yaml, and say where things are."""
-    root = Path(sink.root)
-    sink.writer.put(str(root / "power-exporter.yaml"),
+    cluster = sink.cluster
+    root = cluster.root
+    sink.writer.put(str(cluster.power_config),
                     yaml.safe_dump(power_config(scenario, topo, url), sort_keys=False).encode())
-    sink.writer.put(str(root / "cluster.json"),
+    sink.writer.put(str(cluster.cluster_doc),
                     json.dumps(cluster_doc(scenario, topo, start, speed, url), indent=1).encode())
     print(f"lockstep sim: scenario {scenario.name}: {len(topo.nodes)} nodes x {topo.gpus_per_node} GPUs, "
           f"period {scenario.sample_period_s:g} s, speed {speed:g}x\n"
           f"  trees:      {root}/<node>/ (sys, proc, ethtool, gpus.json)\n"
-          f"  cluster:    {root / 'cluster.json'}\n  redfish:    {url}/<device>/redfish/v1\n"
-          f"  power cfg:  {root / 'power-exporter.yaml'}", flush=True)
+          f"  cluster:    {cluster.cluster_doc}\n  redfish:    {url}/<device>/redfish/v1\n"
+          f"  power cfg:  {cluster.power_config}", flush=True)
 
 
 async def _tick_loop(states, sink: TreeSink, current: list, start: float, wall_period: float) -> None:

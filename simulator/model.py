@@ -12,7 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
-from simulator import hardware as hw
+from simulator import hardware as hw, signals
 from simulator.faults import Conditions, conditions
 from simulator.job import CAUSES, JobTick, job_tick
 from simulator.observe import gpu_gauges, port_increments, storage_increments
@@ -135,21 +135,7 @@ class Model:
                      "flow_lpm": round(flow, 1), "heat_w": round(heat, 1)}
 
 
-PORT_COUNTERS = ("port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets",
-                 "unicast_xmit_packets", "unicast_rcv_packets", "multicast_xmit_packets",
-                 "multicast_rcv_packets", "port_xmit_wait", "symbol_error", "link_downed",
-                 "link_error_recovery", "port_rcv_errors", "port_xmit_discards",
-                 "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors",
-                 "local_link_integrity_errors", "excessive_buffer_overrun_errors", "VL15_dropped",
-                 "port_xmit_constraint_errors", "port_rcv_constraint_errors",
-                 # RoCE hw_counters
-                 "np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "out_of_sequence",
-                 "local_ack_timeout_err", "packet_seq_err", "roce_adp_retrans", "out_of_buffer")
-HW_COUNTERS = PORT_COUNTERS[PORT_COUNTERS.index("np_ecn_marked_roce_packets"):]
-PFC_COUNTERS = ("rx_pause", "tx_pause", "rx_pause_duration", "tx_pause_duration")
-STORAGE_COUNTERS = ("lustre_read_bytes", "lustre_read_samples", "lustre_write_bytes", "lustre_write_samples",
-                    "lustre_open", "lustre_close", "lustre_getattr", "lustre_statfs",
-                    "nfs_read_bytes", "nfs_write_bytes", "nfs_READ", "nfs_WRITE", "nfs_GETATTR",
-                    "nfs_ACCESS", "nfs_OPEN", "nfs_CLOSE",
-                    "nvme_reads", "nvme_read_sectors", "nvme_read_ms", "nvme_writes", "nvme_write_sectors",
-                    "nvme_write_ms", "nvme_io_ms")
+# The counters of the state: every one the table of simulator/signals.py names.
+PORT_COUNTERS = tuple(signal.key for signal in signals.PORT)
+PFC_COUNTERS = tuple(signal.key for signal in signals.PFC)
+STORAGE_COUNTERS = tuple(signal.key for signal in signals.STORAGE)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from exporters.catalog.enums import CLOCK_EVENT_BITS, IDLE_REASON
 from simulator import hardware as hw
 from simulator.faults import Conditions
 from simulator.job import JobTick
@@ -32,7 +33,7 @@ def gpu_gauges(topo: Topology, c: Conditions, j: JobTick, rng: np.random.Generat
     temp = np.where(c.thermal, hw.THERMAL_THROTTLE_C + np.abs(rng.normal(0, 0.8, n)), temp)
     clock = np.where(running, np.round(hw.MAX_SM_MHZ * c.clock_factor / 15) * 15, hw.IDLE_SM_MHZ)
     clock = clock - 15 * rng.integers(0, 2, n) * (c.clock_factor >= 1) * running
-    reasons = c.reasons | np.where(running, 0, 0x1)  # gpu_idle while nothing runs
+    reasons = c.reasons | np.where(running, 0, CLOCK_EVENT_BITS[IDLE_REASON])  # while nothing runs
     util = np.clip(compute + comm + spin + 0.05 * ckpt, 0, 1)
     mem_used = np.where(topo.job_gpus, hw.MEMORY_JOB, hw.MEMORY_IDLE) + rng.integers(0, 2**24, n)
     return {
@@ -43,7 +44,9 @@ def gpu_gauges(topo: Topology, c: Conditions, j: JobTick, rng: np.random.Generat
         "tensor_active": np.round(compute * hw.TENSOR_COMPUTE, 4),
         "dram_active": np.round(compute * 0.32 + comm * 0.05, 4),
         "clock_sm": clock.astype(np.int64),
+        "clock_sm_max": np.full(n, hw.MAX_SM_MHZ, np.int64),
         "power_mw": np.round(power * 1000).astype(np.int64),
+        "power_limit_mw": np.full(n, int(hw.POWER_LIMIT_W * 1000), np.int64),
         "temp": np.round(temp).astype(np.int64),
         "mem_temp": np.round(temp - 5 + rng.normal(0, 0.3, n)).astype(np.int64),
         "mem_used": mem_used.astype(np.int64),

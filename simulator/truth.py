@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from exporters.catalog.enums import CHECKPOINT, HANG, NETWORK, STORAGE, STRAGGLER
 from simulator import hardware as hw
 from simulator.faults import checkpoint_windows, flap_downs
 from simulator.job import CAUSES
@@ -17,7 +18,7 @@ from simulator.model import State
 from simulator.scenario import Scenario
 from simulator.topology import Topology
 
-PRIORITY = ("hang", "checkpoint", "network", "storage", "straggler")
+PRIORITY = (HANG, CHECKPOINT, NETWORK, STORAGE, STRAGGLER)
 
 
 class Truth:
@@ -59,20 +60,20 @@ def _candidates(sc: Scenario) -> dict[str, list[tuple[float, float]]]:
     m0 = job.step_time_s - c0
     halves = lambda step: step > 2 * job.step_time_s
     out: dict[str, list[tuple[float, float]]] = {c: [] for c in PRIORITY}
-    out["checkpoint"] = checkpoint_windows(Topology(sc), 0.0, sc.duration_s)
+    out[CHECKPOINT] = checkpoint_windows(Topology(sc), 0.0, sc.duration_s)
     for f in sc.faults:
         if f.kind == "hang":
-            out["hang"].append((f.start_s, f.end_s))
+            out[HANG].append((f.start_s, f.end_s))
         elif f.kind == "link_flap" and f.node in members:
-            out["network"] += flap_downs(f)
+            out[NETWORK] += flap_downs(f)
         elif f.kind == "pause_storm" and f.node in members and halves(c0 + m0 / hw.STORM_THROUGHPUT):
-            out["network"].append((f.start_s, f.end_s))
+            out[NETWORK].append((f.start_s, f.end_s))
         elif f.kind == "storage_starvation" and halves(job.storage_read_bytes_per_step / f.read_cap_bytes_per_s):
-            out["storage"].append((f.start_s, f.end_s))
+            out[STORAGE].append((f.start_s, f.end_s))
         elif f.kind == "gpu_throttle" and f.node in members and halves(c0 / f.clock_factor + m0):
-            out["straggler"].append((f.start_s, f.end_s))
+            out[STRAGGLER].append((f.start_s, f.end_s))
         elif f.kind == "slow_node" and f.node in members and halves(c0 * f.slowdown + m0):
-            out["straggler"].append((f.start_s, f.end_s))
+            out[STRAGGLER].append((f.start_s, f.end_s))
     return out
 
 

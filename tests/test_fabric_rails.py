@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from exporters.collectors.infiniband import InfinibandCollector, Options
+from exporters.collectors.infiniband import InfinibandCollector, InfinibandOptions
 from exporters.exposition import Encoder, render_text
 from exporters.fabric import topology
 
@@ -92,7 +92,7 @@ def test_compute_hcas_take_their_gpus_index_and_storage_nics_no_rail(dgx):
 
 
 def test_rail_info_has_an_empty_rail_for_a_nic_next_to_no_gpu(dgx):
-    collector = InfinibandCollector(Options(dgx))
+    collector = InfinibandCollector(InfinibandOptions(dgx))
     families: dict = {}
     Encoder().add(families, collector.collect())
     collector.close()
@@ -181,7 +181,7 @@ def test_gpus_are_looked_up_at_discovery_not_per_scrape(dgx, monkeypatch):
     calls = []
     real = topology.gpu_chains
     monkeypatch.setattr(topology, "gpu_chains", lambda sysfs: calls.append(sysfs) or real(sysfs))
-    collector = InfinibandCollector(Options(dgx))
+    collector = InfinibandCollector(InfinibandOptions(dgx))
     for _ in range(3):
         list(collector.collect())
     collector.close()

@@ -190,16 +190,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def test_flags(tmp_path):
-    from exporters.gpu.backend import parse_options
     (tmp_path / "node03").mkdir()
     config = cli.config_from_args(parse(["--sim.node-root", str(tmp_path / "node03")]))
-    assert parse_options(config) == GpuOptions("sim", tmp_path / "node03" / "gpus.json", False, "node03")
+    assert GpuOptions.from_config(config) == GpuOptions("sim", tmp_path / "node03" / "gpus.json", False, "node03")
     config = cli.config_from_args(parse(["--gpu.backend=dcgm", "--gpu.metric-names=dcgm"]))
-    assert parse_options(config).backend == "dcgm" and parse_options(config).dcgm_names
+    assert GpuOptions.from_config(config).backend == "dcgm" and GpuOptions.from_config(config).dcgm_names
     with pytest.raises(ValueError, match="--gpu.backend: 'cuda'"):
-        parse_options(cli.config_from_args(parse(["--gpu.backend=cuda"])))
+        GpuOptions.from_config(cli.config_from_args(parse(["--gpu.backend=cuda"])))
     with pytest.raises(ValueError, match="--gpu.backend"):
-        parse_options(cli.config_from_args(parse(["--gpu.backend=sim:"])))
+        GpuOptions.from_config(cli.config_from_args(parse(["--gpu.backend=sim:"])))
 
 
 def test_lockstep_names_pass_promtool_lint(gpus_json):

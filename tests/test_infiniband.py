@@ -1,7 +1,6 @@
 """``infiniband`` collector: golden exposition on the real captured trees and their variants."""
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -10,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from exporter_args import exporter_config
 from exporters import cli
-from exporters.collectors.infiniband import InfinibandCollector, Options, parse_expected_rates
+from exporters.collectors.infiniband import InfinibandCollector, InfinibandOptions, parse_expected_rates
 from exporters.exposition import Encoder, render_text
 
 SYSFS = Path(__file__).parent / "fixtures" / "sysfs"
@@ -26,7 +26,7 @@ def render(collector) -> str:
 
 
 def scrape(root: Path, *rates: str) -> str:
-    collector = InfinibandCollector(Options(root, parse_expected_rates(rates)))
+    collector = InfinibandCollector(InfinibandOptions(root, parse_expected_rates(rates)))
     try:
         return render(collector)
     finally:
@@ -87,7 +87,7 @@ def test_down_port_is_not_degraded(tmp_path):
 
 def test_hot_unplug_and_replug(tmp_path):
     root = writable_copy(REAL, tmp_path / "sys")
-    collector = InfinibandCollector(Options(root))
+    collector = InfinibandCollector(InfinibandOptions(root))
     assert 'device="mlx5_0"' in render(collector)
     shutil.move(root / "class/infiniband/mlx5_0", tmp_path / "away")
     assert 'device="mlx5_0"' not in render(collector)
@@ -102,7 +102,7 @@ def test_descriptors_of_a_vanished_port_are_closed_at_rediscovery(tmp_path, monk
     held descriptors until close(): they leak one set per such event."""
     monkeypatch.setattr("exporters.fabric.device_scan.REDISCOVER_S", 0.0)
     root = writable_copy(REAL, tmp_path / "sys")
-    collector = InfinibandCollector(Options(root))
+    collector = InfinibandCollector(InfinibandOptions(root))
     collector.collect()
     port2 = str(root / "class/infiniband/mlx4_0/ports/2") + "/"
     assert any(p.startswith(port2) for p in collector.scan.files._held)
@@ -114,10 +114,10 @@ def test_descriptors_of_a_vanished_port_are_closed_at_rediscovery(tmp_path, monk
 PERMISSION_SCRIPT = """
 import sys
 from pathlib import Path
-from exporters.collectors.infiniband import InfinibandCollector, Options
+from exporters.collectors.infiniband import InfinibandCollector, InfinibandOptions
 from exporters.exposition import Encoder, render_text
 families = {}
-Encoder().add(families, InfinibandCollector(Options(Path(sys.argv[1]))).collect())
+Encoder().add(families, InfinibandCollector(InfinibandOptions(Path(sys.argv[1]))).collect())
 sys.stdout.write(render_text(families))
 """
 
@@ -140,12 +140,6 @@ def test_permission_denied_is_absent(tmp_path, golden):
     assert proc.returncode == 0, proc.stderr
     assert "permission denied" in proc.stderr
     golden("fabric/infiniband_permission_denied.prom", proc.stdout)
-
-
-def exporter_config(*argv: str):
-    parser = argparse.ArgumentParser()
-    cli.add_parser(parser.add_subparsers(), list(argv))
-    return cli.config_from_args(parser.parse_args(["exporter", *argv]))
 
 
 def test_flags_reach_the_collector():
@@ -195,7 +189,7 @@ def test_state_and_counters_follow_changes_between_scrapes(tmp_path):
     """Parsed state and rate texts are cached: a changed text must still be seen on the next scrape."""
     root = writable_copy(REAL, tmp_path / "sys")
     port = root / "class/infiniband/mlx5_0/ports/1"
-    collector = InfinibandCollector(Options(root))
+    collector = InfinibandCollector(InfinibandOptions(root))
     mlx5 = '{device="mlx5_0",port="1"}'
     assert values(render(collector), "lockstep_ib_port_state")[mlx5] == 4
     for state, rate, errors in (("1: DOWN\n", "10 Gb/sec (4X)\n", "65534\n"), ("4: ACTIVE\n", "fast\n", "65535\n")):

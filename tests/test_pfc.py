@@ -2,7 +2,6 @@
 on a veth pair in a network namespace of the test's own."""
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -14,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from exporters import cli, logs
-from exporters.collectors.pfc import Options, PfcCollector, make_ethtool, parse_options
+from exporter_args import exporter_config
+from exporters import logs
+from exporters.collectors.pfc import PfcCollector, PfcOptions, make_ethtool
 from exporters.exposition import Encoder, render_text
 from exporters.fabric.ethtool import DirEthtool
 
@@ -26,7 +26,7 @@ REPO = Path(__file__).parent.parent
 
 def collector(root: Path, regex: str | None = None) -> PfcCollector:
     import re
-    options = Options(root, re.compile(regex) if regex else None, Path("/nonexistent"))
+    options = PfcOptions(root, re.compile(regex) if regex else None, Path("/nonexistent"))
     return PfcCollector(make_ethtool(options), options)
 
 
@@ -103,22 +103,16 @@ def test_simulated_file_replaced_between_scrapes(tmp_path):
     assert series(render(c))[key] == 50000
 
 
-def exporter_config(*argv: str):
-    parser = argparse.ArgumentParser()
-    cli.add_parser(parser.add_subparsers(), list(argv))
-    return cli.config_from_args(parser.parse_args(["exporter", *argv]))
-
-
 def test_flags(tmp_path):
     (tmp_path / "node03" / "ethtool").mkdir(parents=True)
-    assert parse_options(exporter_config(f"--sim.node-root={tmp_path / 'node03'}")).source == \
+    assert PfcOptions.from_config(exporter_config(f"--sim.node-root={tmp_path / 'node03'}")).source == \
         tmp_path / "node03" / "ethtool"
-    assert parse_options(exporter_config()).source == "ioctl"
-    options = parse_options(exporter_config(f"--pfc.source=dir:{ETHTOOL / 'node'}", "--pfc.interfaces=ens1.*"))
+    assert PfcOptions.from_config(exporter_config()).source == "ioctl"
+    options = PfcOptions.from_config(exporter_config(f"--pfc.source=dir:{ETHTOOL / 'node'}", "--pfc.interfaces=ens1.*"))
     assert options.source == ETHTOOL / "node" and options.interfaces.pattern == "ens1.*"
     for bad in ("--pfc.source=ethtool", "--pfc.interfaces=ens(("):
         with pytest.raises(ValueError, match="--pfc"):
-            parse_options(exporter_config(bad))
+            PfcOptions.from_config(exporter_config(bad))
 
 
 # --- the ioctl source, for real -------------------------------------------------------------------
@@ -205,9 +199,9 @@ COLLECTOR_SCRIPT = """
 import logging, sys
 from pathlib import Path
 logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
-from exporters.collectors.pfc import Options, PfcCollector
+from exporters.collectors.pfc import PfcCollector, PfcOptions
 from exporters.fabric.ethtool_ioctl import IoctlEthtool
-c = PfcCollector(IoctlEthtool(), Options("ioctl", None, Path(sys.argv[1])))
+c = PfcCollector(IoctlEthtool(), PfcOptions("ioctl", None, Path(sys.argv[1])))
 print(c.selected(), list(c.collect()))
 """
 

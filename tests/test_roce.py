@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from exporters.collectors.roce import RoceCollector
+from exporters.collectors.roce import RoceCollector, RoceOptions
 from exporters.exposition import Encoder, render_text
 
 SYSFS = Path(__file__).parent / "fixtures" / "sysfs"
 
 
 def render(root: Path) -> str:
-    collector = RoceCollector(root)
+    collector = RoceCollector(RoceOptions(root))
     families: dict = {}
     try:
         Encoder().add(families, collector.collect())
@@ -69,7 +69,7 @@ def test_counter_files_that_appear_later_are_picked_up(tmp_path, monkeypatch):
     shutil.copytree(SYSFS / "real", root)
     hw = root / "class/infiniband/mlx5_0/ports/1/hw_counters"
     os.chmod(hw, 0o755)
-    collector = RoceCollector(root)
+    collector = RoceCollector(RoceOptions(root))
     assert "cnp_sent" not in "".join(str(s) for s in collector.collect())
     (hw / "np_cnp_sent").write_text("5\n")
     got = {s.metric.name: s.value for s in collector.collect()}

@@ -232,7 +232,7 @@ def test_a_reader_holding_a_counter_open_sees_new_values(tmp_path: Path) -> None
 
 
 def test_job_nodes_get_the_slurm_gpu_job_mapping_read_by_the_jobs_collector(tmp_path):
-    from exporters.collectors.jobs import JobsCollector
+    from exporters.collectors.jobs import JobsCollector, JobsOptions
 
     scenario = load_scenario(SCENARIOS / "thermal-straggler.yaml")
     next(ticks("thermal-straggler", tmp_path))
@@ -240,6 +240,25 @@ def test_job_nodes_get_the_slurm_gpu_job_mapping_read_by_the_jobs_collector(tmp_
     for node in node_names:
         mapping = tmp_path / node / "gpu-jobs"
         assert mapping.is_dir() == (node in job_nodes), node
-    collector = JobsCollector(tmp_path / "node05" / "gpu-jobs", tmp_path / "node05" / "gpu-jobs-users", lambda: {})
+    node = tmp_path / "node05"
+    collector = JobsCollector(JobsOptions(node / "gpu-jobs", node / "gpu-jobs-users"), lambda: {})
     samples = sorted((s.labels[0], s.labels[2], s.labels[3]) for s in collector.collect())
     assert samples == [(str(g), scenario.job.job_id, "sim") for g in range(8)]
+
+
+def test_the_sim_node_root_shorthand_points_at_what_the_simulator_writes(tmp_path):
+    """``lockstep exporter --sim.node-root DIR/<node>`` (ARCHITECTURE.md) reads the sources where the
+    live writer puts them: both take the paths from one layout, checked here against the files."""
+    from exporter_args import exporter_config
+    from exporters.collectors.jobs import JobsOptions
+    from exporters.collectors.pfc import PfcOptions
+
+    next(ticks("baseline", tmp_path))
+    config = exporter_config(f"--sim.node-root={tmp_path / 'node02'}")
+    assert config.node_name == "node02"
+    assert (config.sysfs / "class/infiniband/mlx5_7/ports/1/counters/port_xmit_data").is_file()
+    assert (config.procfs / "self/mountstats").is_file() and (config.procfs / "diskstats").is_file()
+    assert len(list(PfcOptions.from_config(config).source.glob("*/statistics"))) == 8
+    jobs = JobsOptions.from_config(config)
+    assert json.loads(jobs.gpu.sim_path.read_text())["gpus"][0]["index"] == 0
+    assert (jobs.mapping_dir / "7").read_text() == "5001\n" and (jobs.user_dir / "5001").read_text() == "sim\n"

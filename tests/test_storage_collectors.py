@@ -2,7 +2,6 @@
 failures staying inside the collector."""
 from __future__ import annotations
 
-import argparse
 import os
 import select
 import shlex
@@ -15,9 +14,10 @@ from types import MappingProxyType
 import pytest
 
 from conftest import FIXTURES
+from exporter_args import exporter_config
 from exporters import cli, registry
 from exporters.collectors import lustre
-from exporters.collectors.nfs import NfsCollector
+from exporters.collectors.nfs import NfsCollector, NfsOptions
 from exporters.config import ExporterConfig
 from exporters.exposition import Encoder, render_text
 from exporters.scrape import Scraper
@@ -39,12 +39,6 @@ exec sleep 600
 def config(procfs: Path = PROC, sysfs: Path = Path("/nonexistent-sys"), rootfs: Path = Path("/"),
            **flags) -> ExporterConfig:
     return ExporterConfig(procfs=procfs, sysfs=sysfs, rootfs=rootfs, flags=MappingProxyType(flags))
-
-
-def exporter_config(*argv: str) -> ExporterConfig:
-    parser = argparse.ArgumentParser()
-    cli.add_parser(parser.add_subparsers(), list(argv))
-    return cli.config_from_args(parser.parse_args(["exporter", *argv]))
 
 
 def build(name: str, cfg: ExporterConfig):
@@ -180,7 +174,7 @@ def test_nfs_mount_stacked_on_itself_gives_one_series_of_the_visible_mount(tmp_p
     (tmp_path / "self").mkdir()
     (tmp_path / "self" / "mountstats").write_text(
         header + "\tbytes:\t10 0 0 0 0 0 0 0\n" + header + "\tbytes:\t999 0 0 0 0 0 0 0\n")
-    samples = list(NfsCollector(tmp_path).collect())
+    samples = list(NfsCollector(NfsOptions(tmp_path)).collect())
     keys = [(s.metric.name, s.labels) for s in samples]
     assert len(keys) == len(set(keys)), keys
     read = [s.value for s in samples if s.metric.name == "lockstep_storage_read_bytes_total"]

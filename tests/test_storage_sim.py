@@ -11,6 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from conftest import REPO
+from exporter_args import exporter_config
 from exporters import registry
 from exporters.catalog import storage
 from exporters.config import ExporterConfig
@@ -81,7 +82,7 @@ def test_checkpoint_bursts_in_lustre_write_bytes_on_a_sim_node(tmp_path):
         assert rate(points, lo, hi) > 20 * max(quiet, 1.0), (lo, hi, rate(points, lo, hi), quiet)
     assert rate(points, 240, 295) < rate(points, 205, 225) / 20
     # the node's other storage sources, read where the simulator left them
-    config = ExporterConfig(procfs=root / "node00/proc", sysfs=root / "node00/sys", sim_node_root=root / "node00")
+    config = exporter_config(f"--sim.node-root={root / 'node00'}")
     names = {name: {s.metric.name for s in registry.load()[name].factory(config).collect()}
              for name in ("nfs", "disk")}
     assert {"lockstep_storage_read_bytes_total", "lockstep_nfs_rpc_rtt_seconds_total"} <= names["nfs"]

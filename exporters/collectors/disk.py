@@ -1,14 +1,16 @@
 """``disk``: local block devices (NVMe and other disks) from ``<procfs>/diskstats``."""
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from exporters.catalog import storage as m
-from exporters.config import ExporterConfig
+from exporters.config import ExporterConfig, regex_flag
 from exporters.logs import once
 from exporters.registry import register
 from exporters.sample import Sample
@@ -18,10 +20,27 @@ from exporters.readfile import read_text
 log = logging.getLogger("lockstep.collector.disk")
 
 
+@dataclass(frozen=True)
+class DiskOptions:
+    procfs: Path
+    include: re.Pattern[str]
+
+    @staticmethod
+    def add_flags(group: argparse._ArgumentGroup) -> None:
+        group.add_argument("--disk.device-include", dest="disk.device-include", default=None,
+                           help=f"regex of device names to report (default {DEFAULT_INCLUDE!r}: whole NVMe "
+                                "namespaces and sd/vd disks, no partitions)")
+
+    @classmethod
+    def from_config(cls, config: ExporterConfig) -> "DiskOptions":
+        include = regex_flag("disk.device-include", config.flag("disk.device-include", DEFAULT_INCLUDE))
+        return cls(config.procfs, include)
+
+
 class DiskCollector:
-    def __init__(self, procfs: Path, include: re.Pattern[str]) -> None:
-        self.path = os.path.join(procfs, "diskstats")
-        self.include = include
+    def __init__(self, options: DiskOptions) -> None:
+        self.path = os.path.join(options.procfs, "diskstats")
+        self.include = options.include
 
     def collect(self) -> Iterable[Sample]:
         try:
@@ -44,17 +63,7 @@ class DiskCollector:
             yield Sample(m.DISK_IO_TIME, labels, d.io_seconds)
 
 
-def _flags(group) -> None:
-    group.add_argument("--disk.device-include", dest="disk.device-include", default=None,
-                       help=f"regex of device names to report (default {DEFAULT_INCLUDE!r}: whole NVMe "
-                            "namespaces and sd/vd disks, no partitions)")
-
-
-@register("disk", help="local disks from /proc/diskstats: bytes, ops and time in I/O", add_flags=_flags)
+@register("disk", help="local disks from /proc/diskstats: bytes, ops and time in I/O",
+          add_flags=DiskOptions.add_flags)
 def disk(config: ExporterConfig) -> DiskCollector:
-    pattern = config.flag("disk.device-include", DEFAULT_INCLUDE)
-    try:
-        include = re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"--disk.device-include: invalid regex {pattern!r}: {exc}") from None
-    return DiskCollector(config.procfs, include)
+    return DiskCollector(DiskOptions.from_config(config))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from exporters.gpu.backend import add_flags, open_backend, parse_options
+from exporters.gpu.backend import GpuOptions, open_backend
 from exporters.registry import register
 
 if TYPE_CHECKING:
@@ -15,9 +15,9 @@ if TYPE_CHECKING:
 
 
 @register("gpu", help="NVIDIA GPUs: NVML/DCGM/simulator state, XID events, cluster-validation checks",
-          add_flags=add_flags)
+          add_flags=GpuOptions.add_flags)
 def gpu_collector(config: "ExporterConfig") -> "Collector":
-    options = parse_options(config)
+    options = GpuOptions.from_config(config)
     from exporters.gpu.collector import GpuCollector
     nvml, prof = open_backend(options)
     return GpuCollector(nvml, prof, options)

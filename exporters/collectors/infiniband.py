@@ -39,9 +39,20 @@ COUNTERS = {
 
 
 @dataclass(frozen=True)
-class Options:
+class InfinibandOptions:
     sysfs: Path
     expected_rates: tuple[tuple[str, float], ...] = ()  # (device glob, bytes/s), first match wins
+
+    @staticmethod
+    def add_flags(group: argparse._ArgumentGroup) -> None:
+        group.add_argument("--infiniband.expected-rate", dest="infiniband.expected-rate", action="append",
+                           default=None, metavar="GLOB=GBPS",
+                           help="expected link rate per device glob, e.g. 'mlx5_*=400' (Gb/s); "
+                                "ports below it report lockstep_ib_port_link_degraded 1")
+
+    @classmethod
+    def from_config(cls, config: ExporterConfig) -> "InfinibandOptions":
+        return cls(config.sysfs, parse_expected_rates(config.flag("infiniband.expected-rate", ())))
 
     def expected_rate(self, device: str) -> float | None:
         return next((rate for pattern, rate in self.expected_rates if fnmatch.fnmatchcase(device, pattern)), None)
@@ -97,7 +108,7 @@ def _rate(raw: bytes) -> float:
 
 
 class InfinibandCollector:
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: InfinibandOptions) -> None:
         self.options = options
         self.scan = DeviceScan(options.sysfs)
         self._plans: list[_PortPlan] = []
@@ -204,13 +215,7 @@ def _counter_value(path: str, raw: bytes | None) -> int | None:
         return None
 
 
-def add_flags(group: argparse._ArgumentGroup) -> None:
-    group.add_argument("--infiniband.expected-rate", dest="infiniband.expected-rate", action="append", default=None,
-                       metavar="GLOB=GBPS", help="expected link rate per device glob, e.g. 'mlx5_*=400' (Gb/s); "
-                       "ports below it report lockstep_ib_port_link_degraded 1")
-
-
-@register("infiniband", help="InfiniBand/RoCE port counters, state and rate from sysfs", add_flags=add_flags)
+@register("infiniband", help="InfiniBand/RoCE port counters, state and rate from sysfs",
+          add_flags=InfinibandOptions.add_flags)
 def factory(config: ExporterConfig) -> InfinibandCollector:
-    rates = parse_expected_rates(config.flag("infiniband.expected-rate", ()))
-    return InfinibandCollector(Options(config.sysfs, rates))
+    return InfinibandCollector(InfinibandOptions.from_config(config))

@@ -7,15 +7,17 @@ UUIDs in CUDA_VISIBLE_DEVICES), holding one job id per line. The job's user is i
 """
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from exporters.catalog import gpu as m
+from exporters.gpu.backend import GpuOptions, open_backend
 from exporters.logs import once
 from exporters.registry import register
 from exporters.sample import Sample
@@ -29,6 +31,26 @@ DEFAULT_DIR = Path("/var/run/lockstep/gpu-jobs")
 _JOB_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")   # Slurm: 123, 123_4 (arrays), 123+1 (het jobs)
 UUID_RETRY_S = 60.0
 _GPU_NAME = re.compile(r"^(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-fA-F-]+)$")
+
+
+@dataclass(frozen=True)
+class JobsOptions:
+    mapping_dir: Path
+    user_dir: Path
+    gpu: GpuOptions = GpuOptions("nvml")   # where the GPUs' UUIDs come from
+
+    @staticmethod
+    def add_flags(group: argparse._ArgumentGroup) -> None:
+        group.add_argument("--jobs.mapping-dir", dest="jobs.mapping-dir", default=None,
+                           help=f"GPU→job mapping written by deploy/slurm/prolog-gpu-jobs.sh (default {DEFAULT_DIR})")
+        group.add_argument("--jobs.user-dir", dest="jobs.user-dir", default=None,
+                           help="job→user files written by the prolog (default: <mapping-dir>-users)")
+
+    @classmethod
+    def from_config(cls, config: "ExporterConfig") -> "JobsOptions":
+        mapping_dir = Path(config.flag("jobs.mapping-dir", DEFAULT_DIR))
+        user_dir = Path(config.flag("jobs.user-dir", f"{mapping_dir}-users"))
+        return cls(mapping_dir, user_dir, GpuOptions.from_config(config))
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +88,10 @@ def read_dir(path: str) -> dict[str, str]:
 
 
 class JobsCollector:
-    def __init__(self, mapping_dir: Path, user_dir: Path, gpu_ids: Any) -> None:
-        self.mapping_dir, self.user_dir, self._gpu_ids = os.fspath(mapping_dir), os.fspath(user_dir), gpu_ids
+    def __init__(self, options: JobsOptions, gpu_ids: Callable[[], dict[str, str]]) -> None:
+        """``gpu_ids``: ``{index: uuid}`` of the node's GPUs (``gpu_uuids`` of the GPU backend)."""
+        self.mapping_dir, self.user_dir = os.fspath(options.mapping_dir), os.fspath(options.user_dir)
+        self._gpu_ids = gpu_ids
         self._uuids: dict[str, str] = {}   # index → UUID, read once from the GPU backend
         self._uuids_tried = -UUID_RETRY_S     # monotonic time of the last attempt that found none
 
@@ -109,12 +133,11 @@ class JobsCollector:
             return ""
 
 
-def gpu_uuids(config: "ExporterConfig") -> dict[str, str]:
+def gpu_uuids(options: GpuOptions) -> dict[str, str]:
     """``{index: uuid}`` from the configured GPU backend; empty when NVML is unavailable."""
     import pynvml
 
-    from exporters.gpu.backend import open_backend, parse_options
-    nvml, prof = open_backend(parse_options(config))
+    nvml, prof = open_backend(options)
     try:
         nvml.nvmlInit()
         try:
@@ -137,17 +160,7 @@ def _uuid(nvml: Any, index: int) -> str:
         return ""
 
 
-def add_flags(group: Any) -> None:
-    group.add_argument("--jobs.mapping-dir", dest="jobs.mapping-dir", default=None,
-                       help=f"GPU→job mapping written by deploy/slurm/prolog-gpu-jobs.sh (default {DEFAULT_DIR}, "
-                            "or DIR/<node>/gpu-jobs with --sim.node-root)")
-    group.add_argument("--jobs.user-dir", dest="jobs.user-dir", default=None,
-                       help="job→user files written by the prolog (default: <mapping-dir>-users)")
-
-
-@register("jobs", help="Slurm job holding each GPU (lockstep_gpu_job_info)", add_flags=add_flags)
+@register("jobs", help="Slurm job holding each GPU (lockstep_gpu_job_info)", add_flags=JobsOptions.add_flags)
 def jobs_collector(config: "ExporterConfig") -> JobsCollector:
-    default = config.sim_node_root / "gpu-jobs" if config.sim_node_root is not None else DEFAULT_DIR
-    mapping_dir = Path(config.flag("jobs.mapping-dir", default))
-    user_dir = Path(config.flag("jobs.user-dir", f"{mapping_dir}-users"))
-    return JobsCollector(mapping_dir, user_dir, lambda: gpu_uuids(config))
+    options = JobsOptions.from_config(config)
+    return JobsCollector(options, lambda: gpu_uuids(options.gpu))

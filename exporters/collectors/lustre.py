@@ -7,6 +7,7 @@ llite.*.stats``, run once per scrape, bounded even when lctl hangs), else
 under ``--path.rootfs`` (the host's, when the agent runs in a container)."""
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import shlex
@@ -39,9 +40,20 @@ class LustreOptions:
     lctl_command: tuple[str, ...] = ()
     lctl_timeout: float = 2.0
 
+    @staticmethod
+    def add_flags(group: argparse._ArgumentGroup) -> None:
+        group.add_argument("--lustre.lctl-command", dest="lustre.lctl-command", default=None,
+                           help="read client stats from this command's output instead of procfs/debugfs, "
+                                "e.g. 'lctl get_param llite.*.stats' (run once per scrape)")
+        group.add_argument("--lustre.lctl-timeout", dest="lustre.lctl-timeout", type=float, default=None,
+                           help="seconds before the lctl command is killed (default 2)")
+
     @classmethod
     def from_config(cls, config: ExporterConfig) -> "LustreOptions":
-        command = tuple(shlex.split(config.flag("lustre.lctl-command", "")))
+        try:
+            command = tuple(shlex.split(config.flag("lustre.lctl-command", "")))
+        except ValueError as exc:  # unbalanced quotes
+            raise ValueError(f"--lustre.lctl-command: {exc}") from None
         timeout = float(config.flag("lustre.lctl-timeout", 2.0))
         if timeout <= 0:
             raise ValueError(f"--lustre.lctl-timeout must be > 0, got {timeout}")
@@ -168,15 +180,7 @@ def samples(labels: tuple[str, str, str], s: LliteStats) -> Iterable[Sample]:
         yield Sample(m.METADATA_OPS, labels + (op,), float(count))
 
 
-def _flags(group) -> None:
-    group.add_argument("--lustre.lctl-command", dest="lustre.lctl-command", default=None,
-                       help="read client stats from this command's output instead of procfs/debugfs, "
-                            "e.g. 'lctl get_param llite.*.stats' (run once per scrape)")
-    group.add_argument("--lustre.lctl-timeout", dest="lustre.lctl-timeout", type=float, default=None,
-                       help="seconds before the lctl command is killed (default 2)")
-
-
 @register("lustre", help="Lustre client llite stats: bytes, calls and metadata ops per filesystem",
-          add_flags=_flags)
+          add_flags=LustreOptions.add_flags)
 def lustre(config: ExporterConfig) -> LustreCollector:
     return LustreCollector(LustreOptions.from_config(config))

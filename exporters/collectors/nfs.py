@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -45,10 +46,20 @@ def mount_samples(mount: NfsMount) -> Iterable[Sample]:
         yield Sample(m.NFS_RPC_EXECUTE, op_labels, op.execute_seconds)
 
 
+@dataclass(frozen=True)
+class NfsOptions:
+    procfs: Path
+    rootfs: Path = Path("/")
+
+    @classmethod
+    def from_config(cls, config: ExporterConfig) -> "NfsOptions":
+        return cls(config.procfs, config.rootfs)
+
+
 class NfsCollector:
-    def __init__(self, procfs: Path, rootfs: Path = Path("/")) -> None:
-        self.path = os.path.join(procfs, "self", "mountstats")
-        self.rootfs = str(rootfs)
+    def __init__(self, options: NfsOptions) -> None:
+        self.path = os.path.join(options.procfs, "self", "mountstats")
+        self.rootfs = str(options.rootfs)
 
     def collect(self) -> Iterable[Sample]:
         try:
@@ -70,4 +81,4 @@ class NfsCollector:
 
 @register("nfs", help="NFS client bytes (normal and direct) and RPC ops, retransmissions, RTT, execute time")
 def nfs(config: ExporterConfig) -> NfsCollector:
-    return NfsCollector(config.procfs, config.rootfs)
+    return NfsCollector(NfsOptions.from_config(config))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from exporters.config import ExporterConfig
+from exporters.config import ExporterConfig, regex_flag
 from exporters.fabric.ethtool import DirEthtool, Ethtool, NicStats
 from exporters.fabric.pfc_table import Slot, infer_driver, plan
 from exporters.fabric.topology import class_dir, listing
@@ -22,23 +22,28 @@ log = logging.getLogger("lockstep.collector.pfc")
 
 
 @dataclass(frozen=True)
-class Options:
+class PfcOptions:
     source: str | Path                    # "ioctl" or the directory of <iface>/statistics files
     interfaces: re.Pattern[str] | None    # None: RDMA netdevs (ioctl) or every directory (dir)
     sysfs: Path
 
+    @staticmethod
+    def add_flags(group: argparse._ArgumentGroup) -> None:
+        group.add_argument("--pfc.source", dest="pfc.source", default=None, metavar="ioctl|dir:PATH",
+                           help="where driver statistics come from: the ethtool ioctl, or PATH/<iface>/statistics "
+                                "files in `ethtool -S` format (default: ioctl)")
+        group.add_argument("--pfc.interfaces", dest="pfc.interfaces", default=None, metavar="REGEX",
+                           help="interfaces to read (full match); default: those backing an RDMA device (ioctl) "
+                                "or every interface directory (dir)")
 
-def parse_options(config: ExporterConfig) -> Options:
-    default = f"dir:{config.sim_node_root / 'ethtool'}" if config.sim_node_root else "ioctl"
-    source = config.flag("pfc.source", default)
-    if source != "ioctl" and not source.startswith("dir:"):
-        raise ValueError(f"--pfc.source: expected 'ioctl' or 'dir:PATH', got {source!r}")
-    pattern = config.flag("pfc.interfaces")
-    try:
-        regex = re.compile(pattern) if pattern else None
-    except re.error as exc:
-        raise ValueError(f"--pfc.interfaces: invalid regular expression {pattern!r}: {exc}") from None
-    return Options(source if source == "ioctl" else Path(source[4:]), regex, config.sysfs)
+    @classmethod
+    def from_config(cls, config: ExporterConfig) -> "PfcOptions":
+        source = config.flag("pfc.source", "ioctl")
+        if source != "ioctl" and not source.startswith("dir:"):
+            raise ValueError(f"--pfc.source: expected 'ioctl' or 'dir:PATH', got {source!r}")
+        pattern = config.flag("pfc.interfaces")
+        regex = regex_flag("pfc.interfaces", pattern) if pattern else None
+        return cls(source if source == "ioctl" else Path(source[4:]), regex, config.sysfs)
 
 
 def rdma_netdevs(sysfs: Path) -> list[str]:
@@ -53,7 +58,7 @@ def rdma_netdevs(sysfs: Path) -> list[str]:
 
 
 class PfcCollector:
-    def __init__(self, ethtool: Ethtool, options: Options) -> None:
+    def __init__(self, ethtool: Ethtool, options: PfcOptions) -> None:
         self.ethtool = ethtool
         self.options = options
         self._plans: dict[str, tuple[tuple[str, ...], tuple[Slot, ...] | None]] = {}
@@ -116,17 +121,7 @@ class PfcCollector:
         self.ethtool.close()
 
 
-def add_flags(group: argparse._ArgumentGroup) -> None:
-    group.add_argument("--pfc.source", dest="pfc.source", default=None, metavar="ioctl|dir:PATH",
-                       help="where driver statistics come from: the ethtool ioctl, or PATH/<iface>/statistics "
-                            "files in `ethtool -S` format (default: ioctl; dir:<sim.node-root>/ethtool with "
-                            "--sim.node-root)")
-    group.add_argument("--pfc.interfaces", dest="pfc.interfaces", default=None, metavar="REGEX",
-                       help="interfaces to read (full match); default: those backing an RDMA device (ioctl) or "
-                            "every interface directory (dir)")
-
-
-def make_ethtool(options: Options) -> Ethtool:
+def make_ethtool(options: PfcOptions) -> Ethtool:
     if options.source == "ioctl":
         from exporters.fabric.ethtool_ioctl import IoctlEthtool
         return IoctlEthtool()
@@ -134,7 +129,7 @@ def make_ethtool(options: Options) -> Ethtool:
 
 
 @register("pfc", help="PFC pause frames, pause duration and pause-storm events per interface and priority",
-          add_flags=add_flags)
+          add_flags=PfcOptions.add_flags)
 def factory(config: ExporterConfig) -> PfcCollector:
-    options = parse_options(config)
+    options = PfcOptions.from_config(config)
     return PfcCollector(make_ethtool(options), options)

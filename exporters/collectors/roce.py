@@ -4,6 +4,7 @@ A counter the driver does not have is not emitted."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -28,9 +29,18 @@ HW_COUNTERS = {
 }
 
 
+@dataclass(frozen=True)
+class RoceOptions:
+    sysfs: Path
+
+    @classmethod
+    def from_config(cls, config: ExporterConfig) -> "RoceOptions":
+        return cls(config.sysfs)
+
+
 class RoceCollector:
-    def __init__(self, sysfs: Path) -> None:
-        self.scan = DeviceScan(sysfs)
+    def __init__(self, options: RoceOptions) -> None:
+        self.scan = DeviceScan(options.sysfs)
         self._reads: list[tuple[str, Metric, tuple[str, str]]] = []  # (path, metric, labels)
 
     def _rebuild(self) -> None:
@@ -58,4 +68,4 @@ class RoceCollector:
 
 @register("roce", help="RoCE congestion (ECN, CNP) and transport error counters from sysfs hw_counters")
 def factory(config: ExporterConfig) -> RoceCollector:
-    return RoceCollector(config.sysfs)
+    return RoceCollector(RoceOptions.from_config(config))

@@ -1,10 +1,11 @@
-"""``--gpu.backend`` and ``--gpu.metric-names``: parsed into frozen options, opened into an ``Nvml``
-plus an optional profiling source."""
+"""The GPU collector's flags (``--gpu.backend``, ``--gpu.metric-names``, ``--gpu.nvlink-per-link``):
+read into frozen options, opened into an ``Nvml`` plus an optional profiling source."""
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from exporters.config import ExporterConfig
@@ -22,32 +23,31 @@ class GpuOptions:
     hostname: str = ""           # dcgm-exporter's Hostname label
     nvlink_per_link: bool = False
 
+    @staticmethod
+    def add_flags(group: argparse._ArgumentGroup) -> None:
+        group.add_argument("--gpu.backend", dest="gpu.backend", default=None, metavar="nvml|dcgm|sim:PATH",
+                           help="where GPU state comes from (default nvml; sim:PATH reads the simulator's gpus.json)")
+        group.add_argument("--gpu.metric-names", dest="gpu.metric-names", default=None, choices=NAME_SETS,
+                           help="dcgm: also emit dcgm-exporter's DCGM_FI_* names and labels for shared fields "
+                                "(NVIDIA's Grafana dashboard works unchanged); default lockstep")
+        group.add_argument("--gpu.nvlink-per-link", dest="gpu.nvlink-per-link", action="store_true", default=None,
+                           help="also report NVLink error counters of every link (18 per H100: +72 series and "
+                                "+90 NVML calls per GPU per scrape); by default only the all-links totals")
 
-def add_flags(group: Any) -> None:
-    group.add_argument("--gpu.backend", dest="gpu.backend", default=None, metavar="nvml|dcgm|sim:PATH",
-                       help="where GPU state comes from (default nvml; sim:DIR/<node>/gpus.json with --sim.node-root)")
-    group.add_argument("--gpu.metric-names", dest="gpu.metric-names", default=None, choices=NAME_SETS,
-                       help="dcgm: also emit dcgm-exporter's DCGM_FI_* names and labels for shared fields "
-                            "(NVIDIA's Grafana dashboard works unchanged); default lockstep")
-    group.add_argument("--gpu.nvlink-per-link", dest="gpu.nvlink-per-link", action="store_true", default=None,
-                       help="also report NVLink error counters of every link (18 per H100: +72 series and "
-                            "+90 NVML calls per GPU per scrape); by default only the all-links totals")
-
-
-def parse_options(config: "ExporterConfig") -> GpuOptions:
-    """Validate the flags; a bad value raises ValueError (exit 2 at start)."""
-    default = f"sim:{config.sim_node_root / 'gpus.json'}" if config.sim_node_root is not None else "nvml"
-    spec = str(config.flag("gpu.backend", default))
-    names = str(config.flag("gpu.metric-names", "lockstep"))
-    if names not in NAME_SETS:
-        raise ValueError(f"--gpu.metric-names: {names!r} is not one of {', '.join(NAME_SETS)}")
-    common = dict(dcgm_names=names == "dcgm", hostname=config.node_name,
-                  nvlink_per_link=bool(config.flag("gpu.nvlink-per-link", False)))
-    if spec in ("nvml", "dcgm"):
-        return GpuOptions(spec, **common)
-    if spec.startswith("sim:") and len(spec) > 4:
-        return GpuOptions("sim", Path(spec[4:]), **common)
-    raise ValueError(f"--gpu.backend: {spec!r} is not one of {', '.join(BACKENDS)}")
+    @classmethod
+    def from_config(cls, config: "ExporterConfig") -> "GpuOptions":
+        """Validate the flags; a bad value raises ValueError (exit 2 at start)."""
+        spec = str(config.flag("gpu.backend", "nvml"))
+        names = str(config.flag("gpu.metric-names", "lockstep"))
+        if names not in NAME_SETS:
+            raise ValueError(f"--gpu.metric-names: {names!r} is not one of {', '.join(NAME_SETS)}")
+        common = dict(dcgm_names=names == "dcgm", hostname=config.node_name,
+                      nvlink_per_link=bool(config.flag("gpu.nvlink-per-link", False)))
+        if spec in ("nvml", "dcgm"):
+            return cls(spec, **common)
+        if spec.startswith("sim:") and len(spec) > 4:
+            return cls("sim", Path(spec[4:]), **common)
+        raise ValueError(f"--gpu.backend: {spec!r} is not one of {', '.join(BACKENDS)}")
 
 
 def open_backend(options: GpuOptions) -> "tuple[Nvml, ProfSource | None]":

@@ -1,16 +1,22 @@
 """``DIR/<node>/proc/...``: Lustre llite stats (old-client procfs layout, as in
 fixtures/lustre/procfs), ``self/mountstats`` (NFSv4, as fixtures/procfs/mountstats),
-``self/mounts`` and ``diskstats`` (17-field kernel >= 5.5 lines, as fixtures/procfs/diskstats)."""
+``self/mounts`` and ``diskstats`` (17-field kernel >= 5.5 lines, as fixtures/procfs/diskstats).
+The values are those of ``signals.STORAGE``; a Lustre metadata op of the table gets its stats line."""
 from __future__ import annotations
 
 import os
 
-from simulator.blocks import LUSTRE, NFS
+from exporters.catalog import storage as S
+from exporters.catalog.simlayout import SimNode
 from simulator.model import State
+from simulator.signals import LUSTRE, NFS, STORAGE
 from simulator.topology import Topology
 from simulator.tree.files import TreeWriter
 
 RPC = 1 << 20
+# The Lustre metadata ops of the table, by the name of their stats line
+LUSTRE_OPS = tuple((signal.label("op"), signal) for signal in STORAGE
+                   if signal.metric is S.METADATA_OPS and signal.label("fstype") == LUSTRE["fstype"])
 
 
 def llite_dir(topo: Topology, node_index: int) -> str:
@@ -24,8 +30,8 @@ def lustre_stats(s: State, n: int, timestamp: float) -> bytes:
         samples, total = st(f"lustre_{kind}_samples"), st(f"lustre_{kind}_bytes")
         if samples:
             lines.append(f"{kind + '_bytes':<25} {samples} samples [bytes] {min(4096, total)} {min(RPC, total)} {total}")
-    for op in ("open", "close", "getattr", "statfs"):
-        if count := st(f"lustre_{op}"):
+    for op, signal in LUSTRE_OPS:
+        if count := int(signal.raw(s)[n]):
             lines.append(f"{op:<25} {count} samples [regs]")
     return ("\n".join(lines) + "\n").encode()
 
@@ -81,8 +87,8 @@ def diskstats(s: State, n: int) -> bytes:
     ).encode()
 
 
-def write(w: TreeWriter, topo: Topology, root: str, node_index: int, s: State, first: bool) -> None:
-    proc = os.path.join(root, topo.nodes[node_index], "proc")
+def write(w: TreeWriter, topo: Topology, node: SimNode, node_index: int, s: State, first: bool) -> None:
+    proc = node.procfs
     if first:
         w.put(os.path.join(proc, "self", "mounts"), mounts())
     w.put(os.path.join(proc, "fs", "lustre", "llite", llite_dir(topo, node_index), "stats"),

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import os
 
+from exporters.catalog.simlayout import SimNode
 from simulator.topology import Topology
 from simulator.tree.files import TreeWriter
 
 USER = "sim"
 
 
-def write(w: TreeWriter, topo: Topology, root: str, node_index: int, job_id: str) -> None:
+def write(w: TreeWriter, topo: Topology, node: SimNode, node_index: int, job_id: str) -> None:
     """Written once, at start: the job holds every GPU of its nodes for the whole run."""
     if not topo.job_nodes[node_index]:
         return
-    node = os.path.join(root, topo.nodes[node_index])
     for gpu in range(topo.gpus_per_node):
-        w.put(os.path.join(node, "gpu-jobs", str(gpu)), f"{job_id}\n".encode())
-    w.put(os.path.join(node, "gpu-jobs-users", job_id), f"{USER}\n".encode())
+        w.put(os.path.join(node.job_mapping, str(gpu)), f"{job_id}\n".encode())
+    w.put(os.path.join(node.job_users, job_id), f"{USER}\n".encode())

@@ -1,0 +1,52 @@
+"""Where `lockstep sim run --root DIR` puts each source the node agent reads (simulator/FORMATS.md).
+
+A file-format contract, like the metric names: the simulator's writers build every path from it,
+and ``lockstep exporter --sim.node-root DIR/<node>`` expands into the collectors' own flags with
+it (``exporters.cli``). It lives in the catalog because both sides may import it: the simulator
+depends on nothing but the catalog, and the exporters never import the simulator. Below ``sys``,
+``proc`` and ``ethtool`` the layout is the kernel's and the drivers' own, known to their readers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class SimNode:
+    """``DIR/<node>``: where one simulated node's sources are."""
+
+    root: Path
+    name: str
+    sysfs: Path
+    procfs: Path
+    ethtool: Path       # <iface>/statistics (`ethtool -S` text) and <iface>/driver of every NIC
+    gpus: Path          # gpus.json: the NVML-shaped GPU state
+    job_mapping: Path   # <gpu index>: the job holding the GPU, as the Slurm prolog in deploy/slurm/ writes it
+    job_users: Path     # <job id>: the job's user; the prolog's (and the jobs collector's) <mapping dir>-users
+
+    @classmethod
+    def at(cls, root: Path) -> "SimNode":
+        jobs = root / "gpu-jobs"
+        return cls(root, root.name, sysfs=root / "sys", procfs=root / "proc", ethtool=root / "ethtool",
+                   gpus=root / "gpus.json", job_mapping=jobs, job_users=root / f"{jobs.name}-users")
+
+
+@dataclass(frozen=True)
+class SimCluster:
+    """``DIR``: what ``lockstep sim run --root DIR`` writes."""
+
+    root: Path
+
+    def node(self, name: str) -> SimNode:
+        return SimNode.at(self.root / name)
+
+    @property
+    def cluster_doc(self) -> Path:
+        """Nodes, racks, job, Redfish URL and start time; written last, once the first tick is."""
+        return self.root / "cluster.json"
+
+    @property
+    def power_config(self) -> Path:
+        """The power exporter's config for the simulated BMCs, PDUs and CDU."""
+        return self.root / "power-exporter.yaml"
