@@ -92,7 +92,8 @@ def test_job_names_do_not_depend_on_the_release_name():
     objs = deploy_gen.manifests(deploy_gen.render_chart({}, release="gpu-telemetry", namespace="obs"))
     svc = named(objs, "Service", "gpu-telemetry-lockstep-node")
     assert svc["metadata"]["labels"]["app.kubernetes.io/name"] == NODE_JOB
-    assert {o["metadata"].get("namespace") for o in objs if o["kind"] not in ("ClusterRole", "ClusterRoleBinding")} == {"obs"}
+    namespaced = [o for o in objs if o["kind"] not in ("ClusterRole", "ClusterRoleBinding")]
+    assert {o["metadata"].get("namespace") for o in namespaced} == {"obs"}
 
 
 def test_node_series_get_the_node_label_from_the_pod():

@@ -78,14 +78,16 @@ def test_node_agent_maps_gpus_to_pods_with_read_only_pod_access(case):
     # the kubelet's socket directory at the same path, where the agent looks by default
     (resources,) = [v for v in pod["volumes"] if v["name"] == "pod-resources"]
     assert resources["hostPath"]["path"] == "/var/lib/kubelet/pod-resources"
-    assert {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True} in c["volumeMounts"]
+    mount = {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True}
+    assert mount in c["volumeMounts"]
     # root for connect(2) on the kubelet's root-owned socket, and nothing more
     assert pod["securityContext"]["runAsUser"] == 0 and pod["automountServiceAccountToken"] is True
     (role,) = of_kind(objs, "ClusterRole")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
     (binding,) = of_kind(objs, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": "lockstep"}]
+    account = {"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": "lockstep"}
+    assert binding["subjects"] == [account]
     slurm_dir = any(v["name"] == "gpu-jobs" for v in pod["volumes"])
     assert slurm_dir == (source == "auto") == any(a.startswith("--jobs.mapping-dir=") for a in c["args"])
 
@@ -139,7 +141,8 @@ def test_power_exporter_config_and_credentials():
     config = named(objects("kustomize"), "ConfigMap", volumes["config"]["configMap"]["name"])
     assert "r1-pdu" in config["data"]["power-exporter.yaml"]
     assert volumes["credentials"]["secret"] == {"secretName": "lockstep-bmc", "optional": True}
-    own = {v["name"]: v for v in pod_spec(named(objects("sharded-analytics"), "Deployment", "lockstep-power"))["volumes"]}
+    own_config = named(objects("sharded-analytics"), "Deployment", "lockstep-power")
+    own = {v["name"]: v for v in pod_spec(own_config)["volumes"]}
     assert own["config"] == {"name": "config", "secret": {"secretName": "lockstep-power-config"}}
     assert not of_kind(power_objects("sharded-analytics"), "ConfigMap")
 

@@ -110,13 +110,15 @@ def mutated(case: str, kind: str, name: str, change) -> dict:
 
 def test_the_validators_refuse_what_a_cluster_refuses():
     """The checks above can fail: a misspelt field, a wrong type, a bad duration."""
-    typo = mutated("default", "DaemonSet", "lockstep-node", lambda o: o["spec"]["template"]["spec"].update(hostNetwrk=True))
+    typo = mutated("default", "DaemonSet", "lockstep-node",
+                   lambda o: o["spec"]["template"]["spec"].update(hostNetwrk=True))
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(typo, KUBERNETES_VERSIONS[-1], strict=True)
     port = mutated("default", "Service", "lockstep-node", lambda o: o["spec"]["ports"][0].update(port="9840"))
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(port, KUBERNETES_VERSIONS[0], strict=True)
-    sm = mutated("default", "ServiceMonitor", "lockstep-node", lambda o: o["spec"]["endpoints"][0].update(intervall="15s"))
+    sm = mutated("default", "ServiceMonitor", "lockstep-node",
+                 lambda o: o["spec"]["endpoints"][0].update(intervall="15s"))
     rule = mutated("default", "PrometheusRule", "lockstep", lambda o: o["spec"]["groups"][0].update(interval="15 s"))
     for obj in (sm, rule):
         assert list(crd_validator(obj["apiVersion"], obj["kind"]).iter_errors(obj))
