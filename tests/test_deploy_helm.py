@@ -5,14 +5,16 @@ the PrometheusRule and the dashboards are exactly what the alerts and dashboards
 from __future__ import annotations
 
 import json
+import subprocess
 
 import helm_python
 import pytest
 import yaml
 
-from deploy_manifests import CASES, CHART, named, objects, of_kind, pod_spec, rendered, values
+from deploy_manifests import CASES, CHART, REPO, named, objects, of_kind, pod_spec, rendered, values
 from exporters.catalog.selectors import ANALYTICS_JOB, NODE_JOB, POWER_JOB
 from lockstep import deploy_gen
+from lockstep.stack import require_binary
 
 KUBE_VERSIONS = ("v1.35.0", "v1.36.0", "v1.37.0")   # as tests/test_deploy_schemas.py validates
 WORKLOADS = ("DaemonSet", "Deployment", "StatefulSet")
@@ -102,15 +104,22 @@ def test_node_series_get_the_node_label_from_the_pod():
         sm["spec"]["endpoints"][0]["relabelings"]
 
 
-def test_prometheusrule_holds_the_alerts_package_rules():
+def test_prometheusrule_holds_the_alerts_package_rules(tmp_path):
     from alerts.build import RULES_FILE, outputs
     from alerts.config import load
     expected = yaml.safe_load(outputs(load(deploy_gen.ALERTS_SITE_CONFIG))[RULES_FILE])["groups"]
     rule = named(objects("default"), "PrometheusRule", "lockstep")
     assert rule["spec"]["groups"] == expected
+    # the same rules the compose/systemd deployments load from deploy/prometheus/
+    assert expected == yaml.safe_load((REPO / "deploy/prometheus" / RULES_FILE).read_text())["groups"]
     assert {r["alert"] for g in expected for r in g["rules"] if "alert" in r} >= {
         "PFCPauseStorm", "TrainingJobStraggler", "RackPowerNearBudget"}
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    # and Prometheus itself accepts them as rendered
+    rules = tmp_path / "rules.yml"
+    rules.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    check = subprocess.run([require_binary("promtool"), "check", "rules", str(rules)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
 
 
 def test_a_site_rule_file_replaces_the_generated_one():
@@ -131,6 +140,7 @@ def test_dashboard_configmaps_for_the_grafana_sidecar(case):
     for m in maps:
         assert m["metadata"]["labels"]["grafana_dashboard"] == "1" and m["metadata"]["namespace"] == namespace
         assert m["metadata"]["annotations"] == {"grafana_folder": "lockstep"}
+        assert all(json.loads(text)["uid"] for text in m["data"].values())
         assert len(m["metadata"]["name"]) <= 63
 
 
