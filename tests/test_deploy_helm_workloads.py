@@ -9,6 +9,7 @@ import pytest
 
 from analytics.config import Shard, parse_shard
 from deploy_manifests import CASES, container, named, objects, of_kind, pod_spec, values
+from lockstep import deploy_gen
 from lockstep.cli import build_parser
 
 WORKLOADS = ("DaemonSet", "Deployment", "StatefulSet")
@@ -90,6 +91,15 @@ def test_node_agent_maps_gpus_to_pods_with_read_only_pod_access(case):
     assert binding["subjects"] == [account]
     slurm_dir = any(v["name"] == "gpu-jobs" for v in pod["volumes"])
     assert slurm_dir == (source == "auto") == any(a.startswith("--jobs.mapping-dir=") for a in c["args"])
+
+
+def test_a_moved_kubelet_directory_is_mounted_where_the_agent_looks():
+    moved = {"nodeAgent": {"jobs": {"source": "kubernetes", "podResourcesDir": "/var/lib/k0s/kubelet/pod-resources"}}}
+    ds = named(deploy_gen.manifests(deploy_gen.render_chart(moved)), "DaemonSet", "lockstep-node")
+    (volume,) = [v for v in pod_spec(ds)["volumes"] if v["name"] == "pod-resources"]
+    assert volume["hostPath"]["path"] == "/var/lib/k0s/kubelet/pod-resources"
+    (mount,) = [m for m in container(ds)["volumeMounts"] if m["name"] == "pod-resources"]
+    assert mount["mountPath"] == "/var/lib/kubelet/pod-resources"   # the agent's default socket directory
 
 
 def test_slurm_only_agent_runs_as_nobody_without_api_access():
