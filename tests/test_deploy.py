@@ -1,8 +1,7 @@
-"""deploy/: generated Kubernetes manifests match the code, objects fit together (kinds, selectors,
-ports, least privilege), compose and Prometheus configs are valid, systemd units verify and harden."""
+"""deploy/: the generated Kubernetes files match the code and the chart (the chart itself: test_deploy_helm*.py;
+schemas: test_deploy_schemas.py), compose and Prometheus configs are valid, systemd units verify and harden."""
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -30,85 +29,21 @@ def of_kind(kind: str) -> list[dict]:
     return [o for o in k8s_objects() if o["kind"] == kind]
 
 
-def test_generated_manifests_are_committed_and_current():
-    for name, text in deploy_gen.outputs().items():
-        assert (K8S / "generated" / name).read_text() == text, f"run python -m lockstep.deploy_gen ({name})"
+def test_generated_files_are_committed_and_current():
+    """The chart's files/ and deploy/kubernetes/generated/ are what `python -m lockstep.deploy_gen` writes."""
+    for path, text in deploy_gen.outputs().items():
+        assert path.read_text() == text, f"run python -m lockstep.deploy_gen ({path.relative_to(REPO)})"
     assert deploy_gen.main(["--check"]) == 0
 
 
-def test_prometheusrule_holds_exactly_the_alerts_package_rules(tmp_path):
-    from alerts.build import RULES_FILE, outputs
-    from alerts.config import load
-    rule = docs(K8S / "generated" / "prometheusrule.yaml")[0]
-    expected = yaml.safe_load(outputs(load(REPO / "deploy/prometheus/alerts.yaml"))[RULES_FILE])
-    assert rule["spec"]["groups"] == expected["groups"]
-    # the same rules the compose/systemd deployments load from deploy/prometheus/
-    assert rule["spec"]["groups"] == yaml.safe_load((REPO / "deploy/prometheus" / RULES_FILE).read_text())["groups"]
-    assert {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r} >= {
-        "PFCPauseStorm", "TrainingJobStraggler", "RackPowerNearBudget"}
-    # and Prometheus itself accepts them
-    rules = tmp_path / "rules.yml"
-    rules.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
-    check = subprocess.run([require_binary("promtool"), "check", "rules", str(rules)], capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout + check.stderr
-
-
-def test_dashboard_configmaps_carry_the_sidecar_label_and_every_dashboard():
-    from dashboards.build import build_all
-    maps = of_kind("ConfigMap")
-    dashboards = {k: json.loads(v) for m in maps if m["metadata"]["labels"].get("grafana_dashboard") == "1"
-                  for k, v in m["data"].items()}
-    assert dashboards == build_all()
-    assert all(d["uid"] for d in dashboards.values())
-
-
-def test_every_selector_matches_labels():
-    workloads = of_kind("DaemonSet") + of_kind("Deployment")
-    services = of_kind("Service")
-    for w in workloads:
-        template = w["spec"]["template"]["metadata"]["labels"]
-        assert w["spec"]["selector"]["matchLabels"].items() <= template.items(), w["metadata"]["name"]
-    for svc in services:
-        pods = [w for w in workloads if svc["spec"]["selector"].items() <= w["spec"]["template"]["metadata"]["labels"].items()]
-        assert len(pods) == 1, f"service {svc['metadata']['name']} selects {len(pods)} workloads"
-        ports = {p["name"] for c in pods[0]["spec"]["template"]["spec"]["containers"] for p in c["ports"]}
-        assert {p["targetPort"] for p in svc["spec"]["ports"]} <= ports
-    for sm in of_kind("ServiceMonitor"):
-        matched = [s for s in services if sm["spec"]["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()]
-        assert len(matched) == 1, sm["metadata"]["name"]
-        assert {e["port"] for e in sm["spec"]["endpoints"]} <= {p["name"] for p in matched[0]["spec"]["ports"]}
-        # the operator names the job after the Service; the generated rules select these job names
-        assert matched[0]["metadata"]["name"] in ("lockstep-node", "lockstep-power", "lockstep-analytics")
-        assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
-
-
-def test_node_agent_gets_node_label_and_least_privilege():
-    (ds,) = of_kind("DaemonSet")
-    (sm,) = [s for s in of_kind("ServiceMonitor") if s["metadata"]["name"] == "lockstep-node"]
-    assert {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"} in sm["spec"]["endpoints"][0]["relabelings"]
-    pod = ds["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    sc = container["securityContext"]
-    assert sc["privileged"] is False and sc["allowPrivilegeEscalation"] is False
-    assert sc["readOnlyRootFilesystem"] is True and sc["capabilities"] == {"drop": ["ALL"]}
-    assert pod["securityContext"]["runAsNonRoot"] is True and not pod.get("hostPID")
-    host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
-    mounts = {m["name"]: m for m in container["volumeMounts"]}
-    assert host_paths["sys"] == "/sys" and host_paths["proc"] == "/proc" and host_paths["root"] == "/"
-    assert all(m["readOnly"] for m in mounts.values())
-    args = container["args"]
-    assert f"--path.sysfs={mounts['sys']['mountPath']}" in args and f"--path.procfs={mounts['proc']['mountPath']}" in args
-    assert f"--path.rootfs={mounts['root']['mountPath']}" in args
-
-
-def test_node_agent_sees_the_host_mounts_made_after_it_started():
-    """/host/proc/self/mountstats lists the agent container's own mount namespace: the host's NFS and
-    Lustre mounts are there only through the host's / mounted with HostToContainer propagation
-    (without it, a mount made after the pod started, e.g. an automount, never shows up)."""
-    (ds,) = of_kind("DaemonSet")
-    (container,) = ds["spec"]["template"]["spec"]["containers"]
-    (root,) = [m for m in container["volumeMounts"] if m["name"] == "root"]
-    assert root["mountPropagation"] == "HostToContainer"
+def test_kustomization_applies_every_generated_file():
+    listed = set(yaml.safe_load((K8S / "kustomization.yaml").read_text())["resources"])
+    generated = {f"generated/{p.name}" for p in (K8S / "generated").iterdir()}
+    assert generated <= listed and all((K8S / name).exists() for name in listed)
+    # the rendered objects are the chart's, for the values it is rendered with (chart-values.yaml)
+    rendered = deploy_gen.manifests(deploy_gen.render_chart(yaml.safe_load(deploy_gen.CHART_VALUES.read_text())))
+    applied = k8s_objects()
+    assert all(o in applied for o in rendered) and len(rendered) >= 15
 
 
 def test_kustomize_builds_offline():
@@ -118,7 +53,8 @@ def test_kustomize_builds_offline():
     out = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True, check=True).stdout
     built = [d for d in yaml.safe_load_all(out) if d]
     assert len(built) == len(k8s_objects())
-    assert all(d["metadata"].get("namespace") == "lockstep" for d in built if d["kind"] != "Namespace")
+    cluster_scoped = ("Namespace", "ClusterRole", "ClusterRoleBinding")
+    assert all(d["metadata"].get("namespace") == "lockstep" for d in built if d["kind"] not in cluster_scoped)
 
 
 def test_compose_services_mounts_and_prometheus_config():
