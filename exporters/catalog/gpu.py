@@ -76,8 +76,30 @@ P2P_STATUS = gauge(
     "5 not_supported, 6 unknown. Anything but 0 means NCCL falls back to staging through host memory.",
     ("gpu", "peer"))
 
+# Added by issue 15: driver-reserved memory, page retirement, MIG instances.
+MEMORY_RESERVED = gauge("lockstep_gpu_memory_reserved_bytes",
+                        "Frame buffer memory the driver and firmware set aside (not in used_bytes; NVML v2 memory "
+                        "info, R510+).", G, "bytes")
+RETIRED_PAGES = gauge("lockstep_gpu_retired_pages",
+                      "Frame buffer pages retired (dynamic page retirement, GPUs before Ampere). cause: single_bit "
+                      "(multiple single-bit ECC errors), double_bit.", ("gpu", "cause"))
+RETIRED_PAGES_PENDING = gauge("lockstep_gpu_retired_pages_pending",
+                              "1 if a page retirement waits for the next driver reload or reboot, else 0.", G)
+MIG_MODE = gauge("lockstep_gpu_mig_mode",
+                 "1 if MIG is enabled on the GPU, 0 if disabled; absent on GPUs without MIG. With MIG on, the "
+                 "GPU's utilization is not supported and absent; see lockstep_gpu_mig_* per GPU instance.", G)
+MIG_INFO = gauge("lockstep_gpu_mig_info",
+                 "Always 1; a MIG device (compute instance) of a GPU: its GPU instance, compute instance, "
+                 "profile (e.g. 1g.10gb; empty where NVML does not say) and UUID (MIG-...), which schedulers "
+                 "hand to jobs.", ("gpu", "gpu_instance", "compute_instance", "profile", "uuid"))
+MIG_MEMORY_USED = gauge("lockstep_gpu_mig_memory_used_bytes", "Frame buffer memory in use in a MIG GPU instance.",
+                        ("gpu", "gpu_instance", "profile"), "bytes")
+MIG_MEMORY_TOTAL = gauge("lockstep_gpu_mig_memory_total_bytes", "Frame buffer memory of a MIG GPU instance.",
+                         ("gpu", "gpu_instance", "profile"), "bytes")
+
 METRICS = (INFO, UP, UTILIZATION, SM_ACTIVE, TENSOR_ACTIVE, SM_CLOCK, SM_CLOCK_MAX, POWER, POWER_LIMIT,
            ENERGY, TEMPERATURE, MEMORY_TEMPERATURE, MEMORY_USED, MEMORY_TOTAL, CLOCK_EVENT, ECC_ERRORS,
            REMAPPED_ROWS, XID_ERRORS, PCIE_REPLAY, PCIE_WIDTH, PCIE_WIDTH_MAX, PCIE_GEN, PCIE_GEN_MAX,
            NVLINK_ERRORS, JOB_INFO, MEMORY_UTILIZATION, SM_OCCUPANCY, DRAM_ACTIVE, NVLINK_BANDWIDTH, MEMORY_CLOCK,
-           MEMORY_CLOCK_MAX, PERSISTENCE_MODE, ECC_ENABLED, PCIE_LINK_DEGRADED, P2P_STATUS)
+           MEMORY_CLOCK_MAX, PERSISTENCE_MODE, ECC_ENABLED, PCIE_LINK_DEGRADED, P2P_STATUS, MEMORY_RESERVED,
+           RETIRED_PAGES, RETIRED_PAGES_PENDING, MIG_MODE, MIG_INFO, MIG_MEMORY_USED, MIG_MEMORY_TOTAL)

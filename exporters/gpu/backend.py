@@ -11,22 +11,24 @@ if TYPE_CHECKING:
     from exporters.config import ExporterConfig
     from exporters.gpu.protocol import Nvml, ProfSource
 
-BACKENDS = ("nvml", "dcgm", "sim:PATH")
+BACKENDS = ("nvml", "dcgm", "sim:PATH", "replay:FILE.xml")
 NAME_SETS = ("lockstep", "dcgm")
 
 
 @dataclass(frozen=True)
 class GpuOptions:
-    backend: str                 # nvml | dcgm | sim
-    sim_path: Path | None = None
+    backend: str                 # nvml | dcgm | sim | replay
+    sim_path: Path | None = None  # the sim backend's gpus.json, or the replay backend's capture
     dcgm_names: bool = False
     hostname: str = ""           # dcgm-exporter's Hostname label
     nvlink_per_link: bool = False
 
     @staticmethod
     def add_flags(group: argparse._ArgumentGroup) -> None:
-        group.add_argument("--gpu.backend", dest="gpu.backend", default=None, metavar="nvml|dcgm|sim:PATH",
-                           help="where GPU state comes from (default nvml; sim:PATH reads the simulator's gpus.json)")
+        group.add_argument("--gpu.backend", dest="gpu.backend", default=None,
+                           metavar="nvml|dcgm|sim:PATH|replay:FILE.xml",
+                           help="where GPU state comes from (default nvml; sim:PATH reads the simulator's gpus.json; "
+                                "replay:FILE.xml serves an `nvidia-smi -q -x` capture as that driver answered it)")
         group.add_argument("--gpu.metric-names", dest="gpu.metric-names", default=None, choices=NAME_SETS,
                            help="dcgm: also emit dcgm-exporter's DCGM_FI_* names and labels for shared fields "
                                 "(NVIDIA's Grafana dashboard works unchanged); default lockstep")
@@ -45,8 +47,9 @@ class GpuOptions:
                       nvlink_per_link=bool(config.flag("gpu.nvlink-per-link", False)))
         if spec in ("nvml", "dcgm"):
             return cls(spec, **common)
-        if spec.startswith("sim:") and len(spec) > 4:
-            return cls("sim", Path(spec[4:]), **common)
+        for kind in ("sim", "replay"):
+            if spec.startswith(f"{kind}:") and len(spec) > len(kind) + 1:
+                return cls(kind, Path(spec[len(kind) + 1:]), **common)
         raise ValueError(f"--gpu.backend: {spec!r} is not one of {', '.join(BACKENDS)}")
 
 
@@ -56,6 +59,9 @@ def open_backend(options: GpuOptions) -> "tuple[Nvml, ProfSource | None]":
         from exporters.gpu.sim import SimNvml
         sim = SimNvml(options.sim_path)
         return sim, SimProf(sim)
+    if options.backend == "replay":
+        from exporters.gpu.replay import ReplayNvml
+        return ReplayNvml(options.sim_path), None
     import pynvml
     if options.backend == "dcgm":
         from exporters.gpu.dcgm import open_dcgm

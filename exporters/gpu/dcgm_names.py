@@ -30,7 +30,7 @@ _TABLE: tuple[tuple[str, str, str, Callable[[GpuSnapshot], float | None]], ...] 
     ("DCGM_FI_DEV_MEM_CLOCK", GAUGE, "Memory clock frequency (in MHz).", _div("mem_clock_mhz", 1)),
     ("DCGM_FI_DEV_MEMORY_TEMP", GAUGE, "Memory temperature (in C).", _div("memory_temperature_c", 1)),
     ("DCGM_FI_DEV_GPU_TEMP", GAUGE, "GPU temperature (in C).", _div("temperature_c", 1)),
-    ("DCGM_FI_DEV_POWER_USAGE", GAUGE, "Power draw (in W).", _div("power_mw", 1000)),
+    ("DCGM_FI_DEV_POWER_USAGE", GAUGE, "Power draw (in W).", _div("power_average_mw", 1000)),
     ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", COUNTER, "Total energy consumption since boot (in mJ).",
      _div("energy_mj", 1)),
     ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", COUNTER, "Total number of PCIe retries.", _div("pcie_replay", 1)),
