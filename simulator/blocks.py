@@ -16,6 +16,7 @@ import numpy as np
 from exporters.catalog import analytics as A, fabric as F, gpu as G, power as W
 from exporters.catalog.enums import CLOCK_EVENT_BITS, IB_PORT_ACTIVE, IDLE_REASON, THERMAL_REASONS
 from exporters.catalog.model import Metric
+from exporters.catalog.xid import lookup
 from simulator import hardware as hw
 from simulator.model import State
 from simulator.signals import GPU, PFC, PORT, STORAGE, STORM, Signal
@@ -67,7 +68,10 @@ def _gpu_blocks(topo: Topology) -> list[Block]:
     xids = sorted({(topo.flat(f.node, f.gpu), f.code) for f in topo.scenario.faults if f.kind == "xid"})
     if xids:
         flat = np.array([g for g, _ in xids])
-        labels = {"node": lab["node"][flat], "gpu": lab["gpu"][flat], "xid": np.array([str(x) for _, x in xids])}
+        entries = [lookup(x) for _, x in xids]
+        labels = {"node": lab["node"][flat], "gpu": lab["gpu"][flat], "xid": np.array([str(x) for _, x in xids]),
+                  "severity": np.array([e.severity for e in entries]),
+                  "category": np.array([e.category for e in entries]), "action": np.array([e.action for e in entries])}
         blocks.append(Block(G.XID_ERRORS, labels, lambda s: _xid_counts(s, xids)))
     return blocks
 

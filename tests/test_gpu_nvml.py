@@ -103,7 +103,8 @@ def test_fake_nvml_golden(golden):
         collector.close()
     golden("gpu/fake_nvml.prom", text)
     assert 'lockstep_gpu_up{gpu="2"} 0' in text and 'lockstep_gpu_up{gpu="1"} 1' in text
-    assert 'gpu="2",' not in text.replace('lockstep_gpu_xid_errors_total{gpu="2",xid="79"}', "")
+    xid79 = 'lockstep_gpu_xid_errors_total{gpu="2",xid="79",severity="critical",category="hardware",action="reboot_node"}'
+    assert 'gpu="2",' not in text.replace(xid79, "")
     assert 'lockstep_gpu_power_watts{gpu="0"} 702.5' in text      # instant power field
     assert 'lockstep_gpu_power_watts{gpu="1"} 650' in text        # fell back to nvmlDeviceGetPowerUsage
     assert 'lockstep_gpu_memory_temperature_celsius{gpu="1"}' not in text  # absent, not zero

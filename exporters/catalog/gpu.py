@@ -33,7 +33,11 @@ REMAPPED_ROWS = gauge("lockstep_gpu_remapped_rows",
                       "Row remapping state. state: correctable, uncorrectable (rows remapped for that cause), "
                       "pending (1 if a remap awaits a GPU reset), failed (1 if a remap failed).", ("gpu", "state"))
 XID_ERRORS = counter("lockstep_gpu_xid_errors_total",
-                     "XID errors seen through NVML events; a repeated XID counts again.", ("gpu", "xid"))
+                     "XID errors seen through NVML events; a repeated XID counts again. severity (info, warning, "
+                     "critical), category (application, driver, engine, hardware, informational, unused, unknown) and "
+                     "action (none, restart_app, reset_gpu, reboot_node, service_hardware, update_software, "
+                     "investigate) come from NVIDIA's Xid Catalog (exporters/catalog/xid.csv).",
+                     ("gpu", "xid", "severity", "category", "action"))
 PCIE_REPLAY = counter("lockstep_gpu_pcie_replay_total", "PCIe replay counter.", G)
 PCIE_WIDTH = gauge("lockstep_gpu_pcie_link_width", "Current PCIe link width (lanes).", G)
 PCIE_WIDTH_MAX = gauge("lockstep_gpu_pcie_link_width_max", "Maximum PCIe link width (lanes).", G)

@@ -20,7 +20,7 @@ from exporters.gpu.protocol import Nvml, ProfSource
 from exporters.gpu.read import read_snapshot, read_static
 from exporters.gpu.samples import identity_samples, snapshot_samples
 from exporters.gpu.snapshot import GpuStatic
-from exporters.gpu.xid import XidWatcher
+from exporters.gpu.xid import XidWatcher, xid_samples
 from exporters.logs import once
 from exporters.sample import Sample
 
@@ -50,8 +50,7 @@ class GpuCollector:
         for index in range(count):
             samples += self._gpu(index, prof.get(index))
         if self._xid is not None:
-            samples += [Sample(m.XID_ERRORS, (str(gpu), str(xid)), float(events))
-                        for (gpu, xid), events in sorted(self._xid.counts().items())]
+            samples += xid_samples(self._xid.counts())
         return samples
 
     def close(self) -> None:
