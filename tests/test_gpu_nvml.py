@@ -103,8 +103,10 @@ def test_fake_nvml_golden(golden):
         collector.close()
     golden("gpu/fake_nvml.prom", text)
     assert 'lockstep_gpu_up{gpu="2"} 0' in text and 'lockstep_gpu_up{gpu="1"} 1' in text
-    xid79 = 'lockstep_gpu_xid_errors_total{gpu="2",xid="79",severity="critical",category="hardware",action="reboot_node"}'
-    assert 'gpu="2",' not in text.replace(xid79, "")
+    assert [line for line in text.splitlines() if 'gpu="2"' in line] == [
+        'lockstep_gpu_up{gpu="2"} 0', 'lockstep_gpu_health{gpu="2",check="bus"} 2',
+        'lockstep_gpu_health{gpu="2",check="xid"} 2', 'lockstep_gpu_healthy{gpu="2"} 0',
+        'lockstep_gpu_xid_errors_total{gpu="2",xid="79",severity="critical",category="hardware",action="reboot_node"} 1']
     assert 'lockstep_gpu_power_watts{gpu="0"} 702.5' in text      # instant power field
     assert 'lockstep_gpu_power_watts{gpu="1"} 650' in text        # fell back to nvmlDeviceGetPowerUsage
     assert 'lockstep_gpu_memory_temperature_celsius{gpu="1"}' not in text  # absent, not zero
@@ -125,14 +127,16 @@ def test_old_driver_without_field_values_golden(golden, options):
     assert "lockstep_gpu_memory_temperature_celsius" not in text
 
 
-def test_library_missing_reports_no_data_and_retries_later(options):
+def test_library_missing_reports_no_gpus_visible_and_retries_later(options):
+    """No driver: no GPU series, but the node says it sees 0 GPUs (so GPUMissing can fire)."""
     nvml = fake.FakeNvml([h100(0)], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
-    collector = GpuCollector(nvml, None, options)
-    assert list(collector.collect()) == []
+    collector = GpuCollector(nvml, None, dataclasses.replace(options, expected_count=8))
+    none_visible = ["lockstep_node_gpus_visible 0", "lockstep_node_gpus_expected 8"]
+    assert [line for line in render(collector).splitlines() if not line.startswith("#")] == none_visible
     nvml.init_error = None
-    assert list(collector.collect()) == []  # within the retry interval: no new nvmlInit
-    collector._retry_at = 0.0
-    assert any(s.metric.name == "lockstep_gpu_up" for s in collector.collect())
+    assert [line for line in render(collector).splitlines() if not line.startswith("#")] == none_visible
+    collector._retry_at = 0.0   # the retry interval passed: nvmlInit again
+    assert "lockstep_node_gpus_visible 1" in render(collector) and 'lockstep_gpu_up{gpu="0"} 1' in render(collector)
     collector.close()
 
 

@@ -79,7 +79,7 @@ def test_a_repeat_after_the_interval_is_logged_with_the_count_it_stood_for(caplo
     clock = iter([0.0, 10.0, 20.0, 61.0]).__next__
     monkeypatch.setattr(xid_module.time, "monotonic", clock)
     watcher = xid_module.XidWatcher.__new__(xid_module.XidWatcher)
-    watcher._gpus, watcher._counts, watcher._last, watcher._logged = {7: 0}, {}, {}, {}
+    watcher._gpus, watcher._counts, watcher._last, watcher._logged, watcher._seen_at = {7: 0}, {}, {}, {}, {}
     watcher._lock = xid_module.threading.Lock()
     monkeypatch.setattr(xid_module, "handle_key", lambda handle: handle)
     with caplog.at_level(logging.INFO, logger="lockstep.gpu.xid"):
@@ -88,3 +88,4 @@ def test_a_repeat_after_the_interval_is_logged_with_the_count_it_stood_for(caplo
     lines = [r for r in caplog.records if r.getMessage() == "GPU XID error"]
     assert [(r.fields["total"], r.fields["repeats_since_last_log"]) for r in lines] == [(1, 0), (4, 2)]
     assert watcher.counts() == {(0, 48): 4}
+    assert (watcher.worst_since(0, 60.0), watcher.worst_since(0, 61.0), watcher.worst_since(1, 0.0)) == (2, 0, 0)

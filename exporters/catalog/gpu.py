@@ -100,10 +100,29 @@ MIG_MEMORY_USED = gauge("lockstep_gpu_mig_memory_used_bytes", "Frame buffer memo
                         ("gpu", "gpu_instance", "profile"), "bytes")
 MIG_MEMORY_TOTAL = gauge("lockstep_gpu_mig_memory_total_bytes", "Frame buffer memory of a MIG GPU instance.",
                          ("gpu", "gpu_instance", "profile"), "bytes")
+# The per-GPU verdict (issue 15). Checks, and DCGM's health-watch systems reported as dcgm_<system>.
+HEALTH_CHECKS = ("bus", "xid", "ecc_uncorrectable", "row_remap", "retired_pages", "pcie", "nvlink", "thermal",
+                 "driver")
+DCGM_HEALTH_SYSTEMS = ("pcie", "nvlink", "pmu", "mcu", "mem", "sm", "inforom", "thermal", "power", "driver")
+HEALTH = gauge(
+    "lockstep_gpu_health",
+    "Verdict of one check of the GPU: 0 ok, 1 warning, 2 failed; absent where the GPU does not report what the "
+    "check needs. check: bus (2: lost, fell off the bus), xid (worst XID severity within --gpu.xid-window), "
+    "ecc_uncorrectable (2: volatile uncorrectable errors, reset needed), row_remap (1 pending, 2 failed), "
+    "retired_pages (1 at 15 or pending, 2 at 63), pcie (1: below max width or over 8 replays a minute), nvlink "
+    "(1: errors growing, 2: a link went down), thermal (1: thermal slowdown), driver (1: persistence mode off), "
+    "and dcgm_<system> (DCGM health watches: pcie, nvlink, pmu, mcu, mem, sm, inforom, thermal, power, driver).",
+    ("gpu", "check"))
+HEALTHY = gauge("lockstep_gpu_healthy", "0 if any lockstep_gpu_health check of the GPU failed (2), else 1.", G)
+GPUS_EXPECTED = gauge("lockstep_node_gpus_expected",
+                      "GPUs the node should have: --gpu.expected-count, or its Slurm GRES (--gpu.expected-count=slurm).")
+GPUS_VISIBLE = gauge("lockstep_node_gpus_visible",
+                     "GPUs NVML enumerates on the node; 0 while the driver or NVML is unavailable.")
 
 METRICS = (INFO, UP, UTILIZATION, SM_ACTIVE, TENSOR_ACTIVE, SM_CLOCK, SM_CLOCK_MAX, POWER, POWER_LIMIT,
            ENERGY, TEMPERATURE, MEMORY_TEMPERATURE, MEMORY_USED, MEMORY_TOTAL, CLOCK_EVENT, ECC_ERRORS,
            REMAPPED_ROWS, XID_ERRORS, PCIE_REPLAY, PCIE_WIDTH, PCIE_WIDTH_MAX, PCIE_GEN, PCIE_GEN_MAX,
            NVLINK_ERRORS, JOB_INFO, MEMORY_UTILIZATION, SM_OCCUPANCY, DRAM_ACTIVE, NVLINK_BANDWIDTH, MEMORY_CLOCK,
            MEMORY_CLOCK_MAX, PERSISTENCE_MODE, ECC_ENABLED, PCIE_LINK_DEGRADED, P2P_STATUS, MEMORY_RESERVED,
-           RETIRED_PAGES, RETIRED_PAGES_PENDING, MIG_MODE, MIG_INFO, MIG_MEMORY_USED, MIG_MEMORY_TOTAL)
+           RETIRED_PAGES, RETIRED_PAGES_PENDING, MIG_MODE, MIG_INFO, MIG_MEMORY_USED, MIG_MEMORY_TOTAL, HEALTH,
+           HEALTHY, GPUS_EXPECTED, GPUS_VISIBLE)

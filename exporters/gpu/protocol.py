@@ -57,7 +57,8 @@ class Nvml(Protocol):
 class ProfSource(Protocol):
     """DCGM profiling fields NVML lacks, per GPU index: ratios (0..1) and NVLink bytes/s.
 
-    Keys: sm_active, sm_occupancy, tensor_active, dram_active, nvlink_tx, nvlink_rx (any may be absent)."""
+    Keys: sm_active, sm_occupancy, tensor_active, dram_active, nvlink_tx, nvlink_rx (any may be absent).
+    A source with DCGM behind it also has ``health() -> {gpu: {"dcgm_<system>": 0|1|2}}``."""
 
     def read(self) -> Mapping[int, Mapping[str, float]]: ...
 

@@ -28,6 +28,7 @@ log = logging.getLogger("lockstep.gpu.xid")
 WAIT_MS = 500
 RETRY_S = 5.0
 LOG_INTERVAL_S = 60.0
+_LEVELS = {"info": 0, "warning": 1, "critical": 2}
 
 
 def handle_key(handle: Any) -> int:
@@ -49,6 +50,7 @@ class XidWatcher:
         self._counts: dict[tuple[int, int], int] = {}
         self._last: dict[int, int] = {}
         self._logged: dict[tuple[int, int], tuple[float, int]] = {}   # (gpu, xid) → (logged at, count then)
+        self._seen_at: dict[tuple[int, int], float] = {}              # (gpu, xid) → monotonic time of the last event
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lockstep-gpu-xid", daemon=True)
@@ -62,6 +64,13 @@ class XidWatcher:
     def last(self, gpu: int) -> int:
         with self._lock:
             return self._last.get(gpu, 0)
+
+    def worst_since(self, gpu: int, since: float) -> int:
+        """The verdict level of the XIDs ``gpu`` raised after monotonic time ``since``: 2 for a critical
+        one, 1 for a warning, 0 for none or only informational ones."""
+        with self._lock:
+            codes = [xid for (g, xid), at in self._seen_at.items() if g == gpu and at > since]
+        return max((_LEVELS[lookup(xid).severity] for xid in codes), default=0)
 
     def add(self, gpu: int, handle: Any) -> None:
         """Watch a GPU whose handle was missing when the watcher started. The event thread registers it
@@ -140,11 +149,12 @@ class XidWatcher:
         if gpu is None:
             return
         key = (gpu, xid)
+        now = time.monotonic()
         with self._lock:
             count = self._counts[key] = self._counts.get(key, 0) + 1
             self._last[gpu] = xid
+            self._seen_at[key] = now
         logged_at, logged_count = self._logged.get(key, (float("-inf"), 0))
-        now = time.monotonic()
         if now - logged_at >= LOG_INTERVAL_S:
             self._logged[key] = (now, count)
             entry = lookup(xid)
