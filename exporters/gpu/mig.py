@@ -4,15 +4,16 @@ the collector's ``(gpu, gpu_instance)`` labels.
 With MIG enabled, a GPU is split into GPU instances (own memory and SM slices), each holding compute
 instances; a "MIG device" is one compute instance and has its own NVML handle and UUID. Schedulers
 name what they hand out by MIG UUID (``MIG-<uuid>`` from R470; ``MIG-GPU-<uuid>/<gi>/<ci>`` before),
-which ``device_labels`` resolves for the Slurm and Kubernetes job mappings alike.
+which ``device_refs`` / ``read_device_refs`` resolve for the Slurm and Kubernetes job mappings alike.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Iterable
 
 import pynvml
 
-from exporters.gpu.errors import NvmlGuard, error_code
+from exporters.gpu.errors import GpuLost, NvmlGuard, error_code
 from exporters.gpu.protocol import Nvml
 from exporters.gpu.snapshot import MigDevice
 
@@ -58,19 +59,46 @@ def _device(nvml: Nvml, g: NvmlGuard, index: int, handle: Any) -> MigDevice | No
         memory_total=memory.total if memory is not None else None)
 
 
-def device_labels(gpus: Iterable[tuple[int, str, Iterable[MigDevice]]]) -> Mapping[str, tuple[str, str]]:
-    """``{device id: (gpu, gpu_instance)}`` for every id a scheduler may use: the GPU index and UUID
-    (gpu_instance ""), each MIG device's UUID and its pre-R470 ``MIG-GPU-<uuid>/<gi>/<ci>`` name.
-    ``gpus``: (index, UUID, MIG devices) of each GPU, as the collector read them."""
-    out: dict[str, tuple[str, str]] = {}
+@dataclass(frozen=True, slots=True)
+class DeviceRef:
+    """What one scheduler device id means to the collector."""
+
+    gpu: str            # the collector's ``gpu`` label (the parent GPU's index)
+    gpu_instance: str   # the MIG GPU instance id, "" for a whole GPU
+    uuid: str           # GPU-... or MIG-...: the ``uuid`` label of lockstep_gpu_job_info / _mig_info
+
+
+def device_refs(gpus: Iterable[tuple[int, str, Iterable[MigDevice]]]) -> dict[str, DeviceRef]:
+    """``{device id: DeviceRef}`` for every id a scheduler may hand out: the GPU index and UUID, each MIG
+    device's UUID and its pre-R470 ``MIG-GPU-<uuid>/<gi>/<ci>`` name. ``gpus``: (index, UUID, MIG
+    devices) of each GPU, as the collector read them."""
+    out: dict[str, DeviceRef] = {}
     for index, uuid, migs in gpus:
-        out[str(index)] = (str(index), "")
+        out[str(index)] = DeviceRef(str(index), "", uuid)
         if uuid:
-            out[uuid] = (str(index), "")
+            out[uuid] = out[str(index)]
         for mig in migs:
-            labels = (str(index), str(mig.gpu_instance))
-            if mig.uuid:
-                out[mig.uuid] = labels
-            if uuid and mig.compute_instance is not None:
-                out[f"MIG-{uuid}/{mig.gpu_instance}/{mig.compute_instance}"] = labels
+            known = uuid and mig.compute_instance is not None
+            legacy = f"MIG-{uuid}/{mig.gpu_instance}/{mig.compute_instance}" if known else ""
+            ref = DeviceRef(str(index), str(mig.gpu_instance), mig.uuid or legacy)
+            for key in (mig.uuid, legacy):
+                if key:
+                    out[key] = ref
     return out
+
+
+def read_device_refs(nvml: Nvml) -> dict[str, DeviceRef]:
+    """``device_refs`` of every GPU NVML sees now (NVML initialised by the caller); a lost GPU keeps its
+    index with an empty UUID."""
+    gpus = []
+    for index in range(nvml.nvmlDeviceGetCount()):
+        g = NvmlGuard(index)
+        try:
+            handle = g.call("nvmlDeviceGetHandleByIndex", nvml.nvmlDeviceGetHandleByIndex, index)
+            uuid = g.call("nvmlDeviceGetUUID", nvml.nvmlDeviceGetUUID, handle) or ""
+            mode = g.call("nvmlDeviceGetMigMode", nvml.nvmlDeviceGetMigMode, handle)
+            migs = read_migs(nvml, g, handle) if mode and mode[0] == pynvml.NVML_DEVICE_MIG_ENABLE else ()
+        except GpuLost:
+            uuid, migs = "", ()
+        gpus.append((index, uuid, migs))
+    return device_refs(gpus)
