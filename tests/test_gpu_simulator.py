@@ -47,13 +47,16 @@ def test_xid_79_counts_and_marks_only_that_gpu_lost(xid_tree):
         wait_for_xids(collector, {(6, 48): 1, (6, 79): 1})
         up = values(collector, "lockstep_gpu_up")
         temps = values(collector, "lockstep_gpu_temperature_celsius")
-        gpu6 = [s for s in collector.collect() if s.labels[0] == "6"]
+        gpu6 = [s for s in collector.collect() if s.labels[:1] == ("6",)]
     finally:
         collector.close()
     assert up == {str(g): (0.0 if g == 6 else 1.0) for g in range(8)}
     assert sorted(temps) == [str(g) for g in range(8) if g != 6]
-    # Lost before the agent first saw it: no UUID to report, only that it is down and what it logged.
-    assert sorted({s.metric.name for s in gpu6}) == ["lockstep_gpu_up", "lockstep_gpu_xid_errors_total"]
+    # Lost before the agent first saw it: no UUID to report, only that it is down, its verdict (fell off
+    # the bus, a critical XID) and what it logged.
+    assert sorted({s.metric.name for s in gpu6}) == ["lockstep_gpu_health", "lockstep_gpu_healthy", "lockstep_gpu_up",
+                                                     "lockstep_gpu_xid_errors_total"]
+    assert {s.labels[1]: s.value for s in gpu6 if s.metric.name == "lockstep_gpu_health"} == {"bus": 2, "xid": 2}
 
 
 def test_thermal_straggler_shows_on_the_throttled_gpu_only(tmp_path):
