@@ -46,7 +46,7 @@ def test_mig_instances_are_reported_and_parent_utilization_absent():
     collector = GpuCollector(fake.FakeNvml([mig_gpu(), h100(1)]), None, GpuOptions("nvml"), watch_xid=False)
     text = render(collector)
     collector.close()
-    assert 'lockstep_gpu_mig_mode{gpu="0"} 1' in text and 'lockstep_gpu_mig_mode{gpu="1"}' not in text
+    assert 'lockstep_gpu_mig_mode{gpu="0"} 1' in text and 'lockstep_gpu_mig_mode{gpu="1"} 0' in text
     assert 'lockstep_gpu_utilization_ratio{gpu="0"}' not in text and 'lockstep_gpu_utilization_ratio{gpu="1"}' in text
     assert (f'lockstep_gpu_mig_info{{gpu="0",gpu_instance="1",compute_instance="1",profile="1c.2g.20gb",'
             f'uuid="{MIG_B}"}} 1') in text

@@ -38,6 +38,7 @@ _TABLE: tuple[tuple[str, str, str, Callable[[GpuSnapshot], float | None]], ...] 
     ("DCGM_FI_DEV_MEM_COPY_UTIL", GAUGE, "Memory utilization (in %).", _div("utilization_memory", 1)),
     ("DCGM_FI_DEV_FB_FREE", GAUGE, "Framebuffer memory free (in MiB).", _div("memory_free", MIB)),
     ("DCGM_FI_DEV_FB_USED", GAUGE, "Framebuffer memory used (in MiB).", _div("memory_used", MIB)),
+    ("DCGM_FI_DEV_FB_RESERVED", GAUGE, "Framebuffer memory reserved (in MiB).", _div("memory_reserved", MIB)),
     ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", COUNTER, "Number of remapped rows for uncorrectable errors",
      _div("remapped_uncorrectable", 1)),
     ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", COUNTER, "Number of remapped rows for correctable errors",

@@ -183,7 +183,8 @@ class SimNvml(SimEvents):
         return self._unsupported(device)
 
     def nvmlDeviceGetMigMode(self, device: Any) -> list[int]:
-        return self._unsupported(device)   # the simulated H100s run without MIG
+        self.gpu(device)   # H100s can run MIG; the simulated ones have it disabled, as NVML says then
+        return [pynvml.NVML_DEVICE_MIG_DISABLE, pynvml.NVML_DEVICE_MIG_DISABLE]
 
     def _unsupported(self, handle: Any) -> Any:
         self.gpu(handle)
