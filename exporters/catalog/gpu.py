@@ -1,6 +1,8 @@
 """GPU metrics (NVML, DCGM, or the simulator's NVML-shaped state). Per-GPU series carry ``gpu``
 (the index); the UUID, model and bus id live on ``lockstep_gpu_info`` only, to keep cardinality low."""
 from exporters.catalog.enums import CLOCK_EVENT_REASONS
+from exporters.catalog.enums import (DCGM_HEALTH_SYSTEMS, HEALTH_FAILED, HEALTH_OK, HEALTH_WARNING, XID_ACTIONS,
+                                     XID_CATEGORIES, XID_SEVERITIES)
 from exporters.catalog.model import counter, gauge
 
 G = ("gpu",)
@@ -33,10 +35,9 @@ REMAPPED_ROWS = gauge("lockstep_gpu_remapped_rows",
                       "Row remapping state. state: correctable, uncorrectable (rows remapped for that cause), "
                       "pending (1 if a remap awaits a GPU reset), failed (1 if a remap failed).", ("gpu", "state"))
 XID_ERRORS = counter("lockstep_gpu_xid_errors_total",
-                     "XID errors seen through NVML events; a repeated XID counts again. severity (info, warning, "
-                     "critical), category (application, driver, engine, hardware, informational, unused, unknown) and "
-                     "action (none, restart_app, reset_gpu, reboot_node, service_hardware, update_software, "
-                     "investigate) come from NVIDIA's Xid Catalog (exporters/catalog/xid.csv).",
+                     "XID errors seen through NVML events; a repeated XID counts again. severity "
+                     f"({', '.join(XID_SEVERITIES)}), category ({', '.join(XID_CATEGORIES)}) and action "
+                     f"({', '.join(XID_ACTIONS)}) come from NVIDIA's Xid Catalog (exporters/catalog/xid.csv).",
                      ("gpu", "xid", "severity", "category", "action"))
 PCIE_REPLAY = counter("lockstep_gpu_pcie_replay_total", "PCIe replay counter.", G)
 PCIE_WIDTH = gauge("lockstep_gpu_pcie_link_width", "Current PCIe link width (lanes).", G)
@@ -100,18 +101,15 @@ MIG_MEMORY_USED = gauge("lockstep_gpu_mig_memory_used_bytes", "Frame buffer memo
                         ("gpu", "gpu_instance", "profile"), "bytes")
 MIG_MEMORY_TOTAL = gauge("lockstep_gpu_mig_memory_total_bytes", "Frame buffer memory of a MIG GPU instance.",
                          ("gpu", "gpu_instance", "profile"), "bytes")
-# The per-GPU verdict (issue 15). Checks, and DCGM's health-watch systems reported as dcgm_<system>.
-HEALTH_CHECKS = ("bus", "xid", "ecc_uncorrectable", "row_remap", "retired_pages", "pcie", "nvlink", "thermal",
-                 "driver")
-DCGM_HEALTH_SYSTEMS = ("pcie", "nvlink", "pmu", "mcu", "mem", "sm", "inforom", "thermal", "power", "driver")
+# The per-GPU verdict (issue 15): the agent's checks, and DCGM's health-watch systems as dcgm_<system>.
 HEALTH = gauge(
     "lockstep_gpu_health",
-    "Verdict of one check of the GPU: 0 ok, 1 warning, 2 failed; absent where the GPU does not report what the "
-    "check needs. check: bus (2: lost, fell off the bus), xid (worst XID severity within --gpu.xid-window), "
-    "ecc_uncorrectable (2: volatile uncorrectable errors, reset needed), row_remap (1 pending, 2 failed), "
-    "retired_pages (1 at 15 or pending, 2 at 63), pcie (1: below max width or over 8 replays a minute), nvlink "
-    "(1: errors growing, 2: a link went down), thermal (1: thermal slowdown), driver (1: persistence mode off), "
-    "and dcgm_<system> (DCGM health watches: pcie, nvlink, pmu, mcu, mem, sm, inforom, thermal, power, driver).",
+    f"Verdict of one check of the GPU: {HEALTH_OK} ok, {HEALTH_WARNING} warning, {HEALTH_FAILED} failed; absent where "
+    "the GPU does not report what the check needs. check: bus (2: lost, fell off the bus), xid (worst XID severity "
+    "within --gpu.xid-window), ecc_uncorrectable (2: volatile uncorrectable errors, reset needed), row_remap "
+    "(1 pending, 2 failed), retired_pages (1 at 15 or pending, 2 at 63), pcie (1: below max width or over 8 "
+    "replays a minute), nvlink (1: errors growing, 2: a link went down), thermal (1: thermal slowdown), driver "
+    f"(1: persistence mode off), and dcgm_<system> (DCGM health watches: {', '.join(DCGM_HEALTH_SYSTEMS)}).",
     ("gpu", "check"))
 HEALTHY = gauge("lockstep_gpu_healthy", "0 if any lockstep_gpu_health check of the GPU failed (2), else 1.", G)
 GPUS_EXPECTED = gauge("lockstep_node_gpus_expected",

@@ -4,6 +4,8 @@ there), and the one rule turning a code into what operators act on.
 ``lockstep_gpu_xid_errors_total`` carries each code's ``severity``, ``category`` and ``action``; alert
 rules and the quarantine receiver act on those labels, never on a list of codes.
 
+The vocabularies are in ``enums`` (XID_CATEGORIES, XID_ACTIONS, XID_SEVERITIES):
+
 - category: ``application`` (NVIDIA points at the workload: CHECK_APP/CUDA, the XID 13/31/137 flows,
   or its trigger text says so), ``driver`` (driver, firmware or GSP software), ``engine`` (a GPU
   engine faulted or timed out and NVIDIA names no cause), ``hardware`` (memory, PCIe, NVLink, power),
@@ -21,11 +23,10 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-CATEGORIES = ("application", "driver", "engine", "hardware", "informational", "unused")
-ACTIONS = ("none", "restart_app", "reset_gpu", "reboot_node", "service_hardware", "update_software", "investigate")
-SEVERITIES = ("info", "warning", "critical")
-# Actions after which the node must take no new work until the GPU is reset, the node rebooted or repaired.
-DRAIN_ACTIONS = ("reset_gpu", "reboot_node", "service_hardware")
+from exporters.catalog.enums import (XID_ACTIONS as ACTIONS, XID_CATEGORIES as CATEGORIES, XID_CRITICAL,  # noqa: F401
+                                     XID_DRAIN_ACTIONS as DRAIN_ACTIONS, XID_INFO, XID_SEVERITIES as SEVERITIES,
+                                     XID_WARNING)
+
 BUCKETS = {"IGNORE": "none", "RESTART_APP": "restart_app", "RESET_GPU": "reset_gpu", "RESTART_BM": "reboot_node",
            "RESTART_VM": "reboot_node", "CHECK_MECHANICALS": "service_hardware", "UPDATE_SWFW": "update_software",
            "CONTACT_SUPPORT": "investigate"}
@@ -52,10 +53,10 @@ class Xid:
 
 def severity(category: str, action: str) -> str:
     if action in DRAIN_ACTIONS:
-        return "critical"
+        return XID_CRITICAL
     if action != "none" or category == "hardware":
-        return "warning"
-    return "info"
+        return XID_WARNING
+    return XID_INFO
 
 
 # A code newer than this table (drivers add codes every branch): someone should look.

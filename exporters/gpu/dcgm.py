@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
+from exporters.catalog.enums import DCGM_HEALTH_SYSTEMS
+
 log = logging.getLogger("lockstep.gpu.dcgm")
 
 # dcgm_fields.DCGM_FI_PROF_* ids (stable across DCGM 2.x/3.x); ratios except NVLink (bytes/s).
@@ -17,8 +19,7 @@ PROF_FIELDS = {1002: "sm_active", 1003: "sm_occupancy", 1004: "tensor_active", 1
                1011: "nvlink_tx", 1012: "nvlink_rx"}
 UPDATE_US = 1_000_000
 # dcgm_structs: DCGM_HEALTH_WATCH_* bits, DCGM_HEALTH_RESULT_PASS/WARN/FAIL, dcgm_fields.DCGM_FE_GPU.
-HEALTH_SYSTEMS = {0x1: "pcie", 0x2: "nvlink", 0x4: "pmu", 0x8: "mcu", 0x10: "mem", 0x20: "sm", 0x40: "inforom",
-                  0x80: "thermal", 0x100: "power", 0x200: "driver"}
+HEALTH_SYSTEMS = dict(zip((0x1, 0x2, 0x4, 0x8, 0x10, 0x20, 0x40, 0x80, 0x100, 0x200), DCGM_HEALTH_SYSTEMS))
 HEALTH_WATCH_ALL = 0xFFFFFFFF
 HEALTH_LEVELS = {0: 0, 10: 1, 20: 2}
 FE_GPU = 1

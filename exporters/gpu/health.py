@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from exporters.catalog import gpu as m
+from exporters.catalog.enums import HEALTH_FAILED, HEALTH_OK, HEALTH_WARNING, THERMAL_REASONS, reason_bits
 from exporters.gpu.snapshot import GpuSnapshot
 from exporters.sample import Sample
 
-OK, WARNING, FAILED = 0, 1, 2
+OK, WARNING, FAILED = HEALTH_OK, HEALTH_WARNING, HEALTH_FAILED
 PCIE_REPLAYS_PER_MINUTE = 8
 RETIRED_PAGES_WARNING, RETIRED_PAGES_FAILED = 15, 63
 NVLINK_CRC_PER_SECOND = 100.0
-_THERMAL = 0x20 | 0x40   # sw_thermal_slowdown, hw_thermal_slowdown
+_THERMAL = reason_bits(THERMAL_REASONS)
 
 
 @dataclass(slots=True)

@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 import pynvml
 
+from exporters.catalog.enums import CLOCK_EVENT_BITS
+
 MIB = 1 << 20
 
 
@@ -90,10 +92,8 @@ SCALARS: dict[str, tuple[str, tuple[str, ...]]] = {
     "remap_pending": ("flag", ("remapped_rows/remapped_row_pending",)),
     "remap_failure": ("flag", ("remapped_rows/remapped_row_failure",)),
 }
-# nvmlClocksEventReason* bits by the suffix nvidia-smi gives each reason.
-REASON_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
-               "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
-               "hw_power_brake_slowdown": 0x80, "display_clocks_setting": 0x100}
+# nvmlClocksEventReason* bits by the suffix nvidia-smi gives each reason (it says display_clocks_setting).
+REASON_BITS = {**CLOCK_EVENT_BITS, "display_clocks_setting": CLOCK_EVENT_BITS["display_clock_setting"]}
 # Volatile ECC totals: the sum over memory locations of each layout (nvmlDeviceGetTotalEccErrors).
 _ECC_LAYOUTS = {"corrected": (("single_bit/total",), ("sram_correctable", "dram_correctable")),
                 "uncorrected": (("double_bit/total",), ("sram_uncorrectable", "dram_uncorrectable"),
