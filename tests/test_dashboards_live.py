@@ -49,7 +49,8 @@ def wait_for(url: str, exprs: tuple[str, ...], timeout: float = 40.0) -> None:
 def test_panel_queries_on_a_live_simulated_cluster(tmp_path, stack):
     root = tmp_path / "root"
     localcluster.start_sim(SCENARIO, root, stack, speed=10)
-    agents = localcluster.start_node_agents(root, stack, extra_args=["--infiniband.expected-rate=mlx5_*=400"])
+    agents = localcluster.start_node_agents(root, stack, extra_args=["--infiniband.expected-rate=mlx5_*=400",
+                                                                     "--gpu.expected-count=8"])
     bad = tmp_path / "bad-gpus.json"
     bad.write_text('{"version": 1, "gpus": [')  # truncated: the GPU collector fails on every scrape
     broken = localcluster.start_node_agents(root, stack, nodes=["node01"], extra_args=[
@@ -70,8 +71,11 @@ def test_panel_queries_on_a_live_simulated_cluster(tmp_path, stack):
     assert {"lockstep_fabric_rail_info", "lockstep_gpu_p2p_status", "lockstep_nfs_rpc_rtt_seconds_total"} <= present
     assert RECORDED <= present
     stats = {q.panel: check.run(prom.url, q, start, end, 1) for q in check.panel_queries(build_all(), VALUES)
-             if q.panel in ("Collectors failing", "Links degraded", "Throughput per rail")}
+             if q.panel in ("Collectors failing", "Links degraded", "Throughput per rail", "GPUs failing a check",
+                            "GPUs missing")}
     assert stats["Collectors failing"][0]["values"][-1][1] == "1"   # node99's GPU collector
+    assert stats["GPUs failing a check"][0]["values"][-1][1] == "1"   # the GPU lost to XID 79: check bus
+    assert stats["GPUs missing"][0]["values"][-1][1] == "0"           # 8 expected, 8 enumerated (one lost)
     # node99's eight ports run at 400 Gb/s against an expected 800 (mlx5_4 may be down mid-flap).
     assert stats["Links degraded"][0]["values"][-1][1] in ("7", "8")
     assert {r["metric"]["rail"] for r in stats["Throughput per rail"]} == {str(i) for i in range(8)}
