@@ -9,6 +9,7 @@ as DCGM's own watches do. A check whose inputs the GPU does not report is absent
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Mapping
 
 from exporters.catalog import gpu as m
@@ -117,7 +118,14 @@ def nvlink_check(now: dict[str, tuple[float | None, ...]], before: dict[str, tup
     return OK
 
 
-def health_samples(gpu: str, checks: Mapping[str, int]) -> list[Sample]:
-    out = [Sample(m.HEALTH, (gpu, check), float(level)) for check, level in checks.items()]
-    out.append(Sample(m.HEALTHY, (gpu,), 0.0 if FAILED in checks.values() else 1.0))
-    return out
+def health_samples(gpu: str, checks: Mapping[str, int]) -> tuple[Sample, ...]:
+    return _samples(gpu, tuple(checks.items()))
+
+
+# A verdict changes rarely: its ~10 series per GPU are built once per (gpu, verdict) and reused (the
+# bound only caps memory for a flapping GPU), as samples.py does for the clock-event reasons.
+@lru_cache(maxsize=1024)
+def _samples(gpu: str, checks: tuple[tuple[str, int], ...]) -> tuple[Sample, ...]:
+    out = [Sample(m.HEALTH, (gpu, check), float(level)) for check, level in checks]
+    out.append(Sample(m.HEALTHY, (gpu,), 0.0 if any(level == FAILED for _, level in checks) else 1.0))
+    return tuple(out)
