@@ -255,18 +255,6 @@ async def test_dry_run_does_not_poison_the_state_file_of_a_later_live_run(aiohtt
     assert scontrol() == [["update", "NodeName=node01", "State=DRAIN", "Reason=lockstep GPUXidCritical gpu=3 xid=79"]]
 
 
-async def test_dry_run_of_the_documented_xids(aiohttp_client, scontrol) -> None:
-    """Dry run (the default): XID 79 and 48 are logged as drains, 94 and 13 not at all; nothing runs."""
-    client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN)))
-    status, body = await _post(client, notification(
-        xid("node01", "3", "79", action="reboot_node"), xid("node02", "1", "48", action="reset_gpu"),
-        xid("node03", "2", "94", action="restart_app", alertname="GPUXidWarning"),
-        xid("node04", "0", "13", action="restart_app")))
-    assert status == 200 and [(a["node"], a["action"]) for a in body["actions"]] == [
-        ("node01", "dry_run"), ("node02", "dry_run")]
-    assert scontrol() == []
-
-
 def test_a_repaired_node_is_drained_again_on_a_new_fault_a_day_later_within_the_cap() -> None:
     """The drained-node memory only absorbs Alertmanager's re-sends of the same firing group (every
     repeat_interval, 4h by default). A node a human repaired and resumed must be drained again when it

@@ -28,6 +28,14 @@ _FIELDS = {pynvml.NVML_FI_DEV_MEMORY_TEMP: "temp_memory", pynvml.NVML_FI_DEV_POW
            pynvml.NVML_FI_DEV_RETIRED_SBE: "retired_sbe", pynvml.NVML_FI_DEV_RETIRED_DBE: "retired_dbe",
            pynvml.NVML_FI_DEV_RETIRED_PENDING: "retired_pending"}
 _CLOCKS = {pynvml.NVML_CLOCK_SM: "sm", pynvml.NVML_CLOCK_MEM: "mem"}
+# Calls that answer one captured value of the GPU, as pynvml's ``fn(handle)``.
+_SCALAR_CALLS = {
+    "nvmlDeviceGetName": "name", "nvmlDeviceGetMinorNumber": "minor", "nvmlDeviceGetPersistenceMode": "persistence",
+    "nvmlDeviceGetPowerUsage": "power_usage", "nvmlDeviceGetEnforcedPowerLimit": "power_limit",
+    "nvmlDeviceGetCurrentClocksThrottleReasons": "clock_reasons", "nvmlDeviceGetPcieReplayCounter": "pcie_replay",
+    "nvmlDeviceGetCurrPcieLinkWidth": "pcie_width", "nvmlDeviceGetMaxPcieLinkWidth": "pcie_width_max",
+    "nvmlDeviceGetCurrPcieLinkGeneration": "pcie_gen", "nvmlDeviceGetMaxPcieLinkGeneration": "pcie_gen_max",
+}
 
 
 def _answer(value: Any) -> Any:
@@ -36,11 +44,20 @@ def _answer(value: Any) -> Any:
     return value
 
 
+def _scalar_call(name: str, key: str) -> Any:
+    def call(self: "ReplayNvml", handle: Any) -> Any:
+        return self._get(handle, key)
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
 def _key(handle: Any) -> int:
     return ctypes.cast(handle, ctypes.c_void_p).value or 0
 
 
 class ReplayNvml:
+    """Also answers every call of ``_SCALAR_CALLS`` (set below the class)."""
+
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.log = parse_smi_log(self.path.read_text(), str(self.path))  # SmiFormatError names file and element
@@ -105,19 +122,10 @@ class ReplayNvml:
             raise pynvml.NVMLError(NOT_CAPTURED.code)   # schema v12 prints no MIG device UUID
         return self._get(handle, "uuid")
 
-    def nvmlDeviceGetName(self, handle: Any) -> str:
-        return self._get(handle, "name")
-
     def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:
         info = pynvml.nvmlPciInfo_t()
         info.busId = self._get(handle, "pci_bus_id").encode()
         return info
-
-    def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:
-        return self._get(handle, "minor")
-
-    def nvmlDeviceGetPersistenceMode(self, handle: Any) -> int:
-        return self._get(handle, "persistence")
 
     # -- per-scrape values ---------------------------------------------------------------------
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
@@ -129,12 +137,6 @@ class ReplayNvml:
 
     def nvmlDeviceGetMaxClockInfo(self, handle: Any, type: int) -> int:
         return self._get(handle, f"max_clock_{_CLOCKS[type]}") if type in _CLOCKS else _answer(NOT_CAPTURED)
-
-    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
-        return self._get(handle, "power_usage")
-
-    def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:
-        return self._get(handle, "power_limit")
 
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int:
         self._gpu(handle)
@@ -162,9 +164,6 @@ class ReplayNvml:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
         return self._get(handle, "clock_reasons")
 
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any) -> int:
-        return self._get(handle, "clock_reasons")
-
     def nvmlDeviceGetEccMode(self, handle: Any) -> list[int]:
         return [self._get(handle, "ecc_current"), self._get(handle, "ecc_pending")]
 
@@ -183,21 +182,6 @@ class ReplayNvml:
 
     def nvmlDeviceGetRetiredPagesPendingStatus(self, device: Any) -> int:
         return self._get(device, "retired_pending")
-
-    def nvmlDeviceGetPcieReplayCounter(self, handle: Any) -> int:
-        return self._get(handle, "pcie_replay")
-
-    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: Any) -> int:
-        return self._get(handle, "pcie_width")
-
-    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any) -> int:
-        return self._get(handle, "pcie_width_max")
-
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: Any) -> int:
-        return self._get(handle, "pcie_gen")
-
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int:
-        return self._get(handle, "pcie_gen_max")
 
     def nvmlDeviceGetNvLinkState(self, device: Any, link: int) -> int:
         self._gpu(device)
@@ -269,3 +253,7 @@ class ReplayNvml:
 
     def nvmlEventSetFree(self, eventSet: Any) -> None:
         pass
+
+
+for _name, _field in _SCALAR_CALLS.items():
+    setattr(ReplayNvml, _name, _scalar_call(_name, _field))
