@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import pynvml
 
 from exporters.catalog import gpu as m
+from exporters.catalog.enums import HEALTH_FAILED, HEALTH_OK, HEALTH_WARNING, XID_CRITICAL, XID_INFO, XID_WARNING
 from exporters.catalog.xid import lookup
 from exporters.gpu.errors import error_code
 from exporters.gpu.protocol import Nvml
@@ -28,7 +29,8 @@ log = logging.getLogger("lockstep.gpu.xid")
 WAIT_MS = 500
 RETRY_S = 5.0
 LOG_INTERVAL_S = 60.0
-_LEVELS = {"info": 0, "warning": 1, "critical": 2}
+# An XID's severity as a level of the xid health check.
+_LEVELS = {XID_INFO: HEALTH_OK, XID_WARNING: HEALTH_WARNING, XID_CRITICAL: HEALTH_FAILED}
 
 
 def handle_key(handle: Any) -> int:
@@ -158,7 +160,7 @@ class XidWatcher:
         if now - logged_at >= LOG_INTERVAL_S:
             self._logged[key] = (now, count)
             entry = lookup(xid)
-            log.log(logging.ERROR if entry.severity == "critical" else logging.WARNING, "GPU XID error",
+            log.log(logging.ERROR if entry.severity == XID_CRITICAL else logging.WARNING, "GPU XID error",
                     extra=kv(gpu=gpu, xid=xid, severity=entry.severity, category=entry.category, action=entry.action,
                              repeats_since_last_log=count - logged_count - 1, total=count))
 
