@@ -6,7 +6,7 @@ from __future__ import annotations
 import pynvml
 import pytest
 
-from exporters.collectors.jobs import JobsCollector
+from exporters.collectors.jobs import JobsCollector, JobsOptions
 from exporters.gpu.backend import GpuOptions
 from exporters.gpu.collector import GpuCollector
 from exporters.gpu.mig import DeviceRef, profile_name, read_device_refs
@@ -71,6 +71,6 @@ def test_slurm_mapping_keyed_by_mig_uuid(tmp_path):
                                              "SLURM_JOB_USER": "carol"}, tmp_path).returncode == 0
     jobs = tmp_path / "node00/gpu-jobs"
     assert sorted(p.name for p in jobs.iterdir() if not p.name.startswith(".")) == [MIG_C]
-    collector = JobsCollector(jobs, tmp_path / "node00/gpu-jobs-users",
+    collector = JobsCollector(JobsOptions(jobs, tmp_path / "node00/gpu-jobs-users"),
                               lambda: read_device_refs(fake.FakeNvml([mig_gpu(), h100(1)])))
     assert [s.labels for s in collector.collect()] == [("0", MIG_C, "77", "carol")]
