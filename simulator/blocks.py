@@ -18,6 +18,7 @@ from exporters.catalog.enums import CLOCK_EVENT_BITS, IB_PORT_ACTIVE, IDLE_REASO
 from exporters.catalog.model import Metric
 from exporters.catalog.xid import lookup
 from simulator import hardware as hw
+from simulator.faults import fault_xid
 from simulator.model import State
 from simulator.signals import GPU, PFC, PORT, STORAGE, STORM, Signal
 from simulator.topology import Topology
@@ -65,7 +66,8 @@ def _gpu_blocks(topo: Topology) -> list[Block]:
     for reason, bit in REASONS.items():
         blocks.append(Block(G.CLOCK_EVENT, {**lab, "reason": np.full(topo.n_gpus, reason)},
                             (lambda b: lambda s: shown(s, (s.gpu["reasons"] & b) > 0))(bit)))
-    xids = sorted({(topo.flat(f.node, f.gpu), f.code) for f in topo.scenario.faults if f.kind == "xid"})
+    xids = sorted({(topo.flat(f.node, f.gpu), code) for f in topo.scenario.faults
+                   if (code := fault_xid(f)) is not None})
     if xids:
         flat = np.array([g for g, _ in xids])
         entries = [lookup(x) for _, x in xids]
