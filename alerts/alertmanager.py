@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from alerts.config import AlertsConfig
 from alerts.model import dump
+from alerts.quarantine import DRAIN_ALERTS, XID_ALERTS
 from exporters.catalog.enums import PAGE, TICKET
 
 GROUP_BY = ["cluster", "job_id", "alertname"]
-# Hardware faults after which a node must not take work: what the quarantine receiver drains.
-QUARANTINE_ALERTS = ("GPUUncorrectableECC", "GPUXidCritical", "GPUFellOffBus", "GPURowRemapFailure",
-                     "InfiniBandLinkDown")
-GPU_LOWER = "GPUXidCritical|GPUUncorrectableECC|GPURowRemapFailure|GPUThermalThrottling"
+# What the quarantine receiver is sent: the hardware faults it drains for, and the XID alerts it
+# drains for by their action label.
+QUARANTINE_ALERTS = DRAIN_ALERTS + XID_ALERTS
+GPU_LOWER = "GPUXid.*|GPUUncorrectableECC|GPURowRemap.*|GPUThermalThrottling"
 
 
 def inhibit_rules(config: AlertsConfig) -> list[dict]:

@@ -41,8 +41,7 @@ class Thresholds:
     ib_flap_window: str = "15m"
     ib_symbol_errors: float = 10            # symbol errors within ib_symbol_window
     ib_symbol_window: str = "10m"
-    gpu_event_window: str = "10m"           # XID / ECC increase window
-    critical_xids: str = "48|61|62|63|64|74|79|92|94|95|119|120|140"
+    gpu_event_window: str = "10m"           # XID / ECC increase window (which XIDs page: the XID catalog's severity)
     # The analytics service scores no straggler while the whole job is stalled (every rank waits), so a
     # straggler vanishes during each stall; hold its alert through them instead of resolving/re-firing.
     straggler_keep_firing_for: str = "10m"

@@ -14,12 +14,16 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from exporters.catalog import xid
+from exporters.catalog.enums import XID_DRAIN_ACTIONS
 from exporters.jsonload import load_json
 
-# Alerts after which a node must take no more work; GPUXidCritical only for XID 79 (fell off the bus):
-# other critical XIDs can clear with a GPU reset and are a human's call.
-DRAIN_ALERTS = ("GPUUncorrectableECC", "GPURowRemapFailure", "InfiniBandLinkDown", "GPUFellOffBus")
-DRAIN_XIDS = ("79",)
+# Alerts after which a node must take no more work until someone resets a GPU, reboots or repairs it.
+DRAIN_ALERTS = ("GPUUncorrectableECC", "GPURowRemapFailure", "GPURowRemapPending", "InfiniBandLinkDown",
+                "GPUFellOffBus", "GPUMissing")
+# XID alerts drain by the recovery action the XID catalog gives the code (the alert's `action` label),
+# never by a list of codes: reset_gpu, reboot_node and service_hardware all need the node empty first.
+XID_ALERTS = ("GPUXidCritical", "GPUXidWarning")
 WINDOW_S = 3600.0
 # How long a drained node counts as handled. Long enough to absorb Alertmanager's re-sends of a firing
 # group (repeat_interval, 4h), short enough that a node repaired and resumed is drained on a new fault.
@@ -51,13 +55,21 @@ def _clean(value: str) -> str:
 
 
 def _reason(labels: dict[str, str]) -> str:
-    detail = " ".join(f"{k}={_clean(labels[k])}" for k in ("gpu", "xid", "device", "port") if labels.get(k))
+    detail = " ".join(f"{k}={_clean(labels[k])}" for k in ("gpu", "xid", "action", "device", "port") if labels.get(k))
     return f"lockstep {_clean(labels['alertname'])} {detail}".strip()
+
+
+def xid_action(labels: dict[str, str]) -> str:
+    """The XID's recovery action: the alert's ``action`` label, else the catalog's for its ``xid``."""
+    if labels.get("action"):
+        return labels["action"]
+    code = labels.get("xid", "")
+    return xid.lookup(int(code)).action if code.isdigit() else ""
 
 
 def is_hardware_fault(labels: dict[str, str]) -> bool:
     name = labels.get("alertname", "")
-    return name in DRAIN_ALERTS or (name == "GPUXidCritical" and labels.get("xid") in DRAIN_XIDS)
+    return name in DRAIN_ALERTS or (name in XID_ALERTS and xid_action(labels) in XID_DRAIN_ACTIONS)
 
 
 def parse_notification(body: bytes) -> list[DrainRequest]:

@@ -25,7 +25,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("quarantine-receiver", allow_abbrev=False,
                        help="Alertmanager webhook that drains faulty nodes in Slurm",
                        description="Alertmanager webhook (POST /alerts) that drains nodes with hardware faults "
-                       "(uncorrectable ECC, XID 79, IB link down, row-remap failure) via scontrol. Dry run "
+                       "(uncorrectable ECC, an XID whose recovery needs the node empty, a GPU missing or off the bus, IB link down, "
+                       "row remap pending or failed) via scontrol. Dry run "
                        f"unless --execute. Bearer token from --token-file or ${TOKEN_ENV}.")
     # Loopback by default: it runs next to Alertmanager, and it can drain nodes.
     add_web_flags(p, "127.0.0.1:9844", web_config=False)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from alerts.config import AlertsConfig
 from alerts.model import Alert, metric, with_job
 from alerts.recording import GPU_JOB, NODE_JOB, PFC_PAUSED_INTERFACE, PFC_STORM_EVENTS
-from exporters.catalog.enums import IB_PORT_ACTIVE, IB_PORT_STATES, PAGE, THERMAL_REASONS, TICKET
+from exporters.catalog.enums import (IB_PORT_ACTIVE, IB_PORT_STATES, PAGE, THERMAL_REASONS, TICKET, XID_CRITICAL,
+                                     XID_TICKET_CATEGORIES, XID_WARNING)
 
 
 def pfc(config: AlertsConfig) -> list[Alert]:
@@ -77,23 +78,37 @@ def _degraded(rate: str, sel: str, node_sel: str) -> str:
             f"    max by (node, hca_type) ({typed})\n  )\n  unless on (node, device, port) {expected}\n)")
 
 
+def _new_events(counter: str, window: str) -> str:
+    """Events within ``window``. The agent creates a (gpu, xid) series at its first event, already at 1:
+    increase() has no earlier sample to count from, so a series that did not exist one window ago counts
+    as new events too."""
+    return f"(increase({counter}[{window}]) > 0 or ({counter} > 0 unless {counter} offset {window}))"
+
+
 def gpu(config: AlertsConfig) -> list[Alert]:
     t, sel = config.thresholds, config.selectors.node
     where = "GPU {{ $labels.gpu }} on {{ $labels.node }}"
-    xids = metric("lockstep_gpu_xid_errors_total", sel, f'xid=~"{t.critical_xids}"')
-    # The agent creates a (gpu, xid) series at its first event, already at 1: increase() has no earlier
-    # sample to count from, so a series that did not exist one window ago counts as new events too.
     w = t.gpu_event_window
-    xid = f"(increase({xids}[{w}]) > 0 or ({xids} > 0 unless {xids} offset {w}))"
+    # Which XIDs page or ticket is the XID catalog's call (severity, category), never a list of codes here.
+    critical = _new_events(metric("lockstep_gpu_xid_errors_total", sel, f'severity="{XID_CRITICAL}"'), w)
+    handled = metric("lockstep_gpu_xid_errors_total", sel,
+                     f'severity="{XID_WARNING}",category=~"{"|".join(XID_TICKET_CATEGORIES)}"')
     uncorrected = metric("lockstep_gpu_ecc_errors_total", sel, 'type="uncorrected"')
     ecc = f"increase({uncorrected}[{t.gpu_event_window}]) > 0"
     failed = metric("lockstep_gpu_remapped_rows", sel, 'state="failed"')
+    pending = metric("lockstep_gpu_remapped_rows", sel, 'state="pending"')
     thermal = metric("lockstep_gpu_clock_event_active", sel, f'reason=~"{"|".join(THERMAL_REASONS)}"')
+    missing = f"{metric('lockstep_node_gpus_expected', sel)} - {metric('lockstep_node_gpus_visible', sel)} > 0"
+    xid = "XID {{ $labels.xid }} ({{ $labels.category }})"
     return [
-        Alert("GPUXidCritical", with_job(xid, "node, gpu", GPU_JOB), PAGE,
+        Alert("GPUXidCritical", with_job(critical, "node, gpu", GPU_JOB), PAGE,
               f"Critical XID {{{{ $labels.xid }}}} on {where}",
-              f"{where} reported XID {{{{ $labels.xid }}}} {{{{ $value | humanize }}}} times in {t.gpu_event_window}; "
-              "the GPU needs a reset or replacement before it runs work again.", for_="0m"),
+              f"{where} reported {xid} {{{{ $value | humanize }}}} times in {w}. NVIDIA's recovery action: "
+              "{{ $labels.action }}; the GPU must take no new work until it is done.", for_="0m"),
+        Alert("GPUXidWarning", with_job(_new_events(handled, w), "node, gpu", GPU_JOB), TICKET,
+              f"XID {{{{ $labels.xid }}}} on {where}",
+              f"{where} reported {xid} {{{{ $value | humanize }}}} times in {w}; the GPU handled it (NVIDIA's "
+              "action: {{ $labels.action }}). Repeats point at failing hardware.", for_="0m"),
         Alert("GPUUncorrectableECC", with_job(ecc, "node, gpu", GPU_JOB), TICKET,
               f"Uncorrectable ECC errors on {where}",
               f"{where} counted {{{{ $value | humanize }}}} uncorrectable ECC errors in {t.gpu_event_window}.",
@@ -102,6 +117,11 @@ def gpu(config: AlertsConfig) -> list[Alert]:
               with_job(f"{failed} == 1", "node, gpu", GPU_JOB),
               TICKET, f"Row remapping failed on {where}",
               f"{where} could not remap a failing HBM row: the GPU must be drained and replaced (RMA).", for_="0m"),
+        Alert("GPURowRemapPending",
+              with_job(f"{pending} == 1", "node, gpu", GPU_JOB),
+              TICKET, f"Row remap pending on {where}",
+              f"{where} marked an HBM row for remapping after a memory error; the spare row takes over at the next "
+              "GPU reset, until then the failing row may be used again. Drain the node and reset the GPU.", for_="0m"),
         Alert("GPUThermalThrottling",
               with_job(f"{thermal} == 1", "node, gpu", GPU_JOB), TICKET,
               f"Thermal throttling on {where}",
@@ -109,6 +129,11 @@ def gpu(config: AlertsConfig) -> list[Alert]:
         Alert("GPUFellOffBus", with_job(f"{metric('lockstep_gpu_up', sel)} == 0", "node, gpu", GPU_JOB), PAGE,
               f"GPU fell off the bus: {where}",
               f"{where} no longer answers NVML (GPU is lost, XID 79); its job cannot make progress.", for_="1m"),
+        Alert("GPUMissing", with_job(missing, "node", NODE_JOB), PAGE,
+              "GPU missing on {{ $labels.node }}",
+              "{{ $labels.node }} shows {{ $value }} GPU(s) fewer than it should have (lockstep_node_gpus_expected): a "
+              "GPU that did not come up at boot, fell off the bus and was removed, or a driver that did not load. "
+              "A job placed there would run short of GPUs.", for_="2m"),
     ]
 
 

@@ -7,7 +7,8 @@ same with gpus.json rewritten before every scrape (the simulator's live mode), a
 (the exposition the core replaced). Budget (issue 4): under 2 ms CPU per scrape.
 
 ``--nvml`` runs on a machine with an NVIDIA GPU instead: CPU per scrape through the real NVML and,
-with ``--capture FILE``, which fields the GPU/driver supports (a JSON record to commit as a fixture).
+with ``--capture FILE``, which fields the GPU/driver supports (a JSON record to commit as a fixture)
+and the same GPUs' ``nvidia-smi -q -x`` in FILE.xml (a capture for the replay backend, replayed once).
 """
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def real_nvml(capture: Path | None) -> int:
     options = GpuOptions("nvml", hostname=os.uname().nodename)
     collector = GpuCollector(pynvml, None, options, watch_xid=True)
     samples = list(collector.collect())
-    if not samples:
+    if not collector._handles:
         print("no NVIDIA driver/GPU on this machine (NVML init failed); nothing measured")
         return 0
     scraper = Scraper({"gpu": collector})
@@ -102,7 +103,21 @@ def real_nvml(capture: Path | None) -> int:
     print(f"fields absent (NotSupported / older driver): {', '.join(unsupported) or 'none'}")
     if capture is not None:
         capture.write_text(json.dumps(record, indent=1, default=str) + "\n")
+        save_smi_capture(capture.with_suffix(".xml"))
     return 0
+
+
+def save_smi_capture(path: Path) -> None:
+    """The same GPUs as ``nvidia-smi -q -x`` prints them (a fixture for the replay backend), checked by
+    replaying it through the collector once."""
+    import subprocess
+
+    from exporters.gpu.replay import ReplayNvml
+    xml = subprocess.run(["nvidia-smi", "-q", "-x"], capture_output=True, text=True, timeout=60, check=True).stdout
+    path.write_text(xml)
+    replayed = GpuCollector(ReplayNvml(path), None, GpuOptions("replay", path), watch_xid=False)
+    print(f"nvidia-smi -q -x written to {path}; replayed: {len(replayed.collect())} samples")
+    replayed.close()
 
 
 def main() -> int:

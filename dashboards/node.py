@@ -1,11 +1,12 @@
 """GPU node (variables ``node``, the node-agent target label, and ``instance``, its scrape target):
-per-GPU clocks against their maximum, clock-event reasons, temperatures, power against the limit,
-memory errors, XIDs, PCIe and NVLink errors, and the validation checks (P2P, PCIe link width,
-persistence, ECC mode)."""
+the agent's verdict per GPU and its failing checks, GPUs visible against expected, per-GPU clocks
+against their maximum, clock-event reasons, temperatures, power against the limit, memory errors,
+XIDs by the XID catalog's severity and action, PCIe and NVLink errors, and the validation checks
+(P2P, PCIe link width, persistence, ECC mode)."""
 from __future__ import annotations
 
 from exporters.catalog import gpu
-from exporters.catalog.enums import IDLE_REASON
+from exporters.catalog.enums import HEALTH_FAILED, HEALTH_OK, HEALTH_WARNING, IDLE_REASON
 from dashboards import panels as p
 from dashboards import queries as q
 from dashboards.config import Config, rate, sel
@@ -18,6 +19,19 @@ NOT_IDLE = f'reason!="{IDLE_REASON}"'
 P2P_STATES = {"0": ("ok", "green"), "1": ("chipset not supported", "red"), "2": ("GPU not supported", "red"),
               "3": ("topology not supported (ACS?)", "red"), "4": ("disabled by regkey", "red"),
               "5": ("not supported", "red"), "6": ("unknown", "orange")}
+
+
+def _verdict(cfg: Config) -> list:
+    n = (cfg.selectors.node, q.NODE, q.INSTANCE)
+    return [
+        p.state_timeline("GPU verdict", [target(sel(gpu.HEALTHY, *n), GPU)], "none",
+                         states={"0": ("a check failed", "red"), "1": ("healthy", "green")}, w=10),
+        p.state_timeline("Checks not ok", [target(f"{sel(gpu.HEALTH, *n)} > {HEALTH_OK}", "GPU {{gpu}} {{check}}")],
+                         "none", states={str(HEALTH_WARNING): ("warning", "orange"),
+                                         str(HEALTH_FAILED): ("failed", "red")}, w=10),
+        p.stat("GPUs visible / expected", [target(f"sum({sel(gpu.GPUS_VISIBLE, *n)})", "visible"),
+                                          target(f"sum({sel(gpu.GPUS_EXPECTED, *n)})", "expected")], "short", w=4),
+    ]
 
 
 def _clocks_and_thermals(cfg: Config) -> list:
@@ -46,9 +60,11 @@ def _errors(cfg: Config) -> list:
                                            "GPU {{gpu}} {{type}}")], "cps", w=8),
         p.table("Remapped rows", [target(sel(gpu.REMAPPED_ROWS, *n), instant=True, table=True)], "short",
                 columns={"gpu": "gpu", "state": "state", "Value": "rows / flag"}, w=8),
-        p.table("XID errors since driver load", [target(f"sum by (gpu, xid) ({sel(gpu.XID_ERRORS, *n)})",
-                                                        instant=True, table=True)], "short",
-                columns={"gpu": "gpu", "xid": "xid", "Value": "count"}, w=8),
+        p.table("XID errors since driver load",
+                [target(f"sum by (gpu, xid, severity, category, action) ({sel(gpu.XID_ERRORS, *n)})",
+                        instant=True, table=True)], "short",
+                columns={"gpu": "gpu", "xid": "xid", "severity": "severity", "category": "category",
+                         "action": "NVIDIA's action", "Value": "count"}, w=8),
         p.timeseries("XID rate", [target(f"sum by (gpu, xid) ({rate(cfg, gpu.XID_ERRORS, *n)})",
                                          "GPU {{gpu}} XID {{xid}}")], "cps", bars=True, w=8),
         p.timeseries("PCIe replays", [target(rate(cfg, gpu.PCIE_REPLAY, *n), GPU)], "cps", w=8),
@@ -77,7 +93,8 @@ def build(cfg: Config):
     # The node agent target(s) of that node: one, unless two agents (or scrape jobs) report the same node.
     instance = query_variable("instance", "Instance",
                               f"label_values({sel(gpu.INFO, cfg.selectors.node, q.NODE)}, instance)", include_all=True)
-    panels = [*_clocks_and_thermals(cfg), *_errors(cfg), *_validation(cfg)]
+    panels = [*_verdict(cfg), *_clocks_and_thermals(cfg), *_errors(cfg), *_validation(cfg)]
     return dashboard(cfg, NAME, "lockstep / GPU node",
-                     "One node's GPUs: clocks and clock-event reasons, thermals, power, memory errors, XIDs, PCIe "
-                     "and NVLink errors, validation checks.", panels, [node, instance])
+                     "One node's GPUs: the agent's verdict and failing checks, clocks and clock-event reasons, "
+                     "thermals, power, memory errors, XIDs, PCIe and NVLink errors, validation checks.",
+                     panels, [node, instance])

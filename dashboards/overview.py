@@ -19,6 +19,11 @@ def _health_stats(cfg: Config) -> list:
         p.stat("GPUs throttled", [target(q.count_or_zero(q.gpus_throttled(cfg)))], "short",
                thresholds=(("green", None), ("orange", 1))),
         p.stat("GPUs lost", [target(q.count_or_zero(f"{sel(gpu.UP, n)} == 0"))], "short", thresholds=p.OK_BAD),
+        p.stat("GPUs failing a check", [target(q.count_or_zero(f"{sel(gpu.HEALTHY, n)} == 0"))], "short",
+               thresholds=p.OK_BAD),
+        # Per node: expected minus visible, never below 0 (a node may see more GPUs than configured).
+        p.stat("GPUs missing", [target(f"sum(clamp_min({sel(gpu.GPUS_EXPECTED, n)} - {sel(gpu.GPUS_VISIBLE, n)}, 0))")],
+               "short", thresholds=p.OK_BAD),
         p.stat("Jobs running", [target(f"count({r.JOB_GPUS})")], "short"),
         p.stat("Mean job goodput", [target(f"avg({sel(analytics.JOB_GOODPUT, a)})")], "percentunit",
                thresholds=(("red", None), ("orange", 0.8), ("green", 0.9))),

@@ -52,15 +52,27 @@ def sim_nodes(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "sys").is_dir())
 
 
+def gpus_per_node(root: Path) -> dict[str, int]:
+    """``{node: GPUs}`` of a running simulation (empty without cluster.json)."""
+    try:
+        nodes = json.loads((root / "cluster.json").read_text()).get("nodes") or []
+    except (OSError, ValueError):
+        return {}
+    return {n["name"]: len(n.get("gpus", ())) for n in nodes if isinstance(n, dict)}
+
+
 def start_node_agents(root: Path, stack: Stack, nodes: Sequence[str] | None = None,
                       base_port: int | None = None, extra_args: Sequence[str] = (),
                       log_dir: Path | None = None) -> dict[str, Service]:
     """One ``lockstep exporter --sim.node-root root/<node>`` per node; ports from ``base_port`` up
     (free ephemeral ports when None). All start at once (Python start-ups in parallel), then each is
-    waited for until it serves /metrics."""
+    waited for until it serves /metrics. Each agent expects the GPUs cluster.json gives its node (as a
+    site would pass its node's GPU count), unless ``extra_args`` says otherwise."""
+    expected = gpus_per_node(root) if not any(a.startswith("--gpu.expected-count") for a in extra_args) else {}
+
     def start(node: str, port: int, ready: bool) -> Service:
         argv = [*LOCKSTEP, "exporter", f"--sim.node-root={root / node}", f"--web.listen-address=127.0.0.1:{port}",
-                *extra_args]
+                *([f"--gpu.expected-count={expected[node]}"] if node in expected else []), *extra_args]
         return start_process(f"exporter-{node}", argv, log_dir or root.parent / f"{root.name}-logs",
                              f"http://127.0.0.1:{port}", ready_path="/metrics" if ready else None, timeout=120)
 

@@ -16,7 +16,9 @@ import numpy as np
 from exporters.catalog import analytics as A, fabric as F, gpu as G, power as W
 from exporters.catalog.enums import CLOCK_EVENT_BITS, IB_PORT_ACTIVE, IDLE_REASON, THERMAL_REASONS
 from exporters.catalog.model import Metric
+from exporters.catalog.xid import lookup
 from simulator import hardware as hw
+from simulator.faults import fault_xid
 from simulator.model import State
 from simulator.signals import GPU, PFC, PORT, STORAGE, STORM, Signal
 from simulator.topology import Topology
@@ -64,10 +66,14 @@ def _gpu_blocks(topo: Topology) -> list[Block]:
     for reason, bit in REASONS.items():
         blocks.append(Block(G.CLOCK_EVENT, {**lab, "reason": np.full(topo.n_gpus, reason)},
                             (lambda b: lambda s: shown(s, (s.gpu["reasons"] & b) > 0))(bit)))
-    xids = sorted({(topo.flat(f.node, f.gpu), f.code) for f in topo.scenario.faults if f.kind == "xid"})
+    xids = sorted({(topo.flat(f.node, f.gpu), code) for f in topo.scenario.faults
+                   if (code := fault_xid(f)) is not None})
     if xids:
         flat = np.array([g for g, _ in xids])
-        labels = {"node": lab["node"][flat], "gpu": lab["gpu"][flat], "xid": np.array([str(x) for _, x in xids])}
+        entries = [lookup(x) for _, x in xids]
+        labels = {"node": lab["node"][flat], "gpu": lab["gpu"][flat], "xid": np.array([str(x) for _, x in xids]),
+                  "severity": np.array([e.severity for e in entries]),
+                  "category": np.array([e.category for e in entries]), "action": np.array([e.action for e in entries])}
         blocks.append(Block(G.XID_ERRORS, labels, lambda s: _xid_counts(s, xids)))
     return blocks
 

@@ -12,11 +12,22 @@ import numpy as np
 
 from exporters.catalog.enums import THERMAL_REASONS, reason_bits
 from simulator import hardware as hw
-from simulator.scenario import Fault
+from simulator.scenario import INSTANT_KINDS, Fault
 from simulator.topology import Topology
 
 THERMAL_BITS = reason_bits(THERMAL_REASONS)
 POWER_BITS = reason_bits(("sw_power_cap",))
+
+
+# XID the driver logs with an instant fault: a double-bit error (48), a row remapped (63, effective at
+# the next GPU reset) or a remap that failed (64).
+XID_OF = {"ecc_error": lambda f: 48, "row_remap": lambda f: 63 if f.outcome == "pending" else 64,
+          "xid": lambda f: f.code}
+
+
+def fault_xid(f: Fault) -> int | None:
+    """The XID an instant fault raises, None for the others."""
+    return XID_OF[f.kind](f) if f.kind in XID_OF else None
 
 
 def overlap(a: float, b: float, lo: float, hi: float) -> float:
@@ -72,7 +83,7 @@ def conditions(topo: Topology, t: float) -> Conditions:
     downs: list[tuple[float, float]] = []
     for f in topo.scenario.faults:
         o = overlap(f.start_s, f.end_s, lo, t)
-        if f.kind == "xid" or (o <= 0 and f.kind != "link_flap"):
+        if f.kind in INSTANT_KINDS or (o <= 0 and f.kind != "link_flap"):
             continue
         _apply(c, topo, f, o / period, o, lo, t, downs)
     c.net_down_s = _union_length(downs, lo, t)

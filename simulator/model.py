@@ -13,7 +13,7 @@ from typing import Iterator
 import numpy as np
 
 from simulator import hardware as hw, signals
-from simulator.faults import Conditions, conditions
+from simulator.faults import Conditions, conditions, fault_xid
 from simulator.job import CAUSES, JobTick, job_tick
 from simulator.observe import gpu_gauges, port_increments, storage_increments
 from simulator.scenario import Scenario
@@ -29,6 +29,8 @@ class State:
     energy_mj: np.ndarray                 # per GPU, since driver load
     lost: np.ndarray                      # per GPU: fell off the bus (XID 79)
     xid_events: list[tuple[int, int, int, float]]   # (seq, flat gpu, xid, timestamp)
+    memory: dict[str, np.ndarray]         # per GPU: ecc_uncorrected, remap_uncorrectable, remap_pending, remap_failed
+    missing: np.ndarray                   # per GPU: not enumerated by NVML (gpu_missing)
     port: dict[str, np.ndarray]           # per rail port: sysfs counter name -> int64
     port_down: np.ndarray
     pfc: dict[str, np.ndarray]            # per NIC x priority: rx/tx pause frames, duration (us)
@@ -71,6 +73,7 @@ class Model:
         return State(
             k=0, t=0.0, timestamp=self.start, gpu={}, energy_mj=rng.integers(10**9, 5 * 10**9, n),
             lost=np.zeros(n, bool), xid_events=[], port=port, port_down=np.zeros(n, bool),
+            memory={key: np.zeros(n, np.int64) for key in MEMORY_KEYS}, missing=np.zeros(n, bool),
             pfc={name: np.zeros((n, npri), np.int64) for name in PFC_COUNTERS},
             storm={"warning": np.zeros(n, np.int64), "error": np.zeros(n, np.int64), "seconds": np.zeros(n)},
             storage=storage,
@@ -102,12 +105,24 @@ class Model:
         self._power(s, j, period if k > 0 else 0.0, rng)
 
     def _xids(self, s: State) -> None:
+        """Instant GPU faults of the interval (their XID, lost GPU, memory error counts) and the GPUs
+        missing at ``t``."""
         lo = s.t - self.scenario.sample_period_s
+        s.missing[:] = False
         for f in self.scenario.faults:
-            if f.kind == "xid" and lo < f.start_s <= s.t:
-                g = self.topo.flat(f.node, f.gpu)
-                s.xid_events.append((len(s.xid_events) + 1, g, f.code, self.start + f.start_s))
-                s.lost[g] |= f.code == 79
+            if f.kind == "gpu_missing":
+                s.missing[self.topo.flat(f.node, f.gpu)] |= f.start_s <= s.t < f.end_s
+            code = fault_xid(f)
+            if code is None or not lo < f.start_s <= s.t:
+                continue
+            g = self.topo.flat(f.node, f.gpu)
+            s.xid_events.append((len(s.xid_events) + 1, g, code, self.start + f.start_s))
+            s.lost[g] |= code == 79
+            if f.kind == "ecc_error":
+                s.memory["ecc_uncorrected"][g] += f.count
+            elif f.kind == "row_remap":
+                s.memory["remap_uncorrectable"][g] += 1
+                s.memory[f"remap_{f.outcome}"][g] = 1
 
     def _storms(self, s: State, c: Conditions) -> None:
         """mlx5 pause-storm watchdog: a warning per 2 s of continuous pausing, an error per 30 s."""
@@ -135,6 +150,7 @@ class Model:
                      "flow_lpm": round(flow, 1), "heat_w": round(heat, 1)}
 
 
+MEMORY_KEYS = ("ecc_uncorrected", "remap_uncorrectable", "remap_pending", "remap_failed")
 # The counters of the state: every one the table of simulator/signals.py names.
 PORT_COUNTERS = tuple(signal.key for signal in signals.PORT)
 PFC_COUNTERS = tuple(signal.key for signal in signals.PFC)

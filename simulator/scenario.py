@@ -16,7 +16,11 @@ from exporters.configfile import ConfigError, Section, load_yaml, one_of, positi
 
 DEFAULT_START = calendar.timegm(time.strptime("2026-01-01T00:00:00Z", "%Y-%m-%dT%H:%M:%SZ"))
 _JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")  # Slurm: 123, 123_4 (arrays), 123+1 (het jobs)
-FAULT_KINDS = ("gpu_throttle", "slow_node", "pause_storm", "link_flap", "storage_starvation", "hang", "xid")
+FAULT_KINDS = ("gpu_throttle", "slow_node", "pause_storm", "link_flap", "storage_starvation", "hang", "xid",
+               "ecc_error", "row_remap", "gpu_missing")
+# Faults that happen at one instant (``at_s``) rather than over a window.
+INSTANT_KINDS = ("xid", "ecc_error", "row_remap")
+REMAP_OUTCOMES = ("pending", "failed")
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,7 @@ class Fault:
     start_s: float
     end_s: float
     node: str | None = None
-    gpu: int | None = None      # gpu_throttle, xid
+    gpu: int | None = None      # gpu_throttle, xid, ecc_error, row_remap, gpu_missing
     nic: int | None = None      # pause_storm (rail index); link_flap uses ``hca``
     priority: int = 3
     clock_factor: float = 1.0
@@ -60,6 +64,8 @@ class Fault:
     flaps: int = 1
     read_cap_bytes_per_s: float = 0.0
     code: int = 0
+    count: int = 1              # ecc_error: uncorrectable errors counted
+    outcome: str = "pending"    # row_remap: pending (until a GPU reset) or failed
 
 
 @dataclass(frozen=True)
@@ -159,9 +165,9 @@ def _fault(s: Section, names: tuple[str, ...], cluster: Cluster, duration: float
 
 
 def _window(s: Section, kind: str, duration: float) -> dict:
-    if kind == "xid":
+    if kind in INSTANT_KINDS:
         at = _num(s, "at_s", check=_in_run(duration))
-        return {"start_s": at, "end_s": at, "code": s.get("code", int, check=positive)}
+        return {"start_s": at, "end_s": at, **({"code": s.get("code", int, check=positive)} if kind == "xid" else {})}
     start, end = _num(s, "start_s", check=_in_run(duration)), _num(s, "end_s")
     if end <= start:
         raise s.error("end_s", f"must be after start_s ({start:g}), got {end:g}")
@@ -171,8 +177,13 @@ def _window(s: Section, kind: str, duration: float) -> dict:
 def _params(s: Section, kind: str, gpus: int) -> dict:
     """The kind's own fields (defaults in ``Fault``); ``hca`` of a link_flap is stored as ``nic``."""
     rail = lambda v: None if 0 <= v < gpus else f"must be 0..{gpus - 1}"
-    if kind == "xid":
+    if kind in ("xid", "gpu_missing"):
         return {"gpu": s.get("gpu", int, check=rail)}
+    if kind == "ecc_error":
+        return {"gpu": s.get("gpu", int, check=rail), "count": s.get("count", int, 1, check=positive)}
+    if kind == "row_remap":
+        return {"gpu": s.get("gpu", int, check=rail), "outcome": s.get("outcome", str, "pending",
+                                                                      check=one_of(*REMAP_OUTCOMES))}
     if kind == "gpu_throttle":
         return {"gpu": s.get("gpu", int, check=rail),
                 "clock_factor": _num(s, "clock_factor", 0.7, check=lambda v: None if 0 < v < 1 else "must be in (0, 1)"),

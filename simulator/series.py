@@ -21,8 +21,8 @@ from simulator.scenario import Scenario
 from simulator.truth import Truth
 
 LABEL_COLUMNS = ("node", "gpu", "uuid", "job_id", "user", "rank", "device", "port", "interface", "priority",
-                 "direction", "level", "mount", "fstype", "fsname", "op", "reason", "xid", "target", "pdu",
-                 "rack", "loop")
+                 "direction", "level", "mount", "fstype", "fsname", "op", "reason", "xid", "severity", "category",
+                 "action", "target", "pdu", "rack", "loop")
 CHUNK_TICKS = 60
 
 

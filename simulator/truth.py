@@ -97,10 +97,11 @@ def _subtract(span: tuple[float, float], taken: list[tuple[float, float]]) -> li
 
 def _fault_doc(f) -> dict:
     doc = {k: v for k, v in dataclasses.asdict(f).items() if v is not None}
-    if f.kind == "xid":
-        return {"kind": "xid", "node": f.node, "gpu": f.gpu, "at_s": f.start_s, "code": f.code}
+    instant = {"xid": ("code",), "ecc_error": ("count",), "row_remap": ("outcome",)}
+    if f.kind in instant:
+        return {"kind": f.kind, "node": f.node, "gpu": f.gpu, "at_s": f.start_s, **{k: doc[k] for k in instant[f.kind]}}
     keep = {"gpu_throttle": ("node", "gpu", "clock_factor", "reason"), "slow_node": ("node", "slowdown"),
             "pause_storm": ("node", "nic", "priority"), "link_flap": ("node", "nic", "flaps"),
-            "storage_starvation": ("read_cap_bytes_per_s",), "hang": ()}[f.kind]
+            "storage_starvation": ("read_cap_bytes_per_s",), "hang": (), "gpu_missing": ("node", "gpu")}[f.kind]
     named = {("hca" if f.kind == "link_flap" and k == "nic" else k): doc[k] for k in keep}
     return {"kind": f.kind, **named, "start_s": f.start_s, "end_s": f.end_s}

@@ -81,7 +81,8 @@ def rows() -> list[dict]:
                          ((k, peak.get(k, watts)) for k in range(N)))
     budget = [l for rack, w in (("r1", 30e3), ("r2", 60e3))
               for l in _series("lockstep_rack_power_budget_watts", {"rack": rack}, ((k, w) for k in range(N)))]
-    xid = _series("lockstep_gpu_xid_errors_total", {"node": "node00", "gpu": "0", "xid": "48"},
+    xid = _series("lockstep_gpu_xid_errors_total", {"node": "node00", "gpu": "0", "xid": "48", "severity": "critical",
+                                                     "category": "hardware", "action": "reset_gpu"},
                   _events({1: 1, 8: 1, 15: 1}))
     ecc = _series("lockstep_gpu_ecc_errors_total", {"node": "node02", "gpu": "1", "type": "corrected"},
                   _events({2: 500}))

@@ -28,6 +28,9 @@ CONTRACT = {
     "GPUFellOffBus": "page", "TrainingJobStalled": "page", "TrainingJobStraggler": "ticket",
     "TrainingJobHung": "page", "CheckpointStallExcessive": "ticket", "RackPowerNearBudget": "page",
     "CoolantTemperatureHigh": "ticket", "ExporterCollectorFailing": "ticket", "ExporterDown": "ticket",
+    "GPUMissing": "page",
+    # Added with the XID catalog and the per-GPU verdict (extending the contract).
+    "GPUXidWarning": "ticket", "GPURowRemapPending": "ticket",
 }
 
 
@@ -175,19 +178,19 @@ tests:
     input_series:
       # The agent's XidWatcher creates a (gpu, xid) series only on its first event, already at 1:
       # no 0 sample precedes it, so increase() alone sees nothing.
-      - series: 'lockstep_gpu_xid_errors_total{job="lockstep-node",instance="node01:9840",node="node01",gpu="3",xid="79"}'
+      - series: 'lockstep_gpu_xid_errors_total{job="lockstep-node",instance="node01:9840",node="node01",gpu="3",xid="79",severity="critical",category="hardware",action="reboot_node"}'
         values: '_x7 1x32'
       # an XID counted long before (the series is 12m old at the check) must not page again
-      - series: 'lockstep_gpu_xid_errors_total{job="lockstep-node",instance="node01:9840",node="node01",gpu="4",xid="79"}'
+      - series: 'lockstep_gpu_xid_errors_total{job="lockstep-node",instance="node01:9840",node="node01",gpu="4",xid="79",severity="critical",category="hardware",action="reboot_node"}'
         values: '1x40'
     alert_rule_test:
       - eval_time: 12m
         alertname: GPUXidCritical
         exp_alerts:
-          - exp_labels: {severity: page, job: lockstep-node, instance: "node01:9840", node: node01, gpu: "3", xid: "79"}
+          - exp_labels: {severity: page, job: lockstep-node, instance: "node01:9840", node: node01, gpu: "3", xid: "79", category: hardware, action: reboot_node}
             exp_annotations:
               summary: Critical XID 79 on GPU 3 on node01
-              description: GPU 3 on node01 reported XID 79 1 times in 10m; the GPU needs a reset or replacement before it runs work again.
+              description: "GPU 3 on node01 reported XID 79 (hardware) 1 times in 10m. NVIDIA's recovery action: reboot_node; the GPU must take no new work until it is done."
               runbook_url: https://runbooks.test/GPUXidCritical.md
       - eval_time: 30m
         alertname: GPUXidCritical

@@ -127,6 +127,8 @@ def test_loss_causes_are_the_stall_causes_and_throttle():
     ("lockstep_ib_port_phys_state", enums.IB_PHYS_STATES.values()),
     ("lockstep_job_stalled", enums.STALL_CAUSES),
     ("lockstep_job_lost_gpu_seconds_total", enums.LOSS_CAUSES),
+    ("lockstep_gpu_health", enums.GPU_HEALTH_CHECKS + enums.DCGM_HEALTH_SYSTEMS),
+    ("lockstep_gpu_xid_errors_total", enums.XID_SEVERITIES + enums.XID_CATEGORIES + enums.XID_ACTIONS),
 ])
 def test_help_documents_every_enum_value(metric, values):
     assert all(value in get(metric).help for value in values)

@@ -70,8 +70,11 @@ def test_panel_queries_on_a_live_simulated_cluster(tmp_path, stack):
     assert {"lockstep_fabric_rail_info", "lockstep_gpu_p2p_status", "lockstep_nfs_rpc_rtt_seconds_total"} <= present
     assert RECORDED <= present
     stats = {q.panel: check.run(prom.url, q, start, end, 1) for q in check.panel_queries(build_all(), VALUES)
-             if q.panel in ("Collectors failing", "Links degraded", "Throughput per rail")}
+             if q.panel in ("Collectors failing", "Links degraded", "Throughput per rail", "GPUs failing a check",
+                            "GPUs missing")}
     assert stats["Collectors failing"][0]["values"][-1][1] == "1"   # node99's GPU collector
+    assert stats["GPUs failing a check"][0]["values"][-1][1] == "1"   # the GPU lost to XID 79: check bus
+    assert stats["GPUs missing"][0]["values"][-1][1] == "0"           # 8 expected, 8 enumerated (one lost)
     # node99's eight ports run at 400 Gb/s against an expected 800 (mlx5_4 may be down mid-flap).
     assert stats["Links degraded"][0]["values"][-1][1] in ("7", "8")
     assert {r["metric"]["rail"] for r in stats["Throughput per rail"]} == {str(i) for i in range(8)}

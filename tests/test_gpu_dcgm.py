@@ -1,6 +1,7 @@
 """``--gpu.backend=dcgm``: DCGM's profiling fields where its bindings run, NVML alone where not."""
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import logging
 
@@ -8,7 +9,7 @@ import pynvml
 
 from exporters.gpu.backend import GpuOptions, open_backend
 from exporters.gpu.collector import GpuCollector
-from exporters.gpu.dcgm import open_dcgm, parse_dcgm_values
+from exporters.gpu.dcgm import DcgmProf, open_dcgm, parse_dcgm_values
 from test_gpu_nvml import fake, h100, render
 
 
@@ -61,3 +62,59 @@ def test_host_engine_down_falls_back(caplog):
 
 def test_parse_dcgm_values_drops_blanks_and_unknown_fields():
     assert parse_dcgm_values({1002: None, 1004: 0.5, 9999: 1.0, 1005: 9223372036854775792}) == {"tensor_active": 0.5}
+
+
+# dcgm_structs' health response layout (DCGM's testing/python3/dcgm_structs.py), with a short incident array.
+class ErrorDetail(ctypes.Structure):
+    _fields_ = [("msg", ctypes.c_char * 1024), ("code", ctypes.c_uint)]
+
+
+class EntityPair(ctypes.Structure):
+    _fields_ = [("entityGroupId", ctypes.c_uint32), ("entityId", ctypes.c_uint32)]
+
+
+class Incident(ctypes.Structure):
+    _fields_ = [("system", ctypes.c_uint), ("health", ctypes.c_uint32), ("error", ErrorDetail),
+                ("entityInfo", EntityPair)]
+
+
+class HealthResponse(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("overallHealth", ctypes.c_uint32), ("incidentCount", ctypes.c_uint32),
+                ("incidents", Incident * 8)]
+
+
+def incident(system: int, health: int, group: int, entity: int, msg: bytes) -> Incident:
+    return Incident(system, health, ErrorDetail(msg, 0), EntityPair(group, entity))
+
+
+class HealthGroup:
+    """pydcgm's DcgmGroup as DcgmReader holds it: .health.Set(systems), .health.Check(), GetGpuIds()."""
+
+    def __init__(self, response):
+        self.health, self.response, self.watched = self, response, None
+
+    def Set(self, systems):
+        self.watched = systems
+
+    def Check(self):
+        return self.response
+
+    def GetGpuIds(self):
+        return [0, 1]
+
+
+def test_dcgm_health_watches_become_checks():
+    response = HealthResponse(5, 20, 3)
+    response.incidents[0] = incident(0x1, 10, 1, 0, b"Detected more than 8 PCIe replays per minute for GPU 0")
+    response.incidents[1] = incident(0x10, 20, 1, 1, b"Uncorrectable ECC errors on GPU 1")
+    response.incidents[2] = incident(0x800, 20, 3, 0, b"NVSwitch fatal error")   # an NVSwitch entity: not a GPU
+    reader = Reader(fieldIds=[], updateFrequency=1)
+    reader.m_dcgmGroup = HealthGroup(response)
+    collector = GpuCollector(fake.FakeNvml([h100(0), h100(1)]), DcgmProf(reader), GpuOptions("dcgm"), watch_xid=False)
+    text = render(collector)
+    collector.close()
+    assert reader.m_dcgmGroup.watched == 0xFFFFFFFF
+    assert 'lockstep_gpu_health{gpu="0",check="dcgm_pcie"} 1' in text
+    assert 'lockstep_gpu_health{gpu="0",check="dcgm_mem"} 0' in text
+    assert 'lockstep_gpu_health{gpu="1",check="dcgm_mem"} 2' in text and 'lockstep_gpu_healthy{gpu="1"} 0' in text
+    assert 'lockstep_gpu_healthy{gpu="0"} 1' in text

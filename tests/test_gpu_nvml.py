@@ -30,14 +30,17 @@ ULL, DBL = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, pynvml.NVML_VALUE_TYPE_DOU
 
 
 def h100(index: int, **over) -> dict:
-    """What an H100 SXM answers (values in NVML units: MHz, mW, mJ, %, bytes)."""
+    """What an H100 SXM answers (values in NVML units: MHz, mW, mJ, %, bytes). Like the real driver it
+    answers v2 memory info with the reservation apart, and MIG mode [0, 0] (MIG-capable, disabled)."""
     dev = {
         "uuid": f"GPU-5e0b1b1a-7c3d-4f0e-8a55-91c3d2e4f60{index}", "name": "NVIDIA H100 80GB HBM3",
         "busId": f"00000000:{0x18 + 0x10 * index:02X}:00.0", "minor": index, "util": (100, 38),
         "clocks": {pynvml.NVML_CLOCK_SM: 1980, pynvml.NVML_CLOCK_MEM: 2619},
         "max_clocks": {pynvml.NVML_CLOCK_SM: 1980, pynvml.NVML_CLOCK_MEM: 2619},
         "power": 650000, "power_limit": 700000, "energy": 98765432, "temp": 74,
-        "mem": (85520809984, 12345678848, 73175131136), "reasons": 0x0, "ecc_mode": [1, 1],
+        # v1 (total, free, used with the reservation); v2 reports 869 MiB of it apart (the A100-80GB capture's).
+        "mem": (85520809984, 12345678848, 73175131136), "mem_reserved": 869 << 20, "mig": [0, 0],
+        "reasons": 0x0, "ecc_mode": [1, 1],
         "ecc": {0: 5, 1: 0}, "rows": (2, 0, 0, 0), "replay": 1, "width": 16, "max_width": 16, "gen": 5, "max_gen": 5,
         "nvlink": [[0, 0, 1, 0], None, [0, 2, 0, 0]], "persistence": 1,
         "p2p": {peer: pynvml.NVML_P2P_STATUS_OK for peer in range(3) if peer != index},
@@ -103,7 +106,10 @@ def test_fake_nvml_golden(golden):
         collector.close()
     golden("gpu/fake_nvml.prom", text)
     assert 'lockstep_gpu_up{gpu="2"} 0' in text and 'lockstep_gpu_up{gpu="1"} 1' in text
-    assert 'gpu="2",' not in text.replace('lockstep_gpu_xid_errors_total{gpu="2",xid="79"}', "")
+    assert [line for line in text.splitlines() if 'gpu="2"' in line] == [
+        'lockstep_gpu_up{gpu="2"} 0', 'lockstep_gpu_health{gpu="2",check="bus"} 2',
+        'lockstep_gpu_health{gpu="2",check="xid"} 2', 'lockstep_gpu_healthy{gpu="2"} 0',
+        'lockstep_gpu_xid_errors_total{gpu="2",xid="79",severity="critical",category="hardware",action="reboot_node"} 1']
     assert 'lockstep_gpu_power_watts{gpu="0"} 702.5' in text      # instant power field
     assert 'lockstep_gpu_power_watts{gpu="1"} 650' in text        # fell back to nvmlDeviceGetPowerUsage
     assert 'lockstep_gpu_memory_temperature_celsius{gpu="1"}' not in text  # absent, not zero
@@ -114,7 +120,8 @@ def test_fake_nvml_golden(golden):
 
 def test_old_driver_without_field_values_golden(golden, options):
     nvml = fake.FakeNvml([h100(0), h100(1)],
-                         missing=["nvmlDeviceGetFieldValues", "nvmlDeviceGetCurrentClocksEventReasons"])
+                         missing=["nvmlDeviceGetFieldValues", "nvmlDeviceGetCurrentClocksEventReasons",
+                                  "nvmlDeviceGetMemoryInfo_v2"])
     collector = GpuCollector(nvml, None, options, watch_xid=False)
     text = render(collector)
     collector.close()
@@ -124,14 +131,16 @@ def test_old_driver_without_field_values_golden(golden, options):
     assert "lockstep_gpu_memory_temperature_celsius" not in text
 
 
-def test_library_missing_reports_no_data_and_retries_later(options):
+def test_library_missing_reports_no_gpus_visible_and_retries_later(options):
+    """No driver: no GPU series, but the node says it sees 0 GPUs (so GPUMissing can fire)."""
     nvml = fake.FakeNvml([h100(0)], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
-    collector = GpuCollector(nvml, None, options)
-    assert list(collector.collect()) == []
+    collector = GpuCollector(nvml, None, dataclasses.replace(options, expected_count=8))
+    none_visible = ["lockstep_node_gpus_visible 0", "lockstep_node_gpus_expected 8"]
+    assert [line for line in render(collector).splitlines() if not line.startswith("#")] == none_visible
     nvml.init_error = None
-    assert list(collector.collect()) == []  # within the retry interval: no new nvmlInit
-    collector._retry_at = 0.0
-    assert any(s.metric.name == "lockstep_gpu_up" for s in collector.collect())
+    assert [line for line in render(collector).splitlines() if not line.startswith("#")] == none_visible
+    collector._retry_at = 0.0   # the retry interval passed: nvmlInit again
+    assert "lockstep_node_gpus_visible 1" in render(collector) and 'lockstep_gpu_up{gpu="0"} 1' in render(collector)
     collector.close()
 
 

@@ -73,7 +73,8 @@ def test_lost_gpu_is_down_and_others_unaffected(gpus_json):
     text = render(collector)
     collector.close()
     assert 'lockstep_gpu_up{gpu="2"} 0' in text
-    assert [line for line in text.splitlines() if 'gpu="2"' in line] == ['lockstep_gpu_up{gpu="2"} 0']
+    assert [line for line in text.splitlines() if 'gpu="2"' in line] == [
+        'lockstep_gpu_up{gpu="2"} 0', 'lockstep_gpu_health{gpu="2",check="bus"} 2', 'lockstep_gpu_healthy{gpu="2"} 0']
     for gpu in ("0", "1"):
         assert f'lockstep_gpu_up{{gpu="{gpu}"}} 1' in text
         assert f'lockstep_gpu_temperature_celsius{{gpu="{gpu}"}}' in text
@@ -167,7 +168,7 @@ def test_malformed_file_names_file_and_line_then_recovers(gpus_json):
 def test_missing_file_means_no_gpus_until_it_appears(tmp_path):
     path = tmp_path / "gpus.json"
     collector = collector_for(path, watch_xid=False)
-    assert render(collector) == ""
+    assert render(collector).splitlines()[-1] == "lockstep_node_gpus_visible 0"
     shutil.copy(FIXTURE, path)
     assert 'lockstep_gpu_up{gpu="1"} 1' in render(collector)
     collector.close()

@@ -47,13 +47,16 @@ def test_xid_79_counts_and_marks_only_that_gpu_lost(xid_tree):
         wait_for_xids(collector, {(6, 48): 1, (6, 79): 1})
         up = values(collector, "lockstep_gpu_up")
         temps = values(collector, "lockstep_gpu_temperature_celsius")
-        gpu6 = [s for s in collector.collect() if s.labels[0] == "6"]
+        gpu6 = [s for s in collector.collect() if s.labels[:1] == ("6",)]
     finally:
         collector.close()
     assert up == {str(g): (0.0 if g == 6 else 1.0) for g in range(8)}
     assert sorted(temps) == [str(g) for g in range(8) if g != 6]
-    # Lost before the agent first saw it: no UUID to report, only that it is down and what it logged.
-    assert sorted({s.metric.name for s in gpu6}) == ["lockstep_gpu_up", "lockstep_gpu_xid_errors_total"]
+    # Lost before the agent first saw it: no UUID to report, only that it is down, its verdict (fell off
+    # the bus, a critical XID) and what it logged.
+    assert sorted({s.metric.name for s in gpu6}) == ["lockstep_gpu_health", "lockstep_gpu_healthy", "lockstep_gpu_up",
+                                                     "lockstep_gpu_xid_errors_total"]
+    assert {s.labels[1]: s.value for s in gpu6 if s.metric.name == "lockstep_gpu_health"} == {"bus": 2, "xid": 2}
 
 
 def test_thermal_straggler_shows_on_the_throttled_gpu_only(tmp_path):
@@ -138,3 +141,28 @@ def test_every_dcgm_dashboard_query_returns_data(xid_tree, tmp_path, stack):
     for expr in exprs:
         promql = re.sub(r"\$(\w+)", lambda m: variables[m.group(1)], expr)
         assert query(prometheus.url, promql), f"dashboard query returned no data: {promql}"
+
+
+def test_simulated_gpu_health_faults_in_gpus_json(tmp_path):
+    """The simulator's GPU-health faults as the sim backend reads them: a missing GPU is not enumerated
+    (the next one takes its index), an ECC error counts and logs XID 48, a row remap is pending and logs
+    XID 63; a bad outcome names the field."""
+    from exporters.configfile import ConfigError
+    from simulator.model import Model
+    from simulator.scenario import load_scenario
+    from simulator.tree.gpus import document
+
+    scenario = load_scenario(Path(__file__).parent / "fixtures/alerts/e2e-gpu-health.yaml")
+    model = Model(scenario)
+    state = next(s for s in model.states() if s.t >= 61)
+    missing, ecc, remap = (document(model.topo, state, n)["gpus"] for n in range(3))
+    assert [g["index"] for g in missing] == [0] and missing[0]["uuid"] == str(model.topo.identity["uuid"][1])
+    assert ecc[1]["ecc"]["uncorrected"] == 2 and [e["xid"] for e in ecc[1]["xid_events"]] == [48]
+    assert remap[0]["remapped_rows"] == {"correctable": 0, "uncorrectable": 1, "pending": True, "failed": False}
+    assert [e["xid"] for e in remap[0]["xid_events"]] == [63]
+    text = Path(scenario.file).read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("at_s: 10}", "at_s: 10, outcome: maybe}"))
+    assert bad.read_text() != text
+    with pytest.raises(ConfigError, match="outcome"):
+        load_scenario(bad)

@@ -46,6 +46,31 @@ def test_parse_picks_firing_hardware_faults_one_per_node() -> None:
         DrainRequest("node04", "InfiniBandLinkDown", "lockstep InfiniBandLinkDown device=mlx5_2 port=1")]
 
 
+def test_xids_drain_by_the_catalogs_recovery_action() -> None:
+    """The XID alerts as the rules send them (labels from the XID catalog): 79 (reboot_node), 48 and 95
+    (reset_gpu) drain; 94 (restart_app: only the application restarts) does not; 13, 31 and 43 (the
+    application's own faults) never drain, even if such an alert arrived. Without an ``action`` label
+    the catalog is asked for the code's."""
+    def alert(name: str, node: str, code: str, action: str | None) -> dict:
+        return {"alertname": name, "node": node, "gpu": "0", "xid": code, **({"action": action} if action else {})}
+
+    body = json.dumps(notification(
+        alert("GPUXidCritical", "node01", "79", "reboot_node"), alert("GPUXidCritical", "node02", "48", "reset_gpu"),
+        alert("GPUXidCritical", "node03", "95", None), alert("GPUXidWarning", "node04", "94", "restart_app"),
+        alert("GPUXidCritical", "node05", "13", None), alert("GPUXidCritical", "node06", "31", "restart_app"),
+        alert("GPUXidWarning", "node07", "43", "none"))).encode()
+    assert [(r.node, r.reason) for r in parse_notification(body)] == [
+        ("node01", "lockstep GPUXidCritical gpu=0 xid=79 action=reboot_node"),
+        ("node02", "lockstep GPUXidCritical gpu=0 xid=48 action=reset_gpu"),
+        ("node03", "lockstep GPUXidCritical gpu=0 xid=95")]
+
+
+def test_missing_gpu_and_pending_row_remap_drain() -> None:
+    body = json.dumps(notification({"alertname": "GPUMissing", "node": "node08"},
+                                   {"alertname": "GPURowRemapPending", "node": "node09", "gpu": "2"})).encode()
+    assert [r.node for r in parse_notification(body)] == ["node08", "node09"]
+
+
 @pytest.mark.parametrize("body, message", [
     (b"{not json", "not JSON"),
     (b'{"alerts": 3}', 'missing "alerts" list'),
@@ -120,6 +145,18 @@ async def test_execute_drains_once_per_node(aiohttp_client, scontrol) -> None:
     # Alertmanager re-sends a firing group every repeat_interval: the node is not drained twice.
     assert (await _post(client, payload))[1]["actions"][0]["action"] == "already"
     assert scontrol() == [["update", "NodeName=node01", "State=DRAIN", "Reason=lockstep GPUXidCritical gpu=3 xid=79"]]
+
+
+async def test_dry_run_of_the_documented_xids(aiohttp_client, scontrol) -> None:
+    """Dry run (the default): XID 79 and 48 are logged as drains, 94 and 13 not at all; nothing runs."""
+    client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN)))
+    status, body = await _post(client, notification(
+        xid("node01", "3", "79", action="reboot_node"), xid("node02", "1", "48", action="reset_gpu"),
+        xid("node03", "2", "94", action="restart_app", alertname="GPUXidWarning"),
+        xid("node04", "0", "13", action="restart_app")))
+    assert status == 200 and [(a["node"], a["action"]) for a in body["actions"]] == [
+        ("node01", "dry_run"), ("node02", "dry_run")]
+    assert scontrol() == []
 
 
 async def test_hourly_cap_refuses_further_drains_and_logs_them(aiohttp_client, scontrol, caplog) -> None:

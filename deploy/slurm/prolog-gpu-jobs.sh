@@ -21,10 +21,10 @@ index_of() {  # GPU UUID -> index
 exec 9>"$users/.lock" && flock 9   # two jobs sharing a GPU: serialise the read-modify-write
 for gpu in ${gpus//,/ }; do
     case "$gpu" in
-        GPU-*|MIG-*) index="$(index_of "$gpu")" ;;
+        GPU-*) index="$(index_of "$gpu")" ;;
         *) index="$gpu" ;;
     esac
-    if ! [[ "$index" =~ ^[0-9]+$ ]]; then
+    if ! [[ "$index" =~ ^([0-9]+|MIG-[0-9a-fA-F-]+)$ ]]; then
         echo "lockstep prolog: job $job: cannot map GPU '$gpu' to an index" >&2
         continue
     fi

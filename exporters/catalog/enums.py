@@ -36,6 +36,26 @@ def reason_bits(reasons: Iterable[str]) -> int:
     return bits
 
 
+# --- lockstep_gpu_health{check}, lockstep_gpu_xid_errors_total{severity,category,action} -------------
+# Verdict levels of lockstep_gpu_health.
+HEALTH_OK, HEALTH_WARNING, HEALTH_FAILED = 0, 1, 2
+# The agent's own checks (exporters/gpu/health.py), then DCGM's health-watch systems as dcgm_<system>.
+GPU_HEALTH_CHECKS = ("bus", "xid", "ecc_uncorrectable", "row_remap", "retired_pages", "pcie", "nvlink", "thermal",
+                     "driver")
+DCGM_HEALTH_SYSTEMS = ("pcie", "nvlink", "pmu", "mcu", "mem", "sm", "inforom", "thermal", "power", "driver")
+# The XID catalog's vocabulary (exporters/catalog/xid.py says how NVIDIA's columns map onto it).
+XID_CATEGORIES = ("application", "driver", "engine", "hardware", "informational", "unused", "unknown")
+XID_ACTIONS = ("none", "restart_app", "reset_gpu", "reboot_node", "service_hardware", "update_software",
+               "investigate")
+XID_INFO, XID_WARNING, XID_CRITICAL = "info", "warning", "critical"
+XID_SEVERITIES = (XID_INFO, XID_WARNING, XID_CRITICAL)
+# The GPU must take no new work until someone resets it, reboots the node or services the hardware:
+# the critical XIDs, which page (GPUXidCritical) and drain the node (quarantine receiver).
+XID_DRAIN_ACTIONS = ("reset_gpu", "reboot_node", "service_hardware")
+# XIDs worth a ticket though nothing must stop: the hardware or the driver reported trouble it handled.
+XID_TICKET_CATEGORIES = ("hardware", "driver")
+
+
 # --- lockstep_ib_port_state, lockstep_ib_port_phys_state (sysfs "4: ACTIVE", "5: LinkUp") ------------
 IB_PORT_STATES: Mapping[int, str] = MappingProxyType(
     {1: "down", 2: "init", 3: "armed", 4: "active", 5: "active_defer"})

@@ -1,6 +1,8 @@
 """GPU metrics (NVML, DCGM, or the simulator's NVML-shaped state). Per-GPU series carry ``gpu``
 (the index); the UUID, model and bus id live on ``lockstep_gpu_info`` only, to keep cardinality low."""
 from exporters.catalog.enums import CLOCK_EVENT_REASONS
+from exporters.catalog.enums import (DCGM_HEALTH_SYSTEMS, HEALTH_FAILED, HEALTH_OK, HEALTH_WARNING, XID_ACTIONS,
+                                     XID_CATEGORIES, XID_SEVERITIES)
 from exporters.catalog.model import counter, gauge
 
 G = ("gpu",)
@@ -33,7 +35,10 @@ REMAPPED_ROWS = gauge("lockstep_gpu_remapped_rows",
                       "Row remapping state. state: correctable, uncorrectable (rows remapped for that cause), "
                       "pending (1 if a remap awaits a GPU reset), failed (1 if a remap failed).", ("gpu", "state"))
 XID_ERRORS = counter("lockstep_gpu_xid_errors_total",
-                     "XID errors seen through NVML events; a repeated XID counts again.", ("gpu", "xid"))
+                     "XID errors seen through NVML events; a repeated XID counts again. severity "
+                     f"({', '.join(XID_SEVERITIES)}), category ({', '.join(XID_CATEGORIES)}) and action "
+                     f"({', '.join(XID_ACTIONS)}) come from NVIDIA's Xid Catalog (exporters/catalog/xid.csv).",
+                     ("gpu", "xid", "severity", "category", "action"))
 PCIE_REPLAY = counter("lockstep_gpu_pcie_replay_total", "PCIe replay counter.", G)
 PCIE_WIDTH = gauge("lockstep_gpu_pcie_link_width", "Current PCIe link width (lanes).", G)
 PCIE_WIDTH_MAX = gauge("lockstep_gpu_pcie_link_width_max", "Maximum PCIe link width (lanes).", G)
@@ -76,8 +81,46 @@ P2P_STATUS = gauge(
     "5 not_supported, 6 unknown. Anything but 0 means NCCL falls back to staging through host memory.",
     ("gpu", "peer"))
 
+# Added by issue 15: driver-reserved memory, page retirement, MIG instances.
+MEMORY_RESERVED = gauge("lockstep_gpu_memory_reserved_bytes",
+                        "Frame buffer memory the driver and firmware set aside (not in used_bytes; NVML v2 memory "
+                        "info, R510+).", G, "bytes")
+RETIRED_PAGES = gauge("lockstep_gpu_retired_pages",
+                      "Frame buffer pages retired (dynamic page retirement, GPUs before Ampere). cause: single_bit "
+                      "(multiple single-bit ECC errors), double_bit.", ("gpu", "cause"))
+RETIRED_PAGES_PENDING = gauge("lockstep_gpu_retired_pages_pending",
+                              "1 if a page retirement waits for the next driver reload or reboot, else 0.", G)
+MIG_MODE = gauge("lockstep_gpu_mig_mode",
+                 "1 if MIG is enabled on the GPU, 0 if disabled; absent on GPUs without MIG. With MIG on, the "
+                 "GPU's utilization is not supported and absent; see lockstep_gpu_mig_* per GPU instance.", G)
+MIG_INFO = gauge("lockstep_gpu_mig_info",
+                 "Always 1; a MIG device (compute instance) of a GPU: its GPU instance, compute instance, "
+                 "profile (e.g. 1g.10gb; empty where NVML does not say) and UUID (MIG-...), which schedulers "
+                 "hand to jobs.", ("gpu", "gpu_instance", "compute_instance", "profile", "uuid"))
+MIG_MEMORY_USED = gauge("lockstep_gpu_mig_memory_used_bytes", "Frame buffer memory in use in a MIG GPU instance.",
+                        ("gpu", "gpu_instance", "profile"), "bytes")
+MIG_MEMORY_TOTAL = gauge("lockstep_gpu_mig_memory_total_bytes", "Frame buffer memory of a MIG GPU instance.",
+                         ("gpu", "gpu_instance", "profile"), "bytes")
+# The per-GPU verdict (issue 15): the agent's checks, and DCGM's health-watch systems as dcgm_<system>.
+HEALTH = gauge(
+    "lockstep_gpu_health",
+    f"Verdict of one check of the GPU: {HEALTH_OK} ok, {HEALTH_WARNING} warning, {HEALTH_FAILED} failed; absent where "
+    "the GPU does not report what the check needs. check: bus (2: lost, fell off the bus), xid (worst XID severity "
+    "within --gpu.xid-window), ecc_uncorrectable (2: volatile uncorrectable errors, reset needed), row_remap "
+    "(1 pending, 2 failed), retired_pages (1 at 15 or pending, 2 at 63), pcie (1: below max width or over 8 "
+    "replays a minute), nvlink (1: errors growing, 2: a link went down), thermal (1: thermal slowdown), driver "
+    f"(1: persistence mode off), and dcgm_<system> (DCGM health watches: {', '.join(DCGM_HEALTH_SYSTEMS)}).",
+    ("gpu", "check"))
+HEALTHY = gauge("lockstep_gpu_healthy", "0 if any lockstep_gpu_health check of the GPU failed (2), else 1.", G)
+GPUS_EXPECTED = gauge("lockstep_node_gpus_expected",
+                      "GPUs the node should have: --gpu.expected-count, or its Slurm GRES (--gpu.expected-count=slurm).")
+GPUS_VISIBLE = gauge("lockstep_node_gpus_visible",
+                     "GPUs NVML enumerates on the node; 0 while the driver or NVML is unavailable.")
+
 METRICS = (INFO, UP, UTILIZATION, SM_ACTIVE, TENSOR_ACTIVE, SM_CLOCK, SM_CLOCK_MAX, POWER, POWER_LIMIT,
            ENERGY, TEMPERATURE, MEMORY_TEMPERATURE, MEMORY_USED, MEMORY_TOTAL, CLOCK_EVENT, ECC_ERRORS,
            REMAPPED_ROWS, XID_ERRORS, PCIE_REPLAY, PCIE_WIDTH, PCIE_WIDTH_MAX, PCIE_GEN, PCIE_GEN_MAX,
            NVLINK_ERRORS, JOB_INFO, MEMORY_UTILIZATION, SM_OCCUPANCY, DRAM_ACTIVE, NVLINK_BANDWIDTH, MEMORY_CLOCK,
-           MEMORY_CLOCK_MAX, PERSISTENCE_MODE, ECC_ENABLED, PCIE_LINK_DEGRADED, P2P_STATUS)
+           MEMORY_CLOCK_MAX, PERSISTENCE_MODE, ECC_ENABLED, PCIE_LINK_DEGRADED, P2P_STATUS, MEMORY_RESERVED,
+           RETIRED_PAGES, RETIRED_PAGES_PENDING, MIG_MODE, MIG_INFO, MIG_MEMORY_USED, MIG_MEMORY_TOTAL, HEALTH,
+           HEALTHY, GPUS_EXPECTED, GPUS_VISIBLE)

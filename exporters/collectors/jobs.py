@@ -2,8 +2,10 @@
 
 Reads the mapping directory the prolog/epilog in deploy/slurm/ maintain, in dcgm-exporter's
 ``--hpc-job-mapping-dir`` layout: one file per GPU, named by its index (or its UUID: newer Slurm puts
-UUIDs in CUDA_VISIBLE_DEVICES), holding one job id per line. The job's user is in
-``<user-dir>/<job_id>``. The job is joined on this info metric, never copied onto every GPU series.
+UUIDs in CUDA_VISIBLE_DEVICES; a MIG device's is MIG-<uuid>), holding one job id per line. The job's
+user is in ``<user-dir>/<job_id>``. The job is joined on this info metric, never copied onto every
+GPU series. A MIG device's job carries its parent GPU's index and the MIG UUID, which joins
+``lockstep_gpu_mig_info`` for the GPU instance (``exporters.gpu.mig.device_refs`` resolves the ids).
 """
 from __future__ import annotations
 
@@ -88,34 +90,34 @@ def read_dir(path: str) -> dict[str, str]:
 
 
 class JobsCollector:
-    def __init__(self, options: JobsOptions, gpu_ids: Callable[[], dict[str, str]]) -> None:
-        """``gpu_ids``: ``{index: uuid}`` of the node's GPUs (``gpu_uuids`` of the GPU backend)."""
+    def __init__(self, options: JobsOptions, gpu_ids: Callable[[], dict[str, Any]]) -> None:
+        """``gpu_ids``: ``{device id: DeviceRef}`` of the node's GPUs and MIG devices (``gpu_uuids``)."""
         self.mapping_dir, self.user_dir = os.fspath(options.mapping_dir), os.fspath(options.user_dir)
         self._gpu_ids = gpu_ids
-        self._uuids: dict[str, str] = {}   # index → UUID, read once from the GPU backend
+        self._refs: dict[str, Any] = {}   # device id → exporters.gpu.mig.DeviceRef, read once from the GPU backend
         self._uuids_tried = -UUID_RETRY_S     # monotonic time of the last attempt that found none
 
     def collect(self) -> Iterator[Sample]:
         mappings = parse_mapping(read_dir(self.mapping_dir))
-        if mappings and not self._uuids and time.monotonic() - self._uuids_tried >= UUID_RETRY_S:
+        if mappings and not self._refs and time.monotonic() - self._uuids_tried >= UUID_RETRY_S:
             self._uuids_tried = time.monotonic()  # no NVML init per scrape while the driver is away
-            self._uuids = self._read_uuids()
-        by_uuid = {uuid: index for index, uuid in self._uuids.items()}
+            self._refs = self._read_uuids()
         # A training job usually holds every GPU of the node: its user file is read once, not per GPU.
         users = {job_id: self._user(job_id) for job_id in {mapping.job_id for mapping in mappings}}
         # A GPU named by both an index file and a UUID file (two prologs, or a prolog switched from
         # indices to UUIDs) resolves to one label set: one series, not a duplicate line.
         seen: set[tuple[str, str, str]] = set()
         for mapping in mappings:
-            if mapping.gpu.isdigit():
-                gpu, uuid = mapping.gpu, self._uuids.get(mapping.gpu, "")
-            else:
-                gpu, uuid = by_uuid.get(mapping.gpu, ""), mapping.gpu
+            ref = self._refs.get(mapping.gpu)
+            if ref is not None:
+                gpu, uuid = ref.gpu, ref.uuid
+            else:   # a device NVML does not list (any more): the file name says what it can
+                gpu, uuid = (mapping.gpu, "") if mapping.gpu.isdigit() else ("", mapping.gpu)
             if (gpu, uuid, mapping.job_id) not in seen:
                 seen.add((gpu, uuid, mapping.job_id))
                 yield Sample(m.JOB_INFO, (gpu, uuid, mapping.job_id, users[mapping.job_id]), 1.0)
 
-    def _read_uuids(self) -> dict[str, str]:
+    def _read_uuids(self) -> dict[str, Any]:
         """UUIDs only enrich the mapping: a GPU backend that can't answer (no driver, a broken state
         file) leaves ``uuid`` empty instead of failing the job mapping too."""
         try:
@@ -133,15 +135,17 @@ class JobsCollector:
             return ""
 
 
-def gpu_uuids(options: GpuOptions) -> dict[str, str]:
-    """``{index: uuid}`` from the configured GPU backend; empty when NVML is unavailable."""
+def gpu_uuids(options: GpuOptions) -> dict[str, Any]:
+    """``{device id: DeviceRef}`` (indices, GPU and MIG UUIDs) from the configured GPU backend; empty when
+    NVML is unavailable."""
     import pynvml
 
+    from exporters.gpu.mig import read_device_refs
     nvml, prof = open_backend(options)
     try:
         nvml.nvmlInit()
         try:
-            return {str(i): uuid for i in range(nvml.nvmlDeviceGetCount()) if (uuid := _uuid(nvml, i))}
+            return read_device_refs(nvml)
         finally:
             nvml.nvmlShutdown()
     except pynvml.NVMLError as exc:
@@ -150,14 +154,6 @@ def gpu_uuids(options: GpuOptions) -> dict[str, str]:
     finally:
         if prof is not None:
             prof.close()
-
-
-def _uuid(nvml: Any, index: int) -> str:
-    import pynvml
-    try:
-        return nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(index))
-    except pynvml.NVMLError:  # a lost GPU keeps its index; only its UUID label stays empty
-        return ""
 
 
 @register("jobs", help="Slurm job holding each GPU (lockstep_gpu_job_info)", add_flags=JobsOptions.add_flags)

@@ -11,28 +11,39 @@ if TYPE_CHECKING:
     from exporters.config import ExporterConfig
     from exporters.gpu.protocol import Nvml, ProfSource
 
-BACKENDS = ("nvml", "dcgm", "sim:PATH")
+BACKENDS = ("nvml", "dcgm", "sim:PATH", "replay:FILE.xml")
 NAME_SETS = ("lockstep", "dcgm")
 
 
 @dataclass(frozen=True)
 class GpuOptions:
-    backend: str                 # nvml | dcgm | sim
-    sim_path: Path | None = None
+    backend: str                 # nvml | dcgm | sim | replay
+    sim_path: Path | None = None  # the sim backend's gpus.json, or the replay backend's capture
     dcgm_names: bool = False
     hostname: str = ""           # dcgm-exporter's Hostname label
     nvlink_per_link: bool = False
+    xid_window_s: float = 3600.0  # how long an XID keeps the xid health check at its severity
+    expected_count: int | str | None = None   # GPUs the node should have: a number, or "slurm"
 
     @staticmethod
     def add_flags(group: argparse._ArgumentGroup) -> None:
-        group.add_argument("--gpu.backend", dest="gpu.backend", default=None, metavar="nvml|dcgm|sim:PATH",
-                           help="where GPU state comes from (default nvml; sim:PATH reads the simulator's gpus.json)")
+        group.add_argument("--gpu.backend", dest="gpu.backend", default=None,
+                           metavar="nvml|dcgm|sim:PATH|replay:FILE.xml",
+                           help="where GPU state comes from (default nvml; sim:PATH reads the simulator's gpus.json; "
+                                "replay:FILE.xml serves an `nvidia-smi -q -x` capture as that driver answered it)")
         group.add_argument("--gpu.metric-names", dest="gpu.metric-names", default=None, choices=NAME_SETS,
                            help="dcgm: also emit dcgm-exporter's DCGM_FI_* names and labels for shared fields "
                                 "(NVIDIA's Grafana dashboard works unchanged); default lockstep")
         group.add_argument("--gpu.nvlink-per-link", dest="gpu.nvlink-per-link", action="store_true", default=None,
                            help="also report NVLink error counters of every link (18 per H100: +72 series and "
-                                "+90 NVML calls per GPU per scrape); by default only the all-links totals")
+                                "+90 NVML calls per GPU per scrape); by default only the all-links totals. The nvlink "
+                                "health check notices a link going down only with this")
+        group.add_argument("--gpu.expected-count", dest="gpu.expected-count", default=None, metavar="N|slurm",
+                           help="GPUs this node should have (lockstep_node_gpus_expected; GPUMissing fires below it): "
+                                "a number, or slurm for the node's gpu GRES from `scontrol show node`")
+        group.add_argument("--gpu.xid-window", dest="gpu.xid-window", default=None, metavar="DURATION",
+                           help="how long an XID keeps the xid health check at its severity (default 1h; 90s, 15m, "
+                                "2h)")
 
     @classmethod
     def from_config(cls, config: "ExporterConfig") -> "GpuOptions":
@@ -42,12 +53,36 @@ class GpuOptions:
         if names not in NAME_SETS:
             raise ValueError(f"--gpu.metric-names: {names!r} is not one of {', '.join(NAME_SETS)}")
         common = dict(dcgm_names=names == "dcgm", hostname=config.node_name,
-                      nvlink_per_link=bool(config.flag("gpu.nvlink-per-link", False)))
+                      nvlink_per_link=bool(config.flag("gpu.nvlink-per-link", False)),
+                      xid_window_s=parse_duration("--gpu.xid-window", str(config.flag("gpu.xid-window", "1h"))),
+                      expected_count=parse_expected(str(config.flag("gpu.expected-count", "")) or None))
         if spec in ("nvml", "dcgm"):
             return cls(spec, **common)
-        if spec.startswith("sim:") and len(spec) > 4:
-            return cls("sim", Path(spec[4:]), **common)
+        for kind in ("sim", "replay"):
+            if spec.startswith(f"{kind}:") and len(spec) > len(kind) + 1:
+                return cls(kind, Path(spec[len(kind) + 1:]), **common)
         raise ValueError(f"--gpu.backend: {spec!r} is not one of {', '.join(BACKENDS)}")
+
+
+def parse_duration(flag: str, text: str) -> float:
+    """"90s", "15m", "2h" or plain seconds."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1)
+    try:
+        seconds = float(number) * unit
+    except ValueError:
+        raise ValueError(f"{flag}: {text!r} is not a duration (90s, 15m, 2h)") from None
+    if seconds <= 0:
+        raise ValueError(f"{flag}: {text!r} must be positive")
+    return seconds
+
+
+def parse_expected(text: str | None) -> int | str | None:
+    if text is None or text == "slurm":
+        return text
+    if not text.isdigit():
+        raise ValueError(f"--gpu.expected-count: {text!r} is neither a number of GPUs nor slurm")
+    return int(text)
 
 
 def open_backend(options: GpuOptions) -> "tuple[Nvml, ProfSource | None]":
@@ -56,6 +91,9 @@ def open_backend(options: GpuOptions) -> "tuple[Nvml, ProfSource | None]":
         from exporters.gpu.sim import SimNvml
         sim = SimNvml(options.sim_path)
         return sim, SimProf(sim)
+    if options.backend == "replay":
+        from exporters.gpu.replay import ReplayNvml
+        return ReplayNvml(options.sim_path), None
     import pynvml
     if options.backend == "dcgm":
         from exporters.gpu.dcgm import open_dcgm

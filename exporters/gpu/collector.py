@@ -1,8 +1,10 @@
 """The GPU collector: one snapshot of each GPU per scrape through the ``Nvml`` Protocol, XID counts
-from the event thread, optional DCGM profiling fields and dcgm-exporter names.
+from the event thread, optional DCGM profiling fields and health watches, dcgm-exporter names, and
+the per-GPU verdict (``health.py``).
 
-NVML missing (no driver, no library) means no GPU samples and a warning once; NVML is retried every
-``RETRY_INIT_S``. A lost GPU is reported ``lockstep_gpu_up 0`` and the others carry on.
+NVML missing (no driver, no library) means no GPU samples, ``lockstep_node_gpus_visible 0`` and a
+warning once; NVML is retried every ``RETRY_INIT_S``. A lost GPU is reported ``lockstep_gpu_up 0``
+and the others carry on.
 """
 from __future__ import annotations
 
@@ -16,11 +18,13 @@ from exporters.catalog import gpu as m
 from exporters.gpu.backend import GpuOptions
 from exporters.gpu.dcgm_names import dcgm_labels, dcgm_samples
 from exporters.gpu.errors import GpuLost, NvmlGuard, error_code
+from exporters.gpu.expected import slurm_gpu_count
+from exporters.gpu.health import HealthTracker, health_samples
 from exporters.gpu.protocol import Nvml, ProfSource
 from exporters.gpu.read import read_snapshot, read_static
 from exporters.gpu.samples import identity_samples, snapshot_samples
 from exporters.gpu.snapshot import GpuStatic
-from exporters.gpu.xid import XidWatcher
+from exporters.gpu.xid import XidWatcher, xid_samples
 from exporters.logs import once
 from exporters.sample import Sample
 
@@ -38,20 +42,29 @@ class GpuCollector:
         self._static: dict[int, GpuStatic] = {}
         self._dcgm_labels: dict[int, tuple[str, ...]] = {}
         self._xid: XidWatcher | None = None
+        self._health = HealthTracker()
+        expected = options.expected_count
+        self._expected = slurm_gpu_count(options.hostname) if expected == "slurm" else expected
 
     def collect(self) -> list[Sample]:
         if not self._init():
-            return []
+            return self._node(0)
         count = self.nvml.nvmlDeviceGetCount()
         if count != len(self._handles):
             self._open_devices(count)
         prof = self._read_prof()
+        dcgm_health = self._read_prof(health=True)
         samples: list[Sample] = []
         for index in range(count):
-            samples += self._gpu(index, prof.get(index))
+            samples += self._gpu(index, prof.get(index), dcgm_health.get(index, {}))
         if self._xid is not None:
-            samples += [Sample(m.XID_ERRORS, (str(gpu), str(xid)), float(events))
-                        for (gpu, xid), events in sorted(self._xid.counts().items())]
+            samples += xid_samples(self._xid.counts())
+        return samples + self._node(count)
+
+    def _node(self, visible: int) -> list[Sample]:
+        samples = [Sample(m.GPUS_VISIBLE, (), float(visible))]
+        if self._expected is not None:
+            samples.append(Sample(m.GPUS_EXPECTED, (), float(self._expected)))
         return samples
 
     def close(self) -> None:
@@ -111,16 +124,24 @@ class GpuCollector:
             self._xid.add(index, handle)
         return handle
 
-    def _read_prof(self) -> Mapping[int, Mapping[str, float]]:
-        if self.prof is None:
+    def _read_prof(self, health: bool = False) -> Mapping[int, Mapping[str, Any]]:
+        """DCGM's profiling fields, or its health-watch verdicts per GPU."""
+        read = getattr(self.prof, "health" if health else "read", None)
+        if read is None:
             return {}
         try:
-            return self.prof.read()
-        except Exception as exc:  # profiling is extra: its failure must not hide the NVML fields
-            once(log, logging.WARNING, f"prof:{type(exc).__name__}", "GPU profiling fields unavailable: %s", exc)
+            return read()
+        except Exception as exc:  # DCGM is extra: its failure must not hide the NVML fields
+            once(log, logging.WARNING, f"prof:{health}:{type(exc).__name__}", "DCGM %s unavailable: %s",
+                 "health watches" if health else "profiling fields", exc)
             return {}
 
-    def _gpu(self, index: int, prof: Mapping[str, float] | None) -> list[Sample]:
+    def _xid_level(self, index: int) -> int | None:
+        if self._xid is None:
+            return None
+        return self._xid.worst_since(index, time.monotonic() - self.options.xid_window_s)
+
+    def _gpu(self, index: int, prof: Mapping[str, float] | None, dcgm_health: Mapping[str, int]) -> list[Sample]:
         static = self._static.get(index)
         try:
             handle = self._handles[index]
@@ -133,11 +154,14 @@ class GpuCollector:
                                  tuple(sorted(prof.items())) if prof else ())
         except GpuLost as exc:
             once(log, logging.WARNING, f"lost:{index}:{static.uuid if static else ''}", "%s", exc)
+            verdict = health_samples(str(index), {**self._health.lost(index, self._xid_level(index)), **dcgm_health})
             if static is None:
-                return [Sample(m.UP, (str(index),), 0.0)]
-            return list(identity_samples(static, self._driver, up=False))
+                return [Sample(m.UP, (str(index),), 0.0), *verdict]
+            return [*identity_samples(static, self._driver, up=False), *verdict]
         samples = list(identity_samples(static, self._driver, up=True))
         samples += snapshot_samples(snap)
+        checks = self._health.verdict(snap, time.monotonic(), self._xid_level(index))
+        samples += health_samples(str(index), {**checks, **dcgm_health})
         if self.options.dcgm_names:
             labels = self._dcgm_labels.get(index)
             if labels is None:

@@ -16,9 +16,12 @@ from exporters.logs import once
 log = logging.getLogger("lockstep.gpu")
 
 # Absent on this GPU/driver: NotSupported (feature), FunctionNotFound (older driver than the bindings),
-# NoPermission (e.g. some counters need root), NotFound / InvalidArgument (no such link or peer).
+# NoPermission (e.g. some counters need root), NotFound / InvalidArgument (no such link or peer),
+# Deprecated (newer drivers retire some queries: nvidia-smi prints "Requested functionality has been
+# deprecated" for them), ArgumentVersionMismatch (a versioned struct newer than the driver).
 _ABSENT = {pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, pynvml.NVML_ERROR_NO_PERMISSION,
-           pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT, pynvml.NVML_ERROR_NO_DATA}
+           pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT, pynvml.NVML_ERROR_NO_DATA,
+           pynvml.NVML_ERROR_DEPRECATED, pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH}
 # The GPU itself is gone or wedged (fell off the bus, XID 79; Unknown is what a wedged GPU returns).
 _LOST = {pynvml.NVML_ERROR_GPU_IS_LOST, pynvml.NVML_ERROR_UNKNOWN, pynvml.NVML_ERROR_RESET_REQUIRED}
 # NVML itself is unusable on this host: no driver, no library, mismatched library.

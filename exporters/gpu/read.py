@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import pynvml
 
 from exporters.gpu.errors import NvmlGuard, error_code
+from exporters.gpu.mig import read_migs
 from exporters.gpu.protocol import Nvml
 from exporters.gpu.snapshot import GpuSnapshot, GpuStatic, NvLinkCounters
 
@@ -26,6 +27,10 @@ FIELDS = {
     "remapped_uncorrectable": pynvml.NVML_FI_DEV_REMAPPED_UNC,
     "remapped_pending": pynvml.NVML_FI_DEV_REMAPPED_PENDING,
     "remapped_failed": pynvml.NVML_FI_DEV_REMAPPED_FAILURE,
+    # Dynamic page retirement (Kepler to Turing; GPUs with row remapping answer NotSupported).
+    "retired_sbe": pynvml.NVML_FI_DEV_RETIRED_SBE,
+    "retired_dbe": pynvml.NVML_FI_DEV_RETIRED_DBE,
+    "retired_pending": pynvml.NVML_FI_DEV_RETIRED_PENDING,
     # NVLink errors summed over links: four fields in the same batch instead of 18 links x 5 calls.
     "nvlink_replay": pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL,
     "nvlink_recovery": pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL,
@@ -55,7 +60,20 @@ def read_static(nvml: Nvml, index: int, handles: Sequence[Any]) -> GpuStatic:
         mem_clock_max_mhz=g.call("nvmlDeviceGetMaxClockInfo", nvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_MEM),
         pcie_width_max=g.call("nvmlDeviceGetMaxPcieLinkWidth", nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
         pcie_gen_max=g.call("nvmlDeviceGetMaxPcieLinkGeneration", nvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
-        p2p=p2p)
+        p2p=p2p, memory_v2=_answers(g, "nvmlDeviceGetMemoryInfo_v2", nvml.nvmlDeviceGetMemoryInfo, h,
+                                    pynvml.nvmlMemory_v2),
+        mig_capable=_answers(g, "nvmlDeviceGetMigMode", nvml.nvmlDeviceGetMigMode, h))
+
+
+def _answers(g: NvmlGuard, what: str, fn: Any, *args: Any) -> bool:
+    """Whether a call works on this GPU and driver at all (a static fact: an older driver lacks the
+    symbol, a GPU without the feature says NotSupported until the driver changes)."""
+    try:
+        fn(*args)
+    except pynvml.NVMLError as exc:
+        g.failed(what, error_code(exc))  # raises GpuLost for a lost GPU
+        return False
+    return True
 
 
 def read_snapshot(nvml: Nvml, static: GpuStatic, handle: Any, per_link: bool = False,
@@ -65,15 +83,17 @@ def read_snapshot(nvml: Nvml, static: GpuStatic, handle: Any, per_link: bool = F
     ``prof``: the GPU's DCGM profiling fields, carried into the snapshot."""
     g, h = NvmlGuard(static.index), handle
     util = g.call("nvmlDeviceGetUtilizationRates", nvml.nvmlDeviceGetUtilizationRates, h)
-    mem = g.call("nvmlDeviceGetMemoryInfo", nvml.nvmlDeviceGetMemoryInfo, h)
+    # v2 keeps the driver's reservation out of "used", as nvidia-smi and DCGM report it.
+    mem = g.call("nvmlDeviceGetMemoryInfo", nvml.nvmlDeviceGetMemoryInfo, h,
+                 *((pynvml.nvmlMemory_v2,) if static.memory_v2 else ()))
+    mig_mode = g.call("nvmlDeviceGetMigMode", nvml.nvmlDeviceGetMigMode, h) if static.mig_capable else None
     fields = read_fields(nvml, g, h)
     totals = [fields.pop(key) for key in _NVLINK_TOTALS]
     nvlink = (NvLinkCounters("total", *totals),) if any(v is not None for v in totals) else ()
     if per_link:
         nvlink += read_nvlink(nvml, g, h)
-    power = fields.pop("power_instant_mw")
-    if power is None:
-        power = g.call("nvmlDeviceGetPowerUsage", nvml.nvmlDeviceGetPowerUsage, h)
+    # Both: the instant reading for lockstep_gpu_power_watts, the 1 s average for dcgm-exporter's name.
+    power_average = g.call("nvmlDeviceGetPowerUsage", nvml.nvmlDeviceGetPowerUsage, h)
     reasons = g.call("nvmlDeviceGetCurrentClocksEventReasons", nvml.nvmlDeviceGetCurrentClocksEventReasons, h)
     if reasons is None:  # drivers before 535 only have the older name
         reasons = g.call("nvmlDeviceGetCurrentClocksThrottleReasons",
@@ -84,17 +104,20 @@ def read_snapshot(nvml: Nvml, static: GpuStatic, handle: Any, per_link: bool = F
         utilization_memory=util.memory if util is not None else None,
         sm_clock_mhz=g.call("nvmlDeviceGetClockInfo", nvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM),
         mem_clock_mhz=g.call("nvmlDeviceGetClockInfo", nvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_MEM),
-        power_mw=power,
+        power_average_mw=power_average,
         power_limit_mw=g.call("nvmlDeviceGetEnforcedPowerLimit", nvml.nvmlDeviceGetEnforcedPowerLimit, h),
         temperature_c=g.call("nvmlDeviceGetTemperature", nvml.nvmlDeviceGetTemperature, h,
                              pynvml.NVML_TEMPERATURE_GPU),
         memory_used=mem.used if mem is not None else None,
         memory_free=mem.free if mem is not None else None,
         memory_total=mem.total if mem is not None else None,
+        memory_reserved=mem.reserved if mem is not None and static.memory_v2 else None,
         clock_event_reasons=int(reasons) if reasons is not None else None,
         pcie_width=g.call("nvmlDeviceGetCurrPcieLinkWidth", nvml.nvmlDeviceGetCurrPcieLinkWidth, h),
         pcie_gen=g.call("nvmlDeviceGetCurrPcieLinkGeneration", nvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
         persistence_mode=g.call("nvmlDeviceGetPersistenceMode", nvml.nvmlDeviceGetPersistenceMode, h),
+        mig_mode=mig_mode[0] if mig_mode is not None else None,
+        migs=read_migs(nvml, g, h) if mig_mode is not None and mig_mode[0] == pynvml.NVML_DEVICE_MIG_ENABLE else (),
         nvlink=nvlink,
         prof=prof,
         **fields)
@@ -125,8 +148,17 @@ def read_fields_classic(nvml: Nvml, g: NvmlGuard, h: Any) -> dict[str, float | N
                                   pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC),
         "remapped_correctable": rows[0], "remapped_uncorrectable": rows[1],
         "remapped_pending": rows[2], "remapped_failed": rows[3],
-        **dict.fromkeys(_NVLINK_TOTALS),
+        **_retired_classic(nvml, g, h), **dict.fromkeys(_NVLINK_TOTALS),
     }
+
+
+def _retired_classic(nvml: Nvml, g: NvmlGuard, h: Any) -> dict[str, float | None]:
+    pages = nvml.nvmlDeviceGetRetiredPages
+    sbe = g.call("nvmlDeviceGetRetiredPages", pages, h, pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+    dbe = g.call("nvmlDeviceGetRetiredPages", pages, h, pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+    return {"retired_sbe": len(sbe) if sbe is not None else None, "retired_dbe": len(dbe) if dbe is not None else None,
+            "retired_pending": g.call("nvmlDeviceGetRetiredPagesPendingStatus",
+                                      nvml.nvmlDeviceGetRetiredPagesPendingStatus, h)}
 
 
 def read_nvlink(nvml: Nvml, g: NvmlGuard, h: Any) -> tuple[NvLinkCounters, ...]:

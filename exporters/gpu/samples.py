@@ -5,7 +5,7 @@ from functools import lru_cache
 
 from exporters.catalog import gpu as m
 from exporters.sample import Sample
-from exporters.gpu.snapshot import CLOCK_EVENT_REASONS, GpuSnapshot, GpuStatic
+from exporters.gpu.snapshot import CLOCK_EVENT_REASONS, GpuSnapshot, GpuStatic, MigDevice
 
 # (multiplier, divisor) from NVML's units; dividing keeps 41 % → 0.41 exact in the exposition.
 MHZ = (1e6, 1)      # NVML clocks are MHz
@@ -21,6 +21,8 @@ _SCALARS = (  # (metric, snapshot attribute, factor)
     (m.MEMORY_USED, "memory_used", ONE), (m.MEMORY_TOTAL, "memory_total", ONE),
     (m.PCIE_REPLAY, "pcie_replay", ONE), (m.PCIE_WIDTH, "pcie_width", ONE), (m.PCIE_GEN, "pcie_gen", ONE),
     (m.PERSISTENCE_MODE, "persistence_mode", ONE), (m.ECC_ENABLED, "ecc_mode", ONE),
+    (m.MEMORY_RESERVED, "memory_reserved", ONE), (m.RETIRED_PAGES_PENDING, "retired_pending", ONE),
+    (m.MIG_MODE, "mig_mode", ONE),
 )
 _STATIC = ((m.SM_CLOCK_MAX, "sm_clock_max_mhz", MHZ), (m.MEMORY_CLOCK_MAX, "mem_clock_max_mhz", MHZ),
            (m.PCIE_WIDTH_MAX, "pcie_width_max", ONE), (m.PCIE_GEN_MAX, "pcie_gen_max", ONE))
@@ -29,6 +31,7 @@ _LABELLED = (  # (metric, label value, attribute)
     (m.REMAPPED_ROWS, "correctable", "remapped_correctable"),
     (m.REMAPPED_ROWS, "uncorrectable", "remapped_uncorrectable"),
     (m.REMAPPED_ROWS, "pending", "remapped_pending"), (m.REMAPPED_ROWS, "failed", "remapped_failed"),
+    (m.RETIRED_PAGES, "single_bit", "retired_sbe"), (m.RETIRED_PAGES, "double_bit", "retired_dbe"),
 )
 _NVLINK_TYPES = ("replay", "recovery", "crc_flit", "crc_data")
 _PROF = (("sm_active", m.SM_ACTIVE), ("sm_occupancy", m.SM_OCCUPANCY), ("tensor_active", m.TENSOR_ACTIVE),
@@ -70,7 +73,28 @@ def snapshot_samples(snap: GpuSnapshot) -> list[Sample]:
     out += [Sample(metric, gpu, prof[key]) for key, metric in _PROF if key in prof]
     out += [Sample(m.NVLINK_BANDWIDTH, (index, direction), prof[key])
             for key, direction in (("nvlink_rx", "rx"), ("nvlink_tx", "tx")) if key in prof]
+    if snap.migs:
+        out += mig_samples(index, snap.migs)
     return out
+
+
+def mig_samples(gpu: str, migs: tuple[MigDevice, ...]) -> list[Sample]:
+    """One info series per MIG device; memory once per GPU instance (its compute instances share it)."""
+    out = [Sample(m.MIG_INFO, (gpu, str(mig.gpu_instance), _str(mig.compute_instance), mig.profile, mig.uuid), 1.0)
+           for mig in migs]
+    seen = set()
+    for mig in migs:
+        if mig.gpu_instance in seen:
+            continue
+        seen.add(mig.gpu_instance)
+        labels = (gpu, str(mig.gpu_instance), mig.profile)
+        out += [Sample(metric, labels, value) for metric, value in
+                ((m.MIG_MEMORY_USED, mig.memory_used), (m.MIG_MEMORY_TOTAL, mig.memory_total)) if value is not None]
+    return out
+
+
+def _str(value: int | None) -> str:
+    return "" if value is None else str(value)
 
 
 @lru_cache(maxsize=_CACHED_GPUS)

@@ -153,8 +153,10 @@ class SimNvml(SimEvents):
     def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:
         return self.gpu(handle, "temperature_c")
 
-    def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any:
+    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: int | None = None) -> Any:
         mem = self.gpu(handle, "memory")
+        if version:  # gpus.json has no driver reservation: v2 is not answered, the collector reads v1
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return pynvml.c_nvmlMemory_t(total=mem["total"], free=mem["total"] - mem["used"], used=mem["used"])
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
@@ -170,9 +172,23 @@ class SimNvml(SimEvents):
         kind = "corrected" if errorType == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED else "uncorrected"
         return self._sub(handle, "ecc", kind)
 
-    def nvmlDeviceGetRemappedRows(self, handle: Any) -> tuple[int, int, int, int]:
-        rows = self.gpu(handle, "remapped_rows")
+    def nvmlDeviceGetRemappedRows(self, device: Any) -> tuple[int, int, int, int]:
+        rows = self.gpu(device, "remapped_rows")
         return (rows["correctable"], rows["uncorrectable"], int(rows["pending"]), int(rows["failed"]))
+
+    def nvmlDeviceGetRetiredPages(self, device: Any, sourceFilter: int) -> list[int]:
+        return self._unsupported(device)
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, device: Any) -> int:
+        return self._unsupported(device)
+
+    def nvmlDeviceGetMigMode(self, device: Any) -> list[int]:
+        self.gpu(device)   # H100s can run MIG; the simulated ones have it disabled, as NVML says then
+        return [pynvml.NVML_DEVICE_MIG_DISABLE, pynvml.NVML_DEVICE_MIG_DISABLE]
+
+    def _unsupported(self, handle: Any) -> Any:
+        self.gpu(handle)
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
 
     def nvmlDeviceGetPcieReplayCounter(self, handle: Any) -> int:
         return self._sub(handle, "pcie", "replay")

@@ -23,6 +23,8 @@ class GpuStatic:
     pcie_width_max: float | None = None
     pcie_gen_max: float | None = None
     p2p: tuple[tuple[int, int], ...] = ()   # (peer index, nvmlGpuP2PStatus_t)
+    memory_v2: bool = False     # nvmlDeviceGetMemoryInfo_v2 answers (R510+): used without the reservation
+    mig_capable: bool = False   # nvmlDeviceGetMigMode answers (A100, H100...): MIG mode read per scrape
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,13 +37,32 @@ class NvLinkCounters:
 
 
 @dataclass(frozen=True, slots=True)
+class MigDevice:
+    """One MIG device (a compute instance in a GPU instance). Memory belongs to the GPU instance."""
+
+    index: int
+    gpu_instance: int
+    compute_instance: int | None
+    uuid: str                      # MIG-...; "" where NVML did not say
+    profile: str                   # "1g.10gb", "1c.2g.20gb"; "" where NVML did not say
+    memory_used: float | None = None
+    memory_total: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GpuSnapshot:
     static: GpuStatic
     utilization_gpu: float | None = None        # percent
     utilization_memory: float | None = None     # percent
     sm_clock_mhz: float | None = None
     mem_clock_mhz: float | None = None
-    power_mw: float | None = None
+    power_instant_mw: float | None = None       # NVML_FI_DEV_POWER_INSTANT (R530+)
+    power_average_mw: float | None = None       # nvmlDeviceGetPowerUsage: a 1 s average on Ampere and newer
+
+    @property
+    def power_mw(self) -> float | None:
+        """What lockstep_gpu_power_watts reports: the instant reading where the driver has one."""
+        return self.power_instant_mw if self.power_instant_mw is not None else self.power_average_mw
     power_limit_mw: float | None = None
     energy_mj: float | None = None
     temperature_c: float | None = None
@@ -49,6 +70,7 @@ class GpuSnapshot:
     memory_used: float | None = None            # bytes
     memory_free: float | None = None
     memory_total: float | None = None
+    memory_reserved: float | None = None        # set aside by the driver/firmware (v2 memory info)
     clock_event_reasons: int | None = None      # nvmlClocksEventReason* bitmask
     ecc_mode: float | None = None
     ecc_corrected: float | None = None
@@ -57,10 +79,15 @@ class GpuSnapshot:
     remapped_uncorrectable: float | None = None
     remapped_pending: float | None = None
     remapped_failed: float | None = None
+    retired_sbe: float | None = None            # pages retired for multiple single-bit errors
+    retired_dbe: float | None = None            # pages retired for a double-bit error
+    retired_pending: float | None = None        # 1 if a retirement awaits a reboot / driver reload
     pcie_replay: float | None = None
     pcie_width: float | None = None
     pcie_gen: float | None = None
     persistence_mode: float | None = None
+    mig_mode: float | None = None               # current MIG mode, 1 enabled; None where the GPU has none
+    migs: tuple[MigDevice, ...] = ()
     nvlink: tuple[NvLinkCounters, ...] = ()
     prof: tuple[tuple[str, float], ...] = ()    # DCGM profiling fields (ProfSource keys)
 

@@ -1,25 +1,36 @@
 """Counts XID errors from NVML events (``nvmlEventTypeXidCriticalError``) in a background thread.
 
 DCGM's XID field holds only the last value, so a repeated XID is invisible there; NVML delivers
-every event, so ``lockstep_gpu_xid_errors_total{gpu,xid}`` counts repeats. The thread survives any
-NVML error (logged once, retried after a pause) and stops within one wait timeout on ``close()``.
+every event, so ``lockstep_gpu_xid_errors_total`` counts repeats. Each event is counted, but one
+(gpu, xid) is logged at most once per ``LOG_INTERVAL_S`` with how often it repeated meanwhile: a
+GPU in trouble can raise the same XID thousands of times a minute (NVSentinel #1120: 800,000 log
+lines for 29 distinct XIDs). The thread survives any NVML error (logged once, retried after a
+pause) and stops within one wait timeout on ``close()``.
 """
 from __future__ import annotations
 
 import ctypes
 import logging
 import threading
+import time
 from typing import Any, Sequence
 
 import pynvml
 
+from exporters.catalog import gpu as m
+from exporters.catalog.enums import HEALTH_FAILED, HEALTH_OK, HEALTH_WARNING, XID_CRITICAL, XID_INFO, XID_WARNING
+from exporters.catalog.xid import lookup
 from exporters.gpu.errors import error_code
 from exporters.gpu.protocol import Nvml
 from exporters.logs import kv, once
+from exporters.sample import Sample
 
 log = logging.getLogger("lockstep.gpu.xid")
 WAIT_MS = 500
 RETRY_S = 5.0
+LOG_INTERVAL_S = 60.0
+# An XID's severity as a level of the xid health check.
+_LEVELS = {XID_INFO: HEALTH_OK, XID_WARNING: HEALTH_WARNING, XID_CRITICAL: HEALTH_FAILED}
 
 
 def handle_key(handle: Any) -> int:
@@ -40,6 +51,8 @@ class XidWatcher:
         self._added: list[tuple[int, Any]] = []   # from add(), for the event thread to take
         self._counts: dict[tuple[int, int], int] = {}
         self._last: dict[int, int] = {}
+        self._logged: dict[tuple[int, int], tuple[float, int]] = {}   # (gpu, xid) → (logged at, count then)
+        self._seen_at: dict[tuple[int, int], float] = {}              # (gpu, xid) → monotonic time of the last event
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lockstep-gpu-xid", daemon=True)
@@ -53,6 +66,13 @@ class XidWatcher:
     def last(self, gpu: int) -> int:
         with self._lock:
             return self._last.get(gpu, 0)
+
+    def worst_since(self, gpu: int, since: float) -> int:
+        """The verdict level of the XIDs ``gpu`` raised after monotonic time ``since``: 2 for a critical
+        one, 1 for a warning, 0 for none or only informational ones."""
+        with self._lock:
+            codes = [xid for (g, xid), at in self._seen_at.items() if g == gpu and at > since]
+        return max((_LEVELS[lookup(xid).severity] for xid in codes), default=0)
 
     def add(self, gpu: int, handle: Any) -> None:
         """Watch a GPU whose handle was missing when the watcher started. The event thread registers it
@@ -130,7 +150,26 @@ class XidWatcher:
         gpu = self._gpus.get(handle_key(device))
         if gpu is None:
             return
-        log.warning("GPU XID error", extra=kv(gpu=gpu, xid=xid))
+        key = (gpu, xid)
+        now = time.monotonic()
         with self._lock:
-            self._counts[(gpu, xid)] = self._counts.get((gpu, xid), 0) + 1
+            count = self._counts[key] = self._counts.get(key, 0) + 1
             self._last[gpu] = xid
+            self._seen_at[key] = now
+        logged_at, logged_count = self._logged.get(key, (float("-inf"), 0))
+        if now - logged_at >= LOG_INTERVAL_S:
+            self._logged[key] = (now, count)
+            entry = lookup(xid)
+            log.log(logging.ERROR if entry.severity == XID_CRITICAL else logging.WARNING, "GPU XID error",
+                    extra=kv(gpu=gpu, xid=xid, severity=entry.severity, category=entry.category, action=entry.action,
+                             repeats_since_last_log=count - logged_count - 1, total=count))
+
+
+def xid_samples(counts: dict[tuple[int, int], int]) -> list[Sample]:
+    """``lockstep_gpu_xid_errors_total`` with each code's severity, category and action from the catalog."""
+    out = []
+    for (gpu, xid), events in sorted(counts.items()):
+        entry = lookup(xid)
+        out.append(Sample(m.XID_ERRORS, (str(gpu), str(xid), entry.severity, entry.category, entry.action),
+                          float(events)))
+    return out

@@ -28,8 +28,10 @@ def gpu_doc(topo: Topology, s: State, g: int) -> dict:
         "clocks_mhz": {"sm": None, "mem": hw.MEM_MHZ}, "max_clocks_mhz": {"sm": None, "mem": hw.MEM_MHZ},
         "power_mw": None, "power_limit_mw": None, "energy_mj": None, "temperature_c": None,
         "memory_temperature_c": None, "memory": {"used": None, "total": hw.MEMORY_TOTAL},
-        "clock_event_reasons": None, "ecc_mode": 1, "ecc": {"corrected": 0, "uncorrected": 0},
-        "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failed": False},
+        "clock_event_reasons": None, "ecc_mode": 1,
+        "ecc": {"corrected": 0, "uncorrected": int(s.memory["ecc_uncorrected"][g])},
+        "remapped_rows": {"correctable": 0, "uncorrectable": int(s.memory["remap_uncorrectable"][g]),
+                          "pending": bool(s.memory["remap_pending"][g]), "failed": bool(s.memory["remap_failed"][g])},
         "pcie": {"replay": 0, "width": 16, "max_width": 16, "gen": 5, "max_gen": 5},
         "nvlink": [{"link": n, "replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0} for n in range(18)],
         "persistence_mode": 1, "p2p": peers,
@@ -45,9 +47,13 @@ def gpu_doc(topo: Topology, s: State, g: int) -> dict:
 
 
 def document(topo: Topology, s: State, node_index: int) -> dict:
+    """The node's GPUs as NVML enumerates them: a missing GPU (gpu_missing) is not listed and the ones
+    after it move down an index, as NVML numbers the GPUs it finds."""
     base = node_index * topo.gpus_per_node
+    present = [base + i for i in range(topo.gpus_per_node) if not s.missing[base + i]]
+    gpus = [dict(gpu_doc(topo, s, g), index=index) for index, g in enumerate(present)]
     return {"version": 1, "timestamp": s.timestamp, "driver_version": DRIVER, "cuda_driver_version": CUDA,
-            "gpus": [gpu_doc(topo, s, base + i) for i in range(topo.gpus_per_node)]}
+            "gpus": gpus}
 
 
 def write(w: TreeWriter, topo: Topology, node: SimNode, node_index: int, s: State) -> None:
