@@ -17,6 +17,24 @@ from exporters.helpformat import DefaultsHelpFormatter
 from validation.store import DEFAULT_DIR
 
 
+class _ToolCommandParser(argparse.ArgumentParser):
+    """Takes everything after the first ``--`` as the tool's command line (``run``): argparse alone would
+    either let the tool's own flags through as ours or, with REMAINDER, swallow our flags after KIND."""
+
+    takes_command = False
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        args = list(sys.argv[1:] if args is None else args)
+        tail: list[str] = []
+        if self.takes_command and "--" in args:
+            split = args.index("--")
+            args, tail = args[:split], args[split + 1:]
+        namespace, extra = super().parse_known_args(args, namespace)
+        if self.takes_command:
+            namespace.command = tail
+        return namespace, extra
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results-dir", type=Path, default=DEFAULT_DIR,
                    help="results directory the node agent reads (--validation.results-dir); may be shared")
@@ -35,7 +53,8 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     p = subparsers.add_parser("validate", help="cluster validation results (nccl-tests, perftest, DCGM diag, fio, "
                               "gpu-burn) as metrics: ingest, run, report",
                               description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="validate_command", metavar="SUBCOMMAND", required=True)
+    sub = p.add_subparsers(dest="validate_command", metavar="SUBCOMMAND", required=True,
+                           parser_class=_ToolCommandParser)
     ingest = sub.add_parser("ingest", help="parse a tool's saved output and store the result",
                             formatter_class=DefaultsHelpFormatter)
     ingest.add_argument("file", type=Path, help="the tool's output (stdout; fio and dcgmi diag: their JSON)")
@@ -45,12 +64,14 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     _target(ingest)
     _common(ingest)
     run = sub.add_parser("run", help="run a tool with a hard timeout and store its result (or `timeout`)",
-                         formatter_class=DefaultsHelpFormatter,
+                         formatter_class=DefaultsHelpFormatter, usage="%(prog)s KIND --timeout SECONDS [options] "
+                         "-- TOOL [ARGS...]",
                          description="Run TOOL ARGS (local, or through srun/mpirun as given) in its own process "
-                                     "group; at --timeout the whole group is killed and the result is `timeout`.")
+                                     "group; at --timeout the whole group gets SIGTERM, SIGKILL 5 s later, and the "
+                                     "result is `timeout`.")
+    run.takes_command = True
     run.add_argument("kind", choices=KINDS)
     run.add_argument("--timeout", type=float, required=True, help="seconds before the tool's process group is killed")
-    run.add_argument("command", nargs=argparse.REMAINDER, help="-- TOOL ARGS...")
     _target(run)
     _common(run)
     report = sub.add_parser("report", help="latest result of each test beside its baselines",

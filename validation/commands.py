@@ -62,8 +62,10 @@ def _outcome_result(args: argparse.Namespace, command: list[str], outcome) -> Re
     test = _test_name(args, command)
     shown = shlex.join(command)
     if outcome.timed_out:
+        stuck = " (still there after SIGKILL: stuck in the kernel)" if outcome.stuck else ""
         return Result(args.kind, test, resolve_nodes(args.node), "timeout", outcome.started,
-                      outcome.duration_seconds, message=f"killed after {args.timeout:g} s: {shown}", source=shown)
+                      outcome.duration_seconds, message=f"killed after {args.timeout:g} s{stuck}: {shown}",
+                      source=shown)
     try:
         parsed = parse(args.kind, outcome.stdout, f"{command[0]} stdout")
     except ParseError as exc:
@@ -80,7 +82,7 @@ def _outcome_result(args: argparse.Namespace, command: list[str], outcome) -> Re
 
 
 def run(args: argparse.Namespace) -> int:
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = args.command
     if not command:
         raise ValueError("no tool to run: lockstep validate run KIND --timeout S -- TOOL ARGS...")
     outcome = run_bounded(command, args.timeout)

@@ -93,7 +93,7 @@ class _State:
 
 
 def _scan(text: str, source: str) -> _State:
-    state = _State(rows=[], footer={}, ranks=[])
+    state, end = _State(rows=[], footer={}, ranks=[]), last_line(text)
     for number, line in numbered(text):
         stripped = line.strip()
         tokens = stripped.lstrip("#").split()
@@ -113,7 +113,8 @@ def _scan(text: str, source: str) -> _State:
             try:
                 state.rows.append(parse_row(tokens, state.layout))
             except ValueError as exc:
-                raise ParseError(source, number, f"malformed result row ({exc}): {stripped!r}") from None
+                cut = " (truncated?)" if number == end else ""
+                raise ParseError(source, number, f"malformed result row ({exc}): {stripped!r}{cut}") from None
     return state
 
 
