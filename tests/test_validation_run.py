@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from lockstep.cli import main
 from tests.conftest import FIXTURES
 from validation.runner import run_bounded
 from validation.store import read_series
@@ -149,15 +150,15 @@ def test_ingest_takes_nodes_from_the_output_or_a_host_list(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu-a01", "gpu-a02", "gpu-b07", "gpu-b08", "gpu-b09"]
 
 
-def test_report_shows_latest_beside_history_and_peers(tmp_path):
+def test_report_shows_latest_beside_history_and_peers(tmp_path, capsys):
     day = 86400
     for i, busbw in enumerate((230, 231, 229, 232)):
         for node, factor in (("n1", 1.0), ("n2", 1.0), ("n3", 0.7 if i == 3 else 1.0)):
             text = (V / "nccl_no_hash.constructed.log").read_text().replace("218.31", f"{busbw * factor:g}")
             path = tmp_path / f"{node}-{i}.log"
             path.write_text(text)
-            lockstep("ingest", str(path), "--kind", "nccl", "--node", node, "--results-dir", str(tmp_path / "r"),
-                     "--started", str(1767225600 + i * day))
+            assert main(["validate", "ingest", str(path), "--kind", "nccl", "--node", node, "--results-dir",
+                         str(tmp_path / "r"), "--started", str(1767225600 + i * day)]) == 0
     out = lockstep("report", "--all", "--results-dir", str(tmp_path / "r"))
     lines = {line.split()[0]: line for line in out.stdout.splitlines()[1:] if "avg_busbw" in line}
     assert out.returncode == 0 and set(lines) == {"n1", "n2", "n3"}
