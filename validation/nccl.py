@@ -138,8 +138,7 @@ def parse_nccl(text: str, source: str = "<nccl-tests output>") -> Parsed:
 def _result(state: _State, avg_busbw: float) -> Parsed:
     placements = [row[p] for row in state.rows for p in ("out_of_place", "in_place")]
     figures = [Figure("avg_busbw", "bytes_per_second", avg_busbw),
-               Figure("peak_busbw", "bytes_per_second", max(p["busbw_bytes_per_second"] for p in placements)),
-               Figure("peak_algbw", "bytes_per_second", max(p["algbw_bytes_per_second"] for p in placements))]
+               Figure("peak_busbw", "bytes_per_second", max(p["busbw_bytes_per_second"] for p in placements))]
     checks = []
     if "Out of bounds values" in state.footer:
         count, verdict, _ = state.footer["Out of bounds values"]

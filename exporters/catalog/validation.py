@@ -36,13 +36,14 @@ TOOL_INFO = gauge(
     "printed none).", RUN + ("version",))
 CHECK_STATUS = gauge(
     "lockstep_validation_check_status",
-    "Always 1, for each check's status in the latest run: pass, warn, fail or skip. check: the DCGM test, "
-    "'burn' (gpu-burn), 'job' (fio), 'data' (nccl-tests' out-of-bounds check); subject: the GPU (gpu3), "
-    "fio job or empty.", RUN + ("check", "subject", "status"))
+    "Always 1, for each check of the latest run that did not pass: warn, fail or skip (passed checks are not "
+    "emitted; the run's status says they passed). check: the DCGM test, 'burn' (gpu-burn), 'job' (fio), "
+    "'data' (nccl-tests' out-of-bounds check); subject: the GPU (gpu3), fio job or empty.",
+    RUN + ("check", "subject", "status"))
 BANDWIDTH = gauge(
     "lockstep_validation_bandwidth_bytes_per_second",
     "Bandwidth measured by the latest run: nccl-tests avg_busbw (the average bus bandwidth it prints) and "
-    "peak_busbw/peak_algbw (largest over message sizes); perftest bw_average/bw_peak at the largest message "
+    "peak_busbw (largest over message sizes); perftest bw_average/bw_peak at the largest message "
     "size; fio read_bw/write_bw per job.", FIGURE, "bytes_per_second")
 BANDWIDTH_BASELINE = gauge(
     "lockstep_validation_bandwidth_baseline_bytes_per_second",
