@@ -84,9 +84,13 @@ class Store:
     def __init__(self, root: Path, limits: Limits = Limits()) -> None:
         self.root, self.limits = Path(root), limits
 
-    def write(self, result: Result, raw: str | None = None) -> list[Path]:
-        """Store ``result`` under each node it covered; the paths written."""
-        return [self._write_node(node, result, raw) for node in result.nodes]
+    def write(self, result: Result, raw: str | None = None, only: tuple[str, ...] | None = None) -> list[Path]:
+        """Store ``result`` under each node it covered (``only``: under these of them, e.g. the node whose
+        local directory this is); the paths written."""
+        nodes = result.nodes if only is None else tuple(n for n in result.nodes if n in only)
+        if not nodes:
+            raise StoreError(f"none of {only} is among the result's nodes {result.nodes}")
+        return [self._write_node(node, result, raw) for node in nodes]
 
     def _write_node(self, node: str, result: Result, raw: str | None) -> Path:
         path = series_file(self.root, node, result.kind, result.test, result.scale)
