@@ -47,6 +47,8 @@ def _target(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node", action="append", default=[], metavar="NAMES",
                    help="node(s) the run covered, repeatable, Slurm host lists allowed (node[01-04]); default: "
                         "the hosts the output names (nccl-tests ranks), else this host")
+    p.add_argument("--expect-gpus", type=int, metavar="N",
+                   help="fail unless the run reports on N GPUs (dcgm-diag, gpu-burn): a lost GPU is not tested")
 
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:

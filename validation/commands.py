@@ -13,7 +13,7 @@ from validation.cli import emit, this_node
 from validation.model import ParseError
 from validation.naming import expand_hostlist, name_from_argv
 from validation.parsers import parse, parse_file
-from validation.result import Result, default_test, from_parsed, short_node
+from validation.result import Result, default_test, from_parsed, short_node, with_gpu_count
 from validation.runner import run_bounded
 from validation.store import Store, read_series
 
@@ -29,6 +29,8 @@ def resolve_nodes(given: list[str], hosts: tuple[str, ...] = ()) -> tuple[str, .
 
 
 def _store_and_print(args: argparse.Namespace, result: Result, raw: str | None) -> int:
+    if args.expect_gpus is not None and result.status != "timeout":
+        result = with_gpu_count(result, args.expect_gpus)
     doc = result.to_dict()
     del doc["figure_list"]
     if not getattr(args, "no_store", False):

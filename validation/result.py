@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from validation.model import Check, Figure, Parsed, run_status
@@ -80,8 +80,12 @@ class Result:
 
 def from_parsed(parsed: Parsed, test: str, nodes: tuple[str, ...], started: float, duration: float | None,
                 source: str) -> Result:
-    failed = [c for c in parsed.checks if c.status == "fail"]
-    message = parsed.error or "; ".join(f"{c.name} {c.subject} {c.message}".strip() for c in failed)
+    failed: dict[tuple[str, str], list[str]] = {}
+    for c in parsed.checks:
+        if c.status == "fail":
+            failed.setdefault((c.name, c.message), []).append(c.subject)
+    message = parsed.error or "; ".join(f"{name} {','.join(s for s in subjects if s)}: {text}".replace(" :", ":")
+                                        for (name, text), subjects in failed.items())
     return Result(parsed.kind, test, nodes, parsed.status, started, duration, parsed.figures, parsed.checks,
                   parsed.tool_version, message, source, parsed.detail)
 
@@ -93,4 +97,16 @@ def default_test(kind: str, parsed_test: str) -> str:
         return parsed_test
     if kind == "nccl":
         raise ValueError("this nccl-tests output does not name its collective: give --test (all_reduce_perf, ...)")
-    return kind
+    return "diag" if kind == "dcgm-diag" else kind   # as `run` names a dcgmi diag without -r
+
+
+def with_gpu_count(result: Result, expected: int) -> Result:
+    """``result`` with a ``gpu_count`` check: the GPUs the run reported on (DCGM entities, gpu-burn's GPUs)
+    against ``expected``. A GPU that fell off the bus is not tested, and a diagnostic that passes on seven
+    of eight GPUs is not a pass."""
+    found = {s for s in [c.subject for c in result.checks] + [f.subject for f in result.figures] if s.startswith("gpu")}
+    ok = len(found) == expected
+    check = Check("gpu_count", "pass" if ok else "fail", "", f"{len(found)} GPUs tested, {expected} expected")
+    status = result.status if ok or result.status in ("timeout", "error") else "fail"
+    message = result.message if ok else "; ".join(m for m in (check.message, result.message) if m)
+    return replace(result, checks=result.checks + (check,), status=status, message=message)
