@@ -124,3 +124,24 @@ def test_exporter_unit_starts_on_a_node_where_no_job_has_run_since_boot():
     for path in (p for p in ro if p.startswith("/run/")):
         assert path in created, f"{path} may not exist at boot: create it in ExecStartPre=+ (mode 0755)"
     assert all("-m 0755" in line for line in lines if line.startswith("ExecStartPre=+") and "mkdir" in line)
+
+
+def test_node_agent_reads_the_validation_results_the_gate_writes():
+    """The gate Job writes /var/lib/lockstep/validation on the host; the agent reads it through /host/root."""
+    (ds,) = of_kind("DaemonSet")
+    (container,) = ds["spec"]["template"]["spec"]["containers"]
+    assert "--validation.results-dir=/host/root/var/lib/lockstep/validation" in container["args"]
+    job = docs(K8S / "validation-gate-job.yaml")[0]
+    pod = job["spec"]["template"]["spec"]
+    (gate,) = pod["containers"]
+    results = {v["name"]: v for v in pod["volumes"]}["results"]
+    assert results["hostPath"]["path"] == "/var/lib/lockstep/validation"
+    assert {"name": "LOCKSTEP_RESULTS_DIR", "value": "/var/lib/lockstep/validation"} in gate["env"]
+    assert {"name": "LOCKSTEP_GATE_DRAIN", "value": "kubernetes"} in gate["env"]
+    # the script the Job runs is the one Slurm runs, and the service account may cordon, nothing more
+    (script_map,) = [o for o in of_kind("ConfigMap") if o["metadata"]["name"] == "lockstep-gate"]
+    assert script_map["data"]["lockstep-gate.sh"] == (REPO / "deploy/gate/lockstep-gate.sh").read_text()
+    assert pod["serviceAccountName"] == "lockstep-gate" and job["spec"]["backoffLimit"] == 0
+    (role,) = of_kind("ClusterRole")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    assert gate["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
