@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from exporters.catalog.validation import KINDS
+from exporters.catalog.enums import KINDS
 from exporters.helpformat import DefaultsHelpFormatter
 from validation.store import DEFAULT_DIR
 

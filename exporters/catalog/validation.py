@@ -7,18 +7,6 @@ what a site chooses to run, subjects are a node's GPUs, HCAs or fio jobs, figure
 """
 from exporters.catalog.model import gauge
 
-# Enum values (STYLE: the catalog holds every enum label's values).
-KINDS = ("nccl", "perftest", "dcgm-diag", "fio", "gpu-burn")
-# A run's status: what the tool judged (pass/warn/fail), or that it never produced a judgement
-# (timeout: killed at its time limit; error: exited without output we could parse).
-RUN_STATUSES = ("pass", "warn", "fail", "timeout", "error")
-# One check within a run (a DCGM test on one GPU, a GPU of gpu-burn, a fio job, nccl's data check).
-# DCGM's "Not Run" is a skip: the test did not judge that entity.
-CHECK_STATUSES = ("pass", "warn", "fail", "skip")
-# Where a baseline comes from: the same node's own history (median of its last good runs); the peer
-# and floor baselines are computed in Prometheus (recording rules), not by the node.
-BASELINE_SOURCES = ("history",)
-
 RUN = ("kind", "test", "scale")
 FIGURE = RUN + ("subject", "figure")
 
