@@ -31,7 +31,8 @@ ALLOWED = {
     "validation": {CATALOG, "plumbing"},
     # the node agent's validation collector reads the results store (its format and its node names)
     "exporters": {CATALOG, "plumbing", "validation.store", "validation.result"},
-    "simulator": {CATALOG, "plumbing"},
+    # the simulator stores validation results as `lockstep validate` does: through its store
+    "simulator": {CATALOG, "plumbing", "validation.store", "validation.result", "validation.model"},
     "alerts": {CATALOG, "plumbing"},
     # a panel shows the very series an alert fires on: the recording rules, by their recorded names
     "dashboards": {CATALOG, "plumbing", "alerts.recording"},
@@ -111,7 +112,7 @@ def test_the_exporters_never_import_the_services_the_simulator_or_the_command():
     assert violations("exporters") == []
 
 
-def test_the_simulator_imports_only_the_catalog_and_the_plumbing():
+def test_the_simulator_imports_only_the_catalog_the_plumbing_and_the_validation_store():
     assert violations("simulator") == []
 
 

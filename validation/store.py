@@ -58,13 +58,17 @@ def read_series(path: str | os.PathLike) -> dict:
     return doc
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
+    """Replace ``path`` by rename; ``durable``: on disk before the rename is (fsync), and the rename too."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
         f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
+    if not durable:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dir_fd)   # the rename itself survives a crash
@@ -81,8 +85,10 @@ def _locked(node_dir: Path) -> Iterator[None]:
 
 
 class Store:
-    def __init__(self, root: Path, limits: Limits = Limits()) -> None:
-        self.root, self.limits = Path(root), limits
+    """``durable=False`` (the simulator's scratch trees) skips the fsyncs; writes stay atomic renames."""
+
+    def __init__(self, root: Path, limits: Limits = Limits(), durable: bool = True) -> None:
+        self.root, self.limits, self.durable = Path(root), limits, durable
 
     def write(self, result: Result, raw: str | None = None, only: tuple[str, ...] | None = None) -> list[Path]:
         """Store ``result`` under each node it covered (``only``: under these of them, e.g. the node whose
@@ -101,9 +107,9 @@ class Store:
                    "baseline": {"history": history_baseline(history[:-1], self.limits.baseline)},
                    "history": history}
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, json.dumps(doc, separators=(",", ":")).encode())
+            atomic_write(path, json.dumps(doc, separators=(",", ":")).encode(), self.durable)
             if raw is not None:
-                atomic_write(path.with_suffix(".out"), raw.encode(errors="replace")[-RAW_TAIL_BYTES:])
+                atomic_write(path.with_suffix(".out"), raw.encode(errors="replace")[-RAW_TAIL_BYTES:], self.durable)
             self._prune(self.root / node, keep=path)
         return path
 

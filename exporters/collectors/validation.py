@@ -26,6 +26,12 @@ class ValidationOptions:
     results_dir: Path
     node: str
 
+    @staticmethod
+    def add_flags(group) -> None:
+        group.add_argument("--validation.results-dir", dest="validation.results-dir", default=None,
+                           help=f"results directory written by `lockstep validate` (default {DEFAULT_DIR}); this "
+                                "node's results are under <dir>/<short host name>")
+
     @classmethod
     def from_config(cls, config: ExporterConfig) -> "ValidationOptions":
         return cls(Path(config.flag("validation.results-dir", DEFAULT_DIR)), short_node(config.node_name))
@@ -97,13 +103,7 @@ class ValidationCollector:
         return out
 
 
-def _flags(group) -> None:
-    group.add_argument("--validation.results-dir", dest="validation.results-dir", default=None,
-                       help=f"results directory written by `lockstep validate` (default {DEFAULT_DIR}); this "
-                            "node's results are under <dir>/<short host name>")
-
-
 @register("validation", help="latest cluster validation results (nccl-tests, perftest, DCGM diag, fio, gpu-burn) "
-                             "with their own-history baselines", add_flags=_flags)
+                             "with their own-history baselines", add_flags=ValidationOptions.add_flags)
 def validation(config: ExporterConfig) -> ValidationCollector:
     return ValidationCollector(ValidationOptions.from_config(config))
