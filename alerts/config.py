@@ -8,7 +8,7 @@ analytics service and the local stack) and each alert's ``for:`` on its own defi
     selectors: {node: 'job="lockstep-node",cluster="a"'}
     thresholds: {pfc_paused_ratio: 0.3, rack_power_budget_ratio: 0.95}
     validation_floors:            # expected hardware figures (NDR: 400 Gb/s a port)
-      - {match: 'kind="perftest",figure="bw_average"', min: 4.5e+10}
+      - {match: 'kind="perftest",figure="bw_average"', min: 4.5e10}
     for: {PFCPauseStorm: 30s}
     runbook_base_url: https://git.example.com/lockstep/blob/main/docs/runbooks
     alertmanager: {pager_webhook_url: https://pager.example.com/hook}
@@ -133,12 +133,24 @@ def _for(section: Section | None) -> Mapping[str, str]:
 
 
 def _floors(root: Section) -> tuple[Floor, ...]:
-    """``validation_floors: [{match: 'kind="perftest",figure="bw_average"', min: 4.5e+10}, ...]``"""
+    """``validation_floors: [{match: 'kind="perftest",figure="bw_average"', min: 4.5e10}, ...]``"""
     floors = []
     for section in root.sections("validation_floors"):
-        floors.append(Floor(section.get("match", str), section.get("min", float, check=positive)))
+        floors.append(Floor(section.get("match", str), _number(section, "min")))
         section.finish()
     return tuple(floors)
+
+
+def _number(section: Section, key: str) -> float:
+    """A positive number; PyYAML (YAML 1.1) reads ``4.5e10`` (no exponent sign) as a string."""
+    value = section.get(key, (float, str))
+    try:
+        value = float(value)
+    except ValueError:
+        raise section.error(key, f"must be a number, got {value!r}") from None
+    if problem := positive(value):
+        raise section.error(key, problem)
+    return value
 
 
 def load(path: str | Path | None) -> AlertsConfig:
