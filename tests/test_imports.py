@@ -30,7 +30,7 @@ ALLOWED = {
     # validation results: the parsers, the store and `lockstep validate`, on the catalog and the plumbing
     "validation": {CATALOG, "plumbing"},
     # the node agent's validation collector reads the results store (its format and its node names)
-    "exporters": {CATALOG, "plumbing", "validation.store", "validation.result"},
+    "exporters": {CATALOG, "plumbing", "validation.store", "validation.result", "validation.model"},
     # the simulator stores validation results as `lockstep validate` does: through its store
     "simulator": {CATALOG, "plumbing", "validation.store", "validation.result", "validation.model"},
     "alerts": {CATALOG, "plumbing"},

@@ -6,8 +6,6 @@ it), 2 bad arguments or, for ``ingest``, output that does not parse (nothing is 
 from __future__ import annotations
 
 import argparse
-import json
-import socket
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -94,11 +92,3 @@ def main(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         print(f"lockstep validate {args.validate_command}: error: {exc}", file=sys.stderr)
         return 2
-
-
-def this_node() -> str:
-    return socket.gethostname()
-
-
-def emit(doc: dict, as_json: bool, text: str) -> None:
-    print(json.dumps(doc, indent=2, sort_keys=True) if as_json else text)

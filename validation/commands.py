@@ -4,12 +4,12 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import socket
 import sys
 from dataclasses import replace
 
 from validation import report as report_table
 from validation.baseline import ratios
-from validation.cli import emit, this_node
 from validation.model import ParseError
 from validation.naming import expand_hostlist, name_from_argv
 from validation.parsers import parse, parse_file
@@ -18,6 +18,14 @@ from validation.runner import run_bounded
 from validation.store import Store, read_series
 
 LOCAL_NAMES = {"localhost", "localhost.localdomain", "127.0.0.1", ""}
+
+
+def this_node() -> str:
+    return socket.gethostname()
+
+
+def emit(doc: dict, as_json: bool, text: str) -> None:
+    print(json.dumps(doc, indent=2, sort_keys=True) if as_json else text)
 
 
 def resolve_nodes(given: list[str], hosts: tuple[str, ...] = ()) -> tuple[str, ...]:

@@ -32,9 +32,13 @@ class Figure:
 
     @property
     def key(self) -> str:
-        """``avg_busbw_bytes_per_second``, ``gpu3.flop_per_second``: the name in JSON output and history."""
-        base = f"{self.name}_{self.unit}" if self.unit else self.name
-        return f"{self.subject}.{base}" if self.subject else base
+        return figure_key(self.subject, self.name, self.unit)
+
+
+def figure_key(subject: str, name: str, unit: str) -> str:
+    """``avg_busbw_bytes_per_second``, ``gpu3.flop_per_second``: a figure's name in JSON output and history."""
+    base = f"{name}_{unit}" if unit else name
+    return f"{subject}.{base}" if subject else base
 
 
 @dataclass(frozen=True)

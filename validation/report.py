@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from validation.baseline import BASELINED_UNITS
+from validation.model import figure_key
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def rows(docs: dict[str, list[dict]]) -> list[Row]:
             if not figures:
                 out.append(Row(*common, "", "", None, None, None, latest.get("message", "")))
             for subject, name, unit, value in figures:
-                key = f"{subject}.{name}_{unit}" if subject else f"{name}_{unit}"
+                key = figure_key(subject, name, unit)
                 out.append(Row(*common, key, unit, value, history.get(key), peer.get(key), latest.get("message", "")))
     return out
 

@@ -15,6 +15,7 @@ from exporters.config import ExporterConfig
 from exporters.logs import once
 from exporters.registry import register
 from exporters.sample import Sample
+from validation.model import figure_key
 from validation.result import short_node
 from validation.store import DEFAULT_DIR, read_series
 
@@ -56,7 +57,7 @@ def series_samples(doc: dict) -> list[Sample]:
         metric, baseline = m.FIGURE_METRICS[unit]
         labels = run + (subject, name)
         out.append(Sample(metric, labels, float(value)))
-        key = f"{subject}.{name}_{unit}" if subject else f"{name}_{unit}"
+        key = figure_key(subject, name, unit)
         if baseline is not None and key in history:
             out.append(Sample(baseline, labels + ("history",), float(history[key])))
     return out
