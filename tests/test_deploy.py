@@ -127,21 +127,23 @@ def test_exporter_unit_starts_on_a_node_where_no_job_has_run_since_boot():
 
 
 def test_node_agent_reads_the_validation_results_the_gate_writes():
-    """The gate Job writes /var/lib/lockstep/validation on the host; the agent reads it through /host/root."""
+    """The gate Job writes the host's /var/lib/lockstep/validation; the rendered agent mounts it read-only."""
     (ds,) = of_kind("DaemonSet")
-    (container,) = ds["spec"]["template"]["spec"]["containers"]
-    assert "--validation.results-dir=/host/root/var/lib/lockstep/validation" in container["args"]
+    pod = ds["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "--validation.results-dir=/host/validation" in container["args"]
+    assert {"name": "validation", "mountPath": "/host/validation", "readOnly": True} in container["volumeMounts"]
+    assert {v["name"]: v for v in pod["volumes"]}["validation"]["hostPath"]["path"] == "/var/lib/lockstep/validation"
     job = docs(K8S / "validation-gate-job.yaml")[0]
-    pod = job["spec"]["template"]["spec"]
-    (gate,) = pod["containers"]
-    results = {v["name"]: v for v in pod["volumes"]}["results"]
-    assert results["hostPath"]["path"] == "/var/lib/lockstep/validation"
+    gate_pod = job["spec"]["template"]["spec"]
+    (gate,) = gate_pod["containers"]
+    assert {v["name"]: v for v in gate_pod["volumes"]}["results"]["hostPath"]["path"] == "/var/lib/lockstep/validation"
     assert {"name": "LOCKSTEP_RESULTS_DIR", "value": "/var/lib/lockstep/validation"} in gate["env"]
     assert {"name": "LOCKSTEP_GATE_DRAIN", "value": "kubernetes"} in gate["env"]
-    # the script the Job runs is the one Slurm runs, and the service account may cordon, nothing more
-    (script_map,) = [o for o in of_kind("ConfigMap") if o["metadata"]["name"] == "lockstep-gate"]
-    assert script_map["data"]["lockstep-gate.sh"] == (REPO / "deploy/gate/lockstep-gate.sh").read_text()
-    assert pod["serviceAccountName"] == "lockstep-gate" and job["spec"]["backoffLimit"] == 0
-    (role,) = of_kind("ClusterRole")
+    # the script the Job runs is the one Slurm runs (a ConfigMap made from it), and it may cordon, nothing more
+    assert "--from-file=deploy/gate/lockstep-gate.sh" in (K8S / "validation-gate-job.yaml").read_text()
+    assert {v["name"]: v for v in gate_pod["volumes"]}["gate"]["configMap"]["name"] == "lockstep-gate"
+    assert gate_pod["serviceAccountName"] == "lockstep-gate" and job["spec"]["backoffLimit"] == 0
+    (role,) = [d for d in docs(K8S / "validation-gate-rbac.yaml") if d["kind"] == "ClusterRole"]
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
     assert gate["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
