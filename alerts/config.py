@@ -7,6 +7,8 @@ analytics service and the local stack) and each alert's ``for:`` on its own defi
 
     selectors: {node: 'job="lockstep-node",cluster="a"'}
     thresholds: {pfc_paused_ratio: 0.3, rack_power_budget_ratio: 0.95}
+    validation_floors:            # expected hardware figures (NDR: 400 Gb/s a port)
+      - {match: 'kind="perftest",figure="bw_average"', min: 4.5e10}
     for: {PFCPauseStorm: 30s}
     runbook_base_url: https://git.example.com/lockstep/blob/main/docs/runbooks
     alertmanager: {pager_webhook_url: https://pager.example.com/hook}
@@ -20,7 +22,7 @@ from typing import Any, Mapping
 
 from alerts.model import Alert, check_duration
 from exporters.catalog.selectors import DEFAULT as DEFAULT_SELECTORS, Selectors
-from exporters.configfile import ConfigError, Section, load_yaml
+from exporters.configfile import ConfigError, Section, load_yaml, positive
 
 
 def check_ratio(value: float) -> str | None:
@@ -52,6 +54,24 @@ class Thresholds:
     # Rack-side supply loops (a regex): `supply`, another connector `rack2_supply`, another CDU of the same
     # service `2/supply` (exporters/power/cdu.py); not the facility side (`facility_supply`).
     coolant_loop: str = r"([^/]+/)?(rack[^_]*_)?supply"
+    # A validation figure below this fraction of a baseline is a regression (0.8: 20 % below).
+    validation_regression_ratio: float = 0.8
+    validation_min_peers: float = 3         # nodes of a model needed for a peer baseline
+    # A failed diagnostic or timed-out run pages only while it is this recent (a burn-in failure from
+    # last month is history, not news).
+    validation_failed_max_age_seconds: float = 86400.0
+    # Which nodes are in service (PromQL with a `node` label); empty: nodes whose agent is up. A site with
+    # a Slurm exporter can name its node states instead.
+    validation_in_service: str = ""
+
+
+@dataclass(frozen=True)
+class Floor:
+    """An expected hardware figure: validation figures matching ``match`` (label matchers, without braces)
+    should reach ``min`` (base units: bytes/s, operations/s)."""
+
+    match: str
+    min: float
 
 
 @dataclass(frozen=True)
@@ -76,6 +96,7 @@ class AlertsConfig:
     routing: Routing = Routing()
     for_: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))   # alert name → its for:
     runbook_base_url: str = "https://github.com/lockstep-telemetry/lockstep/blob/main/docs/runbooks"
+    validation_floors: tuple[Floor, ...] = ()
     # With 5 s scrapes a storm crosses the 20 % of the 1 m window in ~15 s; +15 s evaluation, +30 s for,
     # +10 s pager group_wait: paged in about a minute, inside the 90 s budget (ARCHITECTURE.md).
     evaluation_interval: str = "15s"
@@ -111,6 +132,27 @@ def _for(section: Section | None) -> Mapping[str, str]:
     return MappingProxyType(overrides)
 
 
+def _floors(root: Section) -> tuple[Floor, ...]:
+    """``validation_floors: [{match: 'kind="perftest",figure="bw_average"', min: 4.5e10}, ...]``"""
+    floors = []
+    for section in root.sections("validation_floors"):
+        floors.append(Floor(section.get("match", str), _number(section, "min")))
+        section.finish()
+    return tuple(floors)
+
+
+def _number(section: Section, key: str) -> float:
+    """A positive number; PyYAML (YAML 1.1) reads ``4.5e10`` (no exponent sign) as a string."""
+    value = section.get(key, (float, str))
+    try:
+        value = float(value)
+    except ValueError:
+        raise section.error(key, f"must be a number, got {value!r}") from None
+    if problem := positive(value):
+        raise section.error(key, problem)
+    return value
+
+
 def load(path: str | Path | None) -> AlertsConfig:
     """The defaults, or the defaults overridden by the YAML file at ``path``."""
     base = AlertsConfig()
@@ -124,9 +166,10 @@ def load(path: str | Path | None) -> AlertsConfig:
         routing=_apply(base.routing, root.section("alertmanager", None)),
         for_=_for(root.section("for", None)),
         runbook_base_url=root.get("runbook_base_url", str, base.runbook_base_url).rstrip("/"),
+        validation_floors=_floors(root),
         evaluation_interval=root.get("evaluation_interval", str, base.evaluation_interval, check_duration))
     root.finish()
     return config
 
 
-__all__ = ["AlertsConfig", "ConfigError", "Routing", "Selectors", "Thresholds", "load"]
+__all__ = ["AlertsConfig", "ConfigError", "Floor", "Routing", "Selectors", "Thresholds", "load"]

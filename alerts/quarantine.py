@@ -20,7 +20,7 @@ from exporters.jsonload import load_json
 
 # Alerts after which a node must take no more work until someone resets a GPU, reboots or repairs it.
 DRAIN_ALERTS = ("GPUUncorrectableECC", "GPURowRemapFailure", "GPURowRemapPending", "InfiniBandLinkDown",
-                "GPUFellOffBus", "GPUMissing")
+                "GPUFellOffBus", "GPUMissing", "ValidationFailed")
 # XID alerts drain by the recovery action the XID catalog gives the code (the alert's `action` label),
 # never by a list of codes: reset_gpu, reboot_node and service_hardware all need the node empty first.
 XID_ALERTS = ("GPUXidCritical", "GPUXidWarning")
@@ -55,8 +55,10 @@ def _clean(value: str) -> str:
 
 
 def _reason(labels: dict[str, str]) -> str:
-    detail = " ".join(f"{k}={_clean(labels[k])}" for k in ("gpu", "xid", "action", "device", "port") if labels.get(k))
-    return f"lockstep {_clean(labels['alertname'])} {detail}".strip()
+    parts = [f"{k}={_clean(labels[k])}" for k in ("gpu", "xid", "action", "device", "port") if labels.get(k)]
+    # ValidationFailed: the failing run, and the DCGM check and GPU where there is one
+    parts += [_clean(labels[k]) for k in ("kind", "test", "check", "subject", "status") if labels.get(k)]
+    return f"lockstep {_clean(labels['alertname'])} {' '.join(parts)}".strip()
 
 
 def xid_action(labels: dict[str, str]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from alerts.config import AlertsConfig
 from alerts.model import Record, attach, metric
+from exporters.catalog.enums import FLOOR, HISTORY, PEERS
 
 GROUP = "lockstep.rules"
 
@@ -25,6 +26,10 @@ RACK_POWER = "lockstep:rack_power_watts:sum"
 RACK_POWER_BUDGET = "lockstep:rack_power_budget:ratio"
 JOB_LOST_GPU_SECONDS = "lockstep:job_lost_gpu_seconds:rate"    # over checkpoint_window
 JOB_LOST_GPU_TIME = "lockstep:job_lost_gpu_time:ratio"
+NODE_GPU_MODEL = "lockstep:node_gpu_model:info"                # one per node: its GPUs' model
+VALIDATION_FIGURE = "lockstep:validation_figure:value"         # bandwidth and rate figures, with the model
+VALIDATION_PEERS = "lockstep:validation_figure:peer_median"    # same model, test, scale, subject, figure
+VALIDATION_RATIO = "lockstep:validation_figure:baseline_ratio"  # figure / baseline, by `baseline`
 
 
 def job_membership(config: AlertsConfig) -> list[Record]:
@@ -107,6 +112,37 @@ def analytics(config: AlertsConfig) -> list[Record]:
     ]
 
 
+def validation(config: AlertsConfig) -> list[Record]:
+    """Each validation figure (bandwidths and rates: higher is better) over its baselines, as one ratio
+    series per baseline: its own history (served by the node agent), its peers (the median over nodes of
+    the same GPU model with the same test, scale, subject and figure, when there are enough of them) and
+    the configured floors (expected hardware figures)."""
+    sel, t = config.selectors.node, config.thresholds
+    families = [(metric("lockstep_validation_bandwidth_bytes_per_second", sel),
+                 metric("lockstep_validation_bandwidth_baseline_bytes_per_second", sel, f'source="{HISTORY}"')),
+                (metric("lockstep_validation_operations_per_second", sel),
+                 metric("lockstep_validation_operations_baseline_per_second", sel, f'source="{HISTORY}"'))]
+    peers = "kind, test, scale, subject, figure, model"
+    records = [
+        Record(NODE_GPU_MODEL, 'label_replace(clamp_max(topk by (node) (1, count by (node, name) '
+                               f'({metric("lockstep_gpu_info", sel)})), 1), "model", "$1", "name", "(.*)")'),
+        Record(VALIDATION_FIGURE, f"(\n  {families[0][0]}\n  or {families[1][0]}\n)\n"
+                                  f"* on (node) group_left (model) {NODE_GPU_MODEL}"),
+        Record(VALIDATION_PEERS, f"quantile by ({peers}) (0.5, {VALIDATION_FIGURE})\nand on ({peers})\n"
+                                 f"count by ({peers}) ({VALIDATION_FIGURE}) >= {t.validation_min_peers:g}"),
+        Record(VALIDATION_RATIO, "\nor\n".join(f"{value} / ignoring (source) {base}" for value, base in families),
+               (("baseline", HISTORY),)),
+        Record(VALIDATION_RATIO, f"{VALIDATION_FIGURE}\n/ on ({peers}) group_left {VALIDATION_PEERS}",
+               (("baseline", PEERS),)),
+    ]
+    for floor in config.validation_floors:
+        picked = " or ".join(metric(name, sel, floor.match) for name in (
+            "lockstep_validation_bandwidth_bytes_per_second", "lockstep_validation_operations_per_second"))
+        records.append(Record(VALIDATION_RATIO, f"({picked}) / {floor.min:g}", (("baseline", FLOOR),)))
+    return records
+
+
 def groups(config: AlertsConfig) -> list[dict]:
-    rules = job_membership(config) + gpu(config) + fabric(config) + power(config) + analytics(config)
+    rules = (job_membership(config) + gpu(config) + fabric(config) + power(config) + analytics(config)
+             + validation(config))
     return [{"name": GROUP, "interval": config.evaluation_interval, "rules": [r.render() for r in rules]}]

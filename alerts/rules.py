@@ -6,13 +6,13 @@ share the severity and the ``for:``.
 """
 from __future__ import annotations
 
-from alerts import recording, rules_hardware, rules_ops
+from alerts import recording, rules_hardware, rules_ops, rules_validation
 from alerts.config import AlertsConfig
 from alerts.model import Alert, dump
 
 
 def all_alerts(config: AlertsConfig) -> list[Alert]:
-    alerts = rules_hardware.alerts(config) + rules_ops.alerts(config)
+    alerts = rules_hardware.alerts(config) + rules_ops.alerts(config) + rules_validation.alerts(config)
     first: dict[str, Alert] = {}
     for alert in alerts:
         same = first.setdefault(alert.name, alert)

@@ -1,6 +1,6 @@
 """lockstep dashboards: Grafana dashboards as code (grafanalib), provisioned from deploy/grafana/.
 
-``lockstep dashboards build --out DIR`` writes six dashboards, each with a stable uid and the
+``lockstep dashboards build --out DIR`` writes seven dashboards, each with a stable uid and the
 ``${datasource}`` variable on every panel, linked to each other (time range and variables kept):
 
 =====================  ====================  ==============================================================

@@ -4,11 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dashboards import fabric, job, node, overview, power, storage
+from dashboards import fabric, job, node, overview, power, storage, validation
 from dashboards.config import DEFAULT, Config
 from dashboards.grafana import render, to_text
 
-MODULES = (overview, job, node, fabric, storage, power)
+MODULES = (overview, job, node, fabric, storage, power, validation)
 
 
 def build_all(cfg: Config = DEFAULT) -> dict[str, dict[str, Any]]:

@@ -1,14 +1,15 @@
 """GPU node (variables ``node``, the node-agent target label, and ``instance``, its scrape target):
 the agent's verdict per GPU and its failing checks, GPUs visible against expected, per-GPU clocks
 against their maximum, clock-event reasons, temperatures, power against the limit, memory errors,
-XIDs by the XID catalog's severity and action, PCIe and NVLink errors, and the validation checks
-(P2P, PCIe link width, persistence, ECC mode)."""
+XIDs by the XID catalog's severity and action, PCIe and NVLink errors, the validation checks
+(P2P, PCIe link width, persistence, ECC mode) and the node's latest cluster validation runs."""
 from __future__ import annotations
 
 from exporters.catalog import gpu
 from exporters.catalog.enums import HEALTH_FAILED, HEALTH_OK, HEALTH_WARNING, IDLE_REASON
 from dashboards import panels as p
 from dashboards import queries as q
+from dashboards import validation
 from dashboards.config import Config, rate, sel
 from dashboards.grafana import dashboard, query_variable, target
 
@@ -85,7 +86,8 @@ def _validation(cfg: Config) -> list:
                          "Value #C": "persistence", "Value #D": "ECC on", "Value #E": "P2P peers not ok"}, w=12, h=9)
     p2p = p.state_timeline("P2P status to each peer", [target(sel(gpu.P2P_STATUS, *n), "GPU {{gpu}} → {{peer}}")],
                            "none", states=P2P_STATES, w=12, h=9)
-    return [checks, p2p]
+    # cluster validation runs of this node (lockstep validate): status and age of each test's latest run
+    return [checks, p2p, validation.runs(cfg, q.NODE, q.INSTANCE)]
 
 
 def build(cfg: Config):

@@ -34,6 +34,7 @@ SIM_NODE_FLAGS: Mapping[str, Callable[[SimNode], str]] = MappingProxyType({
     "pfc.source": lambda node: f"dir:{node.ethtool}",
     "gpu.backend": lambda node: f"sim:{node.gpus}",
     "jobs.mapping-dir": lambda node: str(node.job_mapping),
+    "validation.results-dir": lambda node: str(node.validation_results),
     "node.name": lambda node: node.name,
 })
 

@@ -18,6 +18,8 @@ SUBCOMMANDS = {
     "sim": ("simulator.cli", "simulated GPU training cluster with fault injection: run, series"),
     "dashboards": ("dashboards.cli", "generate the Grafana dashboards (grafanalib)"),
     "alerts": ("alerts.cli", "generate Prometheus rules and Alertmanager config; quarantine receiver"),
+    "validate": ("validation.cli", "cluster validation results (nccl-tests, perftest, DCGM diag, fio, gpu-burn): "
+                                   "ingest, run, report"),
     "report": ("analytics.report.cli", "monthly capacity and power review"),
     "demo": ("lockstep.demo", "run the whole stack on a simulated cluster on this machine"),
 }

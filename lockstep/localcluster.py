@@ -199,18 +199,21 @@ def backfill_rules(groups: Sequence[dict[str, Any]], workdir: Path, start: float
     evaluate a rule on series it records in the same run, so rules that read recorded series wait
     for a later pass, once what they read is in the TSDB.
     """
-    recorded = {r["record"] for g in groups for r in g["rules"] if "record" in r}
-    done: set[str] = set()
+    rules = [(i, j, r) for i, g in enumerate(groups) for j, r in enumerate(g["rules"]) if "record" in r]
+    recorded = {r["record"] for _, _, r in rules}
+    done: set[tuple[int, int]] = set()
     while True:
-        ready = [{**g, "rules": [r for r in g["rules"] if "record" in r and r["record"] not in done
-                                 and set(_RECORDED_NAME.findall(r["expr"])) & recorded <= done]} for g in groups]
-        ready = [g for g in ready if g["rules"]]
+        # A name is complete once every rule recording it ran (one name may have several rules).
+        complete = recorded - {r["record"] for i, j, r in rules if (i, j) not in done}
+        ready = {(i, j) for i, j, r in rules
+                 if (i, j) not in done and set(_RECORDED_NAME.findall(r["expr"])) & recorded <= complete}
         if not ready:
             break
-        _backfill_pass(ready, workdir, start, end, workdir / f"rules-pass{len(done)}")
-        done |= {r["record"] for g in ready for r in g["rules"]}
-    if recorded - done:
-        raise ValueError(f"recording rules that read each other: {sorted(recorded - done)}")
+        passes = [{**g, "rules": [r for j, r in enumerate(g["rules"]) if (i, j) in ready]} for i, g in enumerate(groups)]
+        _backfill_pass([g for g in passes if g["rules"]], workdir, start, end, workdir / f"rules-pass{len(done)}")
+        done |= ready
+    if len(done) < len(rules):
+        raise ValueError(f"recording rules that read each other: {sorted(r['record'] for i, j, r in rules if (i, j) not in done)}")
 
 
 def _backfill_pass(groups: list[dict[str, Any]], workdir: Path, start: float, end: float, out: Path) -> None:

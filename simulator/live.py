@@ -25,6 +25,8 @@ from simulator.scenario import Scenario
 from simulator.topology import Topology
 from simulator.tree import ethtool, gpus, procfs, slurm, sysfs
 from simulator.tree.files import TreeWriter
+from simulator.validation import ValidationWriter
+from validation.store import Store
 
 
 class TreeSink:
@@ -34,6 +36,9 @@ class TreeSink:
         self.topo, self.cluster, self.writer, self.job_id = topo, SimCluster(Path(root)), TreeWriter(), job_id
         self.nodes = [self.cluster.node(name) for name in topo.nodes]
         self.first = True
+        self.validation = None
+        if topo.scenario.validation is not None:
+            self.validation = ValidationWriter(topo.scenario, topo, Store(self.cluster.validation_results, durable=False))
 
     def write(self, s: State) -> None:
         w, topo = self.writer, self.topo
@@ -45,6 +50,10 @@ class TreeSink:
             ethtool.write(w, topo, node, n, s, self.first)
             procfs.write(w, topo, node, n, s, self.first)
             gpus.write(w, topo, node, n, s)
+        if self.validation is not None:
+            if self.first:
+                self.validation.history(s.timestamp - s.t)
+            self.validation.tick(s.t, s.timestamp)
         self.first = False
 
 

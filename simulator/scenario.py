@@ -17,7 +17,7 @@ from exporters.configfile import ConfigError, Section, load_yaml, one_of, positi
 DEFAULT_START = calendar.timegm(time.strptime("2026-01-01T00:00:00Z", "%Y-%m-%dT%H:%M:%SZ"))
 _JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")  # Slurm: 123, 123_4 (arrays), 123+1 (het jobs)
 FAULT_KINDS = ("gpu_throttle", "slow_node", "pause_storm", "link_flap", "storage_starvation", "hang", "xid",
-               "ecc_error", "row_remap", "gpu_missing")
+               "ecc_error", "row_remap", "gpu_missing", "link_degraded")
 # Faults that happen at one instant (``at_s``) rather than over a window.
 INSTANT_KINDS = ("xid", "ecc_error", "row_remap")
 REMAP_OUTCOMES = ("pending", "failed")
@@ -66,6 +66,15 @@ class Fault:
     code: int = 0
     count: int = 1              # ecc_error: uncorrectable errors counted
     outcome: str = "pending"    # row_remap: pending (until a GPU reset) or failed
+    rate_factor: float = 1.0    # link_degraded: the link's data rate against its nominal (NDR trained as HDR: 0.5)
+
+
+@dataclass(frozen=True)
+class Validation:
+    """Validation runs the simulator stores for its nodes, as `lockstep validate` would (optional)."""
+
+    every_s: float                  # a round of runs at t = 0, every_s, 2 every_s, ...
+    history_runs: int = 3           # earlier daily runs at nominal figures, so baselines exist from the start
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,7 @@ class Scenario:
     faults: tuple[Fault, ...]
     start_timestamp: float = DEFAULT_START
     file: str = "<string>"
+    validation: Validation | None = None
 
     @property
     def node_names(self) -> tuple[str, ...]:
@@ -110,8 +120,18 @@ def parse_scenario(data: object, file: str | Path) -> Scenario:
     names = tuple(node_name(i) for i in range(cluster.nodes))
     job = _job(top.section("job"), names)
     faults = tuple(_fault(s, names, cluster, duration) for s in top.sections("faults"))
+    validation = _validation(top.section("validation", None))
     top.finish()
-    return Scenario(name, seed, duration, period, cluster, job, faults, start, str(file))
+    return Scenario(name, seed, duration, period, cluster, job, faults, start, str(file), validation)
+
+
+def _validation(s: Section | None) -> Validation | None:
+    if s is None:
+        return None
+    v = Validation(_num(s, "every_s", check=positive),
+                   s.get("history_runs", int, 3, check=lambda v: None if 0 <= v <= 100 else "must be 0..100"))
+    s.finish()
+    return v
 
 
 def _cluster(s: Section) -> Cluster:
@@ -175,7 +195,7 @@ def _window(s: Section, kind: str, duration: float) -> dict:
 
 
 def _params(s: Section, kind: str, gpus: int) -> dict:
-    """The kind's own fields (defaults in ``Fault``); ``hca`` of a link_flap is stored as ``nic``."""
+    """The kind's own fields (defaults in ``Fault``); ``hca`` of a link_flap or link_degraded is stored as ``nic``."""
     rail = lambda v: None if 0 <= v < gpus else f"must be 0..{gpus - 1}"
     if kind in ("xid", "gpu_missing"):
         return {"gpu": s.get("gpu", int, check=rail)}
@@ -195,6 +215,9 @@ def _params(s: Section, kind: str, gpus: int) -> dict:
                 "priority": s.get("priority", int, 3, check=lambda v: None if 0 <= v <= 7 else "must be 0..7")}
     if kind == "link_flap":
         return {"nic": s.get("hca", int, check=rail), "flaps": s.get("flaps", int, 1, check=positive)}
+    if kind == "link_degraded":
+        return {"nic": s.get("hca", int, check=rail),
+                "rate_factor": _num(s, "rate_factor", 0.5, check=lambda v: None if 0 < v < 1 else "must be in (0, 1)")}
     if kind == "storage_starvation":
         return {"read_cap_bytes_per_s": _num(s, "read_cap_bytes_per_s", check=positive)}
     return {}

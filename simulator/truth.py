@@ -102,6 +102,7 @@ def _fault_doc(f) -> dict:
         return {"kind": f.kind, "node": f.node, "gpu": f.gpu, "at_s": f.start_s, **{k: doc[k] for k in instant[f.kind]}}
     keep = {"gpu_throttle": ("node", "gpu", "clock_factor", "reason"), "slow_node": ("node", "slowdown"),
             "pause_storm": ("node", "nic", "priority"), "link_flap": ("node", "nic", "flaps"),
-            "storage_starvation": ("read_cap_bytes_per_s",), "hang": (), "gpu_missing": ("node", "gpu")}[f.kind]
-    named = {("hca" if f.kind == "link_flap" and k == "nic" else k): doc[k] for k in keep}
+            "storage_starvation": ("read_cap_bytes_per_s",), "hang": (), "gpu_missing": ("node", "gpu"),
+            "link_degraded": ("node", "nic", "rate_factor")}[f.kind]
+    named = {("hca" if f.kind in ("link_flap", "link_degraded") and k == "nic" else k): doc[k] for k in keep}
     return {"kind": f.kind, **named, "start_s": f.start_s, "end_s": f.end_s}

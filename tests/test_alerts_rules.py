@@ -31,6 +31,7 @@ CONTRACT = {
     "GPUMissing": "page",
     # Added with the XID catalog and the per-GPU verdict (extending the contract).
     "GPUXidWarning": "ticket", "GPURowRemapPending": "ticket",
+    "ValidationFailed": "page", "ValidationRegression": "ticket",
 }
 
 
@@ -146,6 +147,9 @@ def test_config_overrides_reach_the_rules(tmp_path: Path) -> None:
     ("for:\n  PfcPauseStorm: 1m\n", ":2: for.PfcPauseStorm: unknown alert"),
     ("selectors: {node: 1}\n", ":1: selectors.node: must be str"),
     ("thresholds:\n  x: 1\n  rack_power_budget_ratio: 90\n", ":3: thresholds.rack_power_budget_ratio: must be a fraction"),
+    ("validation_floors:\n  - {match: 'kind=\"nccl\"', min: fast}\n", ":2: validation_floors[0].min: must be a number"),
+    ("validation_floors:\n  - {match: 'kind=\"nccl\"', min: -1}\n", ":2: validation_floors[0].min: must be > 0"),
+    ("validation_floors:\n  - {min: 4.5e10}\n", ":2: validation_floors[0].match: required key"),
 ])
 def test_config_errors_name_file_line_and_key(tmp_path: Path, body: str, where: str) -> None:
     path = tmp_path / "alerts.yaml"

@@ -1,5 +1,5 @@
 """Dashboards: the committed JSON is the generated JSON, the CLI writes it, the provisioning files
-point at it, and the six dashboards have the variables and links the issue asks for."""
+point at it, and the seven dashboards have the variables and links the issue asks for."""
 from __future__ import annotations
 
 import json
@@ -23,6 +23,7 @@ EXPECTED = {  # uid -> (title, variables after the datasource)
     "lockstep-fabric": ("lockstep / Fabric", ["node", "rail"]),
     "lockstep-storage": ("lockstep / Storage", ["node"]),
     "lockstep-power": ("lockstep / Power & capacity", []),
+    "lockstep-validation": ("lockstep / Validation", ["node"]),
 }
 
 
@@ -59,7 +60,7 @@ def test_output_is_deterministic():
     assert json.loads(text) == first["lockstep-job.json"] and text.endswith("}\n")
 
 
-def test_six_dashboards_with_stable_uids_titles_and_variables(dashboards):
+def test_seven_dashboards_with_stable_uids_titles_and_variables(dashboards):
     assert {d["uid"]: (d["title"], [v["name"] for v in d["templating"]["list"][1:]])
             for d in dashboards.values()} == EXPECTED
 

@@ -21,6 +21,7 @@ from dashboards import check
 from dashboards.build import build_all
 from lockstep import localcluster
 from lockstep.stack import start_prometheus
+from tests import validation_results
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +35,7 @@ READY = ("lockstep_gpu_up == 0", 'lockstep_scrape_collector_success{collector="g
          "lockstep_ib_port_link_degraded == 1", "lockstep:pfc_paused:ratio > 0")
 # Recorded series the dashboards use that the live run must hold (no analytics or power exporter runs).
 RECORDED = {"lockstep:pfc_paused:ratio", "lockstep:pfc_storm_events:increase", "lockstep:job_gpus:count",
-            "lockstep:gpu_sm_clock:ratio"}
+            "lockstep:gpu_sm_clock:ratio", "lockstep:validation_figure:baseline_ratio"}
 
 
 def wait_for(url: str, exprs: tuple[str, ...], timeout: float = 40.0) -> None:
@@ -49,14 +50,20 @@ def wait_for(url: str, exprs: tuple[str, ...], timeout: float = 40.0) -> None:
 def test_panel_queries_on_a_live_simulated_cluster(tmp_path, stack):
     root = tmp_path / "root"
     localcluster.start_sim(SCENARIO, root, stack, speed=10)
-    agents = localcluster.start_node_agents(root, stack, extra_args=["--infiniband.expected-rate=mlx5_*=400"])
+    validation_results.fill(tmp_path / "validation", ["node00", "node01"], degraded="node01", failing="node01")
+    results = f"--validation.results-dir={tmp_path / 'validation'}"
+    agents = localcluster.start_node_agents(root, stack, extra_args=["--infiniband.expected-rate=mlx5_*=400", results])
     bad = tmp_path / "bad-gpus.json"
     bad.write_text('{"version": 1, "gpus": [')  # truncated: the GPU collector fails on every scrape
     broken = localcluster.start_node_agents(root, stack, nodes=["node01"], extra_args=[
-        f"--gpu.backend=sim:{bad}", "--infiniband.expected-rate=mlx5_*=800"])
+        f"--gpu.backend=sim:{bad}", "--infiniband.expected-rate=mlx5_*=800", results])
     targets = {node: localcluster.host_port(a) for node, a in agents.items()}
     targets["node99"] = localcluster.host_port(broken["node01"])
-    build.write(dataclasses.replace(config.load(None), evaluation_interval="1s"), tmp_path / "rules")
+    # Two GPU nodes answer NVML here (node99's GPU collector fails): peer baselines from two of them.
+    cfg = config.load(None)
+    cfg = dataclasses.replace(cfg, evaluation_interval="1s",
+                              thresholds=dataclasses.replace(cfg.thresholds, validation_min_peers=2))
+    build.write(cfg, tmp_path / "rules")
     rules = [tmp_path / "rules" / build.RULES_FILE]
     prom = stack.add(start_prometheus(localcluster.prometheus_config(targets, scrape_interval="1s", rule_files=rules),
                                       tmp_path / "prom"))

@@ -25,6 +25,7 @@ from analytics.stall import CAUSES
 from exporters.catalog import analytics as A
 from simulator.scenario import load_scenario
 from simulator.series import series_frame
+from tests import validation_results
 
 pytestmark = pytest.mark.integration
 
@@ -94,7 +95,11 @@ def simulated(tmp_path_factory):
     with the alerts' recording rules evaluated over it as a live Prometheus would have."""
     workdir = tmp_path_factory.mktemp("dash-sim")
     frame = series_frame(load_scenario(SCENARIO))
-    frame = pd.concat([frame, analytics_frame(frame)], ignore_index=True)
+    nodes = sorted(n for n in frame["node"].unique() if n)
+    validation_results.fill(workdir / "validation", nodes, degraded=nodes[2], failing=nodes[1])
+    every_minute = sorted(frame["timestamp"].unique())[::12]
+    frame = pd.concat([frame, analytics_frame(frame),
+                       validation_results.frame_rows(workdir / "validation", nodes, every_minute)], ignore_index=True)
     labels = [c for c in frame.columns if c not in ("timestamp", "value")]
     frame[labels] = frame[labels].astype(str).where(frame[labels].notna(), "")
     localcluster.backfill(frame, workdir)  # each metric under the scrape job that serves it live

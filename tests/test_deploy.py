@@ -124,3 +124,26 @@ def test_exporter_unit_starts_on_a_node_where_no_job_has_run_since_boot():
     for path in (p for p in ro if p.startswith("/run/")):
         assert path in created, f"{path} may not exist at boot: create it in ExecStartPre=+ (mode 0755)"
     assert all("-m 0755" in line for line in lines if line.startswith("ExecStartPre=+") and "mkdir" in line)
+
+
+def test_node_agent_reads_the_validation_results_the_gate_writes():
+    """The gate Job writes the host's /var/lib/lockstep/validation; the rendered agent mounts it read-only."""
+    (ds,) = of_kind("DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "--validation.results-dir=/host/validation" in container["args"]
+    assert {"name": "validation", "mountPath": "/host/validation", "readOnly": True} in container["volumeMounts"]
+    assert {v["name"]: v for v in pod["volumes"]}["validation"]["hostPath"]["path"] == "/var/lib/lockstep/validation"
+    job = docs(K8S / "validation-gate-job.yaml")[0]
+    gate_pod = job["spec"]["template"]["spec"]
+    (gate,) = gate_pod["containers"]
+    assert {v["name"]: v for v in gate_pod["volumes"]}["results"]["hostPath"]["path"] == "/var/lib/lockstep/validation"
+    assert {"name": "LOCKSTEP_RESULTS_DIR", "value": "/var/lib/lockstep/validation"} in gate["env"]
+    assert {"name": "LOCKSTEP_GATE_DRAIN", "value": "kubernetes"} in gate["env"]
+    # the script the Job runs is the one Slurm runs (a ConfigMap made from it), and it may cordon, nothing more
+    assert "--from-file=deploy/gate/lockstep-gate.sh" in (K8S / "validation-gate-job.yaml").read_text()
+    assert {v["name"]: v for v in gate_pod["volumes"]}["gate"]["configMap"]["name"] == "lockstep-gate"
+    assert gate_pod["serviceAccountName"] == "lockstep-gate" and job["spec"]["backoffLimit"] == 0
+    (role,) = [d for d in docs(K8S / "validation-gate-rbac.yaml") if d["kind"] == "ClusterRole"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    assert gate["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}

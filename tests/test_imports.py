@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("exporters", "analytics", "alerts", "dashboards", "simulator", "lockstep")
+PACKAGES = ("exporters", "analytics", "alerts", "dashboards", "simulator", "validation", "lockstep")
 CATALOG = "exporters.catalog"
 # The small toolkit every lockstep service shares (docs/architecture.md, "Packages"): YAML config files
 # with located errors, listen addresses, logging, the web config file and HTTP serving, the exposition
@@ -27,13 +27,17 @@ PLUMBING = ("exporters.configfile", "exporters.listen", "exporters.logs", "expor
 ALLOWED = {
     CATALOG: set(),
     "plumbing": {CATALOG},
-    "exporters": {CATALOG, "plumbing"},
-    "simulator": {CATALOG, "plumbing"},
+    # validation results: the parsers, the store and `lockstep validate`, on the catalog and the plumbing
+    "validation": {CATALOG, "plumbing"},
+    # the node agent's validation collector reads the results store (its format and its node names)
+    "exporters": {CATALOG, "plumbing", "validation.store", "validation.result", "validation.model"},
+    # the simulator stores validation results as `lockstep validate` does: through its store
+    "simulator": {CATALOG, "plumbing", "validation.store", "validation.result", "validation.model"},
     "alerts": {CATALOG, "plumbing"},
     # a panel shows the very series an alert fires on: the recording rules, by their recorded names
     "dashboards": {CATALOG, "plumbing", "alerts.recording"},
     "analytics": {CATALOG, "plumbing", "simulator"},  # the evaluation harness scores simulated scenarios
-    "lockstep": {CATALOG, "plumbing", "exporters", "simulator", "alerts", "dashboards", "analytics"},
+    "lockstep": {CATALOG, "plumbing", "exporters", "simulator", "alerts", "dashboards", "analytics", "validation"},
 }
 
 
@@ -108,7 +112,7 @@ def test_the_exporters_never_import_the_services_the_simulator_or_the_command():
     assert violations("exporters") == []
 
 
-def test_the_simulator_imports_only_the_catalog_and_the_plumbing():
+def test_the_simulator_imports_only_the_catalog_the_plumbing_and_the_validation_store():
     assert violations("simulator") == []
 
 
@@ -118,6 +122,11 @@ def test_alerts_and_dashboards_import_the_catalog_the_plumbing_and_dashboards_th
 
 def test_analytics_imports_no_alerts_dashboards_node_agent_or_command():
     assert violations("analytics") == []
+
+
+def test_validation_imports_only_the_catalog_and_the_plumbing():
+    assert violations("validation") == []
+    assert "validation.store" in imported("exporters.collectors.validation")
 
 
 def test_nothing_in_the_product_imports_lockstep_but_lockstep():

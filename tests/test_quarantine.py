@@ -20,11 +20,12 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def notification(*alerts: dict, status: str = "firing") -> dict:
-    """An Alertmanager webhook payload (version 4) as Alertmanager 0.25 posts it."""
+    """An Alertmanager webhook payload (version 4) as Alertmanager 0.25 posts it; an alert's ``status``
+    of firing or resolved is its state, any other value its ``status`` label (ValidationFailed has one)."""
     return {"version": "4", "groupKey": "{}:{alertname=\"x\"}", "truncatedAlerts": 0, "status": status,
             "receiver": "quarantine", "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {},
             "externalURL": "http://am:9093", "alerts": [
-                {"status": a.pop("status", status), "labels": a, "annotations": {}, "startsAt": "2026-01-01T00:00:00Z",
+                {"status": a.pop("status") if a.get("status") in ("firing", "resolved") else status, "labels": a, "annotations": {}, "startsAt": "2026-01-01T00:00:00Z",
                  "endsAt": "0001-01-01T00:00:00Z", "generatorURL": "", "fingerprint": "f"} for a in alerts]}
 
 
@@ -39,11 +40,19 @@ def test_parse_picks_firing_hardware_faults_one_per_node() -> None:
         {"alertname": "GPUUncorrectableECC", "node": "node03", "gpu": "1"},
         {"alertname": "InfiniBandLinkDown", "node": "node04", "device": "mlx5_2", "port": "1"},
         {"alertname": "GPURowRemapFailure", "node": "node05", "gpu": "7", "status": "resolved"},
-        {"alertname": "TrainingJobStraggler", "node": "node06", "job_id": "1"})).encode()
+        {"alertname": "TrainingJobStraggler", "node": "node06", "job_id": "1"},
+        {"alertname": "ValidationFailed", "node": "node07", "kind": "dcgm-diag", "test": "diag-r3", "scale": "1",
+         "check": "memory", "subject": "gpu3", "status": "fail"},
+        {"alertname": "ValidationFailed", "node": "node08", "kind": "nccl", "test": "all_reduce_perf", "scale": "2",
+         "status": "timeout"},
+        {"alertname": "ValidationRegression", "node": "node09", "kind": "nccl", "test": "all_reduce_perf"})).encode()
     assert parse_notification(body) == [
         DrainRequest("node01", "GPUXidCritical", "lockstep GPUXidCritical gpu=3 xid=79"),
         DrainRequest("node03", "GPUUncorrectableECC", "lockstep GPUUncorrectableECC gpu=1"),
-        DrainRequest("node04", "InfiniBandLinkDown", "lockstep InfiniBandLinkDown device=mlx5_2 port=1")]
+        DrainRequest("node04", "InfiniBandLinkDown", "lockstep InfiniBandLinkDown device=mlx5_2 port=1"),
+        # the failing test as the reason; a regression is a ticket, never a drain
+        DrainRequest("node07", "ValidationFailed", "lockstep ValidationFailed dcgm-diag diag-r3 memory gpu3 fail"),
+        DrainRequest("node08", "ValidationFailed", "lockstep ValidationFailed nccl all_reduce_perf timeout")]
 
 
 def test_xids_drain_by_the_catalogs_recovery_action() -> None:

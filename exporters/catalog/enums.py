@@ -77,6 +77,23 @@ LOSS_CAUSES = (CHECKPOINT, STRAGGLER, NETWORK, STORAGE, HANG, THROTTLE)
 # (CheckpointStallExcessive), a hang pages as TrainingJobHung; TrainingJobStalled covers the rest.
 STALLS_ALERTED_APART = (CHECKPOINT, HANG)
 
+# --- lockstep_validation_*{kind,status} (validation results, exporters/catalog/validation.py) -------
+KINDS = ("nccl", "perftest", "dcgm-diag", "fio", "gpu-burn")
+# A run's status: what the tool judged (pass/warn/fail), or that it never produced a judgement
+# (timeout: killed at its time limit; error: exited without output we could parse).
+RUN_STATUSES = ("pass", "warn", "fail", "timeout", "error")
+# One check within a run (a DCGM test on one GPU, a GPU of gpu-burn, a fio job, nccl's data check).
+# DCGM's "Not Run" is a skip: the test did not judge that entity.
+CHECK_STATUSES = ("pass", "warn", "fail", "skip")
+# Where a baseline comes from: the node's own history (the median of its last good runs, served by the
+# node agent as source="history"); its peers and the hardware's floor are computed in Prometheus
+# (lockstep:validation_figure:baseline_ratio{baseline=...}).
+HISTORY, PEERS, FLOOR = "history", "peers", "floor"
+BASELINES = (HISTORY, PEERS, FLOOR)
+# Checks whose failure pages (ValidationFailed): the hardware failing DCGM's diagnostics. Any tool killed at
+# its time limit pages too (a diagnostic that hangs is a GPU the driver cannot reach).
+VALIDATION_PAGING_KIND = "dcgm-diag"
+
 # --- the severity label of every alert ------------------------------------------------------------
 # page wakes a human (Alertmanager's pager route); ticket goes to a queue.
 PAGE, TICKET = "page", "ticket"

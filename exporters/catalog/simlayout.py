@@ -24,12 +24,15 @@ class SimNode:
     gpus: Path          # gpus.json: the NVML-shaped GPU state
     job_mapping: Path   # <gpu index>: the job holding the GPU, as the Slurm prolog in deploy/slurm/ writes it
     job_users: Path     # <job id>: the job's user; the prolog's (and the jobs collector's) <mapping dir>-users
+    # `lockstep validate`'s results directory, shared by the cluster's nodes (DIR/validation/<node>/...)
+    validation_results: Path
 
     @classmethod
     def at(cls, root: Path) -> "SimNode":
         jobs = root / "gpu-jobs"
         return cls(root, root.name, sysfs=root / "sys", procfs=root / "proc", ethtool=root / "ethtool",
-                   gpus=root / "gpus.json", job_mapping=jobs, job_users=root / f"{jobs.name}-users")
+                   gpus=root / "gpus.json", job_mapping=jobs, job_users=root / f"{jobs.name}-users",
+                   validation_results=root.parent / "validation")
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,11 @@ class SimCluster:
     def cluster_doc(self) -> Path:
         """Nodes, racks, job, Redfish URL and start time; written last, once the first tick is."""
         return self.root / "cluster.json"
+
+    @property
+    def validation_results(self) -> Path:
+        """Validation results of every node (scenarios with a ``validation:`` block), as on shared storage."""
+        return self.root / "validation"
 
     @property
     def power_config(self) -> Path:

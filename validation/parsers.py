@@ -1,0 +1,39 @@
+"""One parser per ``--kind``; reading a file is kept apart from parsing it."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from validation.dcgm import parse_dcgm_diag
+from validation.fio import parse_fio
+from validation.gpuburn import parse_gpu_burn
+from validation.model import ParseError, Parsed
+from validation.nccl import parse_nccl
+from validation.perftest import parse_perftest
+
+PARSERS: dict[str, Callable[[str, str], Parsed]] = {
+    "nccl": parse_nccl, "perftest": parse_perftest, "dcgm-diag": parse_dcgm_diag, "fio": parse_fio,
+    "gpu-burn": parse_gpu_burn,
+}
+MAX_BYTES = 64 << 20   # a nccl-tests run with NCCL_DEBUG=INFO on 1,000 ranks is a few MB
+
+
+def parse(kind: str, text: str, source: str) -> Parsed:
+    try:
+        parser = PARSERS[kind]
+    except KeyError:
+        raise ValueError(f"unknown kind {kind!r} (known: {', '.join(PARSERS)})") from None
+    return parser(text, source)
+
+
+def read_output(path: Path) -> str:
+    """A tool's saved output as text (bytes that are not UTF-8 replaced: a parser then names the line)."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise ParseError(str(path), 1, f"larger than {MAX_BYTES >> 20} MiB: not one tool run's output")
+    return data.decode(errors="replace")
+
+
+def parse_file(kind: str, path: Path) -> Parsed:
+    return parse(kind, read_output(path), str(path))
