@@ -150,13 +150,23 @@ async def _list(request: web.Request) -> web.Response:
     metadata: dict[str, Any] = {"resourceVersion": str(version)}
     if limit and start + limit < len(items):
         metadata["continue"] = base64.b64encode(json.dumps({"rv": version, "start": start + limit}).encode()).decode()
-    body = {"kind": "PodList", "apiVersion": "v1", "metadata": metadata,
-            "items": [pod_json(pod, str(rv)) for pod, rv in page]}
+    partial = _partial(request, "PartialObjectMetadataList")
+    kind = {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1"} if partial else \
+        {"kind": "PodList", "apiVersion": "v1"}
+    body = {**kind, "metadata": metadata,
+            "items": [pod_json(pod, str(rv), metadata_only=partial) for pod, rv in page]}
     return web.json_response(body)
+
+
+def _partial(request: web.Request, kind: str) -> bool:
+    """The client asked for metadata only (``Accept: application/json;as=<kind>;g=meta.k8s.io;v=v1``)."""
+    return any(f"as={kind};" in f"{part.replace(' ', '')};" and "g=meta.k8s.io" in part
+               for part in request.headers.get("Accept", "").split(","))
 
 
 async def _watch(request: web.Request) -> web.StreamResponse:
     store, node, faults = request.app[STORE], _node(request), request.app[FAULTS]
+    partial = _partial(request, "PartialObjectMetadata")
     version, initial = int(request.query.get("resourceVersion") or 0), []
     if version == 0:   # "0" or none: start with the current state, as ADDED events
         version, initial = store.snapshot(node)
@@ -166,7 +176,7 @@ async def _watch(request: web.Request) -> web.StreamResponse:
     response.enable_chunked_encoding()
     await response.prepare(request)
     for pod, rv in initial:
-        await _send(response, {"type": "ADDED", "object": pod_json(pod, str(rv), typed=True)})
+        await _send(response, {"type": "ADDED", "object": pod_json(pod, str(rv), typed=True, metadata_only=partial)})
     last_sent = asyncio.get_running_loop().time()
     while asyncio.get_running_loop().time() < deadline and not faults.forbidden:
         try:
@@ -175,12 +185,13 @@ async def _watch(request: web.Request) -> web.StreamResponse:
             await _send(response, {"type": "ERROR", "object": status(410, "Expired", str(exc))})
             break
         for rv, kind, pod in events:
-            await _send(response, {"type": kind, "object": pod_json(pod, str(rv), typed=True)})
+            await _send(response, {"type": kind, "object": pod_json(pod, str(rv), typed=True, metadata_only=partial)})
             version, last_sent = rv, asyncio.get_running_loop().time()
         if bookmarks and asyncio.get_running_loop().time() - last_sent >= faults.bookmark_s:
             version, last_sent = current, asyncio.get_running_loop().time()
-            await _send(response, {"type": "BOOKMARK", "object": {
-                "kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": str(current)}}})
+            kind = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1"} if partial else \
+                {"kind": "Pod", "apiVersion": "v1"}
+            await _send(response, {"type": "BOOKMARK", "object": {**kind, "metadata": {"resourceVersion": str(current)}}})
         await asyncio.sleep(POLL_S)
     await response.write_eof()
     return response

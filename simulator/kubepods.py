@@ -41,7 +41,17 @@ class SimPod:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"pod/{self.namespace}/{self.name}"))
 
 
-def pod_json(pod: SimPod, resource_version: str, *, typed: bool = False) -> dict[str, Any]:
+def pod_json(pod: SimPod, resource_version: str, *, typed: bool = False, metadata_only: bool = False) -> dict[str, Any]:
+    """The Pod; with ``metadata_only``, the ``PartialObjectMetadata`` a client asking for
+    ``as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`` gets (client-go's metadata informers)."""
+    metadata = _metadata(pod, resource_version)
+    if metadata_only:
+        return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata}
+    doc = {"metadata": metadata, "spec": _spec(pod), "status": {"phase": "Running", "qosClass": "Burstable"}}
+    return {"kind": "Pod", "apiVersion": "v1", **doc} if typed else doc
+
+
+def _metadata(pod: SimPod, resource_version: str) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid,
                                 "resourceVersion": resource_version, "creationTimestamp": CREATED}
     if pod.labels:
@@ -53,8 +63,7 @@ def pod_json(pod: SimPod, resource_version: str, *, typed: bool = False) -> dict
         metadata["ownerReferences"] = [{
             "apiVersion": api_version, "kind": kind, "name": name, "controller": True, "blockOwnerDeletion": True,
             "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{kind}/{pod.namespace}/{name}"))}]
-    doc = {"metadata": metadata, "spec": _spec(pod), "status": {"phase": "Running", "qosClass": "Burstable"}}
-    return {"kind": "Pod", "apiVersion": "v1", **doc} if typed else doc
+    return metadata
 
 
 def _spec(pod: SimPod) -> dict[str, Any]:

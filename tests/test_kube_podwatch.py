@@ -36,7 +36,7 @@ class Server:
     """The simulated API server on a fixed port of this test's event loop, stoppable and restartable."""
 
     def __init__(self, store: PodStore, faults: Faults) -> None:
-        self.store, self.faults, self.requests = store, faults, []
+        self.store, self.faults, self.requests, self.accepts = store, faults, [], set()
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -48,6 +48,7 @@ class Server:
         @web.middleware
         async def record(request, handler):
             self.requests.append("watch" if request.query.get("watch") else "list")
+            self.accepts.add(request.headers.get("Accept"))
             return await handler(request)
         app.middlewares.append(record)
         self.runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
@@ -104,6 +105,20 @@ async def test_lists_this_nodes_pods_and_follows_their_events(server, watch):
     server.store.put(sim_pod("c-0", node="node01"))
     await asyncio.sleep(0.5)
     assert names(w) == {"b-0"} and server.requests.count("list") == 1
+    # metadata only, as client-go's metadata informers ask; whole pods from a server that can't
+    assert server.accepts == {podwatch.ACCEPT_LIST, podwatch.ACCEPT_WATCH}
+
+
+async def test_the_simulated_server_answers_metadata_only_in_the_api_servers_shape(server, aiohttp_client):
+    server.store.put(sim_pod("a-0", team="x"))
+    client = await aiohttp_client(create_app(server.store, [TOKEN]))
+    headers = {"Authorization": f"Bearer {TOKEN}", "Accept": podwatch.ACCEPT_LIST}
+    body = await (await client.get("/api/v1/pods", headers=headers)).json()
+    assert (body["kind"], body["apiVersion"]) == ("PartialObjectMetadataList", "meta.k8s.io/v1")
+    (item,) = body["items"]
+    assert set(item) == {"kind", "apiVersion", "metadata"} and item["metadata"]["labels"] == {"team": "x"}
+    full = await (await client.get("/api/v1/pods", headers={**headers, "Accept": "application/json"})).json()
+    assert full["kind"] == "PodList" and set(full["items"][0]) == {"metadata", "spec", "status"}
 
 
 async def test_a_long_list_is_read_in_pages(server, watch, monkeypatch):

@@ -1,6 +1,6 @@
 """This node's pods, kept current by a list and a watch on the API server (client-go's reflector, small).
 
-``GET /api/v1/pods?fieldSelector=spec.nodeName=<node>`` (paged), then a watch from the list's
+``GET /api/v1/pods?fieldSelector=spec.nodeName=<node>`` (paged, metadata only), then a watch from the list's
 ``resourceVersion`` with bookmarks; each ADDED/MODIFIED/DELETED event updates the cache and each event or
 BOOKMARK moves the resourceVersion on, so a watch the server ends (``timeoutSeconds``) resumes where it
 stopped. ``410 Gone`` (the version fell out of the server's history, as a status or an ERROR event)
@@ -28,6 +28,10 @@ from exporters.logs import kv
 
 log = logging.getLogger("lockstep.kube")
 PAGE = 500
+# Metadata only (labels, annotations, owners), as client-go's metadata informers ask: a pod's spec and
+# status (env values included) never cross the wire; a server that can't answer so sends whole pods.
+ACCEPT_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+ACCEPT_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 MAX_EVENT = 16 << 20
 
 
@@ -87,7 +91,7 @@ class PodWatcher:
     async def run(self) -> None:
         """List, then watch until the server ends each watch, for ever; relist on 410, back off on errors."""
         delay = self.backoff_s[0]
-        async with aiohttp.ClientSession(headers={"Accept": "application/json"}) as session:
+        async with aiohttp.ClientSession() as session:
             while True:
                 try:
                     version = await self._list(session)
@@ -109,8 +113,10 @@ class PodWatcher:
 
     async def _request(self, session: aiohttp.ClientSession, params: Mapping[str, str],
                        timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+        accept = ACCEPT_WATCH if "watch" in params else ACCEPT_LIST
         response = await session.get(f"{self.server.url}/api/v1/pods", params=params, timeout=timeout,
-                                     headers=self.server.headers(), ssl=self.server.ssl_context())
+                                     headers={**self.server.headers(), "Accept": accept},
+                                     ssl=self.server.ssl_context() or True)
         if response.status != 200:
             status = await _status(response)
             response.release()
