@@ -28,6 +28,7 @@ CONTRACT = {
     "GPUFellOffBus": "page", "TrainingJobStalled": "page", "TrainingJobStraggler": "ticket",
     "TrainingJobHung": "page", "CheckpointStallExcessive": "ticket", "RackPowerNearBudget": "page",
     "CoolantTemperatureHigh": "ticket", "ExporterCollectorFailing": "ticket", "ExporterDown": "ticket",
+    "TrainingJobMemberLost": "page",
 }
 
 
