@@ -81,7 +81,10 @@ def _job_blocks(topo: Topology) -> list[Block]:
     sel = topo.job_gpus
     lab = _gpu_labels(topo, sel)
     n, job = int(sel.sum()), topo.scenario.job.job_id
-    info = {**lab, "uuid": topo.identity["uuid"][sel], "job_id": np.full(n, job), "user": np.full(n, "sim")}
+    # The series shows the job the Slurm way (the live simulator can also present it the Kubernetes way).
+    info = {**lab, "uuid": topo.identity["uuid"][sel], "job_id": np.full(n, job), "user": np.full(n, "sim"),
+            **{label: np.full(n, "") for label in ("rank", "pod", "namespace", "container")},
+            "scheduler": np.full(n, "slurm")}
     ranks = {**lab, "job_id": np.full(n, job), "rank": np.arange(n).astype(str)}
     return [Block(G.JOB_INFO, info, lambda s: np.where(s.lost[sel], np.nan, 1.0)),
             Block(A.RANK_STEP_SECONDS, ranks, lambda s: np.where(s.lost[sel], np.nan, np.round(s.rank_busy_s, 4)))]

@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
+from exporters.jobs.rows import JobRow
 from exporters.kube.devices import DeviceRef, resolve
 from exporters.kube.identity import PodMeta, job_identity
 from exporters.kube.podresources import ContainerGpus, PodResourcesClient
@@ -21,17 +22,6 @@ log = logging.getLogger("lockstep.kube")
 
 class ApiServerUnavailable(RuntimeError):
     """The pod cache has never been filled: no job can be named."""
-
-
-@dataclass(frozen=True, slots=True)
-class JobRow:
-    gpu: str
-    uuid: str
-    job_id: str
-    rank: str
-    pod: str
-    namespace: str
-    container: str
 
 
 @dataclass(frozen=True)
@@ -52,7 +42,7 @@ def join(containers: Iterable[ContainerGpus], pods: Mapping[tuple[str, str], Pod
         identity = job_identity(pod, rules.job_labels, rules.rank_labels)
         for device_id in c.device_ids:
             ref = resolve(device_id, refs)
-            row = JobRow(ref.gpu, ref.uuid, identity.job_id, identity.rank, c.pod, c.namespace, c.container)
+            row = JobRow(ref.gpu, ref.uuid, identity.job_id, "", identity.rank, c.pod, c.namespace, c.container)
             if row not in seen:     # time-sliced replicas of one GPU in one container: one row
                 seen.add(row)
                 rows.append(row)
