@@ -165,6 +165,13 @@ def _partial(request: web.Request, kind: str) -> bool:
 
 
 async def _watch(request: web.Request) -> web.StreamResponse:
+    try:
+        return await _stream(request)
+    except ConnectionError:       # the client went away (a watcher closing, an agent stopped)
+        return web.StreamResponse()
+
+
+async def _stream(request: web.Request) -> web.StreamResponse:
     store, node, faults = request.app[STORE], _node(request), request.app[FAULTS]
     partial = _partial(request, "PartialObjectMetadata")
     version, initial = int(request.query.get("resourceVersion") or 0), []
