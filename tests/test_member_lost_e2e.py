@@ -135,3 +135,26 @@ def test_slurm_job_whose_node_agent_dies_pages_as_member_lost(clusters):
                  services)[0]["labels"]
     assert page["node"] == f"{SLURM_PREFIX}node02" and "pod" not in page
     assert job(analytics.url, SLURM_JOB)["stall"]["cause"] == "member_lost"
+
+
+def test_the_job_dashboard_shows_a_kubernetes_job_and_a_slurm_job(clusters):
+    """The job variable's values come from lockstep_gpu_job_info for both schedulers, and every panel
+    of the job dashboard runs for ``ml-team/llama-pretrain`` as for ``7002`` (a slash in the id is
+    nothing special to PromQL); the per-GPU panels show each job's own GPUs."""
+    from dashboards import check
+    from dashboards.build import build_all
+    kube, slurm, _, _ = clusters
+    prom = next(s for s in clusters[3] if s.name == "prometheus")
+    now = time.time()
+    values = check._api(prom.url, "label/job_id/values", {}, "job_id values")
+    assert {KUBE_JOB, SLURM_JOB} <= set(values)
+    job_dashboard = {name: d for name, d in build_all().items() if d["uid"].endswith("job")}
+    for job_id, nodes in ((KUBE_JOB, {"node00", "node01", "node02"}),
+                          (SLURM_JOB, {f"{SLURM_PREFIX}node0{i}" for i in range(3)})):
+        base = {"datasource": "prometheus", "job_id": job_id, "node": ".*", "instance": ".*", "rail": ".*",
+                "__rate_interval": "4s", "__interval": "5s", "__range": "60s", "__range_s": "60"}
+        seen: set[str] = set()
+        for q in check.panel_queries(job_dashboard, base):
+            for series in check.run(prom.url, q, min(kube.at(0), slurm.at(0)), now, 5):
+                seen.add(series["metric"].get("node", ""))
+        assert nodes <= seen, (job_id, sorted(seen))
