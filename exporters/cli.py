@@ -34,6 +34,9 @@ SIM_NODE_FLAGS: Mapping[str, Callable[[SimNode], str]] = MappingProxyType({
     "pfc.source": lambda node: f"dir:{node.ethtool}",
     "gpu.backend": lambda node: f"sim:{node.gpus}",
     "jobs.mapping-dir": lambda node: str(node.job_mapping),
+    # used where the simulator presents the node the Kubernetes way (--jobs.source=auto finds the socket)
+    "jobs.kubernetes.kubelet-socket": lambda node: str(node.kubelet_socket),
+    "jobs.kubernetes.kubeconfig": lambda node: str(node.kubeconfig),
     "node.name": lambda node: node.name,
 })
 

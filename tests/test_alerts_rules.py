@@ -31,6 +31,7 @@ CONTRACT = {
     "GPUMissing": "page",
     # Added with the XID catalog and the per-GPU verdict (extending the contract).
     "GPUXidWarning": "ticket", "GPURowRemapPending": "ticket",
+    "TrainingJobMemberLost": "page",
 }
 
 

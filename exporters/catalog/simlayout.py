@@ -24,12 +24,16 @@ class SimNode:
     gpus: Path          # gpus.json: the NVML-shaped GPU state
     job_mapping: Path   # <gpu index>: the job holding the GPU, as the Slurm prolog in deploy/slurm/ writes it
     job_users: Path     # <job id>: the job's user; the prolog's (and the jobs collector's) <mapping dir>-users
+    kubelet_socket: Path   # the node's kubelet PodResources socket, where the simulator presents Kubernetes
+    kubeconfig: Path       # DIR/kubeconfig: the simulated API server (pod list/watch) and the agent's token
 
     @classmethod
     def at(cls, root: Path) -> "SimNode":
         jobs = root / "gpu-jobs"
+        # A unix socket's path must stay under 108 bytes: the socket sits right in the node's directory.
         return cls(root, root.name, sysfs=root / "sys", procfs=root / "proc", ethtool=root / "ethtool",
-                   gpus=root / "gpus.json", job_mapping=jobs, job_users=root / f"{jobs.name}-users")
+                   gpus=root / "gpus.json", job_mapping=jobs, job_users=root / f"{jobs.name}-users",
+                   kubelet_socket=root / "kubelet.sock", kubeconfig=root.parent / "kubeconfig")
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,11 @@ class SimCluster:
     def cluster_doc(self) -> Path:
         """Nodes, racks, job, Redfish URL and start time; written last, once the first tick is."""
         return self.root / "cluster.json"
+
+    @property
+    def kubeconfig(self) -> Path:
+        """With ``--scheduler kubernetes``: the simulated API server's address and the agents' token."""
+        return self.root / "kubeconfig"
 
     @property
     def power_config(self) -> Path:
