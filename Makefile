@@ -14,7 +14,7 @@ TEST_PACKAGES := $(DEMO_PACKAGES) prometheus-node-exporter ethtool iproute2 chro
 # Debian's python3 lacks the venv module until python3-venv is installed.
 VENV_PACKAGES := python3-venv
 
-.PHONY: test demo bench eval fuzz tools demo-tools venv clean
+.PHONY: test demo bench eval fuzz tools demo-tools venv clean proto
 
 # $(call apt_or_explain,PACKAGES,WHAT IS MISSING): install as root, else name the exact command.
 define apt_or_explain
@@ -68,5 +68,14 @@ fuzz: $(STAMP)
 eval: $(STAMP)
 	$(VENV)/bin/lockstep analytics evaluate --all simulator/scenarios
 
+# The kubelet PodResources gRPC code in exporters/podresources/ is checked in; this regenerates it with
+# the one grpcio-tools release the generator pins, in a venv of its own (tools/gen_podresources.py).
+PROTO_VENV := .venv-proto
+GRPCIO_TOOLS := $(shell sed -n 's/^GRPCIO_TOOLS = "\(.*\)"/\1/p' tools/gen_podresources.py)
+proto:
+	@test -x $(PROTO_VENV)/bin/python || $(PYTHON) -m venv $(PROTO_VENV)
+	$(PROTO_VENV)/bin/python -m pip install --quiet grpcio-tools==$(GRPCIO_TOOLS)
+	$(PROTO_VENV)/bin/python tools/gen_podresources.py
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(PROTO_VENV) build *.egg-info .pytest_cache

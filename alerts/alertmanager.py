@@ -29,6 +29,10 @@ def inhibit_rules(config: AlertsConfig) -> list[dict]:
         {"source_matchers": ['alertname="TrainingJobHung"'],
          "target_matchers": ['alertname=~"TrainingJobStalled|TrainingJobStraggler"'],
          "equal": ["cluster", "job_id"]},
+        # A lost member explains why the rest of its job stands still (or looks hung): page for the member.
+        {"source_matchers": ['alertname="TrainingJobMemberLost"'],
+         "target_matchers": ['alertname=~"TrainingJobStalled|TrainingJobStraggler|TrainingJobHung"'],
+         "equal": ["cluster", "job_id"]},
         # A GPU that fell off the bus explains its XIDs, ECC and throttling.
         {"source_matchers": ['alertname="GPUFellOffBus"'],
          "target_matchers": [f'alertname=~"{GPU_LOWER}"'],

@@ -12,6 +12,7 @@ def jobs(config: AlertsConfig) -> list[Alert]:
     t, sel = config.thresholds, config.selectors.analytics
     stalled = metric("lockstep_job_stalled", sel, f'cause!~"{"|".join(STALLS_ALERTED_APART)}"')
     hung = metric("lockstep_job_stalled", sel, f'cause="{HANG}"')
+    missing = metric("lockstep_job_member_missing", sel)
     score = f'min by (job_id, node, gpu) ({metric("lockstep_straggler_score", sel)})'
     flagged = f'max by (job_id, node, gpu) ({metric("lockstep_straggler_flagged", sel)}) == 1'
     return [
@@ -31,6 +32,14 @@ def jobs(config: AlertsConfig) -> list[Alert]:
               "Training job {{ $labels.job_id }} is hung",
               "Job {{ $labels.job_id }} shows no compute, no traffic and no I/O for "
               + FOR + ": a rank is deadlocked or waiting on a lost peer.", for_="5m"),
+        # One alert per missing member: the page names the node (and pod) the rest of the job waits for.
+        Alert("TrainingJobMemberLost", f"max by (job_id, node, pod) ({missing}) == 1", PAGE,
+              "Training job {{ $labels.job_id }} lost a member on {{ $labels.node }}"
+              "{{ if $labels.pod }} (pod {{ $labels.pod }}){{ end }}",
+              "The GPUs job {{ $labels.job_id }} held on {{ $labels.node }}{{ if $labels.pod }} (pod "
+              "{{ $labels.pod }}){{ end }} left the GPU-job mapping (the pod is gone, or the node agent "
+              "stopped answering) and the rest of the job has waited in its collective for " + FOR
+              + ": it burns its GPUs until the member is back or the job is restarted.", for_="2m"),
         Alert("CheckpointStallExcessive",
               f'{JOB_LOST_GPU_TIME}{{cause="{CHECKPOINT}"}} > {t.checkpoint_lost_ratio:g}', TICKET,
               "Checkpoints cost job {{ $labels.job_id }} {{ $value | humanizePercentage }} of its GPU time",

@@ -27,7 +27,8 @@ LINK_COUNTERS = ("link_downed", "link_recovery", "symbol_errors")
 # Every metric build_features reads (what the Prometheus source queries).
 INPUT_METRICS = (gpu.JOB_INFO.name, *GPU_GAUGES.values(), gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name,
                  gpu.CLOCK_EVENT.name, fabric.IB_STATE.name, *RAIL_COUNTERS.values(), *NODE_COUNTERS.values())
-SIGNALS = ("sm", "tensor", "step", "clock", "throttle", "tx", "xmit_wait", "link", "read", "write", "pause", "cnp")
+SIGNALS = ("sm", "tensor", "step", "clock", "throttle", "tx", "xmit_wait", "link", "read", "write", "pause", "cnp",
+           "member")
 COLUMNS = ("job_id", "node", "gpu")
 
 
@@ -38,6 +39,7 @@ class Features:
     times: np.ndarray          # Unix seconds, ascending
     columns: pd.MultiIndex     # (job_id, node, gpu), sorted by job then node then gpu (numeric)
     signals: dict[str, np.ndarray]
+    pods: tuple[str, ...] = ()   # per column: the pod that held the GPU for the job (Kubernetes), else ""
 
     def jobs(self) -> list[str]:
         return list(dict.fromkeys(self.columns.get_level_values("job_id")))
@@ -151,7 +153,29 @@ def build_features(frame: pd.DataFrame) -> Features:
         rate = counter_rate(_matrix(rows, times, _series_keys(rows))) if len(rows) else pd.DataFrame(index=times)
         per_node = rate.T.groupby(level="node", observed=True).sum(min_count=1).T if len(rate.columns) else rate
         signals[name] = per_node.reindex(columns=node_cols).to_numpy(dtype=float)
-    return Features(times.to_numpy(dtype=float), columns, signals)
+    info = by_metric.get(gpu.JOB_INFO.name, empty)
+    signals["member"] = _membership(info, times, columns)
+    return Features(times.to_numpy(dtype=float), columns, signals, _pods(info, columns))
+
+
+def _membership(info: pd.DataFrame, times: pd.Index, columns: pd.MultiIndex) -> np.ndarray:
+    """1 where the column's GPU was mapped to the column's job at that sample, else 0: a member whose
+    mapping is gone (its node agent stopped answering, its pod was deleted) shows 0 from then on."""
+    info = info[info["value"] > 0]
+    matrix = _matrix(info, times, list(COLUMNS))
+    if matrix.columns.nlevels == len(COLUMNS):
+        matrix.columns = pd.MultiIndex.from_arrays([matrix.columns.get_level_values(i).astype(str)
+                                                    for i in range(len(COLUMNS))], names=COLUMNS)
+    return (np.nan_to_num(matrix.reindex(columns=columns).to_numpy(dtype=float)) > 0).astype(float)
+
+
+def _pods(info: pd.DataFrame, columns: pd.MultiIndex) -> tuple[str, ...]:
+    """The pod each column's GPU was held by (``pod`` label of the mapping; "" for Slurm)."""
+    if "pod" not in info.columns or info.empty:
+        return ("",) * len(columns)
+    last = info.sort_values("timestamp").groupby(list(COLUMNS), observed=True)["pod"].last()
+    found = {tuple(str(v) for v in key): str(pod) for key, pod in last.items()}
+    return tuple(found.get(tuple(col), "") for col in columns)
 
 
 def _series_keys(rows: pd.DataFrame) -> list[str]:

@@ -7,6 +7,7 @@ from analytics.stall import CAUSES
 from analytics.state import Health, LossCounters
 from analytics.views import JobView
 from exporters.catalog import analytics as cat
+from exporters.catalog.enums import MEMBER_LOST
 from exporters.exposition import Encoder, render_families
 from exporters.sample import Sample
 
@@ -20,6 +21,9 @@ def job_samples(view: JobView, loss: LossCounters) -> list[Sample]:
         out.append(Sample(cat.STRAGGLER_FLAGGED, labels, float(row.flagged)))
     for cause in CAUSES:
         out.append(Sample(cat.JOB_STALLED, (job, cause), float(view.stall.cause == cause)))
+    if view.stall.cause == MEMBER_LOST:   # which member the job waits for: the page names it
+        for member in view.stall.evidence.get("missing", ()):
+            out.append(Sample(cat.JOB_MEMBER_MISSING, (job, member["node"], member["pod"]), 1.0))
     for cause in LOSS_CAUSES:
         out.append(Sample(cat.JOB_LOST_GPU_SECONDS, (job, cause), round(loss.lost[cause], 3)))
     out.append(Sample(cat.JOB_ALLOCATED_GPU_SECONDS, (job,), loss.allocated))

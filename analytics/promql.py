@@ -1,4 +1,5 @@
-"""PromQL built from values we do not control (job ids come from Slurm and from HTTP paths).
+"""PromQL built from values we do not control (job ids come from Slurm, from Kubernetes labels and
+from HTTP paths).
 
 A job id is validated against a conservative pattern and *also* escaped as a PromQL string, so a
 crafted id can neither close the string nor add a matcher or an operator to the query.
@@ -11,8 +12,13 @@ from exporters.catalog import analytics, gpu
 from exporters.catalog.selectors import DEFAULT as SELECTORS
 
 # Slurm ids: 4242, array tasks 4242_7, heterogeneous components 4242+0; schedulers elsewhere use
-# names with dots, dashes and colons. Nothing here can end a string or start a new matcher.
-JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}")   # use fullmatch: "$" would allow a trailing \n
+# names with dots, dashes and colons. Kubernetes jobs are <namespace>/<name>: the namespace a DNS-1123
+# label (lower-case alphanumerics and "-", at most 63), the name an object name (DNS-1123 subdomain,
+# at most 253) or a label value (letters, digits, "-", "_", "."). Nothing here can end a string or start
+# a new matcher; the "/" is the only character a Slurm id lacks, and it means nothing in PromQL strings.
+SLURM_JOB_ID = r"[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}"
+KUBE_JOB_ID = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?/[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?"
+JOB_ID = re.compile(f"{SLURM_JOB_ID}|{KUBE_JOB_ID}")   # use fullmatch: "$" would allow a trailing \n
 
 
 class InvalidJobId(ValueError):
@@ -21,7 +27,8 @@ class InvalidJobId(ValueError):
 
 def validate_job_id(job_id: str) -> str:
     if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
-        raise InvalidJobId(f"invalid job id {job_id!r}: want 1-128 of [A-Za-z0-9_.:+-], starting alphanumeric")
+        raise InvalidJobId(f"invalid job id {job_id!r}: want 1-128 of [A-Za-z0-9_.:+-] starting alphanumeric, "
+                           "or <namespace>/<name> with Kubernetes' name rules")
     return job_id
 
 

@@ -69,6 +69,6 @@ async def healthy(request: web.Request) -> web.Response:
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/api/v1/jobs", jobs)
-    app.router.add_get("/api/v1/jobs/{job_id:[^/]+}", job)   # any id reaches validation
+    app.router.add_get("/api/v1/jobs/{job_id:.+}", job)   # any id reaches validation, <namespace>/<name> too
     app.router.add_get("/-/healthy", healthy)
     app.router.add_get("/", index)

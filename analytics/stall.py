@@ -3,8 +3,10 @@
 A job is stalled while its progress (median SM/tensor activity over its GPUs) is below
 ``STALL_FRACTION`` of its own baseline. Each stalled sample gets one cause, decided in this order
 and recorded with the evidence that decided it:
-checkpoint (write burst) → network (pause/xmit-wait/CNP rising or a rail down) → straggler (a few
-ranks busy while the median idles) → storage (reads still trickling, nothing else) → hang.
+member lost (some of the job's GPUs left the mapping while the rest stand still) → checkpoint (write
+burst) → network (pause/xmit-wait/CNP rising or a rail down) → straggler (a few ranks busy while the
+median idles) → storage (reads still trickling, nothing else) → hang. A sample where none of the job's
+GPUs is mapped (the job ended, or no data) is no stall.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from analytics.frame import Features
-from exporters.catalog.enums import CHECKPOINT, HANG, NETWORK, STALL_CAUSES, STORAGE, STRAGGLER
+from exporters.catalog.enums import CHECKPOINT, HANG, MEMBER_LOST, NETWORK, STALL_CAUSES, STORAGE, STRAGGLER
 
 STALL_FRACTION = 0.5
 PARTIAL_FRACTION = 0.9
@@ -38,6 +40,8 @@ class JobSignals:
     baseline: float         # the job's productive activity level
     totals: dict[str, np.ndarray]   # job-wide sums: read, write, pause, cnp, xmit_wait, tx
     link_down: np.ndarray   # any rail of the job reports a down/flapping link
+    present: np.ndarray | None = None   # times × GPUs: the GPU is mapped to the job at that sample
+    members: tuple[tuple[str, str, str], ...] = ()   # (node, gpu, pod) of each column
 
 
 def nan_reduce(fn, matrix: np.ndarray, *args, **kwargs) -> np.ndarray:
@@ -63,11 +67,30 @@ def job_signals(features: Features, job_id: str) -> JobSignals:
         totals[name] = nan_reduce(np.nansum, sig[name], axis=1)
     link = sig.get("link")
     link_down = (np.nan_to_num(link) > 0).any(axis=1) if link is not None else np.zeros(len(busy), bool)
-    return JobSignals(features.times, busy, work, progress, baseline, totals, link_down)
+    # No mapping sample at all (a hand-built frame): membership unknown, every sample counts.
+    present = sig["member"] > 0 if "member" in sig and np.nan_to_num(sig["member"]).any() else None
+    pods = features.pods[cols] if features.pods else ("",) * busy.shape[1]
+    members = tuple((str(node), str(g), pod) for (_, node, g), pod in zip(features.columns[cols], pods))
+    return JobSignals(features.times, busy, work, progress, baseline, totals, link_down, present, members)
 
 
 def stalled_mask(js: JobSignals) -> np.ndarray:
-    return np.nan_to_num(js.progress, nan=0.0) < STALL_FRACTION * js.baseline
+    stalled = np.nan_to_num(js.progress, nan=0.0) < STALL_FRACTION * js.baseline
+    return stalled & js.present.any(axis=1) if js.present is not None else stalled
+
+
+def missing_members(js: JobSignals, i: int) -> list[dict]:
+    """Members of the job gone from the mapping at sample ``i`` while others are still in it: a node's
+    GPUs (the pod's, under Kubernetes) all mapped to the job earlier in the window and none now.
+    A single GPU leaving (fallen off the bus) is a GPU fault, not a lost member. ``{node, pod, gpus}``."""
+    if js.present is None or not js.present[i].any():
+        return []
+    groups: dict[tuple[str, str], list[int]] = {}
+    for c, (node, _, pod) in enumerate(js.members):
+        groups.setdefault((node, pod), []).append(c)
+    seen = js.present[: i + 1].any(axis=0)
+    return [{"node": node, "pod": pod, "gpus": [js.members[c][1] for c in cols]}
+            for (node, pod), cols in groups.items() if seen[cols].any() and not js.present[i, cols].any()]
 
 
 def _baseline(values: np.ndarray, productive: np.ndarray) -> float:
@@ -90,6 +113,8 @@ def classify(js: JobSignals) -> tuple[np.ndarray, list[dict]]:
     busy_max = nan_reduce(np.nanmax, js.work, axis=1) if js.work.shape[1] else np.zeros(len(js.times))
     for i in np.flatnonzero(full | partial):
         cause, ev = _cause(js, base, i, float(np.nan_to_num(busy_max[i])))
+        if full[i] and (missing := missing_members(js, i)):
+            cause, ev = MEMBER_LOST, {**ev, "missing": missing}
         if full[i] or cause in BLOCKING:
             causes[i], evidence[i] = cause, ev
     return causes, evidence

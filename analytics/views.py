@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ class StallView:
     stalled: bool
     cause: str | None
     since: float | None
-    evidence: dict[str, float]
+    evidence: dict[str, Any]   # numbers, flags; member_lost adds "missing": [{node, pod, gpus}]
 
 
 @dataclass(frozen=True)

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from alerts import recording as r
 from exporters.catalog import analytics, fabric, gpu, storage
-from exporters.catalog.enums import CHECKPOINT, HANG, NETWORK, STORAGE, STRAGGLER
+from exporters.catalog.enums import CHECKPOINT, HANG, MEMBER_LOST, NETWORK, STORAGE, STRAGGLER
 from dashboards import panels as p
 from dashboards import queries as q
 from dashboards.config import Config, range_total, rate, sel
 from dashboards.grafana import data_link, dashboard, query_variable, target
 
 NAME = "job"
-CAUSE_COLOURS = {CHECKPOINT: "blue", NETWORK: "purple", STORAGE: "orange", STRAGGLER: "yellow", HANG: "red"}
+CAUSE_COLOURS = {CHECKPOINT: "blue", NETWORK: "purple", STORAGE: "orange", STRAGGLER: "yellow", HANG: "red",
+                 MEMBER_LOST: "dark-red"}
 
 
 def _summary(cfg: Config) -> list:

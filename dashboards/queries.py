@@ -22,8 +22,10 @@ def throttle_matcher() -> str:
 
 
 def job_gpus(cfg: Config, expr: str) -> str:
-    """Restrict a per-GPU expression to the GPUs of ``$job_id`` (and add the ``job_id`` label)."""
-    return f"({expr}) * on(node, gpu) group_left(job_id) {sel(gpu.JOB_INFO, cfg.selectors.node, JOB)}"
+    """Restrict a per-GPU expression to the GPUs of ``$job_id`` (and add the ``job_id`` label). One GPU can
+    carry several mapping series of one job (MIG devices, time-sliced pods): ``max by`` makes them one."""
+    gpus = f"max by (node, gpu, job_id) ({sel(gpu.JOB_INFO, cfg.selectors.node, JOB)})"
+    return f"({expr}) * on(node, gpu) group_left(job_id) {gpus}"
 
 
 def job_nodes(cfg: Config, expr: str) -> str:

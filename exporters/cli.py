@@ -35,6 +35,9 @@ SIM_NODE_FLAGS: Mapping[str, Callable[[SimNode], str]] = MappingProxyType({
     "gpu.backend": lambda node: f"sim:{node.gpus}",
     "jobs.mapping-dir": lambda node: str(node.job_mapping),
     "validation.results-dir": lambda node: str(node.validation_results),
+    # used where the simulator presents the node the Kubernetes way (--jobs.source=auto finds the socket)
+    "jobs.kubernetes.kubelet-socket": lambda node: str(node.kubelet_socket),
+    "jobs.kubernetes.kubeconfig": lambda node: str(node.kubeconfig),
     "node.name": lambda node: node.name,
 })
 

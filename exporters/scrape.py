@@ -15,6 +15,15 @@ from exporters.sample import Sample
 log = logging.getLogger("lockstep.scrape")
 
 
+class PartialFailure(Exception):
+    """Raised by a collector that failed but can still vouch for part of its output (a cache of what
+    its source last said): ``samples`` are exposed while the collector's success is 0."""
+
+    def __init__(self, message: str, samples: Iterable[Sample]) -> None:
+        super().__init__(message)
+        self.samples = list(samples)
+
+
 class BrokenCollector:
     """Stands in for a collector whose construction failed: it fails every scrape with that error,
     so the failure stays visible in ``lockstep_scrape_collector_success`` instead of killing the agent."""
@@ -32,6 +41,7 @@ class Scraper:
         self.static = list(static)
         self.encoder = Encoder()
         self._lock = threading.Lock()  # collectors hold file descriptors; one scrape at a time
+        self._failing: dict[str, str] = {}   # collector → the error last logged for it
 
     def families(self) -> Families:
         families: Families = {}
@@ -42,15 +52,30 @@ class Scraper:
                 try:
                     # add() is all or nothing: a collector failing halfway leaves no partial output.
                     self.encoder.add(families, collector.collect())
-                    success = 1.0
+                    success = self._succeeded(name)
+                except PartialFailure as exc:
+                    self.encoder.add(families, exc.samples)
+                    success = self._failed(name, exc)
                 except Exception as exc:  # one collector must never fail the scrape
-                    log.error("collector failed", extra=kv(collector=name, err=f"{type(exc).__name__}: {exc}"))
-                    log.debug("collector traceback", exc_info=True)
-                    success = 0.0
+                    success = self._failed(name, exc)
                 elapsed = time.perf_counter() - started
                 self.encoder.add(families, (Sample(health.SCRAPE_COLLECTOR_SUCCESS, (name,), success),
                                             Sample(health.SCRAPE_COLLECTOR_DURATION, (name,), elapsed)))
         return families
+
+    def _failed(self, name: str, exc: Exception) -> float:
+        """Log a failure once while it lasts (again when its error changes); the health metric says the rest."""
+        error = f"{type(exc).__name__}: {exc}"
+        level = logging.DEBUG if self._failing.get(name) == error else logging.ERROR
+        log.log(level, "collector failed", extra=kv(collector=name, err=error))
+        log.debug("collector traceback", exc_info=True)
+        self._failing[name] = error
+        return 0.0
+
+    def _succeeded(self, name: str) -> float:
+        if self._failing.pop(name, None) is not None:
+            log.info("collector recovered", extra=kv(collector=name))
+        return 1.0
 
     def render(self, openmetrics: bool = False) -> str:
         families = self.families()

@@ -69,8 +69,8 @@ def _run(config: cfg.DemoConfig) -> int:
 
     config.workdir.mkdir(parents=True, exist_ok=True)
     nodes = f" (first {config.nodes} nodes)" if config.nodes else ""
-    print(f"lockstep demo: scenario {config.scenario.name}{nodes}, speed x{config.speed:g}, workdir {config.workdir}",
-          flush=True)
+    print(f"lockstep demo: scenario {config.scenario.name}{nodes}, speed x{config.speed:g}, scheduler "
+          f"{config.scheduler}, workdir {config.workdir}", flush=True)
     pager, stack, code = Pager(cfg.resolve(config.ports["pager_port"]), config.workdir / "pages.jsonl"), Stack(), 0
     try:
         services = start_all(config, stack, pager.url)

@@ -9,6 +9,7 @@ from pathlib import Path
 from lockstep.stack import free_port, port_in_use
 
 SCENARIO = Path(__file__).resolve().parent.parent / "simulator" / "scenarios" / "demo.yaml"
+KUBE_JOB_ID = "ml-team/llama-pretrain"   # the demo's job presented the Kubernetes way
 GRAFANA_DIR = Path(__file__).resolve().parent.parent / "deploy" / "grafana"
 
 # (flag, dest, default, component): 0 picks a free ephemeral port.
@@ -31,6 +32,7 @@ class DemoConfig:
     ports: dict[str, int]
     base_port: int
     grafana: bool
+    scheduler: str = "slurm"
 
     def node_port(self, i: int) -> int:
         return self.base_port + i if self.base_port else 0
@@ -47,6 +49,10 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-port", type=int, default=9850,
                    help="first node exporter port, one per node upwards (default 9850; 0: any free)")
     p.add_argument("--no-grafana", dest="grafana", action="store_false", help="do not start grafana-server")
+    p.add_argument("--scheduler", choices=("slurm", "kubernetes"), default="slurm",
+                   help="how the simulated job holds its GPUs: Slurm's mapping files (default), or a JobSet's pods "
+                        f"(kubelet PodResources sockets and an API server; job id {KUBE_JOB_ID} unless the "
+                        "scenario names one)")
 
 
 def config_from_args(args: argparse.Namespace) -> DemoConfig:
@@ -57,7 +63,7 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="lockstep-demo-"))
     ports = {dest: getattr(args, dest) for _, dest, _, _ in PORTS}
     return DemoConfig(args.scenario, workdir.resolve(), args.speed, args.duration, args.nodes, ports,
-                      args.base_port, args.grafana)
+                      args.base_port, args.grafana, args.scheduler)
 
 
 def check_ports(config: DemoConfig, node_count: int) -> list[str]:

@@ -13,23 +13,29 @@ from pathlib import Path
 import yaml
 
 from lockstep import localcluster as lc
-from lockstep.demo_config import DemoConfig, resolve
+from lockstep.demo_config import KUBE_JOB_ID, DemoConfig, resolve
 from lockstep.stack import Service, Stack, start_alertmanager, start_process, start_prometheus
 
 # Alert timings shortened for a live demo (the site defaults wait minutes before paging).
 DEMO_FOR = {"PFCPauseStorm": "15s", "TrainingJobStraggler": "30s", "TrainingJobStalled": "30s",
-            "TrainingJobHung": "30s", "CheckpointStallExcessive": "1m", "ExporterDown": "30s"}
+            "TrainingJobHung": "30s", "TrainingJobMemberLost": "30s", "CheckpointStallExcessive": "1m",
+            "ExporterDown": "30s"}
 
 
 def demo_scenario(config: DemoConfig) -> Path:
-    """The scenario as given, or cut to ``--nodes`` nodes (faults on removed nodes dropped)."""
-    if config.nodes is None:
-        return config.scenario
+    """The scenario as given, or cut to ``--nodes`` nodes (faults on removed nodes dropped), its job named
+    ``<namespace>/<name>`` when presented the Kubernetes way."""
     doc = yaml.safe_load(config.scenario.read_text())
-    doc["cluster"]["nodes"] = config.nodes
-    doc["job"]["nodes"] = min(config.nodes, int(doc["job"].get("nodes", config.nodes)))
-    keep = {f"node{i:02d}" for i in range(config.nodes)}
-    doc["faults"] = [f for f in doc.get("faults", []) if f.get("node", "node00") in keep]
+    kube_id = config.scheduler == "kubernetes" and "/" not in str(doc["job"]["job_id"])
+    if config.nodes is None and not kube_id:
+        return config.scenario
+    if kube_id:
+        doc["job"]["job_id"] = KUBE_JOB_ID
+    if config.nodes is not None:
+        doc["cluster"]["nodes"] = config.nodes
+        doc["job"]["nodes"] = min(config.nodes, int(doc["job"].get("nodes", config.nodes)))
+        keep = {f"node{i:02d}" for i in range(config.nodes)}
+        doc["faults"] = [f for f in doc.get("faults", []) if f.get("node", "node00") in keep]
     path = config.workdir / "scenario.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
@@ -57,7 +63,8 @@ def start_all(config: DemoConfig, stack: Stack, pager_url: str) -> dict[str, Ser
         shutil.rmtree(root)
     (config.workdir / "pages.jsonl").unlink(missing_ok=True)
     sim = lc.start_sim(demo_scenario(config), root, stack, speed=config.speed,
-                       redfish_port=resolve(ports["redfish_port"]), extra_args=["--duration", "0"])
+                       redfish_port=resolve(ports["redfish_port"]),
+                       extra_args=["--duration", "0", "--scheduler", config.scheduler])
     services = {"simulator (Redfish)": sim}
     agents = lc.start_node_agents(root, stack, base_port=config.base_port or None, log_dir=config.workdir / "logs")
     services.update({f"node agent {n}": s for n, s in agents.items()})

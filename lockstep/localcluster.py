@@ -151,6 +151,8 @@ def series_to_openmetrics(frame, out: Path) -> Path:
         for metric, group in frame.groupby("metric", observed=True, sort=True):
             labels, job = _label_columns(str(metric)), _job_of(str(metric))
             keys = ["node", *labels]
+            # a label the frame lacks is empty, as Prometheus has it (a frame written before the label existed)
+            group = group.assign(**{label: "" for label in labels if label not in group.columns})
             group = group.sort_values([*keys, "timestamp"], kind="stable")
             for key, series in group.groupby(keys, observed=True, sort=False):
                 key = key if isinstance(key, tuple) else (key,)

@@ -18,7 +18,7 @@ from exporters.catalog.enums import CLOCK_EVENT_BITS, IB_PORT_ACTIVE, IDLE_REASO
 from exporters.catalog.model import Metric
 from exporters.catalog.xid import lookup
 from simulator import hardware as hw
-from simulator.faults import fault_xid
+from simulator.faults import fault_xid, members_gone
 from simulator.model import State
 from simulator.signals import GPU, PFC, PORT, STORAGE, STORM, Signal
 from simulator.topology import Topology
@@ -87,9 +87,15 @@ def _job_blocks(topo: Topology) -> list[Block]:
     sel = topo.job_gpus
     lab = _gpu_labels(topo, sel)
     n, job = int(sel.sum()), topo.scenario.job.job_id
-    info = {**lab, "uuid": topo.identity["uuid"][sel], "job_id": np.full(n, job), "user": np.full(n, "sim")}
+    # The series shows the job the Slurm way (the live simulator can also present it the Kubernetes way).
+    info = {**lab, "uuid": topo.identity["uuid"][sel], "job_id": np.full(n, job), "user": np.full(n, "sim"),
+            **{label: np.full(n, "") for label in ("rank", "pod", "namespace", "container")},
+            "scheduler": np.full(n, "slurm")}
     ranks = {**lab, "job_id": np.full(n, job), "rank": np.arange(n).astype(str)}
-    return [Block(G.JOB_INFO, info, lambda s: np.where(s.lost[sel], np.nan, 1.0)),
+    node_of = np.array(topo.nodes)[topo.gpu_node][sel]
+    # a member gone (member_lost) leaves the mapping: its pod deleted, or its node agent no longer answering
+    gone = lambda s: np.isin(node_of, list(members_gone(topo, s.t)))   # noqa: E731
+    return [Block(G.JOB_INFO, info, lambda s: np.where(s.lost[sel] | gone(s), np.nan, 1.0)),
             Block(A.RANK_STEP_SECONDS, ranks, lambda s: np.where(s.lost[sel], np.nan, np.round(s.rank_busy_s, 4)))]
 
 

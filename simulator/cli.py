@@ -24,6 +24,10 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
                    help="HOST:PORT of the Redfish service (default 127.0.0.1:0, an ephemeral port)")
     r.add_argument("--duration", type=float, default=None,
                    help="simulated seconds to run (default: the scenario's duration_s; 0 runs until stopped)")
+    r.add_argument("--scheduler", choices=("slurm", "kubernetes"), default="slurm",
+                   help="how the job holds its GPUs: the Slurm prolog's mapping files (default), or pods of a "
+                        "JobSet with a kubelet PodResources socket per node and an API server answering pod "
+                        "list/watch (DIR/kubeconfig)")
     s = sub.add_parser("series", help="the same model as a long-format Parquet frame plus FILE.truth.json")
     s.add_argument("scenario", type=Path)
     s.add_argument("--out", type=Path, required=True, help="FILE.parquet (truth goes to FILE.truth.json)")
@@ -54,4 +58,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"lockstep sim: cannot write {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     from simulator.live import run_live
-    return asyncio.run(run_live(scenario, args.root, args.speed, listen, args.duration))
+    return asyncio.run(run_live(scenario, args.root, args.speed, listen, args.duration, args.scheduler))

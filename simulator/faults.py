@@ -70,6 +70,7 @@ class Conditions:
     net_down_s: float              # job blocked because a rail in its rings is down
     read_cap: float | None         # aggregate read bytes/s cap, None if uncapped
     read_cap_share: float          # fraction of the interval under the cap
+    member_s: float = 0.0          # job blocked waiting for a member that is gone (member_lost)
 
 
 def conditions(topo: Topology, t: float) -> Conditions:
@@ -88,7 +89,15 @@ def conditions(topo: Topology, t: float) -> Conditions:
         _apply(c, topo, f, o / period, o, lo, t, downs)
     c.net_down_s = _union_length(downs, lo, t)
     c.hang_s = min(c.hang_s, period)
+    c.member_s = min(c.member_s, period)
     return c
+
+
+def members_gone(topo: Topology, t: float) -> set[str]:
+    """Job nodes whose member is gone at simulated time ``t`` (its pod deleted, its node agent dead), to
+    the sample that closes the fault's last interval."""
+    return {f.node for f in topo.scenario.faults if f.kind == "member_lost" and f.start_s <= t <= f.end_s
+            and topo.job_nodes[topo.nodes.index(f.node)]}
 
 
 def _apply(c: Conditions, topo: Topology, f: Fault, share: float, o: float, lo: float, t: float,
@@ -119,6 +128,8 @@ def _apply(c: Conditions, topo: Topology, f: Fault, share: float, o: float, lo: 
         c.read_cap_share = max(c.read_cap_share, share)
     elif f.kind == "hang":
         c.hang_s += o
+    elif f.kind == "member_lost" and topo.job_nodes[topo.nodes.index(f.node)]:
+        c.member_s = max(c.member_s, o)   # one lost member blocks the job as much as several
 
 
 def _union_length(spans: list[tuple[float, float]], lo: float, hi: float) -> float:

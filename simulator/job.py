@@ -5,8 +5,8 @@ Each step every rank computes (C0 scaled by its clock factor and its node's slow
 ranks all-reduce (M0, slower when a rail's throughput collapses); the step ends when the slowest
 rank is done, and data loading (overlapped with compute) can hold it back when storage is capped.
 
-Loss accounting (GPU-seconds, per job GPU, summed): blocked time counts whole (checkpoint, hang,
-network while a rail is down); during running time a rank loses ``tau * d / T`` per cause, where
+Loss accounting (GPU-seconds, per job GPU, summed): blocked time counts whole (a member lost,
+checkpoint, hang, network while a rail is down); during running time a rank loses ``tau * d / T`` per cause, where
 ``T`` is the actual step time and ``d`` that cause's share of ``T - T0``:
 - throttle: the extra compute time of a throttled GPU itself (``c_g - C0``);
 - straggler: time a rank waits for a slower peer (``max c - c_g``), and a slow node's own slowdown;
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from exporters.catalog.enums import CHECKPOINT, HANG, LOSS_CAUSES, NETWORK, STORAGE, STRAGGLER, THROTTLE
+from exporters.catalog.enums import CHECKPOINT, HANG, LOSS_CAUSES, MEMBER_LOST, NETWORK, STORAGE, STRAGGLER, THROTTLE
 from simulator import hardware as hw
 from simulator.faults import Conditions
 from simulator.topology import Topology
@@ -54,15 +54,16 @@ def job_tick(topo: Topology, c: Conditions) -> JobTick:
     if c.read_cap is not None and job.storage_read_bytes_per_step > 0:
         read_s = c.read_cap_share * job.storage_read_bytes_per_step / c.read_cap
     step = max(maxc + m, read_s)
-    hang = min(c.hang_s, period)
-    ckpt = min(c.ckpt_s, period - hang)
-    down = min(c.net_down_s, period - hang - ckpt)
-    tau = period - hang - ckpt - down
+    member = min(c.member_s, period)        # the rest wait in the collective for a member that is gone
+    hang = min(c.hang_s, period - member)
+    ckpt = min(c.ckpt_s, period - member - hang)
+    down = min(c.net_down_s, period - member - hang - ckpt)
+    tau = period - member - hang - ckpt - down
     steps = tau / step
     n = int(sel.sum())
     io = step - maxc - m
     lost = {
-        HANG: n * hang, CHECKPOINT: n * ckpt,
+        MEMBER_LOST: n * member, HANG: n * hang, CHECKPOINT: n * ckpt,
         NETWORK: n * down + n * tau * (m - m0) / step,
         STORAGE: n * tau * io / step,
         THROTTLE: float(own_throttle.sum()) * tau / step,
@@ -71,6 +72,6 @@ def job_tick(topo: Topology, c: Conditions) -> JobTick:
     frac = steps / period
     return JobTick(
         steps=steps, step_s=step, compute=comp * frac, comm=np.full(n, m * frac),
-        spin=(maxc - comp) * frac + (hang + down) / period, io_wait=np.full(n, io * frac),
+        spin=(maxc - comp) * frac + (member + hang + down) / period, io_wait=np.full(n, io * frac),
         ckpt=ckpt / period, rank_busy_s=comp + m, lost=lost,
         read_bytes=steps * job.storage_read_bytes_per_step)

@@ -20,6 +20,7 @@ from aiohttp import web
 from exporters.catalog.simlayout import SimCluster
 from exporters.listen import ListenAddress
 from simulator import redfish
+from simulator.kube import KubeNodes
 from simulator.model import Model, State
 from simulator.scenario import Scenario
 from simulator.topology import Topology
@@ -30,22 +31,25 @@ from validation.store import Store
 
 
 class TreeSink:
-    """Writes every node's source trees for one ``State``."""
+    """Writes every node's source trees for one ``State`` (and, presented the Kubernetes way, moves the
+    kubelets and the API server to its time instead of writing the Slurm prolog's files)."""
 
-    def __init__(self, topo: Topology, root: Path, job_id: str) -> None:
+    def __init__(self, topo: Topology, root: Path, job_id: str, kube: KubeNodes | None = None) -> None:
         self.topo, self.cluster, self.writer, self.job_id = topo, SimCluster(Path(root)), TreeWriter(), job_id
         self.nodes = [self.cluster.node(name) for name in topo.nodes]
         self.first = True
         self.validation = None
         if topo.scenario.validation is not None:
             self.validation = ValidationWriter(topo.scenario, topo, Store(self.cluster.validation_results, durable=False))
+        self.kube = kube
 
     def write(self, s: State) -> None:
         w, topo = self.writer, self.topo
         for n, node in enumerate(self.nodes):
             if self.first:
                 sysfs.write_static(w, topo, node, n)
-                slurm.write(w, topo, node, n, self.job_id)
+                if self.kube is None:
+                    slurm.write(w, topo, node, n, self.job_id)
             sysfs.write_counters(w, topo, node, n, s)
             ethtool.write(w, topo, node, n, s, self.first)
             procfs.write(w, topo, node, n, s, self.first)
@@ -54,6 +58,8 @@ class TreeSink:
             if self.first:
                 self.validation.history(s.timestamp - s.t)
             self.validation.tick(s.t, s.timestamp)
+        if self.kube is not None:
+            self.kube.update(s.t)
         self.first = False
 
 
@@ -89,13 +95,14 @@ def power_config(scenario: Scenario, topo: Topology, url: str) -> dict:
 
 
 async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenAddress,
-                   duration_s: float | None) -> int:
+                   duration_s: float | None, scheduler: str = "slurm") -> int:
     start = time.time()
     model = Model(scenario, start_timestamp=start)
     ticks = None if duration_s == 0 else int((duration_s or scenario.duration_s) // scenario.sample_period_s) + 1
     states = model.states(ticks)
     state = next(states)
     current = [redfish.snapshot_of(state)]
+    kube: KubeNodes | None = None
     runner = web.AppRunner(redfish.create_app(model.topo, lambda: current[0]), access_log=None)
     await runner.setup()
     try:
@@ -107,11 +114,16 @@ async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenA
             return 1
         url = f"http://{host}:{runner.addresses[0][1]}"
         root.mkdir(parents=True, exist_ok=True)
-        sink = TreeSink(model.topo, root, scenario.job.job_id)
+        if scheduler == "kubernetes":
+            kube = KubeNodes(model.topo, SimCluster(root))
+            await kube.start(host, state.t)
+        sink = TreeSink(model.topo, root, scenario.job.job_id, kube)
         await asyncio.to_thread(sink.write, state)
         _announce(sink, scenario, model.topo, start, speed, url)
         await _tick_loop(states, sink, current, start, scenario.sample_period_s / speed)
     finally:
+        if kube is not None:
+            await kube.stop()
         await runner.cleanup()
     print("lockstep sim: stopped", file=sys.stderr, flush=True)
     return 0
@@ -123,13 +135,17 @@ def _announce(sink: TreeSink, scenario: Scenario, topo: Topology, start: float, 
     root = cluster.root
     sink.writer.put(str(cluster.power_config),
                     yaml.safe_dump(power_config(scenario, topo, url), sort_keys=False).encode())
-    sink.writer.put(str(cluster.cluster_doc),
-                    json.dumps(cluster_doc(scenario, topo, start, speed, url), indent=1).encode())
+    doc = cluster_doc(scenario, topo, start, speed, url)
+    if sink.kube is not None:
+        doc.update(scheduler="kubernetes", kubernetes_api=sink.kube.url, kubeconfig=str(cluster.kubeconfig))
+    sink.writer.put(str(cluster.cluster_doc), json.dumps(doc, indent=1).encode())
     print(f"lockstep sim: scenario {scenario.name}: {len(topo.nodes)} nodes x {topo.gpus_per_node} GPUs, "
           f"period {scenario.sample_period_s:g} s, speed {speed:g}x\n"
           f"  trees:      {root}/<node>/ (sys, proc, ethtool, gpus.json)\n"
           f"  cluster:    {cluster.cluster_doc}\n  redfish:    {url}/<device>/redfish/v1\n"
-          f"  power cfg:  {cluster.power_config}", flush=True)
+          f"  power cfg:  {cluster.power_config}" + (
+              f"\n  kubernetes: {sink.kube.url} (pods), {root}/<node>/kubelet.sock, {cluster.kubeconfig}"
+              if sink.kube is not None else ""), flush=True)
 
 
 async def _tick_loop(states, sink: TreeSink, current: list, start: float, wall_period: float) -> None:

@@ -16,8 +16,10 @@ from exporters.configfile import ConfigError, Section, load_yaml, one_of, positi
 
 DEFAULT_START = calendar.timegm(time.strptime("2026-01-01T00:00:00Z", "%Y-%m-%dT%H:%M:%SZ"))
 _JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")  # Slurm: 123, 123_4 (arrays), 123+1 (het jobs)
+# Kubernetes: <namespace>/<name>, a DNS-1123 label and a DNS-1123 subdomain (the simulator makes pods of it)
+_KUBE_JOB_ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?/[a-z0-9](?:[a-z0-9.-]{0,61}[a-z0-9])?")
 FAULT_KINDS = ("gpu_throttle", "slow_node", "pause_storm", "link_flap", "storage_starvation", "hang", "xid",
-               "ecc_error", "row_remap", "gpu_missing", "link_degraded")
+               "ecc_error", "row_remap", "gpu_missing", "link_degraded", "member_lost")
 # Faults that happen at one instant (``at_s``) rather than over a window.
 INSTANT_KINDS = ("xid", "ecc_error", "row_remap")
 REMAP_OUTCOMES = ("pending", "failed")
@@ -169,8 +171,9 @@ def _job(s: Section, names: tuple[str, ...]) -> Job:
 
 def _job_id(value: str | int) -> str | None:
     # The job id names files under --root (gpu-jobs-users/<job_id>): "../../x" would write outside it.
-    return None if _JOB_ID.fullmatch(str(value)) else \
-        "must be a Slurm job id (letters, digits, '_', '+', '-', '.'; not starting with '.'), e.g. 4242 or 4242_7"
+    return None if _JOB_ID.fullmatch(str(value)) or _KUBE_JOB_ID.fullmatch(str(value)) else \
+        "must be a Slurm job id (letters, digits, '_', '+', '-', '.'; not starting with '.'), e.g. 4242 or 4242_7, " \
+        "or a Kubernetes <namespace>/<name> (lower-case DNS names), e.g. ml-team/llama-pretrain"
 
 
 def _fault(s: Section, names: tuple[str, ...], cluster: Cluster, duration: float) -> Fault:

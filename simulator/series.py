@@ -22,7 +22,7 @@ from simulator.truth import Truth
 
 LABEL_COLUMNS = ("node", "gpu", "uuid", "job_id", "user", "rank", "device", "port", "interface", "priority",
                  "direction", "level", "mount", "fstype", "fsname", "op", "reason", "xid", "severity", "category",
-                 "action", "target", "pdu", "rack", "loop")
+                 "action", "target", "pdu", "rack", "loop", "pod", "namespace", "container", "scheduler")
 CHUNK_TICKS = 60
 
 

@@ -1,7 +1,7 @@
 """Ground truth of a scenario: stragglers, stall intervals with causes, GPU-seconds lost by cause.
 
 A stall is an interval in which the job makes less than half its nominal progress. Candidate
-intervals come from the scenario (checkpoint windows, hangs, rail drops of a link flap, pause
+intervals come from the scenario (lost members, checkpoint windows, hangs, rail drops of a link flap, pause
 storms, storage caps, stragglers), each kept only if its effect alone halves progress; where
 they overlap the earlier cause in ``PRIORITY`` owns the time. Loss is the model's own per-tick
 accounting (simulator/job.py), summed over the run.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from exporters.catalog.enums import CHECKPOINT, HANG, NETWORK, STORAGE, STRAGGLER
+from exporters.catalog.enums import CHECKPOINT, HANG, MEMBER_LOST, NETWORK, STORAGE, STRAGGLER
 from simulator import hardware as hw
 from simulator.faults import checkpoint_windows, flap_downs
 from simulator.job import CAUSES
@@ -18,7 +18,7 @@ from simulator.model import State
 from simulator.scenario import Scenario
 from simulator.topology import Topology
 
-PRIORITY = (HANG, CHECKPOINT, NETWORK, STORAGE, STRAGGLER)
+PRIORITY = (MEMBER_LOST, HANG, CHECKPOINT, NETWORK, STORAGE, STRAGGLER)
 
 
 class Truth:
@@ -64,6 +64,8 @@ def _candidates(sc: Scenario) -> dict[str, list[tuple[float, float]]]:
     for f in sc.faults:
         if f.kind == "hang":
             out[HANG].append((f.start_s, f.end_s))
+        elif f.kind == "member_lost" and f.node in members:
+            out[MEMBER_LOST].append((f.start_s, f.end_s))
         elif f.kind == "link_flap" and f.node in members:
             out[NETWORK] += flap_downs(f)
         elif f.kind == "pause_storm" and f.node in members and halves(c0 + m0 / hw.STORM_THROUGHPUT):
@@ -103,6 +105,6 @@ def _fault_doc(f) -> dict:
     keep = {"gpu_throttle": ("node", "gpu", "clock_factor", "reason"), "slow_node": ("node", "slowdown"),
             "pause_storm": ("node", "nic", "priority"), "link_flap": ("node", "nic", "flaps"),
             "storage_starvation": ("read_cap_bytes_per_s",), "hang": (), "gpu_missing": ("node", "gpu"),
-            "link_degraded": ("node", "nic", "rate_factor")}[f.kind]
+            "link_degraded": ("node", "nic", "rate_factor"), "member_lost": ("node",)}[f.kind]
     named = {("hca" if f.kind in ("link_flap", "link_degraded") and k == "nic" else k): doc[k] for k in keep}
     return {"kind": f.kind, **named, "start_s": f.start_s, "end_s": f.end_s}

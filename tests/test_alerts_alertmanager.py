@@ -28,7 +28,7 @@ def _amtool(*args: str) -> subprocess.CompletedProcess:
 def test_committed_config_passes_amtool_check_config() -> None:
     result = _amtool("check-config", str(DEPLOY))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "5 inhibit rules" in result.stdout and "3 receivers" in result.stdout
+    assert "6 inhibit rules" in result.stdout and "3 receivers" in result.stdout
 
 
 @pytest.mark.parametrize("labels, receivers", [
@@ -85,6 +85,10 @@ ALERTS = [
     dict(alertname="ExporterDown", severity="ticket", job="lockstep-node", instance="node03:9840", node="node03"),
     dict(alertname="InfiniBandSymbolErrors", severity="ticket", node="node03", device="mlx5_0", port="1"),
     dict(alertname="InfiniBandSymbolErrors", severity="ticket", node="node04", device="mlx5_0", port="1"),
+    # A Kubernetes job waits for the member its deleted pod was: page for the member, not for the hang.
+    dict(alertname="TrainingJobMemberLost", severity="page", job_id="ml-team/llama-pretrain", node="node05",
+         pod="llama-pretrain-node-0-5-x7k2p"),
+    dict(alertname="TrainingJobHung", severity="page", job_id="ml-team/llama-pretrain"),
 ]
 
 
@@ -128,7 +132,8 @@ async def test_real_alertmanager_inhibits_and_routes_to_pager_queue_and_quaranti
     async with aiohttp.ClientSession() as session:
         resp = await session.post(f"{am.url}/api/v2/alerts", json=[_alert(**a) for a in ALERTS])
         assert resp.status == 200, await resp.text()
-        pages = {("PFCPauseStorm", "4242", "node02"), ("GPUFellOffBus", "4242", "3"), ("GPUXidCritical", "4242", "2")}
+        pages = {("PFCPauseStorm", "4242", "node02"), ("GPUFellOffBus", "4242", "3"), ("GPUXidCritical", "4242", "2"),
+                 ("TrainingJobMemberLost", "ml-team/llama-pretrain", "node05")}
         tickets = {("TrainingJobStraggler", "5151", "1"), ("ExporterDown", None, "node03"),
                    ("InfiniBandSymbolErrors", None, "node04")}
         await _wait_for(lambda: hook.firing("pager") >= pages and hook.firing("queue") >= tickets)
@@ -137,8 +142,9 @@ async def test_real_alertmanager_inhibits_and_routes_to_pager_queue_and_quaranti
         assert ("TrainingJobStraggler", "4242", "3") not in hook.firing("queue")
         assert ("GPUXidCritical", "4242", "3") not in hook.firing("pager")
         assert ("InfiniBandSymbolErrors", None, "node03") not in hook.firing("queue")
+        assert ("TrainingJobHung", "ml-team/llama-pretrain", None) not in hook.firing("pager")
         state = await (await session.get(f"{am.url}/api/v2/alerts")).json()
-        by_key = {(a["labels"]["alertname"], a["labels"].get("gpu", a["labels"]["node"])): a for a in state}
+        by_key = {(a["labels"]["alertname"], a["labels"].get("gpu", a["labels"].get("node"))): a for a in state}
 
         def inhibitors(alertname: str, key: str) -> set[str]:
             status = by_key[(alertname, key)]["status"]
@@ -150,6 +156,8 @@ async def test_real_alertmanager_inhibits_and_routes_to_pager_queue_and_quaranti
         assert inhibitors("InfiniBandSymbolErrors", "node03") == {"ExporterDown"}
         assert inhibitors("TrainingJobStraggler", "1") == set()
         assert inhibitors("InfiniBandSymbolErrors", "node04") == set()
+        assert inhibitors("TrainingJobHung", None) == {"TrainingJobMemberLost"}
+        assert inhibitors("TrainingJobMemberLost", "node05") == set()
 
         # The real quarantine receiver drained node01 (GPU fell off the bus) exactly once.
         await _wait_for(lambda: scontrol_log.exists())

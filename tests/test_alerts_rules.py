@@ -32,6 +32,7 @@ CONTRACT = {
     # Added with the XID catalog and the per-GPU verdict (extending the contract).
     "GPUXidWarning": "ticket", "GPURowRemapPending": "ticket",
     "ValidationFailed": "page", "ValidationRegression": "ticket",
+    "TrainingJobMemberLost": "page",
 }
 
 

@@ -82,10 +82,10 @@ def test_report_has_the_contract_shape(evaluated):
     assert set(report) == {"scenario", "stragglers", "stalls", "loss"}
     assert report["scenario"] == run.scenario
     for s in report["stalls"]:
-        assert s["cause"] in ("checkpoint", "network", "storage", "straggler", "hang")
+        assert s["cause"] in ("checkpoint", "network", "storage", "straggler", "hang", "member_lost")
         assert s["end_s"] > s["start_s"] and s["evidence"]
     assert set(report["loss"]["lost_gpu_seconds"]) == {"checkpoint", "straggler", "network", "storage",
-                                                         "hang", "throttle"}
+                                                         "hang", "throttle", "member_lost"}
 
 
 def test_evaluate_cli_prints_the_contract_report(capsys):

@@ -24,7 +24,7 @@ def features(busy: np.ndarray, clock: np.ndarray, throttle: np.ndarray, nodes: i
                                      names=("job_id", "node", "gpu"))
     sig = {s: np.zeros((t, n)) for s in SIGNALS}
     sig.update(sm=busy, tensor=busy * 0.7, clock=clock, throttle=throttle, tx=np.full((t, n), 1e10),
-               read=np.full((t, n), 1e9))
+               read=np.full((t, n), 1e9), member=np.ones((t, n)))
     return Features(np.arange(t) * PERIOD, cols, sig)
 
 

@@ -88,7 +88,7 @@ def test_job_panels_join_gpus_to_the_job_through_job_info(dashboards):
     heatmap = next(p for p in dashboards["lockstep-job.json"]["panels"] if p["type"] == "heatmap")
     assert heatmap["targets"][0]["expr"] == (
         '(lockstep_gpu_sm_active_ratio{job="lockstep-node"}) * on(node, gpu) group_left(job_id) '
-        'lockstep_gpu_job_info{job="lockstep-node", job_id="$job_id"}')
+        'max by (node, gpu, job_id) (lockstep_gpu_job_info{job="lockstep-node", job_id="$job_id"})')
     assert heatmap["options"]["calculate"] is False  # the current heatmap, series as rows
 
 

@@ -30,16 +30,9 @@ def expanded_args(c: dict) -> list[str]:
 
 @pytest.mark.parametrize("case", CASES)
 def test_every_flag_the_chart_passes_is_one_lockstep_accepts(case, capsys):
-    pending = False
     for workload in (o for o in objects(case) if o["kind"] in WORKLOADS):
-        argv = expanded_args(container(workload))
-        error = parse_error(argv, capsys)
-        if error and "unrecognized arguments: --jobs.source=" in error:
-            pending = True   # the rest of the agent's flags must still parse
-            error = parse_error([a for a in argv if not a.startswith("--jobs.source=")], capsys)
+        error = parse_error(expanded_args(container(workload)), capsys)
         assert error is None, f"{workload['metadata']['name']}: {error}"
-    if pending:
-        pytest.xfail("--jobs.source arrives with the node agent's Kubernetes job mapping (issue 13)")
 
 
 def parse_error(argv: list[str], capsys) -> str | None:

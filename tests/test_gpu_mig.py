@@ -6,7 +6,7 @@ from __future__ import annotations
 import pynvml
 import pytest
 
-from exporters.collectors.jobs import JobsCollector, JobsOptions
+from exporters.collectors.jobs import JobsCollector, SlurmSource
 from exporters.gpu.backend import GpuOptions
 from exporters.gpu.collector import GpuCollector
 from exporters.gpu.mig import DeviceRef, profile_name, read_device_refs
@@ -61,6 +61,9 @@ def test_device_ids_resolve_to_gpu_and_instance():
     assert refs["0"] == refs[PARENT] == DeviceRef("0", "", PARENT)
     assert refs[MIG_B] == DeviceRef("0", "1", MIG_B) and refs[MIG_C] == DeviceRef("0", "5", MIG_C)
     assert refs[f"MIG-{PARENT}/5/0"] == refs[MIG_C]   # the pre-R470 id form the k8s device plugin used
+    # the k8s device plugin's index strategy: <gpu>:<NVML MIG slot> (go-nvlib's VisitMigDevices passes the
+    # slot, empty slots skipped but counted: MIG_C sits in slot 3, behind the empty slot 2)
+    assert refs["0:1"] == refs[MIG_B] and refs["0:3"] == refs[MIG_C] and "0:2" not in refs
     assert refs["1"].gpu_instance == ""
 
 
@@ -71,6 +74,20 @@ def test_slurm_mapping_keyed_by_mig_uuid(tmp_path):
                                              "SLURM_JOB_USER": "carol"}, tmp_path).returncode == 0
     jobs = tmp_path / "node00/gpu-jobs"
     assert sorted(p.name for p in jobs.iterdir() if not p.name.startswith(".")) == [MIG_C]
-    collector = JobsCollector(JobsOptions(jobs, tmp_path / "node00/gpu-jobs-users"),
+    collector = JobsCollector(SlurmSource(jobs, tmp_path / "node00/gpu-jobs-users"), None,
                               lambda: read_device_refs(fake.FakeNvml([mig_gpu(), h100(1)])))
-    assert [s.labels for s in collector.collect()] == [("0", MIG_C, "77", "carol")]
+    assert [s.labels[:4] for s in collector.collect()] == [("0", MIG_C, "77", "carol")]
+
+
+def test_kubernetes_mapping_of_a_mig_device(tmp_path):
+    """The kubelet names a container's MIG device by MIG UUID (or, with the index strategy, by GPU and
+    NVML slot): its job row carries the parent GPU's index and the MIG UUID, as the Slurm mapping does."""
+    from exporters.kube.identity import PodMeta
+    from exporters.kube.mapping import Rules, join
+    from exporters.kube.podresources import ContainerGpus
+
+    refs = read_device_refs(fake.FakeNvml([mig_gpu(), h100(1)]))
+    pods = {("ml", "a"): PodMeta("ml", "a", {}, {}), ("ml", "b"): PodMeta("ml", "b", {}, {})}
+    containers = [ContainerGpus("ml", "a", "c", (MIG_C,)), ContainerGpus("ml", "b", "c", ("0:1",))]
+    rows, unknown = join(containers, pods, refs, Rules((), ()))
+    assert unknown == [] and [(r.gpu, r.uuid, r.job_id) for r in rows] == [("0", MIG_C, "ml/a"), ("0", MIG_B, "ml/b")]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from exporter_args import exporter_config
-from exporters.collectors.jobs import JobsOptions, jobs_collector, parse_mapping
+from exporters.collectors.jobs import SlurmSource, jobs_collector, parse_mapping
 from exporters.exposition import Encoder, render_text
 from exporters.readfile import read_text
 
@@ -84,7 +84,7 @@ def test_broken_gpu_state_leaves_uuid_empty_but_keeps_the_mapping(tmp_path):
     (node / "gpus.json").write_text('{"version": 1, "gpus": [')  # truncated mid-write by a broken tool
     (node / "gpu-jobs" / "3").write_text("4242\n")
     samples = list(jobs_collector(exporter_config(f"--sim.node-root={node}")).collect())
-    assert [(s.labels, s.value) for s in samples] == [(("3", "", "4242", ""), 1.0)]
+    assert [(s.labels, s.value) for s in samples] == [(("3", "", "4242", "", "", "", "", "", "slurm"), 1.0)]
 
 
 def test_a_job_id_cannot_read_outside_the_user_directory(tmp_path):
@@ -95,7 +95,7 @@ def test_a_job_id_cannot_read_outside_the_user_directory(tmp_path):
     (node / "gpu-jobs" / "0").write_text("../../secret\n")
     (node / "gpu-jobs" / "1").write_text("4242_7\n")
     (node / "gpu-jobs-users" / "4242_7").write_text("bob\n")
-    samples = {s.labels[0]: s.labels[2:] for s in jobs_collector(exporter_config(f"--sim.node-root={node}")).collect()}
+    samples = {s.labels[0]: s.labels[2:4] for s in jobs_collector(exporter_config(f"--sim.node-root={node}")).collect()}
     assert samples == {"0": ("../../secret", ""), "1": ("4242_7", "bob")}
 
 
@@ -105,7 +105,8 @@ def test_uuid_lookup_is_not_retried_on_every_scrape(tmp_path):
     (tmp_path / "gpu-jobs").mkdir()
     (tmp_path / "gpu-jobs" / "0").write_text("1\n")
     calls = []
-    collector = JobsCollector(JobsOptions(tmp_path / "gpu-jobs", tmp_path / "users"), lambda: calls.append(1) or {})
+    collector = JobsCollector(SlurmSource(tmp_path / "gpu-jobs", tmp_path / "users"), None,
+                              lambda: calls.append(1) or {})
     for _ in range(5):
         assert len(list(collector.collect())) == 1
     assert calls == [1]
@@ -113,6 +114,7 @@ def test_uuid_lookup_is_not_retried_on_every_scrape(tmp_path):
 
 def test_a_job_on_every_gpu_has_its_user_file_read_once_per_scrape(tmp_path, monkeypatch):
     from exporters.collectors import jobs
+    from exporters.jobs import slurm
 
     (tmp_path / "gpu-jobs").mkdir()
     (tmp_path / "users").mkdir()
@@ -120,10 +122,10 @@ def test_a_job_on_every_gpu_has_its_user_file_read_once_per_scrape(tmp_path, mon
         (tmp_path / "gpu-jobs" / str(gpu)).write_text("4242\n")
     (tmp_path / "users" / "4242").write_text("alice\n")
     read = []
-    monkeypatch.setattr(jobs, "read_text", lambda path: read.append(path) or read_text(path))
-    options = jobs.JobsOptions(tmp_path / "gpu-jobs", tmp_path / "users")
-    samples = list(jobs.JobsCollector(options, lambda: {}).collect())
-    assert sorted(s.labels for s in samples) == [(str(g), "", "4242", "alice") for g in range(8)]
+    monkeypatch.setattr(slurm, "read_text", lambda path: read.append(path) or read_text(path))
+    source = slurm.SlurmSource(tmp_path / "gpu-jobs", tmp_path / "users")
+    samples = list(jobs.JobsCollector(source, None, lambda: {}).collect())
+    assert sorted(s.labels[:4] for s in samples) == [(str(g), "", "4242", "alice") for g in range(8)]
     assert read.count(str(tmp_path / "users" / "4242")) == 1
 
 
@@ -137,8 +139,9 @@ def test_one_unreadable_mapping_file_loses_only_that_gpu(tmp_path):
     (mapping / "1").write_text("4343\n")
     (mapping / "1").chmod(0)
     # root reads anything: run the collector without the capability that bypasses file permissions
-    code = ("from pathlib import Path; from exporters.collectors.jobs import JobsCollector, JobsOptions; "
-            f"c = JobsCollector(JobsOptions(Path({str(mapping)!r}), Path({str(tmp_path / 'users')!r})), lambda: {{}}); "
+    code = ("from pathlib import Path; from exporters.collectors.jobs import JobsCollector, SlurmSource; "
+            f"c = JobsCollector(SlurmSource(Path({str(mapping)!r}), Path({str(tmp_path / 'users')!r})), None, "
+            "lambda: {}); "
             "print(sorted((s.labels[0], s.labels[2]) for s in c.collect()))")
     argv = [sys.executable, "-c", code]
     if os.geteuid() == 0:

@@ -232,7 +232,7 @@ def test_a_reader_holding_a_counter_open_sees_new_values(tmp_path: Path) -> None
 
 
 def test_job_nodes_get_the_slurm_gpu_job_mapping_read_by_the_jobs_collector(tmp_path):
-    from exporters.collectors.jobs import JobsCollector, JobsOptions
+    from exporters.collectors.jobs import JobsCollector, SlurmSource
 
     scenario = load_scenario(SCENARIOS / "thermal-straggler.yaml")
     next(ticks("thermal-straggler", tmp_path))
@@ -241,7 +241,7 @@ def test_job_nodes_get_the_slurm_gpu_job_mapping_read_by_the_jobs_collector(tmp_
         mapping = tmp_path / node / "gpu-jobs"
         assert mapping.is_dir() == (node in job_nodes), node
     node = tmp_path / "node05"
-    collector = JobsCollector(JobsOptions(node / "gpu-jobs", node / "gpu-jobs-users"), lambda: {})
+    collector = JobsCollector(SlurmSource(node / "gpu-jobs", node / "gpu-jobs-users"), None, lambda: {})
     samples = sorted((s.labels[0], s.labels[2], s.labels[3]) for s in collector.collect())
     assert samples == [(str(g), scenario.job.job_id, "sim") for g in range(8)]
 

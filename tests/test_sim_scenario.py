@@ -29,7 +29,7 @@ BAD = [
     # (replace this, with that, expected line, expected field, reason fragment)
     # A job id names files under --root: before, "../../x" wrote gpu-jobs-users/../../x outside it.
     ('job_id: "1"', 'job_id: "../../x"', 7, "job.job_id", "must be a Slurm job id"),
-    ('job_id: "1"', 'job_id: "1/2"', 7, "job.job_id", "must be a Slurm job id"),
+    ('job_id: "1"', 'job_id: "../../x"', 7, "job.job_id", "must be a Slurm job id"),
     ("{kind: hang, start_s: 10, end_s: 20}", "{kind: meltdown, start_s: 10, end_s: 20}", 11, "faults[0].kind",
      "must be one of gpu_throttle"),
     ("{kind: hang, start_s: 10, end_s: 20}", "{kind: slow_node, node: node07, start_s: 10, end_s: 20}", 11,

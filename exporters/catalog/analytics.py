@@ -46,3 +46,12 @@ ANALYTICS_REJECTED_JOB_IDS = gauge("lockstep_analytics_rejected_job_ids",
 
 METRICS += (STRAGGLER_FLAGGED, JOB_ALLOCATED_GPU_SECONDS, JOB_ACCOUNTED_UNTIL, ANALYTICS_UP, ANALYTICS_STALE, ANALYTICS_LAST_SUCCESS,
             ANALYTICS_REFRESH_FAILURES, ANALYTICS_REFRESH_DURATION, ANALYTICS_JOBS, ANALYTICS_REJECTED_JOB_IDS)
+
+# Added with Kubernetes as a scheduler (issue 13): which member a member_lost stall is waiting for.
+JOB_MEMBER_MISSING = gauge(
+    "lockstep_job_member_missing",
+    "1 for each member of a job stalled with cause member_lost: a node whose GPUs of the job left the GPU-job "
+    "mapping (its node agent stopped answering, or the pod holding them is gone) while the rest of the job waits. "
+    "pod is the pod that held them (empty for Slurm).", ("job_id", "node", "pod"))
+
+METRICS += (JOB_MEMBER_MISSING,)

@@ -67,15 +67,17 @@ IB_PHYS_STATES: Mapping[int, str] = MappingProxyType(
      6: "link_error_recovery", 7: "phy_test"})
 
 # --- lockstep_job_stalled{cause}, lockstep_job_lost_gpu_seconds_total{cause} -----------------------
-CHECKPOINT, NETWORK, STORAGE, STRAGGLER, HANG, THROTTLE = (
-    "checkpoint", "network", "storage", "straggler", "hang", "throttle")
-# Why a stalled job stands still (the analytics service decides one per sample).
-STALL_CAUSES = (CHECKPOINT, NETWORK, STORAGE, STRAGGLER, HANG)
+CHECKPOINT, NETWORK, STORAGE, STRAGGLER, HANG, THROTTLE, MEMBER_LOST = (
+    "checkpoint", "network", "storage", "straggler", "hang", "throttle", "member_lost")
+# Why a stalled job stands still (the analytics service decides one per sample). member_lost: some of
+# the job's GPUs left the mapping (pod deleted, node agent gone) while the rest wait in the collective.
+STALL_CAUSES = (CHECKPOINT, NETWORK, STORAGE, STRAGGLER, HANG, MEMBER_LOST)
 # Where allocated GPU time goes lost: the stall causes, and throttle (time lost running slow, unstalled).
-LOSS_CAUSES = (CHECKPOINT, STRAGGLER, NETWORK, STORAGE, HANG, THROTTLE)
+LOSS_CAUSES = (CHECKPOINT, STRAGGLER, NETWORK, STORAGE, HANG, THROTTLE, MEMBER_LOST)
 # Stalls with an alert of their own: a blocking checkpoint is expected and bounded
-# (CheckpointStallExcessive), a hang pages as TrainingJobHung; TrainingJobStalled covers the rest.
-STALLS_ALERTED_APART = (CHECKPOINT, HANG)
+# (CheckpointStallExcessive), a hang pages as TrainingJobHung, a lost member as TrainingJobMemberLost;
+# TrainingJobStalled covers the rest.
+STALLS_ALERTED_APART = (CHECKPOINT, HANG, MEMBER_LOST)
 
 # --- lockstep_validation_*{kind,status} (validation results, exporters/catalog/validation.py) -------
 KINDS = ("nccl", "perftest", "dcgm-diag", "fio", "gpu-burn")

@@ -49,8 +49,13 @@ NVLINK_ERRORS = counter("lockstep_gpu_nvlink_errors_total",
                         "number, or \"total\" for the sum over all links (the default; per-link series with "
                         "--gpu.nvlink-per-link).",
                         ("gpu", "link", "type"))
-JOB_INFO = gauge("lockstep_gpu_job_info", "Always 1; the Slurm job currently holding the GPU.",
-                 ("gpu", "uuid", "job_id", "user"))
+JOB_INFO = gauge(
+    "lockstep_gpu_job_info",
+    "Always 1; the training job currently holding the GPU (a MIG device: its uuid). scheduler: slurm (job_id the "
+    "Slurm job id, user its owner) or kubernetes (job_id <namespace>/<name> of the job the pod belongs to, rank "
+    "its replica or completion index, and the pod, namespace and container holding the GPU, as dcgm-exporter "
+    "names them). A GPU no job holds has no series.",
+    ("gpu", "uuid", "job_id", "user", "rank", "pod", "namespace", "container", "scheduler"))
 
 # Added by the GPU collector (issue 4): fields NVML/DCGM have that the core set lacks, and the
 # cluster-validation checks (settings that silently cost throughput or correctness).

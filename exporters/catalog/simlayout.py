@@ -26,13 +26,17 @@ class SimNode:
     job_users: Path     # <job id>: the job's user; the prolog's (and the jobs collector's) <mapping dir>-users
     # `lockstep validate`'s results directory, shared by the cluster's nodes (DIR/validation/<node>/...)
     validation_results: Path
+    kubelet_socket: Path   # the node's kubelet PodResources socket, where the simulator presents Kubernetes
+    kubeconfig: Path       # DIR/kubeconfig: the simulated API server (pod list/watch) and the agent's token
 
     @classmethod
     def at(cls, root: Path) -> "SimNode":
         jobs = root / "gpu-jobs"
+        # A unix socket's path must stay under 108 bytes: the socket sits right in the node's directory.
         return cls(root, root.name, sysfs=root / "sys", procfs=root / "proc", ethtool=root / "ethtool",
                    gpus=root / "gpus.json", job_mapping=jobs, job_users=root / f"{jobs.name}-users",
-                   validation_results=root.parent / "validation")
+                   validation_results=root.parent / "validation",
+                   kubelet_socket=root / "kubelet.sock", kubeconfig=root.parent / "kubeconfig")
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,11 @@ class SimCluster:
     def validation_results(self) -> Path:
         """Validation results of every node (scenarios with a ``validation:`` block), as on shared storage."""
         return self.root / "validation"
+
+    @property
+    def kubeconfig(self) -> Path:
+        """With ``--scheduler kubernetes``: the simulated API server's address and the agents' token."""
+        return self.root / "kubeconfig"
 
     @property
     def power_config(self) -> Path:

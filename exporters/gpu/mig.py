@@ -70,8 +70,9 @@ class DeviceRef:
 
 def device_refs(gpus: Iterable[tuple[int, str, Iterable[MigDevice]]]) -> dict[str, DeviceRef]:
     """``{device id: DeviceRef}`` for every id a scheduler may hand out: the GPU index and UUID, each MIG
-    device's UUID and its pre-R470 ``MIG-GPU-<uuid>/<gi>/<ci>`` name. ``gpus``: (index, UUID, MIG
-    devices) of each GPU, as the collector read them."""
+    device's UUID, its pre-R470 ``MIG-GPU-<uuid>/<gi>/<ci>`` name and its ``<gpu>:<NVML slot>`` index (the
+    k8s device plugin's ``--device-id-strategy=index``; ``exporters.jobs.devices`` reads the other forms).
+    ``gpus``: (index, UUID, MIG devices) of each GPU, as the collector read them."""
     out: dict[str, DeviceRef] = {}
     for index, uuid, migs in gpus:
         out[str(index)] = DeviceRef(str(index), "", uuid)
@@ -81,7 +82,7 @@ def device_refs(gpus: Iterable[tuple[int, str, Iterable[MigDevice]]]) -> dict[st
             known = uuid and mig.compute_instance is not None
             legacy = f"MIG-{uuid}/{mig.gpu_instance}/{mig.compute_instance}" if known else ""
             ref = DeviceRef(str(index), str(mig.gpu_instance), mig.uuid or legacy)
-            for key in (mig.uuid, legacy):
+            for key in (mig.uuid, legacy, f"{index}:{mig.index}"):
                 if key:
                     out[key] = ref
     return out

@@ -18,4 +18,5 @@ def write(w: TreeWriter, topo: Topology, node: SimNode, node_index: int, job_id:
         return
     for gpu in range(topo.gpus_per_node):
         w.put(os.path.join(node.job_mapping, str(gpu)), f"{job_id}\n".encode())
-    w.put(os.path.join(node.job_users, job_id), f"{USER}\n".encode())
+    if "/" not in job_id:   # a <namespace>/<name> id is no file name (and a Kubernetes job has no Slurm user)
+        w.put(os.path.join(node.job_users, job_id), f"{USER}\n".encode())
