@@ -6,11 +6,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Debian packages providing the real Prometheus stack the demo and the tests start. The tests also
 # need ethtool and ip (iproute2: the PFC test reads a real veth pair's driver statistics), node_exporter
-# (the fabric differential test) and chromium (renders the monthly report headless to check its plots).
+# (the fabric differential test), chromium (renders the monthly report headless to check its plots)
+# and VictoriaMetrics (the second backend Prometheus remote_writes into; vmctl migrates history).
 DEMO_TOOLS := prometheus promtool prometheus-alertmanager amtool
 DEMO_PACKAGES := prometheus prometheus-alertmanager
-TEST_TOOLS := $(DEMO_TOOLS) prometheus-node-exporter ethtool ip chromium
-TEST_PACKAGES := $(DEMO_PACKAGES) prometheus-node-exporter ethtool iproute2 chromium
+TEST_TOOLS := $(DEMO_TOOLS) prometheus-node-exporter ethtool ip chromium victoria-metrics vmctl
+TEST_PACKAGES := $(DEMO_PACKAGES) prometheus-node-exporter ethtool iproute2 chromium victoria-metrics
 # Debian's python3 lacks the venv module until python3-venv is installed.
 VENV_PACKAGES := python3-venv
 

@@ -8,16 +8,14 @@ on; every node-agent target carries a ``node`` label).
 from __future__ import annotations
 
 import json
-import re
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from exporters.catalog.selectors import ANALYTICS_JOB, NODE_JOB, POWER_JOB
-from lockstep.stack import (Service, Stack, bind_failed, free_port, on_free_port, require_binary, start_on_port,
+from lockstep.backfill import backfill, backfill_rules  # noqa: F401  (filling a Prometheus: kept importable here)
+from lockstep.stack import (Service, Stack, bind_failed, free_port, on_free_port, start_on_port,
                             start_process, start_prometheus, wait_ready)
 
 LOCKSTEP = [sys.executable, "-m", "lockstep"]
@@ -123,113 +121,3 @@ def prometheus_config(node_targets: Mapping[str, str], *, power_target: str | No
 def host_port(service: Service) -> str:
     return service.url.split("://", 1)[1]
 
-
-# --- backfill: simulated series -> Prometheus TSDB blocks -------------------------------------------
-
-def _label_columns(metric_name: str) -> list[str]:
-    from exporters.catalog import get
-    # [issue 8, dashboards helper] `node` is already the frame's own column (a metric such as
-    # lockstep_rank_step_seconds also lists it as a catalog label): emit it once.
-    return [label for label in get(metric_name).labels if label != "node"]
-
-
-def _job_of(metric_name: str) -> str:
-    from exporters.catalog import analytics, get, power
-    metric = get(metric_name)
-    return POWER_JOB if metric in power.METRICS else ANALYTICS_JOB if metric in analytics.METRICS else NODE_JOB
-
-
-def series_to_openmetrics(frame, out: Path) -> Path:
-    """Write the simulator's long frame as OpenMetrics text, one series after another, time-ordered.
-
-    Node-level series get the ``node`` label and ``instance``/``job`` as a live scrape would give
-    them; cluster-level series (empty ``node``) get only the ``job`` of the component emitting them.
-    """
-    from exporters.exposition import escape_label_value, format_value
-
-    with open(out, "w") as fh:
-        for metric, group in frame.groupby("metric", observed=True, sort=True):
-            labels, job = _label_columns(str(metric)), _job_of(str(metric))
-            keys = ["node", *labels]
-            # a label the frame lacks is empty, as Prometheus has it (a frame written before the label existed)
-            group = group.assign(**{label: "" for label in labels if label not in group.columns})
-            group = group.sort_values([*keys, "timestamp"], kind="stable")
-            for key, series in group.groupby(keys, observed=True, sort=False):
-                key = key if isinstance(key, tuple) else (key,)
-                node, values = str(key[0]), key[1:]
-                pairs = [("job", job)] + ([("instance", node), ("node", node)] if node else [])
-                pairs += [(name, str(v)) for name, v in zip(labels, values)]
-                prefix = f"{metric}{{" + ",".join(f'{k}="{escape_label_value(v)}"' for k, v in pairs) + "} "
-                ts = series["timestamp"].to_numpy()
-                vals = series["value"].to_numpy()
-                fh.writelines(f"{prefix}{format_value(v)} {t:.3f}\n" for t, v in zip(ts, vals))
-        fh.write("# EOF\n")
-    return out
-
-
-def backfill(frame_or_parquet, workdir: Path, max_block_duration: str | None = None) -> Path:
-    """Turn a simulated series (frame or parquet path) into TSDB blocks under ``workdir/data``.
-
-    Start Prometheus on it with ``start_prometheus(config, workdir)`` (same data dir) and query the
-    simulated time range (the series' timestamps, e.g. 2026-01-01 for `sim series`).
-    """
-    import pandas as pd
-
-    frame = pd.read_parquet(frame_or_parquet) if isinstance(frame_or_parquet, (str, Path)) else frame_or_parquet
-    workdir.mkdir(parents=True, exist_ok=True)
-    text = series_to_openmetrics(frame, workdir / "series.om")
-    data = workdir / "data"
-    # [issue 9, report] a month in promtool's default 2h blocks is 372 blocks (~40 s); one block per
-    # max_block_duration (e.g. "744h", a hidden promtool flag in 2.42) builds in under a second.
-    extra = [f"--max-block-duration={max_block_duration}"] if max_block_duration else []
-    result = subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics", *extra,
-                             str(text), str(data)], capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"promtool backfill failed: {result.stderr[-2000:]}")
-    text.unlink()
-    return data
-
-
-_RECORDED_NAME = re.compile(r"\b[a-zA-Z_]\w*:[\w:]*")
-
-
-def backfill_rules(groups: Sequence[dict[str, Any]], workdir: Path, start: float, end: float) -> None:
-    """Add the recording rules of ``groups`` (a rule file's groups), evaluated over ``start..end``, to
-    the TSDB under ``workdir/data`` (what ``backfill`` wrote), as a running Prometheus would have.
-
-    ``promtool tsdb create-blocks-from rules`` reads its input from a live Prometheus and cannot
-    evaluate a rule on series it records in the same run, so rules that read recorded series wait
-    for a later pass, once what they read is in the TSDB.
-    """
-    rules = [(i, j, r) for i, g in enumerate(groups) for j, r in enumerate(g["rules"]) if "record" in r]
-    recorded = {r["record"] for _, _, r in rules}
-    done: set[tuple[int, int]] = set()
-    while True:
-        # A name is complete once every rule recording it ran (one name may have several rules).
-        complete = recorded - {r["record"] for i, j, r in rules if (i, j) not in done}
-        ready = {(i, j) for i, j, r in rules
-                 if (i, j) not in done and set(_RECORDED_NAME.findall(r["expr"])) & recorded <= complete}
-        if not ready:
-            break
-        passes = [{**g, "rules": [r for j, r in enumerate(g["rules"]) if (i, j) in ready]} for i, g in enumerate(groups)]
-        _backfill_pass([g for g in passes if g["rules"]], workdir, start, end, workdir / f"rules-pass{len(done)}")
-        done |= ready
-    if len(done) < len(rules):
-        raise ValueError(f"recording rules that read each other: {sorted(r['record'] for i, j, r in rules if (i, j) not in done)}")
-
-
-def _backfill_pass(groups: list[dict[str, Any]], workdir: Path, start: float, end: float, out: Path) -> None:
-    import yaml
-
-    out.mkdir(parents=True, exist_ok=True)
-    rule_file = out / "rules.yml"
-    rule_file.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
-    with Stack() as stack:
-        prom = stack.add(start_prometheus({"global": {"scrape_interval": "15s"}, "scrape_configs": []}, workdir))
-        result = subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "rules", "--quiet",
-                                 f"--url={prom.url}", f"--start={int(start)}", f"--end={int(end) + 1}",
-                                 f"--output-dir={out / 'blocks'}", str(rule_file)], capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"promtool rules backfill failed: {result.stderr[-2000:]}")
-    for block in (out / "blocks").iterdir():
-        shutil.move(str(block), workdir / "data" / block.name)

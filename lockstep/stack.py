@@ -6,6 +6,7 @@ ephemeral one unless given), its own temp directory and log file, and is stopped
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import socket
 import subprocess
@@ -22,6 +23,7 @@ DEBIAN_PACKAGES = {
     "prometheus": "prometheus", "promtool": "prometheus",
     "prometheus-alertmanager": "prometheus-alertmanager", "amtool": "prometheus-alertmanager",
     "prometheus-node-exporter": "prometheus-node-exporter",
+    "victoria-metrics": "victoria-metrics", "vmctl": "victoria-metrics", "script": "bsdutils",
 }
 
 
@@ -186,6 +188,46 @@ def start_node_exporter(args: Sequence[str], workdir: Path, port: int | None = N
     binary = require_binary("prometheus-node-exporter")
     return start_on_port("node_exporter", lambda p: [binary, f"--web.listen-address=127.0.0.1:{p}", *args],
                          workdir, port, ready_path="/metrics")
+
+
+def start_victoria_metrics(workdir: Path, port: int | None = None, extra_args: Sequence[str] = (),
+                           retention: str = "100y") -> Service:
+    """Single-node VictoriaMetrics with its own defaults: a Prometheus remote_write target
+    (``/api/v1/write``) and a Prometheus-compatible query API. Retention is long: simulated months
+    lie in the past or the future."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    binary = require_binary("victoria-metrics")
+    return start_on_port("victoria-metrics", lambda p: [
+        binary, f"-httpListenAddr=127.0.0.1:{p}", f"-storageDataPath={workdir / 'vm-data'}",
+        f"-retentionPeriod={retention}", *extra_args], workdir, port, ready_path="/health")
+
+
+def vmctl_from_prometheus(tsdb_dir: Path, service: Service, timeout: float = 300.0) -> None:
+    """Copy the blocks of a Prometheus TSDB (``--storage.tsdb.path``, or a snapshot of it) into a
+    VictoriaMetrics, as a migration does: ``vmctl prometheus``, then a flush and a reset of the
+    response cache.
+
+    vmctl 1.79 draws progress bars on the controlling terminal and fails without one (later versions
+    have --disable-progress-bar): it runs under script(1), which gives it a pseudo-terminal."""
+    vmctl = require_binary("vmctl")
+    argv = [vmctl, "prometheus", "-s", f"--prom-snapshot={tsdb_dir}", f"--vm-addr={service.url}"]
+    result = subprocess.run([require_binary("script"), "-qec", shlex.join(argv), "/dev/null"],
+                            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        raise RuntimeError(f"vmctl prometheus failed ({result.returncode}): {result.stdout[-2000:]}")
+    # Searchable now, and no answer cached while the import ran is reused (VictoriaMetrics caches
+    # range queries over data older than -search.cacheTimestampOffset as final).
+    for path in ("/internal/force_flush", "/internal/resetRollupResultCache"):
+        status, body = http_get(f"{service.url}{path}", timeout=30)
+        if status != 200:
+            raise RuntimeError(f"{service.url}{path}: HTTP {status}: {body[:200]!r}")
+
+
+def remote_write_to(service: Service, flush_s: float = 1.0) -> dict[str, Any]:
+    """A prometheus.yml ``remote_write`` entry sending everything to ``service`` (VictoriaMetrics,
+    Mimir, Thanos receive), flushed at least every ``flush_s`` seconds."""
+    return {"url": f"{service.url}/api/v1/write",
+            "queue_config": {"batch_send_deadline": f"{flush_s:g}s", "min_backoff": "100ms", "max_backoff": "1s"}}
 
 
 def query(service_url: str, promql: str, time_s: float | None = None) -> list[dict[str, Any]]:

@@ -12,10 +12,11 @@ from exporters.configfile import ConfigError
 from exporters.listen import parse_listen_address
 
 
-def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
-    p = subparsers.add_parser("sim", help="simulated GPU training cluster with fault injection: run, series",
-                              description="simulated GPU training cluster with fault injection: run, series")
-    sub = p.add_subparsers(dest="sim_command", metavar="{run,series}", required=True)
+def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> argparse._SubParsersAction:
+    """The ``sim`` command and its subcommands; returns them for more (``lockstep sim backfill``)."""
+    p = subparsers.add_parser("sim", help="simulated GPU training cluster with fault injection: run, series, backfill",
+                              description="simulated GPU training cluster with fault injection: run, series, backfill")
+    sub = p.add_subparsers(dest="sim_command", metavar="{run,series,backfill}", required=True)
     r = sub.add_parser("run", help="live cluster: per-node source trees under --root and a Redfish service")
     r.add_argument("scenario", type=Path, help="scenario YAML (simulator/scenarios/*.yaml)")
     r.add_argument("--root", type=Path, required=True, help="directory for DIR/<node>/{sys,proc,ethtool,gpus.json}")
@@ -32,6 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     s.add_argument("scenario", type=Path)
     s.add_argument("--out", type=Path, required=True, help="FILE.parquet (truth goes to FILE.truth.json)")
     p.set_defaults(func=run)
+    return sub
 
 
 def run(args: argparse.Namespace) -> int:

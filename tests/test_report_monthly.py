@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import re
 import shutil
 import subprocess
@@ -163,3 +164,56 @@ def test_report_on_a_simulated_series(tmp_path):
     xids = faults[faults["kind"].str.startswith("xid")]
     assert sorted(zip(xids["node"], xids["component"], xids["kind"], xids["events"])) == [
         ("node03", "gpu 6", "xid 48", 1), ("node03", "gpu 6", "xid 79", 1)]
+
+
+def _partial_month():
+    """Two hours of a September day, sampled every 30 s from 10:00: 4 GPUs of job 300, one 10 kW PDU,
+    an XID counter born at 11:00, an ECC counter that had counted 500 before monitoring began, and
+    the job's lost checkpoint GPU-seconds growing 0.2 a second from 0."""
+    t0, period, n = pd.Timestamp("2026-09-20T10:00Z").timestamp(), 30.0, 240
+
+    def series(metric, labels, value, first=0):
+        return [{"metric": metric, "node": "", **labels, "timestamp": t0 + k * period, "value": float(value(k))}
+                for k in range(first, n)]
+    rows = [r for g in range(4) for r in series("lockstep_gpu_job_info", {"node": "node00", "gpu": str(g),
+                                                "uuid": f"GPU-{g}", "job_id": "300", "user": "carol"}, lambda k: 1)]
+    rows += series("lockstep_pdu_energy_joules_total", {"pdu": "p1", "rack": "r1"}, lambda k: 7e9 + 10e3 * period * k)
+    rows += series("lockstep_pdu_power_watts", {"pdu": "p1", "rack": "r1"}, lambda k: 10e3)
+    rows += series("lockstep_rack_power_budget_watts", {"rack": "r1"}, lambda k: 30e3)
+    rows += series("lockstep_gpu_xid_errors_total", {"node": "node00", "gpu": "1", "xid": "13"}, lambda k: 1, first=n // 2)
+    rows += series("lockstep_gpu_ecc_errors_total", {"node": "node00", "gpu": "2", "type": "corrected"}, lambda k: 500)
+    rows += series("lockstep_job_lost_gpu_seconds_total", {"job_id": "300", "cause": "checkpoint"},
+                   lambda k: 0.2 * period * k)
+    return pd.DataFrame(rows).fillna("")
+
+
+def test_a_partial_month_is_found_and_reported_at_steps_that_fit_it(tmp_path):
+    """Two hours of data in September: the report says so, queries them at minute steps (not hourly:
+    two points would be all it had), and counts what happened in them. Sampled figures are exact to
+    within one step at either end (a point stands for the step after it)."""
+    backfill(_partial_month(), tmp_path / "prom")
+    with st.Stack() as stack:
+        prom = stack.add(st.start_prometheus({"global": {"scrape_interval": "15s"}}, tmp_path / "prom"))
+        proc = subprocess.run([sys.executable, "-m", "lockstep", "report", "monthly", "--prometheus-url", prom.url,
+                               "--month", "2026-09", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                              cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "out"
+    covered = csv(out, "coverage.csv").iloc[0]
+    assert (covered["first_data"], covered["last_data"]) == ("2026-09-20 10:00 UTC", "2026-09-20 12:00 UTC")
+    assert covered["days_with_data"] == pytest.approx(2 / 24, abs=0.001) and not covered["month_to_date"]
+    assert covered["month_covered_pct"] == pytest.approx(100 * 2 / (30 * 24), rel=0.01)
+    assert (covered["sample_interval_s"], covered["step_s"], covered["fine_step_s"]) == (30, 60, 30)
+    step_h = 60 / 3600
+    jobs = csv(out, "gpu_hours_by_job.csv").set_index("job_id")
+    assert jobs.loc["300", "allocated_gpu_h"] == pytest.approx(4 * 2.0, abs=4 * step_h)
+    assert jobs.loc["300", "lost_checkpoint_gpu_h"] == pytest.approx(0.2 * 2.0, abs=0.2 * step_h)
+    racks = csv(out, "rack_energy.csv").set_index("rack")
+    assert racks.loc["r1", "energy_kwh"] == pytest.approx(10 * 2.0, abs=10 * step_h)
+    daily = csv(out, "rack_energy_daily.csv")
+    assert daily["day"].tolist() == ["2026-09-20"] and daily["hours_of_data"].tolist() == pytest.approx([2.0], abs=step_h)
+    faults = csv(out, "recurring_faults.csv")   # the XID born inside the range; not the ECC count from before it
+    assert list(zip(faults["component"], faults["kind"], faults["events"])) == [("gpu 1", "xid 13", 1.0)]
+    page = html.unescape((out / "report-2026-09.html").read_text())
+    assert ("Data from 2026-09-20 10:00 UTC to 2026-09-20 12:00 UTC: 0.08 of the month's 30 days (0.3 %). "
+            "Sampled every 30 s; totals at 60 s steps") in page

@@ -1,9 +1,9 @@
 """Checkpoint cost: how long each checkpoint blocked the job, and the storage bandwidth that would halve it.
 
 A blocking checkpoint is write-bound: blocked time ≈ bytes / bandwidth. The bytes of each checkpoint
-are the write burst seen during its stall (cluster write rate integrated over the stall, widened by
-the rate window on both sides because rate() smears the burst's edges). Halving the blocked time
-needs twice the bandwidth that burst achieved.
+are the write burst seen during its stall (the cluster's bytes written per step, summed over the
+stall widened by a margin on both sides: the stall is scored from other series than the writes,
+scraped at other moments). Halving the blocked time needs twice the bandwidth that burst achieved.
 """
 from __future__ import annotations
 

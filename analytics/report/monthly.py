@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import calendar
 import csv
+import dataclasses
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analytics.report import checkpoints, faults, html, plots, tables
+from analytics.report import checkpoints, coverage, faults, fit, html, plots, tables
 from analytics.report.progress import Progress
 from analytics.report.promrange import chunks, fetch
 from analytics.report.queries import Steps, monthly_queries
@@ -28,16 +29,21 @@ class ReportConfig:
 
 def month_range(month: str, now: float | None = None) -> tuple[float, float]:
     """``YYYY-MM`` → [first second, last evaluation point] in UTC, cut at ``now`` for the current month."""
+    first, month_end = month_bounds(month)
+    end = min(month_end, time.time() if now is None else now)
+    if end <= first:
+        raise ValueError(f"--month {month}: the month has not started yet")
+    return first, end
+
+
+def month_bounds(month: str) -> tuple[float, float]:
+    """``YYYY-MM`` → its first second and the first second of the next month, UTC."""
     try:
         year, mon = (int(p) for p in month.split("-"))
         first = datetime(year, mon, 1, tzinfo=timezone.utc).timestamp()
     except ValueError:
         raise ValueError(f"--month {month!r}: expected YYYY-MM") from None
-    end = first + calendar.monthrange(year, mon)[1] * 86400
-    end = min(end, time.time() if now is None else now)
-    if end <= first:
-        raise ValueError(f"--month {month}: the month has not started yet")
-    return first, end
+    return first, first + calendar.monthrange(year, mon)[1] * 86400
 
 
 def load_teams(path: Path) -> dict[str, str]:
@@ -51,7 +57,7 @@ def load_teams(path: Path) -> dict[str, str]:
 
 def query_all(config: ReportConfig, start: float, end: float) -> dict[str, pd.DataFrame]:
     queries = monthly_queries(config.steps)
-    total = sum(len(chunks(start, end, q.step_s)) for q in queries)
+    total = sum(len(chunks(start, end, q)) for q in queries)
     bar = Progress(total)
     frames = {}
     for q in queries:
@@ -61,20 +67,22 @@ def query_all(config: ReportConfig, start: float, end: float) -> dict[str, pd.Da
 
 
 def build_sections(frames: dict[str, pd.DataFrame], config: ReportConfig, start: float,
-                   end: float) -> list[html.Section]:
+                   end: float, born_after: float | None = None) -> list[html.Section]:
+    """``born_after``: counters first seen later started inside the range (default ``start``)."""
     c, f = config.steps.coarse_s, config.steps.fine_s
+    born = start if born_after is None else born_after
     alloc = frames["allocated"]
     # The last evaluation point is the month's end itself: each point stands for the step after it.
     alloc = alloc[alloc["timestamp"] < end] if not alloc.empty else alloc
-    jobs = tables.gpu_hours(alloc, frames["lost"], c, config.teams, start) if not alloc.empty else pd.DataFrame()
+    jobs = tables.gpu_hours(alloc, frames["lost"], c, config.teams, born) if not alloc.empty else pd.DataFrame()
     clusters = tables.rollup(jobs, "cluster") if not jobs.empty else pd.DataFrame()
     teams = tables.rollup(jobs, "team") if not jobs.empty else pd.DataFrame()
     # Window queries (…[1h:]) at the month's first second describe the previous month's last hour.
     peak, throttle = (frames[q][frames[q]["timestamp"] > start] for q in ("rack_peak", "throttle"))
     racks = tables.rack_energy(frames["energy"], peak, frames["budget"])
-    ranking = faults.fault_ranking(frames["xid"], frames["ecc"], frames["flaps"], throttle, c, start)
+    ranking = faults.fault_ranking(frames["xid"], frames["ecc"], frames["flaps"], throttle, c, born)
     daily = tables.daily_energy(frames["energy"])
-    ckpt = checkpoints.checkpoint_cost(frames["ckpt_stalled"], frames["write_rate"], f, config.steps.rate_window_s)
+    ckpt = checkpoints.checkpoint_cost(frames["ckpt_stalled"], frames["write_rate"], f, config.steps.burst_margin_s)
     return [
         html.Section("GPU-hours per cluster", "Allocated, productive and lost GPU-hours.", clusters,
                      "gpu_hours_by_cluster.csv"),
@@ -83,7 +91,8 @@ def build_sections(frames: dict[str, pd.DataFrame], config: ReportConfig, start:
         html.Section("GPU-hours per team", "Teams from --teams, else the job's Slurm user.", teams, "gpu_hours_by_team.csv"),
         html.Section("Energy and peak power per rack", "Lowest headroom first.", racks, "rack_energy.csv",
                      plots.rack_power_plot(racks)),
-        html.Section("Daily energy per rack", "kWh per UTC day.", daily.reset_index(), "rack_energy_daily.csv",
+        html.Section("Daily energy per rack", "kWh per UTC day; a partial day has fewer than 24 hours of data.",
+                     daily.join(tables.daily_hours(frames["energy"])).reset_index(), "rack_energy_daily.csv",
                      plots.daily_energy_plot(daily)),
         html.Section("Recurring faults", "Ranked by days with events, then event count.", ranking,
                      "recurring_faults.csv", plots.fault_plot(ranking)),
@@ -93,15 +102,20 @@ def build_sections(frames: dict[str, pd.DataFrame], config: ReportConfig, start:
 
 
 def write_report(config: ReportConfig) -> Path:
+    """Find where the month's data lies, query it at steps that suit it, write the CSVs and the page."""
     start, end = month_range(config.month)
-    frames = query_all(config, start, end)
-    sections = build_sections(frames, config, start, end)
+    found = coverage.probe(config.prometheus_url, start, end)
+    config = dataclasses.replace(config, steps=fit.adapt(config.steps, found) if found else config.steps)
+    frames = query_all(config, fit.query_start(start, found, config.steps), end)
+    sections = build_sections(frames, config, start, end, fit.born_after(start, found, config.steps, frames))
+    covered = fit.summary(found, start, end, month_bounds(config.month)[1], config.steps)
     config.out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame([covered]).to_csv(config.out / "coverage.csv", index=False)
     for s in sections:
         s.table.to_csv(config.out / s.csv_name, index=False)
     span = f"{datetime.fromtimestamp(start, timezone.utc):%Y-%m-%d} to {datetime.fromtimestamp(end, timezone.utc):%Y-%m-%d %H:%M} UTC"
     page = html.render(f"lockstep capacity & power review {config.month}",
-                       f"{span}; source {config.prometheus_url}", sections)
+                       f"{span}; source {config.prometheus_url}. {fit.describe(covered)}", sections)
     path = config.out / f"report-{config.month}.html"
     path.write_text(page)
     return path

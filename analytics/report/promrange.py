@@ -1,7 +1,9 @@
 """Range queries against the Prometheus HTTP API (``GET /api/v1/query_range``) into long pandas frames.
 
 Prometheus refuses a range query of more than 11,000 points per series, so a month at a fine step is
-fetched in chunks; the frames are concatenated and de-duplicated on the chunk edges.
+fetched in chunks; the frames are concatenated and de-duplicated on the chunk edges. VictoriaMetrics
+also counts the points of a subquery (``[1h:30s]``) over the whole chunk (at most 30,000 by default),
+so a query with a subquery is chunked by its inner resolution as well.
 """
 from __future__ import annotations
 
@@ -24,16 +26,28 @@ class PrometheusError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class RangeQuery:
-    """One named PromQL range query; ``step_s`` is its resolution."""
+    """One named PromQL range query; ``step_s`` is its resolution. A query holding a subquery names the
+    subquery's range and step (``[{window_s}s:{inner_s}s]``)."""
 
     name: str
     promql: str
     step_s: float
+    inner_s: float | None = None
+    window_s: float = 0.0
+
+    def chunk_span(self, max_points: int = MAX_POINTS) -> float:
+        """Seconds of range per request: at most ``max_points`` evaluation points, and as many points of
+        the subquery over the chunk and the window before it."""
+        span = self.step_s * (max_points - 1)
+        if self.inner_s:
+            span = min(span, max(self.step_s, self.inner_s * (max_points - 1) - self.window_s))
+        return span
 
 
-def chunks(start: float, end: float, step_s: float, max_points: int = MAX_POINTS) -> list[tuple[float, float]]:
+def chunks(start: float, end: float, query: RangeQuery, max_points: int = MAX_POINTS) -> list[tuple[float, float]]:
     """Split [start, end] into windows of at most ``max_points`` evaluation points each."""
-    span = step_s * (max_points - 1)
+    step_s, span = query.step_s, query.chunk_span(max_points)
+    span = max(step_s, span // step_s * step_s)   # chunk edges on the step grid: no point computed twice
     out, t = [], start
     while t <= end:
         out.append((t, min(end, t + span)))
@@ -58,8 +72,8 @@ def parse_matrix(payload: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _get(base_url: str, params: dict[str, str], timeout: float) -> dict:
-    url = f"{base_url.rstrip('/')}/api/v1/query_range?{urllib.parse.urlencode(params)}"
+def _get(base_url: str, params: dict[str, str], timeout: float, path: str = "/api/v1/query_range") -> dict:
+    url = f"{base_url.rstrip('/')}{path}?{urllib.parse.urlencode(params)}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             body = resp.read()
@@ -80,7 +94,7 @@ def fetch(base_url: str, query: RangeQuery, start: float, end: float, timeout: f
           on_chunk: Callable[[], None] = lambda: None) -> pd.DataFrame:
     """All chunks of one range query as a single long frame (empty frame when nothing matched)."""
     frames = []
-    for lo, hi in chunks(start, end, query.step_s):
+    for lo, hi in chunks(start, end, query):
         params = {"query": query.promql, "start": f"{lo:.3f}", "end": f"{hi:.3f}", "step": f"{query.step_s:g}"}
         payload = _get(base_url, params, timeout)
         try:
@@ -93,3 +107,15 @@ def fetch(base_url: str, query: RangeQuery, start: float, end: float, timeout: f
         return pd.DataFrame(columns=["timestamp", "value"])
     keys = [c for c in frame.columns if c != "value"]
     return frame.drop_duplicates(subset=keys).reset_index(drop=True)
+
+
+def instant(base_url: str, promql: str, at: float, timeout: float = 60.0) -> list[dict]:
+    """``GET /api/v1/query`` at ``at``: the result list as answered (a vector, or a matrix of raw
+    samples for a range selector)."""
+    payload = _get(base_url, {"query": promql, "time": f"{at:.3f}"}, timeout, "/api/v1/query")
+    if not isinstance(payload, dict) or payload.get("status") != "success":
+        raise PrometheusError(f"{base_url}: query {promql}: {payload.get('error', 'failed') if isinstance(payload, dict) else payload}")
+    result = (payload.get("data") or {}).get("result")
+    if not isinstance(result, list):
+        raise PrometheusError(f"{base_url}: query {promql}: not a Prometheus API answer: no data.result list")
+    return result

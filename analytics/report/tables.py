@@ -111,9 +111,30 @@ def daily_energy(energy: pd.DataFrame) -> pd.DataFrame:
     as in ``rack_energy``)."""
     if energy.empty:
         return pd.DataFrame()
-    long = point_increases(energy)
-    long["day"] = pd.to_datetime(long["since"], unit="s", utc=True).dt.strftime("%Y-%m-%d")
+    long = _daily_increases(energy)
     long["kwh"] = long["increase"] / 3.6e6  # joules → kWh
     wide = long.pivot_table(index="day", columns="rack", values="kwh", aggfunc="sum").fillna(0.0)
     wide.columns.name = None
     return wide
+
+
+def daily_hours(energy: pd.DataFrame) -> pd.Series:
+    """Hours of each UTC day the PDU energy counters cover (the best covered PDU's): under 24 on a
+    partial day, the month's first day with data or today in a month-to-date report. A PDU always
+    draws power, so a step without an increase holds no new sample (only the last one, looked back
+    to)."""
+    if energy.empty:
+        return pd.Series(dtype=float, name="hours_of_data")
+    long = _daily_increases(energy)
+    long = long[long["increase"] > 0]
+    if long.empty:
+        return pd.Series(dtype=float, name="hours_of_data")
+    series = [c for c in energy.columns if c not in _META]
+    covered = (long["timestamp"] - long["since"]).groupby([*(long[c] for c in series), long["day"]]).sum()
+    return (covered.groupby(level="day").max() / 3600.0).rename("hours_of_data")
+
+
+def _daily_increases(energy: pd.DataFrame) -> pd.DataFrame:
+    long = point_increases(energy)
+    long["day"] = pd.to_datetime(long["since"], unit="s", utc=True).dt.strftime("%Y-%m-%d")
+    return long
