@@ -88,7 +88,7 @@ def backfill_month(cluster: dict, prometheus_dir: Path, days: float, now: float)
     Prometheus' dir for ``start_prometheus``); the counters document for the live run beside it."""
     import json
 
-    from lockstep.backfill import backfill_rules
+    from lockstep.backfill_rules import backfill_rules
     history = write_history(cluster, prometheus_dir / "data", now // STEP_S * STEP_S, days)
     backfill_rules([{"name": "history", "rules": dashboard_rules()}], prometheus_dir, history.start, history.end,
                    f"{int(STEP_S)}s")
@@ -143,6 +143,13 @@ def analytics_blocks(scenario) -> list:
     per_cause = {"node": np.full(len(causes), ""), "job_id": np.full(len(causes), job), "cause": np.array(causes)}
     one = {"node": np.array([""]), "job_id": np.array([job])}
     previous: dict[str, float] = {}
+    counted = dict.fromkeys(causes, 0.0)
+
+    def lost(s) -> np.ndarray:
+        """Never down: the model's float rounding can take a cause a hair below zero (a counter
+        that drops reads as a reset)."""
+        counted.update({c: max(counted[c], s.lost_gpu_s[c]) for c in causes})
+        return np.array([counted[c] for c in causes])
 
     def stalled(s) -> np.ndarray:
         blocked = {c: s.lost_gpu_s[c] - previous.get(c, 0.0) for c in ("checkpoint", "hang", "network")}
@@ -151,7 +158,7 @@ def analytics_blocks(scenario) -> list:
         return np.array([float(c == cause and blocked[cause] >= 0.5 * gpus * period) for c in causes])
 
     allocated = lambda s: np.array([gpus * period * s.k])  # noqa: E731
-    return [Block(A.JOB_LOST_GPU_SECONDS, per_cause, lambda s: np.array([s.lost_gpu_s[c] for c in causes])),
+    return [Block(A.JOB_LOST_GPU_SECONDS, per_cause, lost),
             Block(A.JOB_STALLED, per_cause, stalled),
             Block(A.JOB_ALLOCATED_GPU_SECONDS, one, allocated),
             Block(A.JOB_GOODPUT, one, lambda s: 1.0 - sum(s.lost_gpu_s.values()) / np.maximum(allocated(s), 1.0))]
