@@ -7,7 +7,7 @@ store would keep it: every ``STEP_S`` and only what the report reads and the inp
 recording rules the dashboards read (``history_metrics``); what the analytics service would have
 exported for those jobs comes from the simulator's ground truth (``analytics_blocks``). The live
 run starts from the last job's counters and the dashboards' recorded series are evaluated over the
-month as a running Prometheus would have (``localcluster.backfill_rules``).
+month as a running Prometheus would have (``lockstep.backfill_rules``).
 """
 from __future__ import annotations
 
