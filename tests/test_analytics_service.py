@@ -20,7 +20,9 @@ import pytest
 from analytics import promql, source_prom
 from analytics.config import ServiceConfig
 from analytics.evaluate import simulate
+from analytics.fetch import fetch_window
 from analytics.frame import build_features
+from analytics.prometheus import PrometheusSource
 from analytics.score import score_features
 from analytics.keys import REFRESHED, STATE
 from analytics.service import create_app
@@ -220,15 +222,22 @@ async def test_a_restarted_replica_continues_the_counters_prometheus_scraped_fro
 
 
 async def test_parity_prometheus_path_equals_direct_path(prometheus, sim):
-    """Same scenario, same scorer: from the simulator's frame and from Prometheus' query_range."""
+    """Same scenario, same scorer: the inputs' answers from Prometheus' query_range, and the same
+    answers computed from the simulator's frame, give the same matrices bit for bit, and so the same
+    scores."""
     import aiohttp
 
     end = sim.start + sim.truth["duration_s"]
     window = source_prom.Window(sim.start, end, sim.period)
     async with aiohttp.ClientSession() as session:
-        frame = await source_prom.fetch_job(session, prometheus.url, "7300", window, 10.0)
-    via_prom = score_features(build_features(frame), sim.start, sim.period)["7300"]
-    direct = score_features(build_features(sim.frame), sim.start, sim.period)["7300"]
+        held = await fetch_window(PrometheusSource(session, prometheus.url, 10.0), "7300", window)
+    prom_features, direct_features = held.features(), build_features(sim.frame)
+    assert sorted(prom_features.signals) == sorted(direct_features.signals)
+    for name, matrix in prom_features.signals.items():
+        assert matrix.dtype == np.float32
+        np.testing.assert_array_equal(matrix, direct_features.signals[name], err_msg=name)
+    via_prom = score_features(prom_features, sim.start, sim.period)["7300"]
+    direct = score_features(direct_features, sim.start, sim.period)["7300"]
     assert list(via_prom.columns) == list(direct.columns)
     np.testing.assert_allclose(via_prom.stragglers.scores, direct.stragglers.scores, atol=1e-9)
     assert (via_prom.stragglers.flagged == direct.stragglers.flagged).all()

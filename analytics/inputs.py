@@ -1,0 +1,93 @@
+"""What the scorers read, as one PromQL query per input and job, reduced server-side.
+
+Each input answers on a window's grid with one series per key of ``by``: per GPU (``node, gpu``),
+per HCA (``node, device``, summed over its ports) or per node. Counters arrive as per-second rates
+(``irate`` over two steps: the last two samples up to each step), so every row of an answer stands
+on its own and a window can be fetched piece by piece. Reductions the scorers do not need per
+series happen in the TSDB: node-wide counters are summed per node (a node has 128 PFC series), the
+SM clock arrives as its ratio to the maximum, and clock-event reasons and link trouble arrive only
+while present (a healthy GPU returns no sample for them). ``analytics.emulate`` computes the same
+answers from a simulator frame; tests hold the two to each other on a real Prometheus.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from analytics import promql
+from exporters.catalog import analytics, fabric, gpu, storage
+from exporters.catalog.enums import IB_PORT_ACTIVE, THROTTLE_REASONS
+from exporters.catalog.selectors import DEFAULT as SELECTORS
+
+GPU_KEY = ("node", "gpu")
+HCA_KEY = ("node", "device")
+NODE_KEY = ("node",)
+REASON_PREFIX = "reason:"    # signals[REASON_PREFIX + reason]: 1 while the GPU holds that clock-event reason
+LINK_COUNTERS = (fabric.IB_LINK_DOWNED.name, fabric.IB_LINK_ERROR_RECOVERY.name, fabric.IB_SYMBOL_ERRORS.name)
+
+
+@dataclass(frozen=True)
+class Input:
+    """One query per job. ``kind``: ``gauge`` (the value, max per key), ``ratio`` (metrics[0] over
+    metrics[1] where that is positive, max per key), ``rate`` (per-second rate of counters, summed per
+    key) or ``present`` (1 per key while any of ``metrics`` is above 0 or, for ``link``, while a port
+    is not ACTIVE or one of its link error counters rose; no sample otherwise)."""
+
+    name: str
+    kind: str
+    metrics: tuple[str, ...]
+    by: tuple[str, ...]
+    match: str = ""            # extra label matchers
+    own_job_id: bool = False   # the metric carries job_id itself (no join on the job's nodes)
+    per_gpu: float = 1.0       # expected series per GPU of the job (sizes the chunks of a long window)
+
+    def promql(self, job_id: str, step: float) -> str:
+        """The query for ``job_id``; ``step``: the query_range step (a rate spans two of them)."""
+        if self.kind == "ratio":
+            num, den = (self._selector(m, job_id) for m in self.metrics)
+            inner = f"{num} / ({den} > 0)"
+        elif self.kind == "rate":
+            inner = self._rate(self.metrics[0], job_id, step)
+        elif self.kind == "present" and self.name == "link":
+            state = f"{promql.selector(fabric.IB_STATE.name)} != {IB_PORT_ACTIVE}"
+            inner = " or ".join([state] + [f"{self._rate(m, job_id, step)} > 0" for m in self.metrics])
+        else:
+            inner = self._selector(self.metrics[0], job_id) + (" > 0" if self.kind == "present" else "")
+        if not self.own_job_id:
+            inner = f"({inner}) and on(node) {promql.job_selector(job_id)}"
+        op = {"gauge": "max", "ratio": "max", "rate": "sum", "present": "group"}[self.kind]
+        return f"{op} by ({', '.join(self.by)}) ({inner})"
+
+    def _selector(self, metric: str, job_id: str) -> str:
+        own = f"job_id={promql.quote(promql.validate_job_id(job_id))}" if self.own_job_id else ""
+        return promql.selector(metric, ",".join(m for m in (self.match, own) if m))
+
+    def _rate(self, metric: str, job_id: str, step: float) -> str:
+        return f"irate({self._selector(metric, job_id)}[{rate_range(step)}])"
+
+
+def rate_range(step: float) -> str:
+    """Two steps, in milliseconds: the last two samples at or before each step (a missed scrape
+    still leaves one rate, across the gap)."""
+    return f"{round(2 * step * 1000)}ms"
+
+
+MEMBER = Input("member", "present", (gpu.JOB_INFO.name,), GPU_KEY, own_job_id=True)
+INPUTS = (
+    MEMBER,
+    Input("sm", "gauge", (gpu.SM_ACTIVE.name,), GPU_KEY),
+    Input("tensor", "gauge", (gpu.TENSOR_ACTIVE.name,), GPU_KEY),
+    # per-rank step time (compute + all-reduce, no waiting) where the training job exports it
+    Input("step", "gauge", (analytics.RANK_STEP_SECONDS.name,), GPU_KEY, own_job_id=True),
+    Input("clock", "ratio", (gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name), GPU_KEY),
+    Input("reasons", "present", (gpu.CLOCK_EVENT.name,), GPU_KEY + ("reason",),
+          match=f'reason=~"{"|".join(THROTTLE_REASONS)}"', per_gpu=len(THROTTLE_REASONS)),
+    Input("tx", "rate", (fabric.IB_TRANSMIT_BYTES.name,), HCA_KEY),
+    Input("xmit_wait", "rate", (fabric.IB_TRANSMIT_WAIT.name,), HCA_KEY),
+    Input("link", "present", LINK_COUNTERS, HCA_KEY),
+    Input("read", "rate", (storage.READ_BYTES.name,), NODE_KEY, per_gpu=0.125),
+    Input("write", "rate", (storage.WRITE_BYTES.name,), NODE_KEY, per_gpu=0.125),
+    Input("pause", "rate", (fabric.PFC_PAUSE_DURATION.name,), NODE_KEY, per_gpu=0.125),
+    Input("cnp", "rate", (fabric.ROCE_CNP_HANDLED.name,), NODE_KEY, per_gpu=0.125),
+)
+# Every metric the inputs read (what a simulator frame needs to hold for the scorers).
+INPUT_METRICS = tuple(dict.fromkeys([m for i in INPUTS for m in i.metrics] + [fabric.IB_STATE.name]))
