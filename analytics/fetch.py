@@ -19,7 +19,7 @@ import numpy as np
 from analytics.decode import Block
 from analytics.frame import job_columns
 from analytics.grid import Window
-from analytics.inputs import INPUTS, MEMBER, Input
+from analytics.inputs import INPUTS, MEMBER, NODE_KEY, Input
 from analytics.window import JobWindow
 
 SAMPLES_PER_QUERY = 1_000_000    # about 25 MB of JSON per answer
@@ -36,7 +36,7 @@ async def fetch_window(source: Answers, job_id: str, window: Window, columns=Non
     outside them in ``window`` (its membership changed)."""
     expected = len(columns) if columns is not None else await _gpus_now(source, job_id, window)
     members = await _gather([partial(_piece, source, MEMBER, job_id, first, sub)
-                             for first, sub in window.chunks(_rows_per_query(MEMBER, expected))])
+                             for first, sub in window.chunks(_rows_per_query(MEMBER, expected, 0))])
     found = job_columns([(job_id, b.labels[s].get("node", ""), b.labels[s].get("gpu", ""))
                          for _, b in members for s in np.unique(b.series)])
     if columns is not None and not set(found).issubset(set(columns)):
@@ -45,9 +45,10 @@ async def fetch_window(source: Answers, job_id: str, window: Window, columns=Non
     for first, block in members:
         out.place(MEMBER, block, first)
         out.fetched += block.samples
-    if len(out.columns):
+    gpus, nodes = len(out.columns), len(set(out.columns.get_level_values("node")))
+    if gpus:
         await _gather([partial(_placed, out, source, inp, job_id, first, sub) for inp in INPUTS if inp is not MEMBER
-                       for first, sub in window.chunks(_rows_per_query(inp, len(out.columns)))])
+                       for first, sub in window.chunks(_rows_per_query(inp, gpus, nodes))])
     return out
 
 
@@ -71,8 +72,9 @@ def _continues(held: Window, window: Window) -> bool:
             and held.start <= window.start <= held.end <= window.end)
 
 
-def _rows_per_query(inp: Input, gpus: int) -> int:
-    return max(1, int(SAMPLES_PER_QUERY // max(1.0, gpus * inp.per_gpu)))
+def _rows_per_query(inp: Input, gpus: int, nodes: int) -> int:
+    series = (nodes if inp.by == NODE_KEY else gpus) * inp.fanout
+    return max(1, SAMPLES_PER_QUERY // max(1, series))
 
 
 async def _gpus_now(source: Answers, job_id: str, window: Window) -> int:

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from analytics import promql
 from exporters.catalog import analytics, fabric, gpu, storage
 from exporters.catalog.enums import IB_PORT_ACTIVE, THROTTLE_REASONS
-from exporters.catalog.selectors import DEFAULT as SELECTORS
 
 GPU_KEY = ("node", "gpu")
 HCA_KEY = ("node", "device")
@@ -38,7 +37,7 @@ class Input:
     by: tuple[str, ...]
     match: str = ""            # extra label matchers
     own_job_id: bool = False   # the metric carries job_id itself (no join on the job's nodes)
-    per_gpu: float = 1.0       # expected series per GPU of the job (sizes the chunks of a long window)
+    fanout: int = 1            # series per GPU (per node for node-wide inputs): sizes the pieces of a window
 
     def promql(self, job_id: str, step: float) -> str:
         """The query for ``job_id``; ``step``: the query_range step (a rate spans two of them)."""
@@ -80,14 +79,14 @@ INPUTS = (
     Input("step", "gauge", (analytics.RANK_STEP_SECONDS.name,), GPU_KEY, own_job_id=True),
     Input("clock", "ratio", (gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name), GPU_KEY),
     Input("reasons", "present", (gpu.CLOCK_EVENT.name,), GPU_KEY + ("reason",),
-          match=f'reason=~"{"|".join(THROTTLE_REASONS)}"', per_gpu=len(THROTTLE_REASONS)),
+          match=f'reason=~"{"|".join(THROTTLE_REASONS)}"', fanout=len(THROTTLE_REASONS)),
     Input("tx", "rate", (fabric.IB_TRANSMIT_BYTES.name,), HCA_KEY),
     Input("xmit_wait", "rate", (fabric.IB_TRANSMIT_WAIT.name,), HCA_KEY),
     Input("link", "present", LINK_COUNTERS, HCA_KEY),
-    Input("read", "rate", (storage.READ_BYTES.name,), NODE_KEY, per_gpu=0.125),
-    Input("write", "rate", (storage.WRITE_BYTES.name,), NODE_KEY, per_gpu=0.125),
-    Input("pause", "rate", (fabric.PFC_PAUSE_DURATION.name,), NODE_KEY, per_gpu=0.125),
-    Input("cnp", "rate", (fabric.ROCE_CNP_HANDLED.name,), NODE_KEY, per_gpu=0.125),
+    Input("read", "rate", (storage.READ_BYTES.name,), NODE_KEY),
+    Input("write", "rate", (storage.WRITE_BYTES.name,), NODE_KEY),
+    Input("pause", "rate", (fabric.PFC_PAUSE_DURATION.name,), NODE_KEY),
+    Input("cnp", "rate", (fabric.ROCE_CNP_HANDLED.name,), NODE_KEY),
 )
 # Every metric the inputs read (what a simulator frame needs to hold for the scorers).
 INPUT_METRICS = tuple(dict.fromkeys([m for i in INPUTS for m in i.metrics] + [fabric.IB_STATE.name]))
