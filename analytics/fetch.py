@@ -4,7 +4,8 @@ Whole: the job's GPUs first (``lockstep_gpu_job_info``: the columns), then every
 at most ``SAMPLES_PER_QUERY`` samples (by time), each answer placed straight into the preallocated
 float32 matrices and dropped, so a 16,384-GPU window never sits in memory as JSON or as a frame.
 Moved on: only the rows after the last one held are asked for, with that last row again (a scrape
-that came late), and the rows that left the window are dropped; when the job's GPUs changed, the
+that came late; more rows where the store receives samples later, see ``--refetch-steps``), and
+the rows that left the window are dropped; when the job's GPUs changed, the
 grids do not line up, or the held window ended before the new one starts, the window is fetched
 whole instead.
 """
@@ -52,11 +53,13 @@ async def fetch_window(source: Answers, job_id: str, window: Window, columns=Non
     return out
 
 
-async def advance(source: Answers, held: JobWindow, job_id: str, window: Window) -> JobWindow | None:
-    """``held`` moved on to ``window``, fetching only its new rows; None when it cannot be."""
+async def advance(source: Answers, held: JobWindow, job_id: str, window: Window, again: int = 1) -> JobWindow | None:
+    """``held`` moved on to ``window``, fetching only its new rows and its last ``again`` rows once more;
+    None when it cannot be."""
     if not _continues(held.grid, window):
         return None
-    rows = await fetch_window(source, job_id, Window(held.grid.end, window.end, window.step), held.columns)
+    first = max(window.start, held.grid.end - (again - 1) * window.step)
+    rows = await fetch_window(source, job_id, Window(first, window.end, window.step), held.columns)
     if rows is None:
         return None
     moved = held.moved_to(window, rows)

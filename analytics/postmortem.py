@@ -34,6 +34,7 @@ class PostMortem:
     job_id: str | None = None
     timeout_s: float = 120.0
     shard: Shard = Shard(0, 1)
+    refetch_steps: int = 1     # (a post-mortem holds no window between refreshes)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.prometheus_url)

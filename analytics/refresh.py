@@ -53,6 +53,7 @@ class Settings(Protocol):
     window_s: float     # data scored per refresh
     step_s: float       # the sample period
     shard: Shard        # the jobs this replica scores
+    refetch_steps: int  # trailing steps of a held window asked for again
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,8 @@ class Refresher:
     async def _window(self, job_id: str, window: Window) -> JobWindow:
         """The job's window held, moved on to ``window``; fetched whole when it cannot be."""
         held = self.state.windows.get(job_id)
-        moved = await advance(self.source, held, job_id, window) if held is not None else None
+        moved = await advance(self.source, held, job_id, window, self.settings.refetch_steps) \
+            if held is not None else None
         if moved is None:
             moved = await fetch_window(self.source, job_id, window)
             self._full += 1

@@ -132,6 +132,7 @@ class Settings:
     window_s: float
     step_s: float = 5.0
     shard: Shard = Shard(0, 1)
+    refetch_steps: int = 1
 
 
 @dataclasses.dataclass(frozen=True)

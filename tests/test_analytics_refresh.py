@@ -6,6 +6,7 @@ are held between refreshes: a window fetched whole, then only its last step agai
 tests/test_analytics_service.py runs the same code against a real Prometheus."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ class Settings:
     window_s: float
     step_s: float = 5.0
     shard: Shard = Shard(0, 1)
+    refetch_steps: int = 1
 
 
 @pytest.fixture(scope="module")
@@ -223,3 +225,19 @@ async def test_the_baseline_learned_earlier_scores_a_window_that_a_straggler_fil
     await fresh.refresh(_end(run))
     assert "7300" not in fresh.state.baselines
     assert fresh.state.losses["7300"].lost["straggler"] < 0.1 * truth
+
+
+async def test_a_held_window_asks_again_for_its_last_steps_and_counts_them_once(run):
+    """Where samples reach the store late (remote_write batching), the last --refetch-steps rows held are
+    fetched again with the new ones; they replace what was held and are counted once."""
+    source = FakeSource(_jobs(run, "7300"))
+    again = Refresher(source, dataclasses.replace(Settings(window_s=125), refetch_steps=3))
+    await again.refresh(run.start + 300)
+    await again.refresh(run.start + 330)
+    assert [(s - run.start, e - run.start) for _, s, e in source.fetched] == [(180, 300), (290, 330)]
+    whole = Refresher(FakeSource(_jobs(run, "7300")), Settings(window_s=125))
+    await whole.refresh(run.start + 300)
+    whole.state.windows.clear()
+    await whole.refresh(run.start + 330)
+    assert again.state.results.jobs == whole.state.results.jobs and again.state.losses == whole.state.losses
+    assert again.state.losses["7300"].allocated == 150 * GPUS      # 180 s is context: 185..330

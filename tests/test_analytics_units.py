@@ -147,6 +147,15 @@ def test_a_window_shorter_than_the_interval_is_refused():
     assert ServiceConfig(prometheus_url="http://127.0.0.1:9090", interval_s=60.0, window_s=60.0).window_s == 60.0
 
 
+@pytest.mark.parametrize("bad", [0, 181])
+def test_refetch_steps_must_be_at_least_one_and_within_the_window(bad):
+    from analytics.config import ServiceConfig
+
+    with pytest.raises(ValueError, match="--refetch-steps"):
+        ServiceConfig(prometheus_url="http://127.0.0.1:9090", refetch_steps=bad)
+    assert ServiceConfig(prometheus_url="http://127.0.0.1:9090", refetch_steps=180).refetch_steps == 180
+
+
 @pytest.mark.parametrize("bad", [-1.0, float("inf"), float("nan")])
 def test_resume_lookback_must_be_zero_or_a_positive_finite_time(bad):
     from analytics.config import ServiceConfig
