@@ -92,10 +92,11 @@ class JobWindow:
 
     def _place_nodes(self, name: str, rows: np.ndarray, nodes: np.ndarray, values: np.ndarray) -> None:
         """Node-wide rates, repeated on every GPU column of the node (all matrices share one shape)."""
-        per_node = np.full((self.grid.rows, len(self._lookup["node"])), np.nan)
-        self._sum_into(per_node, rows, nodes, values)
+        first = rows.min()
+        per_node = np.full((rows.max() - first + 1, len(self._lookup["node"])), np.nan)
+        self._sum_into(per_node, rows - first, nodes, values)
         touched = np.unique(rows)
-        self.signals[name][touched] = per_node[touched][:, self._lookup["node_of_column"]]
+        self.signals[name][touched] = per_node[touched - first][:, self._lookup["node_of_column"]]
 
     @staticmethod
     def _sum_into(out: np.ndarray, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
