@@ -23,11 +23,16 @@ from exporters.catalog import fabric
 from exporters.catalog.enums import IB_PORT_ACTIVE
 
 
-def frame_block(by_metric: dict[str, pd.DataFrame], inp: Input, grid: Window, job_id: str | None = None) -> Block:
+def frame_block(by_metric: dict[str, pd.DataFrame], inp: Input, grid: Window, job_id: str | None = None,
+                nodes: tuple[str, ...] | None = None) -> Block:
     """``inp``'s answer over ``grid`` from a frame's rows grouped by metric (``job_id``: the job an input
-    that carries job_id is asked for; None: every job)."""
+    that carries job_id is asked for, None: every job; ``nodes``: the nodes the others are selected on,
+    None: every node)."""
     # two rows before the grid: a rate at its first row reads the samples up to two steps back
     wide = Window(grid.start - 2 * grid.step, grid.end, grid.step)
+    if nodes is not None and not inp.own_job_id:
+        by_metric = {m: rows[rows["node"].astype(str).isin(nodes)] for m, rows in by_metric.items()
+                     if m in inp.metrics or m == fabric.IB_STATE.name}
     parts = [_part(by_metric, inp, metric, wide, job_id) for metric in inp.metrics]
     if inp.name == "link":
         parts.append(_link_state(by_metric, wide))

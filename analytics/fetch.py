@@ -25,11 +25,12 @@ from analytics.window import JobWindow
 
 SAMPLES_PER_QUERY = 1_000_000    # about 25 MB of JSON per answer
 CONCURRENCY = 4                  # queries in flight per job
+UNSEEN_GPUS = 16_384             # a job's GPUs assumed for sizing when it holds none at either end of a window
 
 
 class Answers(Protocol):
-    async def series(self, inp: Input, job_id: str, window: Window) -> Block:
-        """``inp``'s answer for ``job_id`` on ``window``'s grid (raises ``PrometheusError``)."""
+    async def series(self, inp: Input, job_id: str, window: Window, nodes: tuple[str, ...]) -> Block:
+        """``inp``'s answer for ``job_id`` on its ``nodes``, on ``window``'s grid (raises ``PrometheusError``)."""
 
 
 async def fetch_window(source: Answers, job_id: str, window: Window, columns=None) -> JobWindow | None:
@@ -46,10 +47,11 @@ async def fetch_window(source: Answers, job_id: str, window: Window, columns=Non
     for first, block in members:
         out.place(MEMBER, block, first)
         out.fetched += block.samples
-    gpus, nodes = len(out.columns), len(set(out.columns.get_level_values("node")))
-    if gpus:
-        await _gather([partial(_placed, out, source, inp, job_id, first, sub) for inp in INPUTS if inp is not MEMBER
-                       for first, sub in window.chunks(_rows_per_query(inp, gpus, nodes))])
+    nodes = tuple(dict.fromkeys(out.columns.get_level_values("node")))
+    if nodes:
+        await _gather([partial(_placed, out, source, inp, job_id, first, sub, nodes) for inp in INPUTS
+                       if inp is not MEMBER for first, sub in window.chunks(_rows_per_query(inp, len(out.columns),
+                                                                                             len(nodes)))])
     return out
 
 
@@ -81,17 +83,20 @@ def _rows_per_query(inp: Input, gpus: int, nodes: int) -> int:
 
 
 async def _gpus_now(source: Answers, job_id: str, window: Window) -> int:
-    """The job's GPUs at the window's last step (sizes the pieces of the membership query)."""
-    block = await source.series(MEMBER, job_id, window.sub(window.rows - 1, 1))
-    return len(block.labels)
+    """The job's GPUs at the window's first and last steps, one small query (sizes the pieces of the
+    membership query)."""
+    ends = Window(window.start, window.end, max(window.step, window.end - window.start))
+    block = await source.series(MEMBER, job_id, ends, ())
+    return len(block.labels) or UNSEEN_GPUS
 
 
 async def _piece(source: Answers, inp: Input, job_id: str, first: int, sub: Window) -> tuple[int, Block]:
-    return first, await source.series(inp, job_id, sub)
+    return first, await source.series(inp, job_id, sub, ())
 
 
-async def _placed(out: JobWindow, source: Answers, inp: Input, job_id: str, first: int, sub: Window) -> None:
-    block = await source.series(inp, job_id, sub)
+async def _placed(out: JobWindow, source: Answers, inp: Input, job_id: str, first: int, sub: Window,
+                  nodes: tuple[str, ...]) -> None:
+    block = await source.series(inp, job_id, sub, nodes)
     out.place(inp, block, first)
     out.fetched += block.samples
 

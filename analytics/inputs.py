@@ -1,7 +1,10 @@
 """What the scorers read, as one PromQL query per input and job, reduced server-side.
 
 Each input answers on a window's grid with one series per key of ``by``: per GPU (``node, gpu``),
-per HCA (``node, device``, summed over its ports) or per node. Counters arrive as per-second rates
+per HCA (``node, device``, summed over its ports) or per node, selected on the job's nodes (a
+``node=~`` matcher: an index lookup, where a join with the job's ``lockstep_gpu_job_info`` costs
+Prometheus a third more CPU per refresh; samples of a GPU while it does not hold the job are
+dropped when placed, ``analytics.window``). Counters arrive as per-second rates
 (``irate`` over two steps: the last two samples up to each step), so every row of an answer stands
 on its own and a window can be fetched piece by piece. Reductions the scorers do not need per
 series happen in the TSDB: node-wide counters are summed per node (a node has 128 PFC series), the
@@ -12,6 +15,7 @@ answers from a simulator frame; tests hold the two to each other on a real Prome
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from analytics import promql
 from exporters.catalog import analytics, fabric, gpu, storage
@@ -36,32 +40,32 @@ class Input:
     metrics: tuple[str, ...]
     by: tuple[str, ...]
     match: str = ""            # extra label matchers
-    own_job_id: bool = False   # the metric carries job_id itself (no join on the job's nodes)
+    own_job_id: bool = False   # the metric carries job_id itself (else: selected on the job's nodes)
     fanout: int = 1            # series per GPU (per node for node-wide inputs): sizes the pieces of a window
 
-    def promql(self, job_id: str, step: float) -> str:
-        """The query for ``job_id``; ``step``: the query_range step (a rate spans two of them)."""
+    def promql(self, job_id: str, step: float, nodes: Sequence[str] = ()) -> str:
+        """The query for ``job_id`` on its ``nodes`` (the job's own series need none); ``step``: the
+        query_range step (a rate spans two of them)."""
+        where = f"job_id={promql.quote(promql.validate_job_id(job_id))}" if self.own_job_id else \
+            f"node=~{promql.quote(promql.alternatives(nodes))}"
         if self.kind == "ratio":
-            num, den = (self._selector(m, job_id) for m in self.metrics)
+            num, den = (self._selector(m, where) for m in self.metrics)
             inner = f"{num} / ({den} > 0)"
         elif self.kind == "rate":
-            inner = self._rate(self.metrics[0], job_id, step)
+            inner = self._rate(self.metrics[0], where, step)
         elif self.kind == "present" and self.name == "link":
-            state = f"{promql.selector(fabric.IB_STATE.name)} != {IB_PORT_ACTIVE}"
-            inner = " or ".join([state] + [f"{self._rate(m, job_id, step)} > 0" for m in self.metrics])
+            state = f"{promql.selector(fabric.IB_STATE.name, where)} != {IB_PORT_ACTIVE}"
+            inner = " or ".join([state] + [f"{self._rate(m, where, step)} > 0" for m in self.metrics])
         else:
-            inner = self._selector(self.metrics[0], job_id) + (" > 0" if self.kind == "present" else "")
-        if not self.own_job_id:
-            inner = f"({inner}) and on(node) {promql.job_selector(job_id)}"
+            inner = self._selector(self.metrics[0], where) + (" > 0" if self.kind == "present" else "")
         op = {"gauge": "max", "ratio": "max", "rate": "sum", "present": "group"}[self.kind]
         return f"{op} by ({', '.join(self.by)}) ({inner})"
 
-    def _selector(self, metric: str, job_id: str) -> str:
-        own = f"job_id={promql.quote(promql.validate_job_id(job_id))}" if self.own_job_id else ""
-        return promql.selector(metric, ",".join(m for m in (self.match, own) if m))
+    def _selector(self, metric: str, where: str) -> str:
+        return promql.selector(metric, ",".join(m for m in (self.match, where) if m))
 
-    def _rate(self, metric: str, job_id: str, step: float) -> str:
-        return f"irate({self._selector(metric, job_id)}[{rate_range(step)}])"
+    def _rate(self, metric: str, where: str, step: float) -> str:
+        return f"irate({self._selector(metric, where)}[{rate_range(step)}])"
 
 
 def rate_range(step: float) -> str:

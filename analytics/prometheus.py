@@ -24,9 +24,9 @@ class PrometheusSource:
     async def list_jobs(self, at: float, lookback_s: float = 0.0) -> list[str]:
         return await source_prom.list_jobs(self.session, self.base_url, at, self.timeout_s, lookback_s)
 
-    async def series(self, inp: Input, job_id: str, window: Window) -> Block:
-        return await source_prom.query_range(self.session, self.base_url, inp.promql(job_id, window.step), window,
-                                             self.timeout_s)
+    async def series(self, inp: Input, job_id: str, window: Window, nodes: tuple[str, ...] = ()) -> Block:
+        return await source_prom.query_range(self.session, self.base_url, inp.promql(job_id, window.step, nodes),
+                                             window, self.timeout_s)
 
     async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
         if not self.resume_lookback_s:

@@ -38,6 +38,15 @@ def quote(value: str) -> str:
     return f'"{escaped}"'
 
 
+_REGEX_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+
+def alternatives(values) -> str:
+    """An RE2 regex matching exactly each of ``values`` (``node=~``; put it in ``quote``). None: matches
+    nothing (``a^`` can never match)."""
+    return "|".join(_REGEX_SPECIAL.sub(r"\\\1", v) for v in sorted(set(values))) or "a^"
+
+
 def job_selector(job_id: str) -> str:
     """``lockstep_gpu_job_info{<node selector>,job_id="..."}`` for a validated id."""
     return with_job(gpu.JOB_INFO.name, job_id)

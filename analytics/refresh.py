@@ -41,8 +41,8 @@ class Source(Protocol):
     async def list_jobs(self, at: float, lookback_s: float = 0.0) -> list[str]:
         """Every job id running at ``at`` (or at any time in the ``lookback_s`` before), as reported (unvalidated)."""
 
-    async def series(self, inp: Input, job_id: str, window: Window) -> Block:
-        """``inp``'s answer for ``job_id`` on ``window``'s grid (``analytics.inputs``)."""
+    async def series(self, inp: Input, job_id: str, window: Window, nodes: tuple[str, ...]) -> Block:
+        """``inp``'s answer for ``job_id`` on its ``nodes``, on ``window``'s grid (``analytics.inputs``)."""
 
     async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
         """The loss counters last exported for those of ``job_ids`` that have any (none: start afresh)."""

@@ -21,9 +21,14 @@ __all__ = ["PrometheusError", "MalformedAnswer", "Window", "api_get", "list_jobs
 _DECODE_INLINE_BYTES = 256 * 1024   # below this, a thread hop costs more than the decoding
 
 
-async def _get(session: aiohttp.ClientSession, url: str, params: dict, timeout: float) -> tuple[int, bytes]:
+async def _get(session: aiohttp.ClientSession, url: str, params: dict, timeout: float,
+               post: bool = False) -> tuple[int, bytes]:
+    """GET with ``params``, or POST them as a form (a query naming a large job's nodes is longer than
+    the 8 KiB request line proxies accept)."""
+    request = session.post(url, data=params, timeout=aiohttp.ClientTimeout(total=timeout)) if post else \
+        session.get(url, params=params, timeout=aiohttp.ClientTimeout(total=timeout))
     try:
-        async with session.get(url, params=params, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+        async with request as resp:
             return resp.status, await resp.read()
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
         raise PrometheusError(f"{url}: {type(exc).__name__}: {exc}") from None
@@ -58,7 +63,7 @@ async def query_range(session: aiohttp.ClientSession, base_url: str, query: str,
     """The matrix answer of ``query`` on ``window``'s grid, decoded (MalformedAnswer when it is not one)."""
     url = base_url.rstrip("/") + "/api/v1/query_range"
     params = {"query": query, "start": f"{window.start:.3f}", "end": f"{window.end:.3f}", "step": f"{window.step:g}"}
-    status, body = await _get(session, url, params, timeout)
+    status, body = await _get(session, url, params, timeout, post=True)
     if status != 200:
         raise _refused(url, status, body)
     try:

@@ -17,9 +17,9 @@ import pandas as pd
 from analytics.decode import Block
 from analytics.frame import SIGNALS, Features
 from analytics.grid import Window
-from analytics.inputs import GPU_KEY, HCA_KEY, NODE_KEY, REASON_PREFIX, Input
+from analytics.inputs import GPU_KEY, HCA_KEY, MEMBER, NODE_KEY, REASON_PREFIX, Input
 
-MEMBER_SIGNAL = "member"    # 1 while the GPU holds the job (lockstep_gpu_job_info), NaN otherwise
+MEMBER_SIGNAL = MEMBER.name    # 1 while the GPU holds the job (lockstep_gpu_job_info), NaN otherwise
 
 
 def rail_of(device: str) -> str:
@@ -45,21 +45,24 @@ class JobWindow:
 
     def place(self, inp: Input, block: Block, first: int = 0, job_id: str | None = None) -> None:
         """``block`` (an answer on the grid rows ``first``...) into the matrices its input fills
-        (``job_id``: only into that job's columns)."""
+        (``job_id``: only into that job's columns), where the GPU held the job (members first)."""
         if not block.samples:
             return
         rows = block.rows + first
-        if inp.name == "member":
+        if inp is MEMBER:
             self.seen[rows] = True
         col = self._columns_of(inp.by, block.labels)[block.series]
         if job_id is not None:
             col = np.where(np.asarray(self.columns.get_level_values("job_id") == job_id)[col] & (col >= 0), col, -1)
         keep = col >= 0
-        rows, col, values = rows[keep], col[keep], block.values[keep]
+        rows, col, values, series = rows[keep], col[keep], block.values[keep], block.series[keep]
+        if inp is not MEMBER and inp.by != NODE_KEY:
+            held = np.isfinite(self.signals[MEMBER_SIGNAL][rows, col])
+            rows, col, values, series = rows[held], col[held], values[held], series[held]
         if inp.by == NODE_KEY:
             self._place_nodes(inp.name, rows, col, values)
         elif inp.name == "reasons":
-            reason = np.asarray([labels.get("reason", "") for labels in block.labels])[block.series[keep]]
+            reason = np.asarray([labels.get("reason", "") for labels in block.labels])[series]
             for name in np.unique(reason):
                 hit = reason == name
                 self.signal(REASON_PREFIX + name)[rows[hit], col[hit]] = 1.0
@@ -69,7 +72,7 @@ class JobWindow:
         elif inp.by == HCA_KEY:
             self.signals[inp.name][rows, col] = 1.0
         else:
-            self.signals[MEMBER_SIGNAL if inp.name == "member" else inp.name][rows, col] = values
+            self.signals[inp.name][rows, col] = values
 
     def signal(self, name: str) -> np.ndarray:
         """The matrix of ``name``, created absent where it is new (a clock-event reason first seen)."""
@@ -91,12 +94,16 @@ class JobWindow:
                           dtype=np.int64)
 
     def _place_nodes(self, name: str, rows: np.ndarray, nodes: np.ndarray, values: np.ndarray) -> None:
-        """Node-wide rates, repeated on every GPU column of the node (all matrices share one shape)."""
+        """Node-wide rates, repeated on every GPU column of the node that holds the job (all matrices
+        share one shape)."""
+        if not len(rows):
+            return
         first = rows.min()
         per_node = np.full((rows.max() - first + 1, len(self._lookup["node"])), np.nan)
         self._sum_into(per_node, rows - first, nodes, values)
         touched = np.unique(rows)
-        self.signals[name][touched] = per_node[touched - first][:, self._lookup["node_of_column"]]
+        held = np.isfinite(self.signals[MEMBER_SIGNAL][touched])
+        self.signals[name][touched] = np.where(held, per_node[touched - first][:, self._lookup["node_of_column"]], np.nan)
 
     @staticmethod
     def _sum_into(out: np.ndarray, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
@@ -123,11 +130,8 @@ class JobWindow:
         same columns) begin, then ``rows``: the window ending at ``window.end``."""
         skip = round((window.start - self.grid.start) / self.grid.step)
         upto = round((rows.grid.start - self.grid.start) / self.grid.step)
-        kept = max(0, upto - max(skip, 0))
         signals = {}
         for name in dict.fromkeys([*self.signals, *rows.signals]):
-            old = self.signals.get(name)
-            old = old[max(skip, 0):upto] if old is not None else np.full((kept, len(self.columns)), np.nan, np.float32)
+            old = self.signal(name)[skip:upto]
             signals[name] = np.concatenate([old, rows.signal(name)])
-        seen = np.concatenate([self.seen[max(skip, 0):upto], rows.seen])
-        return JobWindow(window, self.columns, signals, seen)
+        return JobWindow(window, self.columns, signals, np.concatenate([self.seen[skip:upto], rows.seen]))

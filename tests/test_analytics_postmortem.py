@@ -115,8 +115,8 @@ async def test_a_long_window_is_fetched_in_pieces_with_the_same_result(prometheu
     asked = []
     series = PrometheusSource.series
 
-    async def counted(self, inp, job_id, window):
-        block = await series(self, inp, job_id, window)
+    async def counted(self, inp, job_id, window, nodes):
+        block = await series(self, inp, job_id, window, nodes)
         asked.append(block.samples)
         return block
 
@@ -144,8 +144,8 @@ class OneJob:
     async def list_jobs(self, at: float, lookback_s: float = 0.0) -> list[str]:
         return [self.job_id]
 
-    async def series(self, inp, job_id: str, window):
-        return await self.source.series(inp, job_id, window)
+    async def series(self, inp, job_id: str, window, nodes):
+        return await self.source.series(inp, job_id, window, nodes)
 
     async def resume(self, job_ids: list[str], at: float) -> dict:
         return {}

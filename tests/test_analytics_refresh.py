@@ -65,12 +65,12 @@ class FakeSource:
     async def list_jobs(self, at: float, lookback_s: float = 0.0) -> list[str]:
         return list(self.listed)
 
-    async def series(self, inp: Input, job_id: str, window: Window) -> Block:
+    async def series(self, inp: Input, job_id: str, window: Window, nodes: tuple[str, ...]) -> Block:
         if inp.name == self.HEAVY:
             self.fetched.append((job_id, window.start, window.end))
             if job_id in self.failing:
                 raise PrometheusError("HTTP 422: query processing would load too many samples into memory")
-        return frame_block(self._metrics(job_id), inp, window, job_id)
+        return frame_block(self._metrics(job_id), inp, window, job_id, nodes)
 
     def _metrics(self, job_id: str) -> dict[str, pd.DataFrame]:
         if (job_id, self.down) not in self._by_metric:

@@ -273,9 +273,11 @@ def _proxy_with_a_failing_job(upstream: str):
     import aiohttp
     from aiohttp import web
 
-    async def forward(request: web.Request) -> dict:
+    async def forward(request: web.Request, form: dict | None = None) -> dict:
         async with aiohttp.ClientSession() as session:
-            async with session.get(upstream + request.path, params=request.query) as resp:
+            call = session.post(upstream + request.path, data=form) if form is not None else \
+                session.get(upstream + request.path, params=request.query)
+            async with call as resp:
                 return await resp.json()
 
     async def instant(request: web.Request) -> web.Response:
@@ -284,15 +286,16 @@ def _proxy_with_a_failing_job(upstream: str):
         return web.json_response(body)
 
     async def query_range(request: web.Request) -> web.Response:
-        if 'job_id="9999"' in request.query["query"]:
+        form = dict(await request.post())
+        if 'job_id="9999"' in form["query"]:
             return web.json_response({"status": "error", "errorType": "execution",
                                       "error": "query processing would load too many samples into memory"},
                                      status=422)
-        return web.json_response(await forward(request))
+        return web.json_response(await forward(request, form))
 
     app = web.Application()
     app.router.add_get("/api/v1/query", instant)
-    app.router.add_get("/api/v1/query_range", query_range)
+    app.router.add_post("/api/v1/query_range", query_range)
     return app
 
 
