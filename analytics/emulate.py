@@ -139,7 +139,7 @@ def irate(matrix: np.ndarray, step: float) -> np.ndarray:
 
 def _group(parts: list[tuple[pd.DataFrame, np.ndarray]], inp: Input) -> tuple[pd.DataFrame, np.ndarray]:
     """``max by``, ``sum by`` (absent series skipped) or ``group by`` over the series of every part."""
-    labels = pd.concat([p[0].reindex(columns=list(inp.by)).fillna("") for p in parts], ignore_index=True)
+    labels = pd.concat([p[0].reindex(columns=list(inp.by), fill_value="") for p in parts], ignore_index=True)
     matrix = np.hstack([p[1] for p in parts])
     if not len(labels):
         return labels, matrix

@@ -74,7 +74,8 @@ def rate_range(step: float) -> str:
     return f"{round(2 * step * 1000)}ms"
 
 
-MEMBER = Input("member", "present", (gpu.JOB_INFO.name,), GPU_KEY, own_job_id=True)
+# the pod holding each GPU for the job, where Kubernetes runs it (none under Slurm)
+MEMBER = Input("member", "present", (gpu.JOB_INFO.name,), GPU_KEY + ("pod",), own_job_id=True)
 INPUTS = (
     MEMBER,
     Input("sm", "gauge", (gpu.SM_ACTIVE.name,), GPU_KEY),

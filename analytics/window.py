@@ -33,15 +33,18 @@ class JobWindow:
     columns: pd.MultiIndex              # (job_id, node, gpu), sorted by node then gpu (numeric)
     signals: dict[str, np.ndarray]      # grid rows × columns, float32; NaN: absent
     seen: np.ndarray                    # grid rows where the job held GPUs (its rows: the others are not scored)
+    pods: np.ndarray                    # per column: the pod that last held the GPU for the job ("" under Slurm)
+    pod_rows: np.ndarray                # per column: the row ``pods`` was seen at (-1: none)
     fetched: int = 0                    # samples placed by the fetch that made this window
     _lookup: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def empty(cls, grid: Window, columns: pd.MultiIndex) -> JobWindow:
         shape = (grid.rows, len(columns))
-        signals = {name: np.full(shape, np.nan, np.float32) for name in (*SIGNALS, MEMBER_SIGNAL)}
+        signals = {name: np.full(shape, np.nan, np.float32) for name in SIGNALS}
         signals["link"][:] = 0.0      # a rail is up unless its port state or error counters say otherwise
-        return cls(grid, columns, signals, np.zeros(grid.rows, bool))
+        return cls(grid, columns, signals, np.zeros(grid.rows, bool), np.full(len(columns), "", dtype=object),
+                   np.full(len(columns), -1))
 
     def place(self, inp: Input, block: Block, first: int = 0, job_id: str | None = None) -> None:
         """``block`` (an answer on the grid rows ``first``...) into the matrices its input fills
@@ -59,6 +62,8 @@ class JobWindow:
         if inp is not MEMBER and inp.by != NODE_KEY:
             held = np.isfinite(self.signals[MEMBER_SIGNAL][rows, col])
             rows, col, values, series = rows[held], col[held], values[held], series[held]
+        if inp is MEMBER:
+            self._place_pods(rows, col, series, block.labels)
         if inp.by == NODE_KEY:
             self._place_nodes(inp.name, rows, col, values)
         elif inp.name == "reasons":
@@ -93,6 +98,14 @@ class JobWindow:
         return np.asarray([self._lookup["gpu"].get((s.get("node", ""), gpu_of(s)), -1) for s in labels],
                           dtype=np.int64)
 
+    def _place_pods(self, rows: np.ndarray, col: np.ndarray, series: np.ndarray, labels: list[dict]) -> None:
+        """Each column's pod as of its latest row (a pod replaced within the window: the new one)."""
+        order = np.lexsort((rows, col))
+        last = order[np.r_[col[order][1:] != col[order][:-1], True]] if len(order) else order
+        newer = rows[last] > self.pod_rows[col[last]]
+        for i in last[newer]:
+            self.pods[col[i]], self.pod_rows[col[i]] = labels[series[i]].get("pod", ""), rows[i]
+
     def _place_nodes(self, name: str, rows: np.ndarray, nodes: np.ndarray, values: np.ndarray) -> None:
         """Node-wide rates, repeated on every GPU column of the node that holds the job (all matrices
         share one shape)."""
@@ -123,7 +136,7 @@ class JobWindow:
         keep = slice(None) if self.seen.all() else self.seen
         signals = {name: m[keep] for name, m in self.signals.items()
                    if not name.startswith(REASON_PREFIX) or np.isfinite(m).any()}
-        return Features(self.grid.times()[keep], self.columns, signals)
+        return Features(self.grid.times()[keep], self.columns, signals, tuple(self.pods))
 
     def moved_to(self, window: Window, rows: JobWindow) -> JobWindow:
         """This window's rows from ``window.start`` up to where ``rows`` (fetched on the same lattice,
@@ -134,4 +147,9 @@ class JobWindow:
         for name in dict.fromkeys([*self.signals, *rows.signals]):
             old = self.signal(name)[skip:upto]
             signals[name] = np.concatenate([old, rows.signal(name)])
-        return JobWindow(window, self.columns, signals, np.concatenate([self.seen[skip:upto], rows.seen]))
+        # the pod held earlier stays where no newer row says otherwise (rows past the window's start kept too)
+        newer = rows.pod_rows >= 0
+        pods = np.where(newer, rows.pods, self.pods)
+        pod_rows = np.where(newer, rows.pod_rows + upto - skip, np.where(self.pod_rows >= skip, self.pod_rows - skip, -1))
+        return JobWindow(window, self.columns, signals, np.concatenate([self.seen[skip:upto], rows.seen]), pods,
+                         pod_rows)
