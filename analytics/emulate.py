@@ -5,9 +5,9 @@ where their frame (simulator/FORMATS.md, counters cumulative) becomes the same `
 decodes from ``query_range``, so everything after is shared. Each query is followed as Prometheus
 2.x evaluates it on a grid of scrapes: ``irate`` over two steps takes the last two samples at or
 before each step (a missed scrape leaves a rate across the gap; a counter that went down restarts
-from zero), ``sum by`` skips absent series, ``max by`` keeps the largest. Two things are not
-followed: a gauge's five-minute lookback (a missed scrape stays absent here) and the join on the
-job's nodes (a frame holds its jobs' nodes only).
+from zero), ``sum by`` skips absent series, ``max by`` keeps the largest. One thing is not
+followed: a gauge's five-minute lookback (a missed scrape stays absent here, as the scorers expect
+of the simulator's missed scrapes).
 """
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def frame_block(by_metric: dict[str, pd.DataFrame], inp: Input, grid: Window, jo
     if nodes is not None and not inp.own_job_id:
         by_metric = {m: rows[rows["node"].astype(str).isin(nodes)] for m, rows in by_metric.items()
                      if m in inp.metrics or m == fabric.IB_STATE.name}
-    parts = [_part(by_metric, inp, metric, wide, job_id) for metric in inp.metrics]
+    # a ratio's divisor is read with its dividend
+    parts = [_part(by_metric, inp, metric, wide, job_id) for metric in inp.metrics[:1 if inp.kind == "ratio" else None]]
     if inp.name == "link":
         parts.append(_link_state(by_metric, wide))
     keys, matrix = _group(parts, inp)
@@ -51,12 +52,10 @@ def _part(by_metric: dict[str, pd.DataFrame], inp: Input, metric: str, wide: Win
     for name, allowed in _matchers(inp.match).items():
         rows = rows[rows[name].astype(str).str.fullmatch(allowed)]
     labels, matrix = series_matrix(rows, wide)
-    if inp.kind == "ratio" and metric == inp.metrics[0]:
+    if inp.kind == "ratio":
         den_labels, den = series_matrix(by_metric.get(inp.metrics[1], rows.iloc[:0]), wide)
         den = _aligned(den_labels, den, labels)
         matrix = matrix / np.where(den > 0, den, np.nan)
-    elif inp.kind == "ratio":
-        return pd.DataFrame(columns=list(inp.by)), np.full((wide.rows, 0), np.nan)
     elif inp.kind == "rate":
         matrix = irate(matrix, wide.step)
     elif inp.name == "link":

@@ -116,7 +116,8 @@ class JobWindow:
         self._sum_into(per_node, rows - first, nodes, values)
         touched = np.unique(rows)
         held = np.isfinite(self.signals[MEMBER_SIGNAL][touched])
-        self.signals[name][touched] = np.where(held, per_node[touched - first][:, self._lookup["node_of_column"]], np.nan)
+        per_column = per_node[touched - first][:, self._lookup["node_of_column"]]
+        self.signals[name][touched] = np.where(held, per_column, np.nan)
 
     @staticmethod
     def _sum_into(out: np.ndarray, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
@@ -150,6 +151,7 @@ class JobWindow:
         # the pod held earlier stays where no newer row says otherwise (rows past the window's start kept too)
         newer = rows.pod_rows >= 0
         pods = np.where(newer, rows.pods, self.pods)
-        pod_rows = np.where(newer, rows.pod_rows + upto - skip, np.where(self.pod_rows >= skip, self.pod_rows - skip, -1))
+        kept = np.where(self.pod_rows >= skip, self.pod_rows - skip, -1)
+        pod_rows = np.where(newer, rows.pod_rows + upto - skip, kept)
         return JobWindow(window, self.columns, signals, np.concatenate([self.seen[skip:upto], rows.seen]), pods,
                          pod_rows)

@@ -68,7 +68,8 @@ async def test_a_small_answer_is_decoded_inline_a_large_one_off_the_event_loop(a
 
 async def test_a_refused_query_reports_prometheus_message(aiohttp_server):
     server = await aiohttp_server(_prometheus())
-    with pytest.raises(PrometheusError, match=r'/prefix/api/v1/query_range: HTTP 400: 1:14: parse error: unexpected "\("'):
+    refused = r'/prefix/api/v1/query_range: HTTP 400: 1:14: parse error: unexpected "\("'
+    with pytest.raises(PrometheusError, match=refused):
         await _range(server, "bad")
 
 
