@@ -140,7 +140,8 @@ def _in_child(kind: str, gpus: int, minutes: int) -> dict:
                              capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{kind} at {gpus} GPUs: {out.stderr[-3000:]}")
-    return {"gpus": gpus, **json.loads(out.stdout.splitlines()[-1])}
+    backfilled = json.loads((workdir / "done.json").read_text())["backfill"]
+    return {"gpus": gpus, "minutes": minutes, "backfill": backfilled, **json.loads(out.stdout.splitlines()[-1])}
 
 
 def main(argv: list[str]) -> int:

@@ -20,7 +20,7 @@ def _median(rows: list[dict], key: str) -> float:
 
 def summarize(r: dict) -> dict:
     steady, full, (first,) = r["steady"], r["full"], r["first"]
-    row = {"gpus": r["gpus"], "first_s": first["wall_s"], "first_rss_mb": r["first_peak_rss_mb"],
+    row = {"gpus": r["gpus"], "minutes": r["minutes"], "backfill": r["backfill"], "first_s": first["wall_s"], "first_rss_mb": r["first_peak_rss_mb"],
            "steady_s": _median(steady, "wall_s"), "steady_score_s": _median(steady, "score_s"),
            "steady_prom_cpu_s": _median(steady, "prom_cpu_s"), "steady_samples": _median(steady, "samples"),
            "steady_rss_mb": r["steady_peak_rss_mb"], "full_s": _median(full, "wall_s"),
@@ -53,6 +53,10 @@ def report(rows: list[dict], pm: dict | None, load: tuple, setup: str) -> bool:
                   f"{gb:.1f} GB; now {now['steady_s']:.2f} s steady ({wall / now['steady_s']:.0f}x), "
                   f"{now['full_s']:.1f} s fetching the whole window ({wall / now['full_s']:.1f}x), "
                   f"{max(now['first_rss_mb'], now['steady_rss_mb']) / 1024:.2f} GB")
+    for r in rows + ([pm] if pm else []):
+        b = r["backfill"]
+        print(f"TSDB of {r['gpus']:,} GPUs x {r['minutes']} min (the analytics' series): lockstep sim backfill took "
+              f"{b['wall_s']:.0f} s, peak RSS {b['peak_rss_mb']:.0f} MB (built once, kept between runs)")
     if pm:
         print(f"post-mortem of {pm['gpus']:,} GPUs x 1 h: {pm['wall_s']:.1f} s, peak RSS {pm['peak_rss_mb']:.0f} MB, "
               f"Prometheus CPU {pm['prom_cpu_s']:.1f} s, stragglers {pm['stragglers']}")
