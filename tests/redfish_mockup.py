@@ -104,10 +104,10 @@ class MockupService:
         web server wedged after the headers) or one byte at a time ("trickle")."""
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         response.content_length = len(body)
-        await response.prepare(request)
-        if mode == "stall":
-            await asyncio.sleep(3600)
         try:
+            await response.prepare(request)
+            if mode == "stall":
+                await asyncio.sleep(3600)
             for i in range(len(body)):
                 await response.write(body[i:i + 1])
                 await asyncio.sleep(TRICKLE_S)
