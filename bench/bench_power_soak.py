@@ -33,9 +33,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
 
 from bench_node_agent import rss_bytes  # noqa: E402
-from bench_power import KINDS, MOCKUPS  # noqa: E402
+from bench_power import KINDS, MOCKUPS, run_service, targets as all_targets  # noqa: E402
 from exporters.power.app import POLLER, AppOptions, create_app  # noqa: E402
-from exporters.power.config import PowerConfig, Target  # noqa: E402
+from exporters.power.config import PowerConfig  # noqa: E402
 
 FLAT, ROUNDS_PER_HOUR = 0.05, 240
 FLAPPING = 10  # 5 % of 200
@@ -48,18 +48,11 @@ def serve(port_queue, phase) -> None:
     the soak)."""
     from redfish_mockup import MockupService
 
-    async def main() -> None:
-        svc = MockupService()
-        for i, (_, mockup) in enumerate(KINDS):
-            mode_of = (lambda: "ok" if phase.value < 0 else BAD[phase.value]) if flapping(f"t{i:03d}") else None
-            svc.add(f"t{i:03d}", MOCKUPS / mockup, mode_of=mode_of)
-        runner = web.AppRunner(svc.app(), access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0, backlog=1024).start()
-        port_queue.put(runner.addresses[0][1])
-        await asyncio.Event().wait()
-
-    asyncio.run(main())
+    svc = MockupService()
+    for i, (_, mockup) in enumerate(KINDS):
+        mode_of = (lambda: "ok" if phase.value < 0 else BAD[phase.value]) if flapping(f"t{i:03d}") else None
+        svc.add(f"t{i:03d}", MOCKUPS / mockup, mode_of=mode_of)
+    run_service(svc, port_queue)
 
 
 def flapping(name: str) -> bool:
@@ -71,7 +64,7 @@ def usage() -> tuple[int, int, int]:
 
 
 async def soak(base: str, phase, args: argparse.Namespace) -> tuple[list, dict]:
-    targets = tuple(Target(f"t{i:03d}", kind, f"{base}/t{i:03d}", rack=f"r{i // 9}") for i, (kind, _) in enumerate(KINDS))
+    targets = all_targets(base, hung=False)
     config = PowerConfig(targets, interval_s=args.timeout, timeout_s=args.timeout)
     runner = web.AppRunner(create_app(config, AppOptions(background=False)), access_log=None)
     await runner.setup()

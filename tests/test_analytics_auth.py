@@ -19,10 +19,10 @@ from pathlib import Path
 import aiohttp
 import bcrypt
 import pytest
-import trustme
 from aiohttp import web
 
 from analytics.keys import STATE
+from conftest import write_server_tls
 from analytics.promauth import PromAuth
 from analytics.service import create_app
 from lockstep.stack import Stack, free_port, start_process, start_prometheus
@@ -40,14 +40,9 @@ def _hash(password: str) -> str:
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     d = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA()
-    server = ca.issue_cert("127.0.0.1", "localhost")
-    server.cert_chain_pems[0].write_to_path(d / "server.crt")
-    server.private_key_pem.write_to_path(d / "server.key")
-    client = ca.issue_cert("lockstep-analytics")
+    client = write_server_tls(d).issue_cert("lockstep-analytics")
     client.cert_chain_pems[0].write_to_path(d / "client.crt")
     client.private_key_pem.write_to_path(d / "client.key")
-    ca.cert_pem.write_to_path(d / "ca.crt")
     (d / "password").write_text(PASSWORD + "\n")
     return d
 

@@ -39,6 +39,11 @@ def values(text: str, name: str) -> dict[str, float]:
             for line in text.splitlines() if line.startswith(name + "{")}
 
 
+def holds(collector, directory: Path) -> bool:
+    """Whether the collector holds a descriptor of a file under ``directory``."""
+    return any(p.startswith(f"{directory}/") for p in collector.scan.files._held)
+
+
 def writable_copy(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst, symlinks=True)
     for base, dirs, files in os.walk(dst):
@@ -105,11 +110,11 @@ def test_descriptors_of_a_vanished_port_are_closed_at_rediscovery(tmp_path, monk
     root = writable_copy(REAL, tmp_path / "sys")
     collector = InfinibandCollector(InfinibandOptions(root))
     collector.collect()
-    port2 = str(root / "class/infiniband/mlx4_0/ports/2") + "/"
-    assert any(p.startswith(port2) for p in collector.scan.files._held)
-    shutil.move(root / "class/infiniband/mlx4_0/ports/2", tmp_path / "away")
+    port2 = root / "class/infiniband/mlx4_0/ports/2"
+    assert holds(collector, port2)
+    shutil.move(port2, tmp_path / "away")
     assert not [s for s in collector.collect() if s.labels[:2] == ("mlx4_0", "2")]
-    assert not any(p.startswith(port2) for p in collector.scan.files._held)
+    assert not holds(collector, port2)
     collector.close()
 
 PERMISSION_SCRIPT = """
@@ -210,16 +215,16 @@ def test_a_vanished_device_costs_no_syscall_and_holds_no_descriptor(tmp_path, mo
     root = writable_copy(REAL, tmp_path / "sys")
     collector = InfinibandCollector(InfinibandOptions(root))
     collector.collect()
-    gone = str(root / "class/infiniband/mlx5_0") + "/"
-    assert any(p.startswith(gone) for p in collector.scan.files._held)
-    shutil.move(root / "class/infiniband/mlx5_0", tmp_path / "away")
+    gone = root / "class/infiniband/mlx5_0"
+    assert holds(collector, gone)
+    shutil.move(gone, tmp_path / "away")
     opened = []
     real_open = os.open
     monkeypatch.setattr(os, "open", lambda path, *a, **k: opened.append(str(path)) or real_open(path, *a, **k))
     for _ in range(3):
         assert not [s for s in collector.collect() if s.labels[:1] == ("mlx5_0",)]
-    assert not any(p.startswith(gone) for p in collector.scan.files._held)
-    assert not [p for p in opened if p.startswith(gone)]
+    assert not holds(collector, gone)
+    assert not [p for p in opened if p.startswith(f"{gone}/")]
     collector.close()
 
 
