@@ -88,10 +88,11 @@ def parse_header(text: str) -> tuple[str, str]:
     name, sep, value = text.partition(":")
     name, value = name.strip(), value.strip()
     if not sep or not _TOKEN.fullmatch(name) or any(c in value for c in "\r\n\0"):
-        raise ValueError(f"--prometheus-header: expected 'Name: value', e.g. 'X-Scope-OrgID: tenant-a'")
+        raise ValueError("--prometheus-header: expected 'Name: value', e.g. 'X-Scope-OrgID: tenant-a'")
     if name.lower() in _RESERVED_HEADERS:
         instead = _RESERVED_HEADERS[name.lower()]
-        raise ValueError(f"--prometheus-header: {name} may not be set by a flag" + (f"; use {instead}" if instead else ""))
+        raise ValueError(f"--prometheus-header: {name} may not be set by a flag"
+                         + (f"; use {instead}" if instead else ""))
     return name, value
 
 

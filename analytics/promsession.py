@@ -21,6 +21,7 @@ import aiohttp
 from yarl import URL
 
 from analytics.promauth import PromAuth, redact_url
+from exporters.logs import kv
 from exporters.version import VERSION
 
 log = logging.getLogger("lockstep.analytics.prometheus")
@@ -55,7 +56,7 @@ class FileSecret:
                 self._value, self._stamp = text, stamp
                 if text not in self.seen:
                     self.seen.append(text)
-                    log.info("credentials read", extra={"fields": {"file": self.path}})
+                    log.info("credentials read", extra=kv(file=self.path))
         except (OSError, UnicodeDecodeError) as exc:
             raise CredentialsError(f"{self.flag} {self.path}: cannot read: {getattr(exc, 'strerror', None) or exc}") \
                 from None
@@ -159,7 +160,7 @@ def open_session(base_url: str, auth: PromAuth, credentials: Credentials | None 
     credentials = credentials or Credentials(auth)
     credentials.check()
     if URL(base_url).scheme == "http" and (auth.bearer_token_file or auth.password_file):
-        log.warning("credentials sent to Prometheus over plain http", extra={"fields": {"url": base_url}})
+        log.warning("credentials sent to Prometheus over plain http", extra=kv(url=base_url))
     ctx = ssl_context(auth)
     connector = aiohttp.TCPConnector(ssl=ctx) if ctx is not None else None
     return aiohttp.ClientSession(connector=connector, headers={"User-Agent": user_agent},

@@ -120,7 +120,8 @@ def report(args: argparse.Namespace, samples: list, counts: dict) -> bool:
           f"{len(KINDS)} targets ({FLAPPING} flapping: one window in {CYCLE} failing, as {', '.join(BAD)} in turn), "
           f"timeout {args.timeout:g} s, "
           f"run in {counts['wall_s'] / 60:.1f} min")
-    for i, (what, scale, unit) in enumerate((("RSS", 1e6, " MB"), ("open descriptors", 1, ""), ("asyncio tasks", 1, ""))):
+    kinds = (("RSS", 1e6, " MB"), ("open descriptors", 1, ""), ("asyncio tasks", 1, ""))
+    for i, (what, scale, unit) in enumerate(kinds):
         values = [s[1 + i] for s in warm]
         dev, good = flat(values)
         ok &= good

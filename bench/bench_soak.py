@@ -81,7 +81,8 @@ class Chaos:
         self.cls.rename(self.away / "infiniband")
 
     def back(self, body: str) -> None:
-        self.figures["class gone: success"] = sample(body, "lockstep_scrape_collector_success", 'collector="infiniband"')
+        self.figures["class gone: success"] = sample(body, "lockstep_scrape_collector_success",
+                                                     'collector="infiniband"')
         self.figures["class gone: descriptors"] = open_fds(self.pid)
         # new directories and files, as a driver creates them on load; the old ones are deleted
         shutil.copytree(self.away / "infiniband", self.cls)

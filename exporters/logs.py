@@ -35,7 +35,8 @@ class _Json(_Logfmt):
     def format(self, record: logging.LogRecord) -> str:
         parts = {"ts": record.created, "level": record.levelname.lower(), "logger": record.name,
                  "msg": record.getMessage(), **getattr(record, "fields", {})}
-        return json.dumps({k: v if v is None or isinstance(v, (int, float)) else _redact(str(v)) for k, v in parts.items()})
+        return json.dumps({k: v if v is None or isinstance(v, (int, float)) else _redact(str(v))
+                           for k, v in parts.items()})
 
 
 def redact_with(method: Callable[[str], str]) -> None:

@@ -122,8 +122,8 @@ async def alertmanager_outage(work: Path, outage_s: float, resend_delay: str, ro
     await site.start()
     hook = f"http://127.0.0.1:{runner.addresses[0][1]}"
     cfg = alerts_config.AlertsConfig()
-    cfg = replace(cfg, routing=replace(cfg.routing, pager_webhook_url=f"{hook}/pager", queue_webhook_url=f"{hook}/queue",
-                                       **routing))
+    cfg = replace(cfg, routing=replace(cfg.routing, pager_webhook_url=f"{hook}/pager",
+                                       queue_webhook_url=f"{hook}/queue", **routing))
     out, services = AlertmanagerOutage(), []
     try:
         am = await asyncio.to_thread(start_alertmanager, alertmanager.render(cfg), work / "am")

@@ -72,7 +72,8 @@ def _auth(pki: Path, **kw) -> PromAuth:
                        "cert_file": str(pki / "client.crt"), "key_file": str(pki / "client.key"), **kw})
 
 
-async def test_scores_read_through_tls_client_certificate_and_basic_auth(secure, pki, sim, aiohttp_client):  # noqa: F811
+async def test_scores_read_through_tls_client_certificate_and_basic_auth(secure, pki, sim,  # noqa: F811
+                                                                        aiohttp_client):
     assert secure.url.startswith("https://")
     app = create_app(dataclasses.replace(_config(secure.url, sim), prometheus_auth=_auth(pki)))
     client = await aiohttp_client(app)
@@ -251,8 +252,8 @@ def test_report_monthly_through_tls_client_certificate_and_basic_auth(secure, pk
     assert ok.returncode == 0, ok.stderr
     assert "7300" in (tmp_path / "ok" / "gpu_hours_by_job.csv").read_text()
     (tmp_path / "wrong").write_text("not-the-password")
-    bad = subprocess.run([*common, "--prometheus-password-file", str(tmp_path / "wrong"), "--out", str(tmp_path / "no")],
-                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    bad = subprocess.run([*common, "--prometheus-password-file", str(tmp_path / "wrong"),
+                          "--out", str(tmp_path / "no")], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert bad.returncode == 1 and "Traceback" not in bad.stderr, bad.stderr
     (line,) = [x for x in bad.stderr.splitlines() if x.startswith("lockstep report:")]
     assert "HTTP 401" in line and "password from" in line and "not-the-password" not in bad.stderr

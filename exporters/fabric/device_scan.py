@@ -68,8 +68,9 @@ class DeviceScan:
         """Close the descriptors of devices no longer listed (hot-unplug, driver unbound or reloaded)."""
         for device in self.devices:
             if device.name not in present:
-                quiet or log.warning("RDMA device vanished; its series are absent until it returns",
-                            extra=kv(device=device.name))
+                if not quiet:
+                    log.warning("RDMA device vanished; its series are absent until it returns",
+                                extra=kv(device=device.name))
                 self.files.forget(device.path + "/")
 
     def _note_presence(self, present: bool) -> None:

@@ -99,7 +99,7 @@ async def read_chassis(fetch: Fetch, odata_id: str) -> ChassisPower:
     chassis = await fetch(odata_id, static=True)
     subsystem_id = link(chassis, "PowerSubsystem")
     env, psus = await gather(maybe(fetch, link(chassis, "EnvironmentMetrics")),
-                                     _psus(fetch, subsystem_id) if subsystem_id else asyncio.sleep(0, []))
+                             _psus(fetch, subsystem_id) if subsystem_id else asyncio.sleep(0, []))
     legacy = None
     no_reading = reading(env, "PowerWatts") is None and all(p.input_watts is None for p in psus)
     if no_reading or not subsystem_id:
@@ -145,7 +145,7 @@ async def poll_bmc(target: Target, fetch: Fetch) -> list[Sample]:
         raise RedfishError("service root links no Chassis collection", layout_changed=True)
     chassis_ids = members(await fetch(collection_id, static=True))
     linked, found = await gather(_linked_chassis(target, fetch, root),
-                                         gather(*(read_chassis(fetch, i) for i in chassis_ids)))
+                                 gather(*(read_chassis(fetch, i) for i in chassis_ids)))
     main = server_chassis(dict(zip(map(_path, chassis_ids), found)), linked)
     return samples(target.name, found, main)
 
