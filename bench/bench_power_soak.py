@@ -59,8 +59,17 @@ def flapping(name: str) -> bool:
     return int(name[1:]) % (len(KINDS) // FLAPPING) == 0
 
 
-def usage() -> tuple[int, int, int]:
-    return rss_bytes(os.getpid()), len(os.listdir("/proc/self/fd")), len(asyncio.all_tasks())
+def usage() -> tuple[int, int, int, int]:
+    """RSS, descriptors other than sockets, sockets (the connection pools), asyncio tasks."""
+    kinds = [_readlink(f"/proc/self/fd/{fd}").startswith("socket:") for fd in os.listdir("/proc/self/fd")]
+    return rss_bytes(os.getpid()), kinds.count(False), kinds.count(True), len(asyncio.all_tasks())
+
+
+def _readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:   # the listing's own descriptor, closed since
+        return ""
 
 
 async def soak(base: str, phase, args: argparse.Namespace) -> tuple[list, dict]:
@@ -73,7 +82,7 @@ async def soak(base: str, phase, args: argparse.Namespace) -> tuple[list, dict]:
     url = f"http://127.0.0.1:{runner.addresses[0][1]}"
     poller, flappers = runner.app[POLLER], [t.name for t in targets if flapping(t.name)]
     samples, counts = [], {"healthy_down_rounds": 0, "flapper_up": 0, "flapper_polls": 0, "timeouts": 0,
-                           "round_s": {}, "healthy_s": {}}
+                           "round_s": {}, "healthy_s": {}, "healthy_down": {}}
     started = time.monotonic()
     async with aiohttp.ClientSession() as scraper:
         for r in range(1, int(args.hours * ROUNDS_PER_HOUR) + 1):
@@ -98,6 +107,7 @@ async def soak(base: str, phase, args: argparse.Namespace) -> tuple[list, dict]:
 def tally(results: dict, counts: dict, phase: int) -> None:
     down = [f"{n}: {r.error}" for n, r in results.items() if not flapping(n) and not r.up]
     counts["healthy_down_rounds"] += bool(down)
+    counts["healthy_down"].setdefault(phase, []).append(bool(down))
     counts.setdefault("healthy_errors", []).extend(down[:2])
     counts["healthy_s"].setdefault(phase, []).append(max(r.duration_s for n, r in results.items() if not flapping(n)))
     for name, result in results.items():
@@ -120,21 +130,29 @@ def report(args: argparse.Namespace, samples: list, counts: dict) -> bool:
           f"{len(KINDS)} targets ({FLAPPING} flapping: one window in {CYCLE} failing, as {', '.join(BAD)} in turn), "
           f"timeout {args.timeout:g} s, "
           f"run in {counts['wall_s'] / 60:.1f} min")
-    kinds = (("RSS", 1e6, " MB"), ("open descriptors", 1, ""), ("asyncio tasks", 1, ""))
-    for i, (what, scale, unit) in enumerate(kinds):
-        values = [s[1 + i] for s in warm]
+    kinds = (("RSS", 1e6, " MB"), ("descriptors other than sockets", 1, ""), ("asyncio tasks", 1, ""))
+    for i, (what, scale, unit) in zip((1, 2, 4), kinds):
+        values = [s[i] for s in warm]
         dev, good = flat(values)
         ok &= good
         print(f"  {what} after warm-up: {min(values) / scale:.1f}-{max(values) / scale:.1f}{unit}, worst deviation "
               f"from the median {dev:.1%} (budget {FLAT:.0%}: {'ok' if good else 'MISSED'})")
+    sockets = [s[3] for s in warm]
+    third = max(1, len(sockets) // 3)
+    grown = max(sockets[-third:]) / max(sockets[:third]) - 1
+    ok &= grown <= FLAT
+    print(f"  sockets (the keep-alive pools; the client's at most {4 * PowerConfig(()).max_concurrency} by its "
+          f"connector limit): "
+          f"{', '.join(map(str, sockets))}; the last third's peak against the first third's {grown:+.1%} "
+          f"({'ok' if grown <= FLAT else 'GROWING'})")
     print(f"  rounds with a healthy target down: {counts['healthy_down_rounds']}; flapping targets up in "
           f"{counts['flapper_up'] / max(counts['flapper_polls'], 1):.0%} of their polls, "
           f"{counts['timeouts']} polls reported as timed out (hung, stalled after the headers, trickling)")
     for phase, rounds in sorted(counts["round_s"].items()):
-        healthy = counts["healthy_s"][phase]
+        healthy, down = counts["healthy_s"][phase], counts["healthy_down"][phase]
         print(f"  flapping targets {'answering' if phase < 0 else BAD[phase]:>9}: {len(rounds):5d} rounds, round "
               f"p50 {statistics.median(rounds):.2f} s, slowest healthy target p50 {statistics.median(healthy):.2f} s, "
-              f"max {max(healthy):.2f} s")
+              f"max {max(healthy):.2f} s, rounds with a healthy target down {sum(down) / len(down):.1%}")
     for error in sorted(set(counts.get("healthy_errors", [])))[:5]:
         print(f"    a healthy target down: {error}")
     return ok
