@@ -159,11 +159,13 @@ def _gateway(upstream: str, pki: Path, token_file: Path, seen: list[str]) -> web
                                       "error": f"invalid credentials {got!r}"}, status=401)
         async with aiohttp.ClientSession(headers={"Authorization": aiohttp.encode_basic_auth("lockstep", PASSWORD)}) \
                 as session:
-            async with session.get(upstream + request.path, params=request.query, ssl=ctx) as resp:
+            async with session.request(request.method, upstream + request.path, params=request.query,
+                                       data=await request.read(), headers={"Content-Type": request.content_type},
+                                       ssl=ctx) as resp:
                 return web.Response(body=await resp.read(), status=resp.status, content_type="application/json")
 
     app = web.Application()
-    app.router.add_get("/{path:.*}", handle)
+    app.router.add_route("*", "/{path:.*}", handle)   # range queries are POSTed
     return app
 
 
