@@ -75,6 +75,15 @@ class Service:
     proc: subprocess.Popen
     workdir: Path
     log_path: Path
+    log_start: int = 0   # where this run's output begins in a log shared with earlier runs
+
+    def log_since_start(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_start)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -95,9 +104,9 @@ class Service:
                 self.proc.wait(5)
 
 
-def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+def http_get(url: str, timeout: float = 5.0, method: str = "GET") -> tuple[int, bytes]:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=timeout) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
@@ -118,16 +127,32 @@ def wait_ready(service: Service, path: str = "/-/ready", timeout: float = 60.0) 
     raise RuntimeError(f"{service.name} not ready at {service.url} after {timeout}s:\n{service.log_tail()}")
 
 
+def wait_logged(service: Service, marker: str, timeout: float = 60.0) -> None:
+    """Wait until ``marker`` is in the service's log: readiness of a server whose HTTP answers need
+    credentials or a client certificate the stack does not hold."""
+    deadline = time.monotonic() + timeout
+    while marker not in service.log_since_start():
+        if not service.alive():
+            raise RuntimeError(f"{service.name} exited with {service.proc.returncode}:\n{service.log_tail()}")
+        if time.monotonic() > deadline:
+            service.stop()
+            raise RuntimeError(f"{service.name} did not log {marker!r} after {timeout}s:\n{service.log_tail()}")
+        time.sleep(0.2)
+
+
 def start_process(name: str, argv: Sequence[str], workdir: Path, url: str, ready_path: str | None = "/-/ready",
-                  timeout: float = 60.0) -> Service:
+                  timeout: float = 60.0, ready_log: str | None = None) -> Service:
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / f"{name}.log"
     log = open(log_path, "ab")
+    start = log.tell()
     proc = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             cwd=workdir, start_new_session=True)
     log.close()
-    service = Service(name, url, proc, workdir, log_path)
-    if ready_path is not None:
+    service = Service(name, url, proc, workdir, log_path, start)
+    if ready_log is not None:
+        wait_logged(service, ready_log, timeout)
+    elif ready_path is not None:
         wait_ready(service, ready_path, timeout)
     return service
 
@@ -146,10 +171,11 @@ def on_free_port(start: Callable[[int], Service], port: int | None = None, attem
 
 
 def start_on_port(name: str, argv_for: Callable[[int], Sequence[str]], workdir: Path, port: int | None = None,
-                  ready_path: str = "/-/ready", timeout: float = 60.0) -> Service:
+                  ready_path: str = "/-/ready", timeout: float = 60.0, ready_log: str | None = None,
+                  scheme: str = "http") -> Service:
     """A server whose command line ``argv_for(port)`` names its listening port; see ``on_free_port``."""
-    return on_free_port(lambda p: start_process(name, argv_for(p), workdir, f"http://127.0.0.1:{p}", ready_path,
-                                                timeout), port)
+    return on_free_port(lambda p: start_process(name, argv_for(p), workdir, f"{scheme}://127.0.0.1:{p}", ready_path,
+                                                timeout, ready_log), port)
 
 
 def bind_failed(exc: BaseException) -> bool:
@@ -163,16 +189,22 @@ def _write_config(path: Path, config: dict[str, Any] | str) -> Path:
 
 
 def start_prometheus(config: dict[str, Any] | str, workdir: Path, port: int | None = None,
-                     extra_args: Sequence[str] = (), retention: str = "400d") -> Service:
+                     extra_args: Sequence[str] = (), retention: str = "400d",
+                     web_config: dict[str, Any] | None = None) -> Service:
     """``config`` is a prometheus.yml (dict or text); rule files it names must already exist.
-    Retention is long by default: backfilled simulated months must not be deleted on start."""
+    Retention is long by default: backfilled simulated months must not be deleted on start.
+    ``web_config`` (exporter-toolkit: ``tls_server_config``, ``basic_auth_users``) makes it demand TLS
+    and/or credentials; it is then ready when it says so in its log."""
     workdir.mkdir(parents=True, exist_ok=True)
     config_file = _write_config(workdir / "prometheus.yml", config)
+    web_args = [f"--web.config.file={_write_config(workdir / 'web.yml', web_config)}"] if web_config else []
     binary = require_binary("prometheus")
     return start_on_port("prometheus", lambda p: [
         binary, f"--config.file={config_file}", f"--storage.tsdb.path={workdir / 'data'}",
         f"--web.listen-address=127.0.0.1:{p}", "--web.enable-lifecycle", "--web.enable-admin-api",
-        f"--storage.tsdb.retention.time={retention}", *extra_args], workdir, port)
+        f"--storage.tsdb.retention.time={retention}", *web_args, *extra_args], workdir, port,
+        ready_log="Server is ready to receive web requests" if web_config else None,
+        scheme="https" if web_config and "tls_server_config" in web_config else "http")
 
 
 def start_alertmanager(config: dict[str, Any] | str, workdir: Path, port: int | None = None) -> Service:
