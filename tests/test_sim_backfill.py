@@ -1,7 +1,8 @@
 """``lockstep sim backfill`` into a real Prometheus: the blocks hold exactly the simulator's series.
 
-The service's own query path (``source_prom.fetch_job``) reads back from Prometheus the very frame
-the simulator computes in process, sample for sample, though promtool got it in several files.
+Every series the analytics read, asked of Prometheus through the service's own client and decoder
+(``source_prom.query_range``), is the very frame the simulator computes in process, sample for sample,
+though promtool got it in several files.
 """
 from __future__ import annotations
 
@@ -57,8 +58,16 @@ def expected_frame() -> pd.DataFrame:
 
 
 async def _fetch(url: str, window: source_prom.Window) -> pd.DataFrame:
+    """Each input metric's raw series on the window's grid, as rows: labels, timestamp, value."""
+    frames = []
     async with aiohttp.ClientSession() as session:
-        return await source_prom.fetch_job(session, url, "5001", window, 30.0)
+        for name in sorted(INPUT_METRICS):
+            block = await source_prom.query_range(session, url, name, window, 30.0)
+            rows = pd.DataFrame(block.labels).rename(columns={"__name__": "metric"}).iloc[block.series]
+            frames.append(rows.reset_index(drop=True).assign(timestamp=window.start + block.rows * window.step,
+                                                             value=block.values))
+    read = pd.concat(frames, ignore_index=True)
+    return read.fillna({c: "" for c in read.columns if c not in ("timestamp", "value")})   # a label absent is ""
 
 
 def _canonical(frame: pd.DataFrame) -> pd.DataFrame:
