@@ -30,8 +30,8 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     ev.add_argument("--truth", action="store_true", help="add the comparison with the scenario's ground truth")
     pm = ev.add_argument_group("post-mortem (instead of a scenario)")
     pm.add_argument("--prometheus-url", help="Prometheus (or Thanos, Mimir, VictoriaMetrics) base URL")
-    pm.add_argument("--from", dest="start", metavar="T", help="window start: unix seconds or RFC 3339")
-    pm.add_argument("--to", dest="end", metavar="T", help="window end: unix seconds or RFC 3339")
+    pm.add_argument("--from", dest="start", metavar="T", help="window start: 'now', Unix seconds or RFC 3339 with its zone")
+    pm.add_argument("--to", dest="end", metavar="T", help="window end: 'now', Unix seconds or RFC 3339 with its zone")
     pm.add_argument("--job", help="only this job id")
     pm.add_argument("--step", type=float, default=5.0, help="seconds between samples (the scrape interval)")
     pm.add_argument("--timeout", type=float, default=120.0, help="seconds per Prometheus request")
@@ -95,7 +95,8 @@ def _post_mortem(args: argparse.Namespace) -> int:
     import asyncio
 
     from analytics.errors import PrometheusError
-    from analytics.postmortem import PostMortem, format_text, parse_time, post_mortem
+    from analytics.postmortem import PostMortem, format_text, post_mortem
+    from exporters.timeparse import parse_time
 
     if args.start is None or args.end is None:
         raise ValueError("--prometheus-url needs --from T and --to T")

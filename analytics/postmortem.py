@@ -58,21 +58,6 @@ class PostMortem:
                       self.step_s)
 
 
-def parse_time(text: str, flag: str) -> float:
-    """Unix seconds, or an RFC 3339 time with its zone (``2026-01-01T00:00:00Z``)."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text.replace("z", "Z"))
-    except ValueError:
-        raise ValueError(f"{flag} {text!r}: want unix seconds or an RFC 3339 time (2026-01-01T00:00:00Z)") from None
-    if moment.tzinfo is None:
-        raise ValueError(f"{flag} {text!r}: an RFC 3339 time needs its zone (Z or +hh:mm)")
-    return moment.timestamp()
-
-
 async def post_mortem(pm: PostMortem) -> dict:
     """The report of the window; raises PrometheusError when the jobs cannot be listed."""
     window = pm.window

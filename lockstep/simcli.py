@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from exporters.helpformat import DefaultsHelpFormatter
+from exporters.timeparse import parse_time
 
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
@@ -28,8 +29,8 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
                    help="TSDB directory (Prometheus' --storage.tsdb.path)")
     b.add_argument("--step", type=float, help="seconds between samples (default: the scenario's sample_period_s)")
     when = b.add_mutually_exclusive_group()
-    when.add_argument("--start", help="first sample: Unix seconds or ISO 8601 (default: the scenario's start)")
-    when.add_argument("--end", help="last sample: Unix seconds, ISO 8601 or 'now'; the range ends there")
+    when.add_argument("--start", help="first sample: Unix seconds or RFC 3339 with its zone (default: the scenario's start)")
+    when.add_argument("--end", help="last sample: 'now', Unix seconds or RFC 3339 with its zone; the range ends there")
     b.add_argument("--metrics", default="all",
                    help="all, or a comma list of sets (analytics: what the analytics service reads; report: the "
                         "monthly report; dashboards: the dashboards and the inputs of their recording rules) "
@@ -40,21 +41,6 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     b.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="promtool runs at once, each on its own file (and with its own memory)")
     b.set_defaults(func=run_backfill)
-
-
-def parse_time(text: str) -> float:
-    """Unix seconds, ISO 8601 (UTC unless it says otherwise) or ``now``."""
-    if text == "now":
-        return time.time()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{text!r}: want Unix seconds, ISO 8601 (2026-11-01T00:00:00Z) or 'now'") from None
-    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def run_backfill(args: argparse.Namespace) -> int:
@@ -69,9 +55,9 @@ def run_backfill(args: argparse.Namespace) -> int:
         if args.samples_per_file is not None and args.samples_per_file < 1 or args.jobs < 1:
             raise ValueError("--samples-per-file and --jobs must be at least 1")
         step = args.step or scenario.sample_period_s
-        start = parse_time(args.start) if args.start else None
+        start = parse_time(args.start, "--start") if args.start else None
         if args.end:
-            start = parse_time(args.end) - (math.ceil(args.days * 86400.0 / step) - 1) * step
+            start = parse_time(args.end, "--end") - (math.ceil(args.days * 86400.0 / step) - 1) * step
         metrics = resolve_metrics(args.metrics)
         written = backfill_scenario(scenario, args.out, args.days, args.step, start, metrics, args.samples_per_file,
                                     args.jobs)

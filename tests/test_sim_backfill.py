@@ -121,7 +121,8 @@ def test_end_now_puts_the_last_sample_at_the_end(tmp_path):
     (["--days", "0"], "--days and --step must be positive"),
     (["--days", "1", "--step", "nan"], "--days and --step must be positive"),
     (["--days", "1", "--metrics", "reports"], "unknown metric set 'reports'"),
-    (["--days", "1", "--start", "yesterday"], "'yesterday': want Unix seconds, ISO 8601"),
+    (["--days", "1", "--start", "yesterday"], "--start 'yesterday': want 'now', Unix seconds or an RFC 3339 time"),
+    (["--days", "1", "--end", "2026-03-01T00:00:00"], "--end '2026-03-01T00:00:00': an RFC 3339 time needs its zone"),
 ])
 def test_bad_options_are_clear_errors(tmp_path, args, message):
     proc = backfill(tmp_path / "data", *args)
