@@ -104,6 +104,19 @@ class Service:
                 self.proc.wait(5)
 
 
+def wait_on(check: Callable[[], bool], timeout: float, what: str | Callable[[], str],
+            services: Sequence[Service] = (), every: float = 0.25) -> None:
+    """Poll ``check`` until it holds; after ``timeout`` seconds raise TimeoutError naming ``what`` (a
+    string, or a callable for what is known only then) with the tail of each service's log."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            logs = "\n".join(f"--- {s.name}\n{s.log_tail(15)}" for s in services)
+            what = what() if callable(what) else what
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}\n{logs}")
+        time.sleep(every)
+
+
 def http_get(url: str, timeout: float = 5.0, method: str = "GET") -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=timeout) as resp:

@@ -31,7 +31,7 @@ from analytics.prometheus import PrometheusSource
 from analytics.score import MIN_CLEAN, JobResult, score_features
 from exporters.catalog import analytics, fabric
 from lockstep import localcluster
-from lockstep.stack import Service, Stack, query, start_prometheus
+from lockstep.stack import Service, Stack, query, start_prometheus, wait_on
 
 pytestmark = pytest.mark.integration
 
@@ -68,13 +68,11 @@ class Paths:
     direct: JobResult
 
 
-def _wait(check, timeout: float, what: str, services: list[Service]) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            logs = "\n".join(f"--- {s.name}\n{s.log_tail(15)}" for s in services)
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{logs}")
-        time.sleep(0.25)
+def _wait(check, timeout: float, what, services: list[Service]) -> None:
+    try:
+        wait_on(check, timeout, what, services)
+    except TimeoutError as exc:
+        pytest.fail(str(exc))
 
 
 def _job_gpus_seen(url: str) -> int:

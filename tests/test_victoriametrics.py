@@ -23,7 +23,7 @@ from analytics.keys import REFRESHED, STATE
 from analytics.service import create_app
 from lockstep import localcluster as lc
 from lockstep.stack import (Service, Stack, free_port, http_get, query, remote_write_to, start_process, start_prometheus,
-                            start_victoria_metrics, vmctl_from_prometheus)
+                            start_victoria_metrics, vmctl_from_prometheus, wait_on)
 from tests import report_month as month
 
 pytestmark = pytest.mark.integration
@@ -49,14 +49,10 @@ class Backends:
 
 
 def _wait(check, timeout: float, what, services: list[Service]) -> None:
-    """Poll ``check``; on timeout fail with ``what`` (a string, or a callable for what is known then)
-    and the services' logs."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            logs = "\n".join(f"--- {s.name}\n{s.log_tail(15)}" for s in services)
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what() if callable(what) else what}\n{logs}")
-        time.sleep(0.5)
+    try:
+        wait_on(check, timeout, what, services)
+    except TimeoutError as exc:
+        pytest.fail(str(exc))
 
 
 def _value(url: str, promql: str, at: float) -> float | None:
