@@ -56,6 +56,17 @@ async def _until(check, deadline: float, what: str, stack_services=()):
     return result
 
 
+async def start_alerting(cfg, agents: dict, stack, workdir: Path) -> tuple:
+    """A real Alertmanager with ``cfg``'s routing, and a Prometheus evaluating ``cfg``'s rules on the node
+    agents scraped every second and sending to it: (prometheus, alertmanager)."""
+    am = stack.add(await asyncio.to_thread(start_alertmanager, alertmanager.render(cfg), workdir / "am"))
+    build.write(cfg, workdir / "rules")
+    prom_config = lc.prometheus_config({node: lc.host_port(a) for node, a in agents.items()},
+                                       rule_files=[workdir / "rules" / build.RULES_FILE],
+                                       alertmanager=lc.host_port(am), scrape_interval="1s")
+    return stack.add(await asyncio.to_thread(start_prometheus, prom_config, workdir / "prom")), am
+
+
 async def test_pause_storm_pages_with_interface_and_priority_mutes_the_job_and_resolves(
         aiohttp_server, stack, tmp_path: Path) -> None:
     hook = Webhook()

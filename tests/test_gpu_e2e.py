@@ -22,11 +22,11 @@ from urllib.parse import urlencode
 
 import pytest
 
-from alerts import alertmanager, build, config
+from alerts import config
 from alerts.quarantine import parse_notification
 from lockstep import localcluster as lc
-from lockstep.stack import http_get, start_alertmanager, start_prometheus
-from test_alerts_e2e import FIXTURES, Webhook, _until
+from lockstep.stack import http_get
+from test_alerts_e2e import FIXTURES, Webhook, _until, start_alerting
 
 pytestmark = pytest.mark.integration
 SCENARIO = FIXTURES / "e2e-gpu-health.yaml"
@@ -53,12 +53,7 @@ async def test_missing_gpu_uncorrectable_ecc_and_pending_remap_end_to_end(aiohtt
     cfg = replace(cfg, for_={**cfg.for_, "GPUMissing": "1s"}, routing=replace(
         cfg.routing, pager_webhook_url=f"{base}/pager", queue_webhook_url=f"{base}/queue",
         quarantine_webhook_url=f"{base}/quarantine"))
-    am = stack.add(await asyncio.to_thread(start_alertmanager, alertmanager.render(cfg), tmp_path / "am"))
-    build.write(cfg, tmp_path / "rules")
-    prom_config = lc.prometheus_config({node: lc.host_port(a) for node, a in agents.items()},
-                                       rule_files=[tmp_path / "rules" / build.RULES_FILE],
-                                       alertmanager=lc.host_port(am), scrape_interval="1s")
-    prom = stack.add(await asyncio.to_thread(start_prometheus, prom_config, tmp_path / "prom"))
+    prom, am = await start_alerting(cfg, agents, stack, tmp_path)
     services = (sim, prom, am, *agents.values())
 
     expected = {("GPUMissing", "pager", "node00", None), ("GPUUncorrectableECC", "queue", "node01", "1"),

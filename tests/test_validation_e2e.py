@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from alerts import alertmanager, build, config
-from lockstep import localcluster as lc
-from lockstep.stack import start_alertmanager, start_on_port, start_prometheus
+from alerts import config
+from lockstep.stack import start_on_port
 from tests import validation_results
-from tests.test_alerts_e2e import FIXTURES, Webhook, _until
+from tests.test_alerts_e2e import FIXTURES, Webhook, _until, start_alerting
 
 pytestmark = pytest.mark.integration
 NODES = ("node01", "node02", "node03")
@@ -48,12 +47,7 @@ async def test_regression_tickets_and_failed_diagnostic_pages_and_drains(aiohttp
     cfg = replace(cfg, for_={**cfg.for_, "ValidationRegression": "1s"}, routing=replace(
         cfg.routing, pager_webhook_url=f"{base}/pager", queue_webhook_url=f"{base}/queue",
         quarantine_webhook_url=f"{quarantine.url}/alerts", quarantine_bearer_token_file=str(token)))
-    am = stack.add(await asyncio.to_thread(start_alertmanager, alertmanager.render(cfg), tmp_path / "am"))
-    build.write(cfg, tmp_path / "rules")
-    prom_config = lc.prometheus_config({node: lc.host_port(a) for node, a in agents.items()},
-                                       rule_files=[tmp_path / "rules" / build.RULES_FILE],
-                                       alertmanager=lc.host_port(am), scrape_interval="1s")
-    prom = stack.add(await asyncio.to_thread(start_prometheus, prom_config, tmp_path / "prom"))
+    prom, am = await start_alerting(cfg, agents, stack, tmp_path)
     services = (prom, am, quarantine, *agents.values())
     deadline = time.time() + 90
 
