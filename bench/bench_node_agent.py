@@ -121,11 +121,16 @@ def report(results: dict, rss: dict, scrapes: int, mode: str) -> bool:
               ("series", ls["samples"], BUDGET["series"], "{:.0f}")]
     print(f"ratio lockstep/node_exporter: CPU per scrape {ls['cpu'] / ne['cpu']:.2f}, p99 {ls['p99'] / ne['p99']:.2f}, "
           f"RSS {rss['lockstep'] / rss['node_exporter']:.2f}")
+    return report_budgets(checks)
+
+
+def report_budgets(checks: list[tuple]) -> bool:
+    """Print each (name, value, limit[, format]) against its budget; whether all are met."""
     ok = True
-    for name, value, limit, fmt in checks:
-        met = value <= limit
-        ok &= met
-        print(f"budget {name:18} {fmt.format(value):>8} <= {fmt.format(limit):>6}  {'ok' if met else 'MISSED'}")
+    for name, value, limit, *fmt in checks:
+        fmt = fmt[0] if fmt else "{:.2f}"
+        ok &= value <= limit
+        print(f"budget {name:22} {fmt.format(value):>8} <= {fmt.format(limit):>7}  {'ok' if value <= limit else 'MISSED'}")
     return ok
 
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_exporter import measure  # noqa: E402
-from bench_node_agent import TICK_S, live_node, rss_bytes  # noqa: E402
+from bench_node_agent import TICK_S, live_node, report_budgets, rss_bytes  # noqa: E402
 from lockstep import stack  # noqa: E402
 from validation.parsers import parse_file  # noqa: E402
 from validation.result import from_parsed  # noqa: E402
@@ -120,11 +120,7 @@ def report(results: dict, rss: dict, write_s: float, size: int, days: int) -> bo
               ("series", year["samples"], BUDGET["series"]),
               ("CPU year / week", year["cpu"] / week["cpu"], BUDGET["year_over_week_cpu"]),
               ("CPU per series ratio", per_series, BUDGET["per_series_cpu"])]
-    ok = True
-    for name, value, limit in checks:
-        ok &= value <= limit
-        print(f"budget {name:22} {value:>8.2f} <= {limit:>7.2f}  {'ok' if value <= limit else 'MISSED'}")
-    return ok
+    return report_budgets(checks)
 
 
 def main() -> int:

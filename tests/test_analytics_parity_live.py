@@ -31,7 +31,7 @@ from analytics.prometheus import PrometheusSource
 from analytics.score import MIN_CLEAN, JobResult, score_features
 from exporters.catalog import analytics, fabric
 from lockstep import localcluster
-from lockstep.stack import Service, Stack, query, start_prometheus, wait_on
+from lockstep.stack import Stack, query, start_prometheus, wait_on
 
 pytestmark = pytest.mark.integration
 
@@ -68,13 +68,6 @@ class Paths:
     direct: JobResult
 
 
-def _wait(check, timeout: float, what, services: list[Service]) -> None:
-    try:
-        wait_on(check, timeout, what, services)
-    except TimeoutError as exc:
-        pytest.fail(str(exc))
-
-
 def _job_gpus_seen(url: str) -> int:
     result = query(url, f'count(lockstep_gpu_job_info{{job_id="{JOB}"}})')
     return int(float(result[0]["value"][1])) if result else 0
@@ -105,10 +98,10 @@ def _live_run(workdir: Path, run: Run, last: int) -> tuple[Features, Block, floa
         services = [sim, prom, *agents.values()]
         (job,) = run.truth["jobs"]
         gpus = len(job["nodes"]) * job["gpus_per_node"]
-        _wait(lambda: _job_gpus_seen(prom.url) == gpus, STARTUP_S, f"Prometheus to hold all {gpus} job GPUs",
+        wait_on(lambda: _job_gpus_seen(prom.url) == gpus, STARTUP_S, f"Prometheus to hold all {gpus} job GPUs",
               services)
         first = math.ceil((time.time() - start) / tick - PHASE)
-        _wait(lambda: not sim.alive(), STARTUP_S + last * tick, "the simulation to end", services)
+        wait_on(lambda: not sim.alive(), STARTUP_S + last * tick, "the simulation to end", services)
         assert sim.proc.returncode == 0, sim.log_tail()
         # The simulator exits once its last tick is written; a scrape interval after that tick's query
         # time, the scrape the query reads is stored.

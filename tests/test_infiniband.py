@@ -103,13 +103,19 @@ def test_hot_unplug_and_replug(tmp_path):
     collector.close()
 
 
+def _scraped_copy(tmp_path: Path) -> tuple[Path, InfinibandCollector]:
+    """A writable copy of the real sysfs tree and a collector that has scraped it once."""
+    root = writable_copy(REAL, tmp_path / "sys")
+    collector = InfinibandCollector(InfinibandOptions(root))
+    collector.collect()
+    return root, collector
+
+
 def test_descriptors_of_a_vanished_port_are_closed_at_rediscovery(tmp_path, monkeypatch):
     """A port that disappears while its device stays (a port unbound, a split undone) must not keep its
     held descriptors until close(): they leak one set per such event."""
     monkeypatch.setattr("exporters.fabric.device_scan.REDISCOVER_S", 0.0)
-    root = writable_copy(REAL, tmp_path / "sys")
-    collector = InfinibandCollector(InfinibandOptions(root))
-    collector.collect()
+    root, collector = _scraped_copy(tmp_path)
     port2 = root / "class/infiniband/mlx4_0/ports/2"
     assert holds(collector, port2)
     shutil.move(port2, tmp_path / "away")
@@ -212,9 +218,7 @@ def test_state_and_counters_follow_changes_between_scrapes(tmp_path):
 def test_a_vanished_device_costs_no_syscall_and_holds_no_descriptor(tmp_path, monkeypatch):
     """Hot-unplug: the device leaves the class listing (read once per scrape anyway). Its descriptors
     are closed at that scrape and nothing tries to open its files again until it returns."""
-    root = writable_copy(REAL, tmp_path / "sys")
-    collector = InfinibandCollector(InfinibandOptions(root))
-    collector.collect()
+    root, collector = _scraped_copy(tmp_path)
     gone = root / "class/infiniband/mlx5_0"
     assert holds(collector, gone)
     shutil.move(gone, tmp_path / "away")

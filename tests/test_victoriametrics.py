@@ -22,7 +22,7 @@ from analytics.config import ServiceConfig
 from analytics.keys import REFRESHED, STATE
 from analytics.service import create_app
 from lockstep import localcluster as lc
-from lockstep.stack import (Service, Stack, free_port, http_get, query, remote_write_to, start_process, start_prometheus,
+from lockstep.stack import (Stack, free_port, http_get, query, remote_write_to, start_process, start_prometheus,
                             start_victoria_metrics, vmctl_from_prometheus, wait_on)
 from tests import report_month as month
 
@@ -46,13 +46,6 @@ class Backends:
     start: float        # wall clock: the first tick of the run
     end: float          # the last
     tick: float
-
-
-def _wait(check, timeout: float, what, services: list[Service]) -> None:
-    try:
-        wait_on(check, timeout, what, services)
-    except TimeoutError as exc:
-        pytest.fail(str(exc))
 
 
 def _value(url: str, promql: str, at: float) -> float | None:
@@ -94,16 +87,16 @@ def live(tmp_path_factory):
             f"--web.listen-address=127.0.0.1:{analytics_port}", f"--step={tick:g}", "--interval=2", "--window=120"],
             work / "logs", f"http://127.0.0.1:{analytics_port}", ready_path="/-/healthy"))
         services = [sim, prom, vm, power, analytics, *agents.values()]
-        _wait(lambda: not sim.alive(), STARTUP_S + DURATION_S / SPEED, "the simulation to end", services)
+        wait_on(lambda: not sim.alive(), STARTUP_S + DURATION_S / SPEED, "the simulation to end", services)
         assert sim.proc.returncode == 0, sim.log_tail()
         end = start + DURATION_S / SPEED
         for service in (analytics, power, *agents.values()):
             service.stop()
-        _wait(lambda: _value(prom.url, "sum(up)", time.time()) == 0, 30, "every target down", services)
+        wait_on(lambda: _value(prom.url, "sum(up)", time.time()) == 0, 30, "every target down", services)
         time.sleep(2 * tick)   # a scrape after the last failed one: every series is marked stale
         frozen = time.time()
         names = _names(prom.url)
-        _wait(lambda: _samples(vm.url, names, frozen) == _samples(prom.url, names, frozen), 60,
+        wait_on(lambda: _samples(vm.url, names, frozen) == _samples(prom.url, names, frozen), 60,
               "VictoriaMetrics to hold every sample Prometheus scraped", services)
         yield Backends(prom.url, vm.url, start, end, tick)
 
@@ -208,7 +201,7 @@ def migrated(tmp_path_factory):
         def complete() -> bool:
             held.update(counts(vm.url))
             return held == expected
-        _wait(complete, 60, lambda: "VictoriaMetrics to hold the migrated month (held, expected): "
+        wait_on(complete, 60, lambda: "VictoriaMetrics to hold the migrated month (held, expected): "
               f"{ {n: (held.get(n), c) for n, c in expected.items() if held.get(n) != c} }\nvmctl: {imported[-2000:]}",
               [prom, vm])
         yield prom.url, vm.url

@@ -2,7 +2,7 @@
 
 Input: ``exporters/podresources/kubelet-api.proto``, the kubelet's ``pkg/apis/podresources/v1/api.proto``
 copied byte for byte (source and commit in ``exporters/podresources/README.md``). Output, checked in next
-to it: ``api_pb2.py``, ``api_pb2.pyi`` and ``api_pb2_grpc.py``.
+to it: ``api_pb2.py`` and ``api_pb2_grpc.py`` (no type stubs: nothing here type-checks against them).
 
 Kubernetes releases before 1.31 generated their Go code with gogo/protobuf, and their api.proto imports
 ``github.com/gogo/protobuf/gogoproto/gogo.proto`` and sets ``(gogoproto.*)`` options: Go-only code
@@ -28,7 +28,7 @@ GRPCIO_TOOLS = "1.73.1"
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "exporters" / "podresources"
 SOURCE = PACKAGE / "kubelet-api.proto"
-OUTPUTS = ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py")
+OUTPUTS = ("api_pb2.py", "api_pb2_grpc.py")
 
 _GOGO_IMPORT = re.compile(r'^\s*import\s+"github\.com/gogo/protobuf/gogoproto/gogo\.proto";\s*\n', re.M)
 _GOGO_FILE_OPTION = re.compile(r"^\s*option\s+\(gogoproto\.[a-z_]+\)\s*=\s*[^;]+;\s*\n", re.M)
@@ -59,7 +59,7 @@ def generate(out: Path) -> None:
         (root / "exporters" / "podresources").mkdir(parents=True)
         (root / "exporters" / "podresources" / "api.proto").write_text(strip_gogo(source.decode()))
         protoc = [sys.executable, "-m", "grpc_tools.protoc", f"-I{root}"]
-        subprocess.run([*protoc, f"--python_out={root}", f"--pyi_out={root}", f"--grpc_python_out={root}",
+        subprocess.run([*protoc, f"--python_out={root}", f"--grpc_python_out={root}",
                         "exporters/podresources/api.proto"], check=True, cwd=root)
         protoc_version = subprocess.run([*protoc, "--version"], check=True, capture_output=True, text=True).stdout
         for name in OUTPUTS:
