@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analytics.evidence import plain
 from analytics.score import JobResult, score_frame
 
 
@@ -36,17 +37,14 @@ def simulate(path: str | Path) -> Run:
 
 
 def report(name: str, results: dict[str, JobResult]) -> dict:
-    """The evaluation report of ARCHITECTURE.md (``loss`` is one object for a one-job scenario)."""
-    stragglers = [d for r in results.values() for d in r.detections]
-    stalls = [{k: v for k, v in s.items() if k != "evidence"} | {"evidence": _plain(s["evidence"])}
-              for r in results.values() for s in r.stalls]
+    """The evaluation report of ARCHITECTURE.md (``loss`` is one object for a one-job scenario),
+    with ``imbalance``: one finding per job (``ranks`` empty when the job is balanced)."""
+    stragglers = [plain(d) for r in results.values() for d in r.detections]
+    stalls = [plain(s) for r in results.values() for s in r.stalls]
     losses = [{k: v for k, v in r.loss.items() if k != "goodput_ratio"} for r in results.values()]
     return {"scenario": name, "stragglers": stragglers, "stalls": stalls,
-            "loss": losses[0] if len(losses) == 1 else losses}
-
-
-def _plain(evidence: dict) -> dict:
-    return {k: (None if isinstance(v, float) and v != v else v) for k, v in evidence.items()}
+            "loss": losses[0] if len(losses) == 1 else losses,
+            "imbalance": [plain(r.imbalance) for r in results.values()]}
 
 
 def evaluate(path: str | Path) -> tuple[Run, dict[str, JobResult], dict]:
@@ -67,4 +65,10 @@ def format_text(rep: dict) -> str:
         lost = ", ".join(f"{k} {v:.0f}" for k, v in loss["lost_gpu_seconds"].items() if v)
         lines.append(f"  loss       job {loss['job_id']} allocated {loss['allocated_gpu_seconds']:.0f} GPU-s; "
                      f"lost {lost or 'nothing'}")
+    for imb in rep.get("imbalance", []):
+        if imb["ranks"]:
+            ranks = ", ".join(f"{r['node']} gpu {r['gpu']} {r['ratio']:.2f}x" for r in imb["ranks"][:8])
+            more = f" (+{len(imb['ranks']) - 8} more)" if len(imb["ranks"]) > 8 else ""
+            lines.append(f"  imbalance  job {imb['job_id']} since the start: {ranks}{more}; "
+                         f"{imb['lost_gpu_seconds']:.0f} GPU-s spent waiting for it")
     return "\n".join(lines)

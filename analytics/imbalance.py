@@ -39,12 +39,13 @@ def lost_share(learned: np.ndarray, floor: float = FLOOR) -> float:
     return float(np.mean(1.0 - ratios / ratios.max()))
 
 
-def finding(ranks: list[dict], learned: np.ndarray, basis: str, lost: float, floor: float = FLOOR) -> dict:
+def finding(ranks: list[dict], learned: np.ndarray, basis: str, lost: float, lost_key: str = "lost_seconds",
+            floor: float = FLOOR) -> dict:
     """The job-level finding: ``ranks`` (one label dict per rank, in ``learned`` order) that are
-    involved, each with its ratio to the job median, slowest first; the share and the amount of
-    ``basis`` time lost."""
+    involved, each with its ratio to the job median, slowest first; the pace signal it rests on
+    (``basis``), the share of the ranks' time spent waiting for it and that time (``lost_key``)."""
     hit, level = involved(learned, floor), centred(learned)
     rows = [{**ranks[i], "ratio": round(float(np.exp(level[i])), 3)} for i in np.flatnonzero(hit)]
     rows.sort(key=lambda r: -r["ratio"])
     return {"ranks": rows, "basis": basis, "lost_share": round(lost_share(learned, floor), 4),
-            "lost_seconds": round(lost, 1)}
+            lost_key: round(lost, 1)}

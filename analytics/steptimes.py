@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analytics import imbalance, relative
+from analytics import evidence, imbalance, relative
 from analytics.straggler import persistent
 from exporters.configfile import ConfigError
 
@@ -117,20 +117,8 @@ def stragglers_of(a: Analysis) -> list[dict]:
         i = int(np.argmax(hits))
         out.append({"worker": str(a.table.columns[j]), "first_flagged_step": int(a.table.index[i]),
                     "score": round(float(np.exp(-np.median(a.drift.excess[hits, j]))), 3),
-                    "evidence": {"signals": {"step_seconds": evidence(a.drift, a.bar, i, j)}}})
+                    "evidence": {"signals": {"step_seconds": evidence.signal(a.drift, a.bar, i, j)}}})
     return sorted(out, key=lambda d: (d["first_flagged_step"], d["worker"]))
-
-
-def evidence(d: relative.Drift, bar: float, i: int, j: int) -> dict:
-    """One signal's evidence at sample ``i`` of rank ``j``: its ratio to the job median then, its
-    usual ratio, the change against that (1.3 = 30% slower than usual among its peers), the change
-    that counts as clearly slower, and the job's spread (log, about a relative deviation)."""
-    return {"ratio": _r(np.exp(d.level[i, j])), "usual_ratio": _r(np.exp(d.baseline[i, j])),
-            "change": _r(np.exp(d.excess[i, j])), "bar": _r(np.exp(bar)), "spread": _r(d.spread, 4)}
-
-
-def _r(v: float, digits: int = 3) -> float | None:
-    return round(float(v), digits) if np.isfinite(v) else None
 
 
 def imbalance_of(a: Analysis) -> dict:

@@ -7,8 +7,8 @@ per GPU track (a node-wide flag or a slow_node truth counts for every GPU of the
 
   scorer   the straggler scorer's flags (``flagged`` | ``node_flagged``)
   iforest  an IsolationForest per job window over the per-GPU, per-sample vectors the scorer already
-           builds (``straggler.signal_votes`` strengths: busy, clock, tx, step, throttle; plus the
-           log transmit-wait excess over the peers' median, for the scorer's wait signal), fitted
+           builds (``straggler.signal_votes``: each pace signal's change against the GPU's usual
+           standing among its peers, the reason vote, and the log transmit-wait excess), fitted
            and scored on the samples the scorer scores (no stall of another cause), then given the
            scorer's persistence (``PERSIST_S``)
   and      scorer AND iforest          or   scorer OR iforest
@@ -43,7 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analytics import stall, straggler  # noqa: E402
+from analytics import straggler  # noqa: E402
 from analytics.evaluate import simulate  # noqa: E402
 from analytics.frame import build_features  # noqa: E402
 from analytics.score import JobResult, score_features  # noqa: E402
@@ -56,15 +56,16 @@ N_ESTIMATORS = 100
 SWEEP = (None, "auto", 0.01, 0.05, 0.1)     # None: 1 / GPUs in the job
 
 
-def feature_vectors(features, job_id: str) -> np.ndarray:
-    """(times × GPUs) × 6 matrix of the scorer's per-GPU signal strengths, slow direction only."""
-    cols = features.job_slice(job_id)
-    sig = {name: m[:, cols] for name, m in features.signals.items()}
-    _, strength = straggler.signal_votes(stall.job_signals(features, job_id), sig)
+def feature_vectors(features, res: JobResult) -> np.ndarray:
+    """(times × GPUs) × 6 matrix of the scorer's per-GPU signal strengths, slow direction only: each
+    pace signal's change against the GPU's usual standing (``straggler.StragglerResult.drifts``),
+    the throttling-reason vote, and the log transmit-wait excess over the peers' median."""
+    s = res.stragglers
+    sig = {name: m[:, features.job_slice(res.job_id)] for name, m in features.signals.items()}
     wait = np.log1p(np.nan_to_num(sig["xmit_wait"]))
     wait_excess = np.clip(wait - np.median(wait, axis=1, keepdims=True), 0.0, None)
-    planes = [strength[k] for k in ("busy", "clock", "tx", "step", "throttle")] + [wait_excess]
-    return np.stack(planes, axis=-1)
+    planes = [np.clip(np.nan_to_num(s.drifts[k].excess), 0.0, None) for k in ("work", "clock", "tx", "step")]
+    return np.stack(planes + [s.hits["reason"].astype(float), wait_excess], axis=-1)
 
 
 def outlier_scores(vectors: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, float]:
@@ -159,7 +160,7 @@ def measure(path: Path, contaminations: list) -> dict:
     if_cpu = 0.0
     for job_id, res in results.items():
         active = (res.causes == "") | (res.causes == "straggler")
-        scores, cpu = outlier_scores(feature_vectors(features, job_id), active)
+        scores, cpu = outlier_scores(feature_vectors(features, res), active)
         if_cpu += cpu
         scorer = scorer_flags(res)
         windows = truth_windows(run.truth, res)
