@@ -29,7 +29,7 @@ import pandas as pd
 
 from analytics import relative
 from analytics.frame import REASON_PREFIX, Features
-from analytics.stall import JobSignals
+from analytics.stall import JobSignals, nan_reduce
 
 K = 4.0                   # the job's normal spreads a change must reach to count
 FLOORS = {"work": 0.06, "step": 0.06, "clock": 0.04, "tx": 0.15}   # ...and at least this (log ≈ relative)
@@ -58,7 +58,8 @@ class StragglerResult:
 def slowness(js: JobSignals, sig: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Per signal, a times × GPUs measure that grows when the GPU is slower (NaN where absent)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return {"work": js.work, "step": sig["step"], "clock": 1.0 / sig["clock"], "tx": 1.0 / sig["tx"]}
+        step = np.where(sig["step"] > 0, sig["step"], np.nan)      # a step of 0 s measures nothing
+        return {"work": js.work, "step": step, "clock": 1.0 / sig["clock"], "tx": 1.0 / sig["tx"]}
 
 
 def reason_votes(sig: dict[str, np.ndarray], active: np.ndarray, samples: int, ready: int) -> dict[str, np.ndarray]:
@@ -135,8 +136,7 @@ def score(features: Features, job_id: str, js: JobSignals, causes: np.ndarray, p
     known = np.isfinite(drifts["work"].level)
     candidate = active[:, None] & (votes >= 2) & not_faster(drifts)
     nodes = np.asarray(features.columns[cols].get_level_values("node"))
-    pace_hit = active[:, None] & (hits["work"] | hits["step"])
-    node_cand = _node_candidates(nodes, pace_hit)
+    node_cand = _node_candidates(nodes, drifts, active)
     samples = max(1, int(round(PERSIST_S / period)))
     node_flagged = {n: persistent(c[:, None], samples)[:, 0] for n, c in node_cand.items()}
     node_holding = {n: whole_runs(f[:, None], node_cand[n][:, None])[:, 0] for n, f in node_flagged.items()}
@@ -148,17 +148,36 @@ def score(features: Features, job_id: str, js: JobSignals, causes: np.ndarray, p
     return StragglerResult(scores, votes, flagged, node_flagged, holding, node_holding, drifts, bars, hits, reasons)
 
 
-def _node_candidates(nodes: np.ndarray, pace_hit: np.ndarray) -> dict[str, np.ndarray]:
-    """Nodes whose GPUs mostly run slow together while the rest of the job does not: the agreement of
-    independent GPUs on one node is the second signal for a node-wide slowdown."""
+def node_pace(drifts: dict[str, relative.Drift], nodes: np.ndarray, active: np.ndarray) -> tuple[dict, float]:
+    """Per node, the median pace change of its GPUs (own step time where exported, else compute
+    activity) per sample, and the job's robust spread of it: a node's GPUs averaged together see a
+    node-wide slowdown through per-GPU noise that would hide it GPU by GPU."""
+    step, work = drifts["step"].excess, drifts["work"].excess
+    pace = np.where(np.isfinite(step), step, work)
     out = {}
-    job_share = pace_hit.mean(axis=1)
     for node in pd.unique(nodes):
-        mask = nodes == node
-        share = pace_hit[:, mask].mean(axis=1)
-        cand = (share >= NODE_SHARE) & (mask.sum() >= 2) & (job_share < 0.5)
-        if cand.any():
-            out[str(node)] = cand
+        cols = pace[:, nodes == node]
+        out[str(node)] = np.where(active & (cols.shape[1] >= 2), nan_reduce(np.nanmedian, cols, axis=1), np.nan)
+    spread = relative.robust_scale(np.stack(list(out.values()))) if out else 0.0
+    return out, spread
+
+
+def _node_candidates(nodes: np.ndarray, drifts: dict[str, relative.Drift], active: np.ndarray) -> dict[str, np.ndarray]:
+    """Nodes whose GPUs run slow together while the rest of the job does not: the node's median GPU
+    has become clearly slower (against the job's spread of node medians), and ``NODE_SHARE`` of its
+    GPUs agree that they are slower than usual (independent GPUs agreeing is the second signal)."""
+    paces, spread = node_pace(drifts, nodes, active)
+    bar = relative.bar(spread, K, min(FLOORS[s] for s in PACE))
+    step, work = drifts["step"].excess, drifts["work"].excess
+    with np.errstate(invalid="ignore"):
+        slower = np.where(np.isfinite(step), step, work) > 0
+        job_hit = np.nanmean(np.stack([p >= bar for p in paces.values()]), axis=0) if paces else 0
+        out = {}
+        for node, pace in paces.items():
+            share = slower[:, nodes == node].mean(axis=1)
+            cand = (pace >= bar) & (share >= NODE_SHARE) & (job_hit < 0.5)
+            if cand.any():
+                out[node] = cand
     return out
 
 
