@@ -53,7 +53,7 @@ def clean_baseline(js: stall.JobSignals, causes: np.ndarray, res: straggler.Stra
     clean = (causes == "") & ~holding & np.isfinite(js.progress)
     if clean.sum() < MIN_CLEAN:
         return None
-    return float(np.quantile(js.progress[clean], 0.9))
+    return float(np.mean(js.progress[clean]))    # clean samples: the expected level, jitter and all
 
 
 def _passes(features: Features, job_id: str, period: float, baseline: float | None, prior: dict | None):
@@ -66,6 +66,16 @@ def _passes(features: Features, job_id: str, period: float, baseline: float | No
     if baseline is None and learned is not None and abs(learned - js.baseline) > 0.02 * js.baseline:
         return _passes(features, job_id, period, learned, prior)
     return js, causes, evidence, res, learned
+
+
+def peer_progress(js: stall.JobSignals, res: straggler.StragglerResult, nodes: np.ndarray) -> np.ndarray:
+    """The job's progress read on the GPUs that wait: the median over those not holding the job back
+    (the slow ones compute longer, and with a node of them the median of all sits a little high)."""
+    holding = res.holding.copy()
+    for node, flags in res.node_holding.items():
+        holding[:, nodes == node] |= flags[:, None]
+    peers = np.where(holding, np.nan, js.work)
+    return np.where(holding.all(axis=1), js.progress, stall.nan_reduce(np.nanmedian, peers, axis=1))
 
 
 def _prior(columns: pd.MultiIndex, learned: pd.DataFrame | None) -> dict[str, np.ndarray] | None:
@@ -110,6 +120,9 @@ def score_job(features: Features, job_id: str, start: float, period: float,
     # The throttled GPUs' own extra compute is the `throttle` loss: a clock that fell or a throttling
     # reason the GPU took on (a reason most of the job holds all along, like sw_power_cap, is not one).
     throttled = res.hits["clock"] | res.hits["reason"]
+    # The loss account measures against the clean level learned (the first pass's high quantile sits
+    # above a jittering job's typical level; the stall classes do not hinge on that difference).
+    js = replace(js, baseline=level if level is not None else js.baseline, progress=peer_progress(js, res, np.asarray(features.columns[cols].get_level_values("node"))))
     lost = loss.lost_by_cause(js, causes, res, throttled, period)
     found, imbalance_lost = job_imbalance(job_id, features.columns[cols], res, causes, period)
     keys = pd.MultiIndex.from_arrays([features.columns[cols].get_level_values(n) for n in ("node", "gpu")])

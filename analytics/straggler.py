@@ -36,6 +36,7 @@ FLOORS = {"work": 0.06, "step": 0.06, "clock": 0.04, "tx": 0.15}   # ...and at l
 PACE = ("work", "step")   # signals of the rank's own pace (a node-wide slowdown shows in these)
 WAIT_EXCESS = 3.0         # xmit-wait ≥ 3× the peers' median
 PERSIST_S = 20.0          # consecutive seconds of agreement before a flag
+SMOOTH_S = 15.0           # pace signals averaged over this span
 NODE_SHARE = 0.75         # this share of a node's GPUs slow together → node-wide slowdown
 BASELINE_S = 300.0        # a GPU's usual level is learned over its first active samples of this span...
 READY_S = 30.0            # ...and judged against once this much of it is held
@@ -55,11 +56,21 @@ class StragglerResult:
     reasons: dict[str, np.ndarray]        # per clock-event reason: times × GPUs, bool, counted as a vote
 
 
-def slowness(js: JobSignals, sig: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Per signal, a times × GPUs measure that grows when the GPU is slower (NaN where absent)."""
+def smoothed(x: np.ndarray, active: np.ndarray, samples: int) -> np.ndarray:
+    """Causal mean over the last ``samples`` active samples (stalls of other causes left out)."""
+    kept = np.where(active[:, None], x, np.nan)
+    return pd.DataFrame(kept).rolling(samples, min_periods=1).mean().to_numpy()
+
+
+def slowness(js: JobSignals, sig: dict[str, np.ndarray], active: np.ndarray, period: float) -> dict[str, np.ndarray]:
+    """Per signal, a times × GPUs measure that grows when the GPU is slower (NaN where absent). The
+    pace signals jitter step by step (real jobs: a few percent per iteration across ranks), so they
+    are averaged over ``SMOOTH_S``; clock and throughput are read as they come."""
+    n = max(1, round(SMOOTH_S / period))
     with np.errstate(divide="ignore", invalid="ignore"):
         step = np.where(sig["step"] > 0, sig["step"], np.nan)      # a step of 0 s measures nothing
-        return {"work": js.work, "step": step, "clock": 1.0 / sig["clock"], "tx": 1.0 / sig["tx"]}
+        return {"work": smoothed(js.work, active, n), "step": smoothed(step, active, n),
+                "clock": 1.0 / sig["clock"], "tx": 1.0 / sig["tx"]}
 
 
 def reason_votes(sig: dict[str, np.ndarray], active: np.ndarray, samples: int, ready: int) -> dict[str, np.ndarray]:
@@ -82,7 +93,7 @@ def signal_votes(js: JobSignals, sig: dict[str, np.ndarray], active: np.ndarray,
     samples, ready = max(1, round(BASELINE_S / period)), max(1, round(READY_S / period))
     prior = prior or {}
     drifts = {name: relative.drift(x, active, samples, FLOORS[name], ready, prior.get(name))
-              for name, x in slowness(js, sig).items()}
+              for name, x in slowness(js, sig, active, period).items()}
     bars = {name: relative.bar(d.spread, K, FLOORS[name]) for name, d in drifts.items()}
     with np.errstate(invalid="ignore"):
         hits = {name: d.excess >= bars[name] for name, d in drifts.items()}
@@ -106,12 +117,22 @@ def persistent(candidate: np.ndarray, samples: int, known: np.ndarray | None = N
     return out
 
 
-def whole_runs(flagged: np.ndarray, candidate: np.ndarray) -> np.ndarray:
+def whole_runs(flagged: np.ndarray, candidate: np.ndarray, gap: int = 0) -> np.ndarray:
     """``flagged`` extended back over the candidate run that led to each flag: once a slowdown is
-    confirmed, the samples before the confirmation were lost to it too (used by the loss account)."""
+    confirmed, the samples before the confirmation were lost to it too (used by the loss account);
+    and over gaps of at most ``gap`` samples between two flags (a jittering slowdown that dips under
+    the bar for a sample or two has not healed)."""
     out = flagged.copy()
     for i in range(len(out) - 2, -1, -1):
         out[i] |= out[i + 1] & candidate[i]
+    if gap:
+        seen = np.full(out.shape[1], -gap - 1)
+        for i in range(len(out)):
+            hit = out[i]
+            short = hit & (i - seen > 1) & (i - seen <= gap + 1)
+            for j in np.flatnonzero(short):
+                out[seen[j] + 1:i, j] = True
+            seen = np.where(hit, i, seen)
     return out
 
 
@@ -139,9 +160,9 @@ def score(features: Features, job_id: str, js: JobSignals, causes: np.ndarray, p
     node_cand = _node_candidates(nodes, drifts, active)
     samples = max(1, int(round(PERSIST_S / period)))
     node_flagged = {n: persistent(c[:, None], samples)[:, 0] for n, c in node_cand.items()}
-    node_holding = {n: whole_runs(f[:, None], node_cand[n][:, None])[:, 0] for n, f in node_flagged.items()}
+    node_holding = {n: whole_runs(f[:, None], node_cand[n][:, None], samples)[:, 0] for n, f in node_flagged.items()}
     flagged = persistent(candidate, samples, known)
-    holding = whole_runs(flagged, candidate)
+    holding = whole_runs(flagged, candidate, samples)
     for node, flags in node_holding.items():       # a node-wide slowdown is reported for the node only
         flagged[:, nodes == node] &= ~flags[:, None]
         holding[:, nodes == node] &= ~flags[:, None]

@@ -38,7 +38,7 @@ def check_stragglers(truth: dict, res: JobResult, start: float, period: float) -
     for s in expected:
         flags = tracks.get((s["node"], s["gpu"]), np.zeros(len(rel), bool))
         hits = flags & (rel >= s["start_s"]) & (rel <= s["end_s"] + period)
-        latency = float(rel[np.argmax(hits)] - s["start_s"]) if hits.any() else None
+        latency = float(rel[np.argmax(hits)] - s.get("detect_from_s", s["start_s"])) if hits.any() else None
         # A slowdown below the bar of the contract (a transient rank slow for < 30 s, say) is in the
         # truth so that flagging it is no false flag, but missing it is no miss either.
         found.append({**s, "latency_s": latency, "detected": latency is not None and latency <= LATENCY_S,
