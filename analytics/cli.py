@@ -27,6 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
                                                  "latency and cause accuracy per fault kind")
     ev.add_argument("--json", action="store_true", help="print JSON")
     ev.add_argument("--truth", action="store_true", help="add the comparison with the scenario's ground truth")
+    ev.add_argument("--models", action="store_true", help="with --all: also weigh the scikit-learn alternatives "
+                                                          "(robust covariance, Gaussian mixture) against the rules")
     st = sub.add_parser("steptimes", help="per-rank step times (worker,step,seconds CSV) → stragglers and imbalance")
     st.add_argument("file", help="CSV with header worker,step,seconds (or the Alibaba PAI ,worker,gpu,time,"
                                  "batch_time_norm)")
@@ -63,7 +65,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     if bool(args.all) == bool(args.scenario):
         raise ValueError("give either SCENARIO.yaml or --all DIR")
     if args.all:
-        rows = harness.run_all(args.all)
+        rows = harness.run_all(args.all, models=args.models)
         if not rows:
             raise ValueError(f"--all {args.all}: no *.yaml scenarios there")
         summary = harness.summarize(rows)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from analytics.evidence import plain
+from analytics.frame import INPUT_METRICS
 from analytics.score import JobResult, score_frame
 
 
@@ -21,9 +22,11 @@ class Run:
     period: float
 
 
-def simulate(path: str | Path) -> Run:
-    """The scenario's series frame and truth document (the simulator's own functions, in-process)."""
+def simulate(path: str | Path, inputs_only: bool = False) -> Run:
+    """The scenario's series frame and truth document (the simulator's own functions, in-process);
+    ``inputs_only``: just the metrics the scorers read (a 1,024-GPU hour then fits in memory)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     from simulator.scenario import load_scenario
     from simulator.series import tables
@@ -31,7 +34,11 @@ def simulate(path: str | Path) -> Run:
 
     scenario = load_scenario(path)
     truth = Truth(scenario)
-    frame = pa.concat_tables(list(tables(scenario, truth))).to_pandas()
+    chunks = tables(scenario, truth)
+    if inputs_only:
+        wanted = pa.array(INPUT_METRICS)
+        chunks = (t.filter(pc.is_in(t["metric"].cast(pa.string()), value_set=wanted)) for t in chunks)
+    frame = pa.concat_tables(list(chunks)).to_pandas()
     doc = truth.document()
     return Run(scenario.name, frame, doc, float(doc["start_timestamp"]), float(doc["sample_period_s"]))
 
@@ -48,7 +55,7 @@ def report(name: str, results: dict[str, JobResult]) -> dict:
 
 
 def evaluate(path: str | Path) -> tuple[Run, dict[str, JobResult], dict]:
-    run = simulate(path)
+    run = simulate(path, inputs_only=True)
     results = score_frame(run.frame, run.start, run.period)
     return run, results, report(run.scenario, results)
 

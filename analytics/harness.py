@@ -11,20 +11,29 @@ tolerance of the truth.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
 
 from analytics import truthcheck
 from analytics.evaluate import evaluate
+from analytics.models import format_models, summarize_models, weigh
 
 
-def run_all(directory: str | Path) -> list[dict]:
+def run_all(directory: str | Path, models: bool = False) -> list[dict]:
+    """Every scenario of ``directory`` scored and checked; ``models``: also the scikit-learn
+    alternatives of ``analytics.models``, measured on the same results."""
     rows = []
     for path in sorted(Path(directory).glob("*.y*ml")):
+        started = time.process_time()
         run, results, rep = evaluate(path)
-        rows.append({"scenario": run.scenario, "file": str(path), "report": rep, "truth": run.truth,
-                     "check": truthcheck.check(run.truth, results, run.start, run.period)})
+        row = {"scenario": run.scenario, "file": str(path), "report": rep, "truth": run.truth,
+               "check": truthcheck.check(run.truth, results, run.start, run.period),
+               "cpu_s": round(time.process_time() - started, 2)}
+        if models:
+            row["models"] = weigh(run.truth, results, run.start, run.period)
+        rows.append(row)
     return rows
 
 
@@ -70,7 +79,9 @@ def summarize(rows: list[dict]) -> dict:
             "stalls": {c: _stall_row(v) for c, v in sorted(causes.items())},
             "loss_within_tolerance": f"{loss_ok}/{loss_total}",
             "gpu_hours": round(gpu_hours, 1), "false_straggler_flags": int(false_total),
-            "false_flags_per_1000_gpu_hours": round(1000.0 * false_total / gpu_hours, 3) if gpu_hours else None}
+            "false_flags_per_1000_gpu_hours": round(1000.0 * false_total / gpu_hours, 3) if gpu_hours else None,
+            "cpu_s": round(sum(r["cpu_s"] for r in rows), 1),
+            **({"models": summarize_models([r["models"] for r in rows])} if all("models" in r for r in rows) else {})}
 
 
 def _straggler_row(k: dict) -> dict:
@@ -105,7 +116,10 @@ def format_summary(summary: dict, rows: list[dict]) -> str:
                    f"{_f(r['cause_accuracy']):>10}{r['truth_s']:>9.0f}{lat:>19}")
     out += ["", f"loss causes within tolerance: {summary['loss_within_tolerance']}",
             f"false straggler flags: {summary['false_straggler_flags']} in {summary['gpu_hours']:.0f} GPU-hours "
-            f"({_f(summary['false_flags_per_1000_gpu_hours'])} per 1,000 GPU-hours)"]
+            f"({_f(summary['false_flags_per_1000_gpu_hours'])} per 1,000 GPU-hours)",
+            f"scoring CPU: {summary['cpu_s']:.0f} s (simulation included)"]
+    if "models" in summary:
+        out += ["", *format_models(summary["models"])]
     return "\n".join(out)
 
 

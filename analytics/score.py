@@ -98,11 +98,12 @@ def job_imbalance(job_id: str, columns: pd.MultiIndex, res: straggler.StragglerR
     for flags in res.node_holding.values():
         holding |= flags
     running = (causes == "") & ~holding
-    per_sample = np.where(running, imbalance.lost_share(usual) * len(columns) * period, 0.0)
+    hit = imbalance.involved(usual)
+    per_sample = np.where(running, imbalance.lost_share(usual, hit) * len(columns) * period, 0.0)
     per_sample[:1] = 0.0      # the first sample closes an interval before the data (as the loss account)
     ranks = [{"node": node, "gpu": gpu} for _, node, gpu in columns]
     found = imbalance.finding(ranks, usual, {"step": "step_seconds", "work": "compute_activity"}[basis],
-                              float(per_sample.sum()), "lost_gpu_seconds")
+                              float(per_sample.sum()), "lost_gpu_seconds", hit)
     return {"job_id": job_id, **found}, per_sample
 
 

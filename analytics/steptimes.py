@@ -126,6 +126,7 @@ def imbalance_of(a: Analysis) -> dict:
     (each record standing for the steps up to the next one, in the file's units)."""
     learned = a.drift.learned
     steps = np.diff(a.table.index.to_numpy(), append=a.table.index[-1] + 1)
-    share = imbalance.lost_share(learned)
+    hit = imbalance.involved(learned)
+    share = imbalance.lost_share(learned, hit)
     lost = float(share * len(learned) * np.sum(steps * np.nanmax(a.table.to_numpy(), axis=1)))
-    return imbalance.finding([{"worker": str(w)} for w in a.table.columns], learned, "step_seconds", lost)
+    return imbalance.finding([{"worker": str(w)} for w in a.table.columns], learned, "step_seconds", lost, hit=hit)

@@ -32,7 +32,8 @@ from analytics.frame import REASON_PREFIX, Features
 from analytics.stall import JobSignals, nan_reduce
 
 K = 4.0                   # the job's normal spreads a change must reach to count
-FLOORS = {"work": 0.06, "step": 0.06, "clock": 0.04, "tx": 0.15}   # ...and at least this (log ≈ relative)
+WEAK = 2.0                # ...and where a confirmed slowdown's cost is counted from
+FLOORS = {"work": 0.06, "step": 0.06, "clock": 0.05, "tx": 0.15}   # ...and at least this (log ≈ relative)
 PACE = ("work", "step")   # signals of the rank's own pace (a node-wide slowdown shows in these)
 WAIT_EXCESS = 3.0         # xmit-wait ≥ 3× the peers' median
 PERSIST_S = 20.0          # consecutive seconds of agreement before a flag
@@ -73,17 +74,25 @@ def slowness(js: JobSignals, sig: dict[str, np.ndarray], active: np.ndarray, per
                 "clock": 1.0 / sig["clock"], "tx": 1.0 / sig["tx"]}
 
 
-def reason_votes(sig: dict[str, np.ndarray], active: np.ndarray, samples: int, ready: int) -> dict[str, np.ndarray]:
-    """Per throttling reason: held now, not usually held by this GPU (its first samples, as the pace
-    signals' baselines are learned), and held by at most half the job's GPUs now."""
+def reason_votes(sig: dict[str, np.ndarray], active: np.ndarray, calm: np.ndarray, samples: int,
+                 ready: int) -> dict[str, np.ndarray]:
+    """Per throttling reason: held now, by at most half the job's GPUs now, and not the GPU's habit:
+    held in under half of its first ``samples`` calm samples (active, its pace as usual; causal,
+    from ``ready`` of them). A GPU that flickers in and out of sw_power_cap all along keeps doing so;
+    one whose thermal slowdown comes with a slower pace has no such habit."""
     out = {}
+    taken = active[:, None] & calm
+    count = np.cumsum(taken, axis=0)
+    first = taken & (count <= samples)
+    seen = np.minimum(count, samples)
     for name, held in sig.items():
         if not name.startswith(REASON_PREFIX):
             continue
         now = np.nan_to_num(held) > 0
-        usual = relative.learn_baseline(now.astype(float), active, samples, 0.5, ready)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            habit = np.cumsum(now & first, axis=0) / seen
         common = now.mean(axis=1, keepdims=True) > 0.5
-        out[name[len(REASON_PREFIX):]] = now & (usual == 0.0) & ~common
+        out[name[len(REASON_PREFIX):]] = now & (seen >= ready) & (habit < 0.5) & ~common
     return out
 
 
@@ -97,7 +106,7 @@ def signal_votes(js: JobSignals, sig: dict[str, np.ndarray], active: np.ndarray,
     bars = {name: relative.bar(d.spread, K, FLOORS[name]) for name, d in drifts.items()}
     with np.errstate(invalid="ignore"):
         hits = {name: d.excess >= bars[name] for name, d in drifts.items()}
-    reasons = reason_votes(sig, active, samples, ready)
+    reasons = reason_votes(sig, active, ~(hits["work"] | hits["step"]), samples, ready)
     hits["reason"] = np.logical_or.reduce(list(reasons.values())) if reasons else np.zeros_like(hits["work"])
     wait = np.nan_to_num(sig["xmit_wait"])
     hits["wait"] = (wait > WAIT_EXCESS * np.median(wait, axis=1, keepdims=True)) & (wait > 0)
@@ -136,6 +145,17 @@ def whole_runs(flagged: np.ndarray, candidate: np.ndarray, gap: int = 0) -> np.n
     return out
 
 
+def _rising(drifts: dict[str, relative.Drift], active: np.ndarray) -> np.ndarray:
+    """Pace already above the job's noise (``WEAK`` spreads) though not yet clearly slow: a slowdown
+    that grows (a drifting rank) cost the job from there on, once it is confirmed."""
+    out = np.zeros(drifts["work"].excess.shape, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        for name in PACE:
+            d = drifts[name]
+            out |= d.excess >= WEAK * max(d.spread, 1e-9)
+    return out & active[:, None]
+
+
 def not_faster(drifts: dict[str, relative.Drift]) -> np.ndarray:
     """The GPU's pace is not faster than the job median now (its own step time where exported)."""
     step, work = drifts["step"].level, drifts["work"].level
@@ -162,7 +182,7 @@ def score(features: Features, job_id: str, js: JobSignals, causes: np.ndarray, p
     node_flagged = {n: persistent(c[:, None], samples)[:, 0] for n, c in node_cand.items()}
     node_holding = {n: whole_runs(f[:, None], node_cand[n][:, None], samples)[:, 0] for n, f in node_flagged.items()}
     flagged = persistent(candidate, samples, known)
-    holding = whole_runs(flagged, candidate, samples)
+    holding = whole_runs(flagged, candidate | _rising(drifts, active), samples)
     for node, flags in node_holding.items():       # a node-wide slowdown is reported for the node only
         flagged[:, nodes == node] &= ~flags[:, None]
         holding[:, nodes == node] &= ~flags[:, None]

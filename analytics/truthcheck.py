@@ -13,7 +13,7 @@ import numpy as np
 from analytics.score import JobResult
 
 LATENCY_S = 60.0
-GRACE_SAMPLES = 2
+GRACE_SAMPLES = 3     # a flag may outlast its slowdown by the pace signals' 15 s mean
 LOSS_TOLERANCE = 0.10        # relative, per cause...
 LOSS_FLOOR = 0.002           # ...or this share of the allocated GPU-seconds, for causes near zero
 
@@ -28,6 +28,50 @@ def flag_tracks(res: JobResult) -> dict[tuple[str, str | None], np.ndarray]:
     tracks = {(node, gpu): res.stragglers.flagged[:, j] for j, (_, node, gpu) in enumerate(res.columns)}
     tracks.update({(node, None): flags for node, flags in res.stragglers.node_flagged.items()})
     return tracks
+
+
+def scorer_flags(res: JobResult) -> np.ndarray:
+    """The scorer's per-GPU flags with each node-wide flag copied onto every GPU of its node."""
+    flags = res.stragglers.flagged.copy()
+    nodes = np.asarray(res.columns.get_level_values("node"))
+    for node, node_flags in res.stragglers.node_flagged.items():
+        flags[:, nodes == node] |= node_flags[:, None]
+    return flags
+
+
+def truth_windows(truth: dict, res: JobResult) -> list[list[dict]]:
+    """Per GPU column, the truth straggler windows covering it (slow_node: every GPU of the node)."""
+    out = []
+    for _, node, gpu in res.columns:
+        out.append([s for s in truth["stragglers"] if s["job_id"] == res.job_id and s["node"] == node
+                    and s["gpu"] in (None, gpu)])
+    return out
+
+
+def compare(flags: np.ndarray, windows: list[list[dict]], rel: np.ndarray, period: float) -> dict:
+    """GPU-level detections, false runs and latencies, and GPU-sample counts, of one flag matrix
+    (times × GPUs, a node-wide flag or truth on every GPU of the node): what detectors other than the
+    scorer's own tracks are measured with (bench/, analytics/models.py)."""
+    out = {"truth": 0, "detected": 0, "false": 0, "latencies": [], "flagged_samples": int(flags.sum()),
+           "truth_samples": 0, "hit_samples": 0}
+    for j, wins in enumerate(windows):
+        in_truth = np.zeros(len(rel), dtype=bool)
+        for w in wins:
+            hits = flags[:, j] & (rel >= w["start_s"]) & (rel <= w["end_s"] + period)
+            latency = float(rel[np.argmax(hits)] - w.get("detect_from_s", w["start_s"])) if hits.any() else None
+            in_truth |= (rel > w["start_s"]) & (rel - period < w["end_s"])
+            if not w.get("required", True):
+                continue
+            out["truth"] += 1
+            if latency is not None and latency <= LATENCY_S:
+                out["detected"] += 1
+                out["latencies"].append(latency)
+        for a, b in _runs(flags[:, j]):
+            if not any(rel[a] <= w["end_s"] + GRACE_SAMPLES * period and rel[b - 1] >= w["start_s"] for w in wins):
+                out["false"] += 1
+        out["truth_samples"] += int(in_truth.sum())
+        out["hit_samples"] += int((in_truth & flags[:, j]).sum())
+    return out
 
 
 def check_stragglers(truth: dict, res: JobResult, start: float, period: float) -> dict:

@@ -47,7 +47,7 @@ from analytics import straggler  # noqa: E402
 from analytics.evaluate import simulate  # noqa: E402
 from analytics.frame import build_features  # noqa: E402
 from analytics.score import JobResult, score_features  # noqa: E402
-from analytics.truthcheck import GRACE_SAMPLES, LATENCY_S  # noqa: E402
+from analytics.truthcheck import compare, scorer_flags, truth_windows  # noqa: E402
 
 SCENARIOS = ROOT / "simulator" / "scenarios"
 METHODS = ("scorer", "iforest", "and", "or")
@@ -93,51 +93,6 @@ def iforest_flags(scores: np.ndarray, contamination, samples: int) -> np.ndarray
         return np.zeros(scores.shape, dtype=bool)
     offset = -0.5 if contamination == "auto" else np.percentile(scores[active], 100.0 * contamination)
     return straggler.persistent(active & (np.where(active, scores, 0.0) < offset), samples)
-
-
-def scorer_flags(res: JobResult) -> np.ndarray:
-    """The scorer's per-GPU flags with each node-wide flag copied onto every GPU of its node."""
-    flags = res.stragglers.flagged.copy()
-    nodes = np.asarray(res.columns.get_level_values("node"))
-    for node, node_flags in res.stragglers.node_flagged.items():
-        flags[:, nodes == node] |= node_flags[:, None]
-    return flags
-
-
-def truth_windows(truth: dict, res: JobResult) -> list[list[dict]]:
-    """Per GPU column, the truth straggler windows covering it (slow_node: every GPU of the node)."""
-    out = []
-    for _, node, gpu in res.columns:
-        out.append([s for s in truth["stragglers"] if s["job_id"] == res.job_id and s["node"] == node
-                    and s["gpu"] in (None, gpu)])
-    return out
-
-
-def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
-    edges = np.diff(np.concatenate([[0], flags.astype(np.int8), [0]]))
-    return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)))
-
-
-def compare(flags: np.ndarray, windows: list[list[dict]], rel: np.ndarray, period: float) -> dict:
-    """GPU-level detections, false runs and latencies, and GPU-sample counts, of one flag matrix."""
-    out = {"truth": 0, "detected": 0, "false": 0, "latencies": [], "flagged_samples": int(flags.sum()),
-           "truth_samples": 0, "hit_samples": 0}
-    for j, wins in enumerate(windows):
-        in_truth = np.zeros(len(rel), dtype=bool)
-        for w in wins:
-            hits = flags[:, j] & (rel >= w["start_s"]) & (rel <= w["end_s"] + period)
-            latency = float(rel[np.argmax(hits)] - w["start_s"]) if hits.any() else None
-            out["truth"] += 1
-            if latency is not None and latency <= LATENCY_S:
-                out["detected"] += 1
-                out["latencies"].append(latency)
-            in_truth |= (rel > w["start_s"]) & (rel - period < w["end_s"])
-        for a, b in _runs(flags[:, j]):
-            if not any(rel[a] <= w["end_s"] + GRACE_SAMPLES * period and rel[b - 1] >= w["start_s"] for w in wins):
-                out["false"] += 1
-        out["truth_samples"] += int(in_truth.sum())
-        out["hit_samples"] += int((in_truth & flags[:, j]).sum())
-    return out
 
 
 def job_contamination(contamination, gpus: int):
