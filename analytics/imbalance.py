@@ -15,6 +15,8 @@ computed from the involved ranks alone, the others taken at the median.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 FLOOR = 0.05          # log ratio: ranks ≥ ~5% off the job median since they started
@@ -37,13 +39,17 @@ def involved_by_rule(learned: np.ndarray, floor: float = FLOOR) -> np.ndarray:
 
 def involved(learned: np.ndarray, floor: float = FLOOR) -> np.ndarray:
     """Ranks whose worker group (mixture component) is at least ``floor`` off the largest group."""
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.mixture import GaussianMixture
 
     ok = np.isfinite(learned)
     x = learned[ok].reshape(-1, 1)
     if len(x) < 4 or np.ptp(x) < floor:
         return involved_by_rule(learned, floor)
-    fits = [GaussianMixture(n, random_state=RANDOM_STATE).fit(x) for n in range(1, min(MAX_GROUPS, len(x) - 1) + 1)]
+    distinct = len(np.unique(np.round(x, 6)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)     # identical paces: fewer groups than asked
+        fits = [GaussianMixture(n, random_state=RANDOM_STATE).fit(x) for n in range(1, min(MAX_GROUPS, distinct) + 1)]
     best = min(fits, key=lambda m: m.bic(x))
     labels = best.predict(x)
     means = best.means_[:, 0]

@@ -74,9 +74,17 @@ def learn_baseline(level: np.ndarray, active: np.ndarray, samples: int, floor: f
         if len(idx):
             held[count[idx], idx] = row[idx]
             count[idx] += 1
-            median[idx] = nan_reduce(np.nanmedian, held[:, idx], axis=0)
+            median[idx] = _filled_median(held[:, idx], count[idx])
         out[t] = np.where(count >= ready, median, np.nan)
     return out
+
+
+def _filled_median(held: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Median of each column's first ``count`` rows (the rest NaN; np.sort puts NaN last): what
+    nanmedian gives, without its per-call cost in a loop over samples."""
+    ordered = np.sort(held, axis=0)
+    cols = np.arange(held.shape[1])
+    return (ordered[(count - 1) // 2, cols] + ordered[count // 2, cols]) / 2.0
 
 
 def robust_scale(values: np.ndarray) -> float:
