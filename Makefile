@@ -66,7 +66,7 @@ fuzz: $(STAMP)
 	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 eval: $(STAMP)
-	$(VENV)/bin/lockstep analytics evaluate --all simulator/scenarios
+	$(VENV)/bin/lockstep analytics evaluate --all simulator/scenarios --models
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -64,8 +64,7 @@ def weigh(truth: dict, results: dict[str, JobResult], start: float, period: floa
         out["stragglers"]["rule"].append(compare(scorer_flags(res), windows, rel, period))
         out["stragglers"]["mcd"].append(compare(mcd_flags(res, period), windows, rel, period))
         want = {(g["node"], g["gpu"]) for g in truth.get("imbalanced", []) if g["job_id"] == res.job_id}
-        learned = res.stragglers.drifts["step" if np.isfinite(res.stragglers.drifts["step"].learned).any()
-                                         else "work"].learned
+        learned = res.stragglers.drifts["work"].learned      # what the scorer's imbalance rests on
         for name, found in (("rule", imbalance.involved_by_rule(learned)), ("gmm", imbalance.involved(learned))):
             got = _members(found, res)
             counts = out["imbalance"][name]

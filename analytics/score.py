@@ -90,21 +90,25 @@ def _prior(columns: pd.MultiIndex, learned: pd.DataFrame | None) -> dict[str, np
 def job_imbalance(job_id: str, columns: pd.MultiIndex, res: straggler.StragglerResult, causes: np.ndarray,
                   period: float) -> tuple[dict, np.ndarray]:
     """The finding and the GPU-seconds it costs per sample: counted while the job runs with no
-    straggler holding it back (a stall or a straggler sets the pace then, not the imbalance). It
-    rests on the ranks' own step times where the job exports them, else on compute activity."""
-    basis = "step" if np.isfinite(res.drifts["step"].learned).any() else "work"
-    usual = res.drifts[basis].learned
+    straggler holding it back (a stall or a straggler sets the pace then, not the imbalance). The
+    ranks and their ratios come from compute activity (in lockstep training every rank's activity is
+    its compute time over the one shared step time: the purest measure of its pace); the waiting
+    they cost from the ranks' own step times where the job exports them (the all-reduce takes
+    everyone the same time), else from activity."""
+    usual = res.drifts["work"].learned
+    cost = "step" if np.isfinite(res.drifts["step"].learned).any() else "work"
     holding = res.holding.any(axis=1)
     for flags in res.node_holding.values():
         holding |= flags
     running = (causes == "") & ~holding
     hit = imbalance.involved(usual)
-    per_sample = np.where(running, imbalance.lost_share(usual, hit) * len(columns) * period, 0.0)
+    share = imbalance.lost_share(res.drifts[cost].learned, hit)
+    per_sample = np.where(running, share * len(columns) * period, 0.0)
     per_sample[:1] = 0.0      # the first sample closes an interval before the data (as the loss account)
     ranks = [{"node": node, "gpu": gpu} for _, node, gpu in columns]
-    found = imbalance.finding(ranks, usual, {"step": "step_seconds", "work": "compute_activity"}[basis],
-                              float(per_sample.sum()), "lost_gpu_seconds", hit)
-    return {"job_id": job_id, **found}, per_sample
+    found = imbalance.finding(ranks, usual, "compute_activity", float(per_sample.sum()), "lost_gpu_seconds", hit)
+    return {"job_id": job_id, **found, "lost_share": round(share, 4),
+            "cost_basis": {"step": "step_seconds", "work": "compute_activity"}[cost]}, per_sample
 
 
 def score_job(features: Features, job_id: str, start: float, period: float,

@@ -16,6 +16,7 @@ LATENCY_S = 60.0
 GRACE_SAMPLES = 3     # a flag may outlast its slowdown by the pace signals' 15 s mean
 LOSS_TOLERANCE = 0.10        # relative, per cause...
 LOSS_FLOOR = 0.002           # ...or this share of the allocated GPU-seconds, for causes near zero
+NOISY_TOLERANCE, NOISY_FLOOR = 0.2, 0.005    # the same, on scenarios with realistic noise (check_loss)
 
 
 def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
@@ -140,15 +141,22 @@ def _interval_latencies(truth: dict, res: JobResult, rel: np.ndarray, period: fl
 
 
 def check_loss(truth: dict, res: JobResult) -> dict:
+    """Per cause, scored against the truth within ``LOSS_TOLERANCE`` (or ``LOSS_FLOOR`` of the
+    allocation). With realistic noise the truth is each sample's own counterfactual (the same
+    jittered steps without the fault), which no scorer sees: it measures the job's progress against
+    its clean level, whose sample-to-sample jitter is a few percent of it: there the tolerance is
+    ``NOISY_TOLERANCE`` (or ``NOISY_FLOOR`` of the allocation)."""
     want = truth["loss"]
     allocated = float(want["allocated_gpu_seconds"])
+    exact = truth.get("noise", "none") == "none"
+    tolerance, floor = (LOSS_TOLERANCE, LOSS_FLOOR) if exact else (NOISY_TOLERANCE, NOISY_FLOOR)
     out = {}
     for cause, expected in want["lost_gpu_seconds"].items():
         got = res.loss["lost_gpu_seconds"].get(cause, 0.0)
         err = abs(got - expected)
         out[cause] = {"truth": round(expected, 1), "scored": got,
                       "relative_error": round(err / expected, 4) if expected else None,
-                      "ok": err <= max(LOSS_TOLERANCE * expected, LOSS_FLOOR * allocated)}
+                      "ok": err <= max(tolerance * expected, floor * allocated)}
     return out
 
 

@@ -38,15 +38,17 @@ class RankRatio:
 
 @dataclass(frozen=True)
 class ImbalanceView:
-    """The job's imbalance (never a straggler): the GPUs involved, the pace signal it rests on, the
-    share of the job's GPU time spent waiting for it in the latest window, and the GPU-seconds so far."""
+    """The job's imbalance (never a straggler): the GPUs involved with the pace signal their ratios
+come from, the share of the job's GPU time spent waiting for them in the latest window and what it
+rests on, and the GPU-seconds so far."""
     ranks: tuple[RankRatio, ...]
     basis: str
     lost_share: float
+    cost_basis: str
     lost_gpu_seconds: float
 
 
-BALANCED = ImbalanceView((), "compute_activity", 0.0, 0.0)
+BALANCED = ImbalanceView((), "compute_activity", 0.0, "compute_activity", 0.0)
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ def _scores(res: JobResult, i: int) -> tuple[tuple[ScoreView, ...], tuple[ScoreV
 def imbalance_view(res: JobResult, counters: LossCounters) -> ImbalanceView:
     found = res.imbalance
     return ImbalanceView(tuple(RankRatio(r["node"], r["gpu"], r["ratio"]) for r in found["ranks"]), found["basis"],
-                         found["lost_share"], round(counters.imbalance, 1))
+                         found["lost_share"], found["cost_basis"], round(counters.imbalance, 1))
 
 
 def _stall(res: JobResult, i: int) -> StallView:

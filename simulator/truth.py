@@ -49,12 +49,15 @@ class Truth:
             "faults": [_fault_doc(f) for f in Topology(sc).faults],
             "imbalance_gpu_seconds": round(self.imbalance, 3),
             "imbalanced": imbalanced(sc),
+            "noise": dataclasses.asdict(sc.noise) if sc.noise.on else "none",
         }
 
 
-# A slowdown the scorers must flag within 60 s of onset (ARCHITECTURE.md, issue 12): a GPU ≥ 15% slower,
-# a node ≥ 12%, a rank ≥ 1.5x for ≥ 30 s; a milder or shorter one is listed, flagging it is no false flag.
-MUST_GPU, MUST_NODE, MUST_TRANSIENT, MUST_TRANSIENT_S = 1.15, 1.12, 1.5, 30.0
+# A slowdown the scorers must flag within 60 s of onset (issue 12's targets): a throttled GPU ≥ 15%
+# slower, a node ≥ 12%, a rank ≥ 1.5x for ≥ 30 s; a rank slower for longer with no clock or reason to
+# show it (slow_rank, drift: only its pace tells) once ≥ 25%. A milder or shorter one is listed:
+# flagging it is no false flag, missing it no miss.
+MUST_GPU, MUST_NODE, MUST_TRANSIENT, MUST_TRANSIENT_S, MUST_RANK = 1.15, 1.12, 1.5, 30.0, 1.25
 
 
 def stragglers(sc: Scenario, faults: tuple | None = None) -> list[dict]:
@@ -65,8 +68,14 @@ def stragglers(sc: Scenario, faults: tuple | None = None) -> list[dict]:
             continue
         row = {"job_id": sc.job.job_id, "node": f.node, "gpu": None if f.kind == "slow_node" else str(f.gpu),
                "kind": f.kind, "start_s": f.start_s, "end_s": min(f.end_s, sc.duration_s)}
-        out.append({**row, **_required(f, row["end_s"])})
+        out.append({**row, **_required(f, row["end_s"], _blocked(sc, f.start_s, row["end_s"]))})
     return out
+
+
+def _blocked(sc: Scenario, start: float, end: float) -> float:
+    """Seconds of [start, end] the job stands still (checkpoints, hangs): no rank's pace shows then."""
+    spans = checkpoint_windows(Topology(sc), start, end) + [(f.start_s, f.end_s) for f in sc.faults if f.kind == "hang"]
+    return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
 
 
 def imbalanced(sc: Scenario) -> list[dict]:
@@ -78,18 +87,19 @@ def imbalanced(sc: Scenario) -> list[dict]:
              "speed": float(speed[g])} for g in np.flatnonzero(topo.job_gpus & (speed != 1.0))]
 
 
-def _required(f, end: float) -> dict:
-    """Whether the slowdown must be flagged, and from when its latency counts (a drift: from the
-    moment it reaches the bar)."""
+def _required(f, end: float, blocked: float) -> dict:
+    """Whether the slowdown must be flagged (a transient: for the seconds the job ran, not those a
+    checkpoint blocked it), and from when its latency counts (a drift: from the moment it reaches
+    the bar)."""
     if f.kind == "gpu_throttle":
         return {"required": 1 / f.clock_factor >= MUST_GPU}
     if f.kind == "slow_node":
         return {"required": f.slowdown >= MUST_NODE}
     if f.kind == "slow_rank":
-        long = end - f.start_s >= 120.0
-        return {"required": end - f.start_s >= MUST_TRANSIENT_S and f.slowdown >= (MUST_GPU if long else MUST_TRANSIENT)}
-    reach = f.start_s + (f.end_s - f.start_s) * (MUST_GPU - 1) / (f.slowdown - 1)
-    return {"required": f.slowdown >= MUST_GPU and reach <= end - MUST_TRANSIENT_S, "detect_from_s": round(reach, 1)}
+        seen = end - f.start_s - blocked
+        return {"required": seen >= MUST_TRANSIENT_S and f.slowdown >= (MUST_RANK if seen >= 120.0 else MUST_TRANSIENT)}
+    reach = f.start_s + (f.end_s - f.start_s) * (MUST_RANK - 1) / (f.slowdown - 1)
+    return {"required": f.slowdown >= MUST_RANK and reach <= end - MUST_TRANSIENT_S, "detect_from_s": round(reach, 1)}
 
 
 def _candidates(sc: Scenario) -> dict[str, list[tuple[float, float]]]:
