@@ -45,7 +45,7 @@ PERSIST_S = 20.0          # consecutive seconds of agreement before a flag
 SMOOTH_S = 15.0           # pace signals averaged over this span
 NODE_SHARE = 0.75         # this share of a node's GPUs slow together → node-wide slowdown
 BASELINE_S = 300.0        # a GPU's usual level is learned over its first active samples of this span...
-READY_S = 30.0            # ...and judged against once this much of it is held
+READY = 6                 # ...and judged against once it holds this many samples
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def reason_votes(sig: dict[str, np.ndarray], active: np.ndarray, calm: np.ndarra
 def signal_votes(js: JobSignals, sig: dict[str, np.ndarray], active: np.ndarray, period: float,
                  prior: dict[str, np.ndarray] | None = None):
     """Per-sample, per-GPU agreement count, and the drifts, bars, hits and reason votes behind it."""
-    samples, ready = max(1, round(BASELINE_S / period)), max(1, round(READY_S / period))
+    samples, ready = max(READY, round(BASELINE_S / period)), READY
     prior = prior or {}
     drifts = {name: relative.drift(x, active, samples, FLOORS[name], ready, prior.get(name))
               for name, x in slowness(js, sig, active, period).items()}
