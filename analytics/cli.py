@@ -92,11 +92,11 @@ def _steptimes(args: argparse.Namespace) -> int:
     for s in found["stragglers"] or [{"worker": None}]:
         print("no stragglers" if s["worker"] is None else
               f"worker {s['worker']}: first flagged at step {s['first_flagged_step']}, score {s['score']:.2f}")
-    imb = found["imbalance"]
-    if imb["ranks"]:
+    for imb in found["imbalance"] or [{"ranks": []}]:
+        if not imb["ranks"]:
+            print("no imbalance")
+            continue
         ranks = ", ".join(f"{r['worker']} {r['ratio']:.2f}x" for r in imb["ranks"])
         print(f"imbalance since the start (ratio to the median): {ranks}; "
               f"{100 * imb['lost_share']:.1f}% of the workers' time spent waiting for it")
-    else:
-        print("no imbalance")
     return 0

@@ -45,13 +45,13 @@ def simulate(path: str | Path, inputs_only: bool = False) -> Run:
 
 def report(name: str, results: dict[str, JobResult]) -> dict:
     """The evaluation report of ARCHITECTURE.md (``loss`` is one object for a one-job scenario),
-    with ``imbalance``: one finding per job (``ranks`` empty when the job is balanced)."""
+    with ``imbalance``: one finding per job that has any (``[]`` when every job is balanced)."""
     stragglers = [plain(d) for r in results.values() for d in r.detections]
     stalls = [plain(s) for r in results.values() for s in r.stalls]
     losses = [{k: v for k, v in r.loss.items() if k != "goodput_ratio"} for r in results.values()]
     return {"scenario": name, "stragglers": stragglers, "stalls": stalls,
             "loss": losses[0] if len(losses) == 1 else losses,
-            "imbalance": [plain(r.imbalance) for r in results.values()]}
+            "imbalance": [plain(r.imbalance) for r in results.values() if r.imbalance["ranks"]]}
 
 
 def evaluate(path: str | Path) -> tuple[Run, dict[str, JobResult], dict]:

@@ -98,11 +98,13 @@ def analyse(frame: pd.DataFrame) -> Analysis:
 
 
 def result(frame: pd.DataFrame) -> dict:
-    """``{"stragglers": [...], "imbalance": {...}}`` (what ``steptimes --json`` prints)."""
+    """``{"stragglers": [...], "imbalance": [...]}`` (what ``steptimes --json`` prints): the job's
+    imbalance finding as the evaluation report lists them, none when the workers are balanced."""
     if frame.empty:
-        return {"stragglers": [], "imbalance": imbalance.finding([], np.empty(0), "step_seconds", 0.0)}
+        return {"stragglers": [], "imbalance": []}
     a = analyse(frame)
-    return {"stragglers": stragglers_of(a), "imbalance": imbalance_of(a)}
+    found = imbalance_of(a)
+    return {"stragglers": stragglers_of(a), "imbalance": [found] if found["ranks"] else []}
 
 
 def stragglers(frame: pd.DataFrame) -> list[dict]:
