@@ -27,6 +27,7 @@ LINK_COUNTERS = ("link_downed", "link_recovery", "symbol_errors")
 # Every metric build_features reads (what the Prometheus source queries).
 INPUT_METRICS = (gpu.JOB_INFO.name, *GPU_GAUGES.values(), gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name,
                  gpu.CLOCK_EVENT.name, fabric.IB_STATE.name, *RAIL_COUNTERS.values(), *NODE_COUNTERS.values())
+REASON_PREFIX = "reason:"    # signals[REASON_PREFIX + reason]: 1 while the GPU reports that clock-event reason
 SIGNALS = ("sm", "tensor", "step", "clock", "throttle", "tx", "xmit_wait", "link", "read", "write", "pause", "cnp",
            "member")
 COLUMNS = ("job_id", "node", "gpu")
@@ -139,6 +140,12 @@ def build_features(frame: pd.DataFrame) -> Features:
     events = by_metric.get(gpu.CLOCK_EVENT.name, empty)
     signals["throttle"] = per_gpu(events[events["reason"].isin(THROTTLE_REASONS)], "max") if len(events) \
         else np.full_like(clock, np.nan)
+    # Each reason on its own as well: a GPU's thermal slowdown must not hide among peers that are
+    # merely power-capped (on a busy H100 job sw_power_cap is active most of the time).
+    for reason in THROTTLE_REASONS:
+        held = events[events["reason"] == reason] if len(events) else events
+        if len(held):
+            signals[REASON_PREFIX + reason] = per_gpu(held, "max")
     for name, metric in RAIL_COUNTERS.items():
         signals[name] = _rail_rate(by_metric.get(metric, empty), times, gpu_cols)
     state = by_metric.get(fabric.IB_STATE.name, empty)

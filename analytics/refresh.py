@@ -65,6 +65,7 @@ class RefreshState:
     health: Health = field(default_factory=Health)
     losses: dict[str, LossCounters] = field(default_factory=dict)   # live, per job still running
     baselines: dict[str, float] = field(default_factory=dict)       # a job's last learned productive level
+    learned: dict[str, pd.DataFrame] = field(default_factory=dict)  # each job's GPUs' usual pace, job-long
 
 
 def window_ending(now: float, settings: Settings) -> Window:
@@ -74,13 +75,13 @@ def window_ending(now: float, settings: Settings) -> Window:
 
 
 def score_window(frames: dict[str, pd.DataFrame], start: float, step: float,
-                 baselines: dict[str, float]) -> dict[str, JobResult]:
+                 baselines: dict[str, float], learned: dict[str, pd.DataFrame]) -> dict[str, JobResult]:
     """Blocking: score each job's frame (runs in a worker thread)."""
     out = {}
     for job_id, frame in frames.items():
         features = build_features(frame)
         if job_id in features.jobs():
-            out[job_id] = score_features(features, start, step, [job_id], baselines)[job_id]
+            out[job_id] = score_features(features, start, step, [job_id], baselines, learned)[job_id]
     return out
 
 
@@ -110,7 +111,8 @@ class Refresher:
         state.losses.update(await self.source.resume([j for j in mine if j not in state.losses], window.end))
         await self._catch_up(mine, window)
         frames, failed = await self._fetch_jobs(mine, window)
-        scored = await asyncio.to_thread(score_window, frames, window.start, step, dict(state.baselines))
+        scored = await asyncio.to_thread(score_window, frames, window.start, step, dict(state.baselines),
+                                         dict(state.learned))
         views = self._account(scored, failed, window)
         self._forget_all_but(views)
         state.results = Results(views, time.time(), {j: copy.deepcopy(state.losses[j]) for j in views})
@@ -138,15 +140,20 @@ class Refresher:
         return views
 
     def _remember_baseline(self, job_id: str, res: JobResult) -> None:
-        """A job's peer baseline, kept for the windows a straggler fills completely."""
+        """A job's peer baseline, kept for the windows a straggler fills completely, and its GPUs' usual
+        pace among their peers, kept for the job's life: a slowdown that began before the current window
+        is still a straggler, not imbalance (GPUs absent from this window keep theirs)."""
         if res.baseline is not None:
             self.state.baselines[job_id] = res.baseline
+        old = self.state.learned.get(job_id)
+        self.state.learned[job_id] = res.learned if old is None else res.learned.combine_first(old)
 
     def _forget_all_but(self, jobs: dict[str, JobView]) -> None:
         """Finished jobs (and those no longer this shard's): forget them (label churn)."""
         for gone in set(self.state.losses) - set(jobs):
             self.state.losses.pop(gone, None)
             self.state.baselines.pop(gone, None)
+            self.state.learned.pop(gone, None)
 
     async def _catch_up(self, jobs: list[str], window: Window) -> None:
         """Account the time between a job's last counted sample and ``window`` (the source was unreachable
@@ -169,7 +176,7 @@ class Refresher:
                 log.warning("catch-up failed; retried next refresh", extra=kv(job_id=job_id, err=str(exc)[:500]))
                 continue
             scored = await asyncio.to_thread(score_window, {job_id: frame}, chunk.start, step,
-                                             dict(self.state.baselines))
+                                             dict(self.state.baselines), dict(self.state.learned))
             if job_id in scored:
                 res = scored[job_id]
                 self._remember_baseline(job_id, res)   # older than the current window's, which replaces it after

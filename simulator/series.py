@@ -34,6 +34,7 @@ class Layout:
         self.rows = sum(b.size for b in blocks)
         self.metrics = pa.array(sorted({b.metric.name for b in blocks}))
         metric_index = {m: i for i, m in enumerate(self.metrics.to_pylist())}
+        self.node_of_row = np.concatenate([b.labels["node"] for b in blocks]).astype(str)
         self.codes: dict[str, np.ndarray] = {"metric": np.concatenate(
             [np.full(b.size, metric_index[b.metric.name], np.int32) for b in blocks])}
         self.dicts: dict[str, pa.Array] = {"metric": self.metrics}
@@ -42,8 +43,12 @@ class Layout:
             uniq, inverse = np.unique(values, return_inverse=True)
             self.codes[col], self.dicts[col] = inverse.astype(np.int32), pa.array(uniq)
 
-    def values(self, state: State) -> np.ndarray:
-        return np.concatenate([np.asarray(b.value(state), dtype=float) for b in self.blocks])
+    def values(self, state: State, missed: frozenset[str] = frozenset()) -> np.ndarray:
+        """One tick's values; the rows of nodes whose scrape went missing are NaN (dropped)."""
+        out = np.concatenate([np.asarray(b.value(state), dtype=float) for b in self.blocks])
+        if missed:
+            out[np.isin(self.node_of_row, list(missed))] = np.nan
+        return out
 
     def table(self, timestamps: list[float], values: list[np.ndarray]) -> pa.Table:
         vals = np.concatenate(values)
@@ -66,7 +71,8 @@ def tables(scenario: Scenario, truth: Truth | None = None, chunk: int = CHUNK_TI
         if truth is not None:
             truth.observe(state)
         stamps.append(state.timestamp)
-        values.append(layout.values(state))
+        missed = model.topo.draws.missed(state.k, len(model.topo.nodes))
+        values.append(layout.values(state, frozenset(np.array(model.topo.nodes)[missed])))
         if len(stamps) == chunk:
             yield layout.table(stamps, values)
             stamps, values = [], []

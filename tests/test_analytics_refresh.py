@@ -202,7 +202,10 @@ async def test_the_baseline_learned_earlier_scores_a_window_that_a_straggler_fil
     assert kept.state.baselines["7300"] == learned
     assert kept.state.losses["7300"].lost["straggler"] == pytest.approx(truth, rel=0.05)
 
+    # A fresh replica sees the throttled GPU slow from the first sample of its window: its pace is that
+    # GPU's usual one (imbalance, not a straggler), so the whole window counts as clean and the slowed
+    # level is learned as productive.
     fresh = Refresher(FakeSource(_jobs(run, "7300")), Settings(window_s=295))
     await fresh.refresh(_end(run))
-    assert "7300" not in fresh.state.baselines
+    assert fresh.state.baselines.get("7300", 0.0) < 0.95 * learned
     assert fresh.state.losses["7300"].lost["straggler"] < 0.1 * truth
