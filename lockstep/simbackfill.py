@@ -109,8 +109,11 @@ def _peak_rss_mb() -> tuple[float, float]:
 
 
 def _stream(model, blocks, ticks: int, writer: BlockWriter) -> None:
-    """Tick by tick, in chunks of LINES_PER_CHUNK samples, a new promtool file at each block window."""
+    """Tick by tick, in chunks of LINES_PER_CHUNK samples, a new promtool file at each block window;
+    the scrapes the scenario's noise misses are absent, as in the series frame."""
+    from simulator.series import missed_nodes, node_rows, tick_values
     rows = sum(b.size for b in blocks)
+    node_of_row = node_rows(blocks)
     chunk = max(1, min(LINES_PER_CHUNK, writer.limit) // max(rows, 1))
     values, stamps, window = [], [], None
     for state in model.states(ticks):
@@ -118,8 +121,7 @@ def _stream(model, blocks, ticks: int, writer: BlockWriter) -> None:
             _add(writer, values, stamps, rows)
             writer.next_file()
             values, stamps, window = [], [], writer.window_of(state.timestamp)
-        values.append(np.concatenate([np.asarray(b.value(state), dtype=float) for b in blocks]) if blocks
-                      else np.empty(0))
+        values.append(tick_values(blocks, node_of_row, state, missed_nodes(model, state.k)))
         stamps.append(state.timestamp)
         if len(stamps) == chunk:
             _add(writer, values, stamps, rows)

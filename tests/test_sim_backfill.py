@@ -80,13 +80,18 @@ def test_the_service_reads_back_the_simulators_own_samples(prometheus):
     assert len(direct) > 0 and (both["_merge"] == "both").all()
     np.testing.assert_array_equal(both["value_read"], both["value"])
     # Rows only Prometheus has: a series gone from the simulator (the GPU lost to XID 79 stops
-    # reporting) is still answered for Prometheus' 5-minute lookback, with its last value.
+    # reporting) or a scrape the noise missed (blocks carry no staleness markers) is still answered
+    # for Prometheus' 5-minute lookback, with the series' sample before it.
     extra = read.merge(direct[keys], how="left", on=keys, indicator=True)
-    extra = extra[extra["_merge"] == "left_only"]
+    extra = extra[extra["_merge"] == "left_only"].drop(columns="_merge")
     series = [c for c in keys if c != "timestamp"]
-    last = direct.groupby(series, observed=True).agg(last_t=("timestamp", "max"), last_v=("value", "last")).reset_index()
-    extra = extra.merge(last, on=series)
-    assert ((extra["timestamp"] - extra["last_t"] <= 300) & (extra["value"] == extra["last_v"])).all()
+    near = direct.sort_values("timestamp").assign(near_t=lambda d: d["timestamp"]).rename(columns={"value": "near_v"})
+    extra = extra.merge(direct[series].drop_duplicates(), on=series).sort_values("timestamp")  # series compared
+    before = pd.merge_asof(extra, near, on="timestamp", by=series, allow_exact_matches=False)
+    assert ((before["timestamp"] - before["near_t"] <= 300) & (before["value"] == before["near_v"])).all()
+    # The noise's missed scrapes are gaps the backfill left as the series frame did (a sample follows).
+    after = pd.merge_asof(extra, near, on="timestamp", by=series, allow_exact_matches=False, direction="forward")
+    assert after["near_t"].notna().any()
 
 
 def test_only_the_chosen_metrics_and_several_promtool_runs(prometheus):
