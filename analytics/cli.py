@@ -21,7 +21,8 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
                            formatter_class=DefaultsHelpFormatter)
     add_serve_flags(serve)
     add_log_flags(serve)
-    ev = sub.add_parser("evaluate", help="run the scorers on a simulated scenario and print the detection report")
+    ev = sub.add_parser("evaluate", help="run the scorers on a simulated scenario, or on a past window read from "
+                                         "Prometheus (post-mortem), and print the detection report")
     ev.add_argument("scenario", nargs="?", help="scenario YAML (simulator/scenarios/...)")
     ev.add_argument("--all", metavar="DIR", help="every scenario in DIR against its truth: recall, precision, "
                                                  "latency and cause accuracy per fault kind")
@@ -29,6 +30,13 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     ev.add_argument("--truth", action="store_true", help="add the comparison with the scenario's ground truth")
     ev.add_argument("--models", action="store_true", help="with --all: also weigh the scikit-learn alternatives "
                                                           "(robust covariance, Gaussian mixture) against the rules")
+    pm = ev.add_argument_group("post-mortem (instead of a scenario)")
+    pm.add_argument("--prometheus-url", help="Prometheus (or Thanos, Mimir, VictoriaMetrics) base URL")
+    pm.add_argument("--from", dest="start", metavar="T", help="window start: unix seconds or RFC 3339")
+    pm.add_argument("--to", dest="end", metavar="T", help="window end: unix seconds or RFC 3339")
+    pm.add_argument("--job", help="only this job id")
+    pm.add_argument("--step", type=float, default=5.0, help="seconds between samples (the scrape interval)")
+    pm.add_argument("--timeout", type=float, default=120.0, help="seconds per Prometheus request")
     st = sub.add_parser("steptimes", help="per-rank step times (worker,step,seconds CSV) → stragglers and imbalance")
     st.add_argument("file", help="CSV with header worker,step,seconds (or the Alibaba PAI ,worker,gpu,time,"
                                  "batch_time_norm)")
@@ -62,8 +70,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     from analytics import harness, truthcheck
     from analytics.evaluate import evaluate, format_text
 
-    if bool(args.all) == bool(args.scenario):
-        raise ValueError("give either SCENARIO.yaml or --all DIR")
+    if sum(map(bool, (args.all, args.scenario, args.prometheus_url))) != 1:
+        raise ValueError("give one of SCENARIO.yaml, --all DIR, or --prometheus-url URL --from T --to T")
+    if args.prometheus_url:
+        return _post_mortem(args)
     if args.all:
         rows = harness.run_all(args.all, models=args.models)
         if not rows:
@@ -80,6 +90,25 @@ def _evaluate(args: argparse.Namespace) -> int:
         rep = {**rep, "truth_check": truthcheck.check(run_.truth, results, run_.start, run_.period)}
     print(json.dumps(rep, indent=1) if args.json else format_text(rep))
     return 0
+
+
+def _post_mortem(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from analytics.errors import PrometheusError
+    from analytics.postmortem import PostMortem, format_text, parse_time, post_mortem
+
+    if args.start is None or args.end is None:
+        raise ValueError("--prometheus-url needs --from T and --to T")
+    pm = PostMortem(args.prometheus_url, parse_time(args.start, "--from"), parse_time(args.end, "--to"),
+                    step_s=args.step, job_id=args.job, timeout_s=args.timeout)
+    try:
+        rep = asyncio.run(post_mortem(pm))
+    except PrometheusError as exc:
+        print(f"lockstep analytics evaluate: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    print(json.dumps(rep, indent=1) if args.json else format_text(rep))
+    return 1 if rep.get("errors") else 0
 
 
 def _steptimes(args: argparse.Namespace) -> int:

@@ -40,6 +40,7 @@ class ServiceConfig:
     timeout_s: float = 20.0            # per Prometheus request
     max_backoff_s: float = 300.0
     resume_lookback_s: float = 86400.0  # how old the exported counters of a job may be to resume them (0: never)
+    refetch_steps: int = 1             # trailing steps of a held window asked for again (samples stored late)
     shard: Shard = Shard(0, 1)
     web_config: WebConfig | None = None
     now: Callable[[], float] = field(default=time.time, compare=False)   # injected by tests
@@ -58,6 +59,8 @@ class ServiceConfig:
                              "the time between refreshes would never be scored")
         if self.window_s < 4 * self.step_s:
             raise ValueError(f"--window ({self.window_s}s) must hold at least 4 steps of {self.step_s}s")
+        if not 1 <= self.refetch_steps <= self.window_s / self.step_s:
+            raise ValueError(f"--refetch-steps must be from 1 to the steps of --window, got {self.refetch_steps!r}")
 
 
 def add_serve_flags(p: argparse.ArgumentParser) -> None:
@@ -71,6 +74,10 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
                    help="seconds back to look for a job's loss counters as this service last exported them "
                         "(scraped into Prometheus), to continue them after a restart or a shard move; 0 disables")
     p.add_argument("--shard", default="0/1", help="score only the jobs of shard i of n (stable hash of job_id)")
+    p.add_argument("--refetch-steps", type=int, default=1,
+                   help="trailing steps of each job's held window asked for again on every refresh, for samples that "
+                        "reach the store late (a slow scrape; remote_write batching: its batch_send_deadline in steps, "
+                        "plus one)")
 
 
 def config_from_args(args: argparse.Namespace) -> ServiceConfig:
@@ -80,5 +87,5 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
     return ServiceConfig(
         prometheus_url=args.prometheus_url, listen=parse_listen_address(getattr(args, "web.listen-address")),
         interval_s=args.interval, window_s=args.window, step_s=args.step, timeout_s=args.timeout,
-        resume_lookback_s=args.resume_lookback,
+        resume_lookback_s=args.resume_lookback, refetch_steps=args.refetch_steps,
         shard=parse_shard(args.shard), web_config=load_web_config(web_file) if web_file else None)

@@ -60,8 +60,8 @@ def evaluate(path: str | Path) -> tuple[Run, dict[str, JobResult], dict]:
     return run, results, report(run.scenario, results)
 
 
-def format_text(rep: dict) -> str:
-    lines = [f"scenario {rep['scenario']}"]
+def format_text(rep: dict, title: str | None = None) -> str:
+    lines = [title or f"scenario {rep['scenario']}"]
     for d in rep["stragglers"]:
         where = d["node"] + (f" gpu {d['gpu']}" if d["gpu"] is not None else " (node-wide)")
         lines.append(f"  straggler  job {d['job_id']} {where} first detected at {d['first_detected_s']:.0f}s "

@@ -42,7 +42,9 @@ def health_samples(h: Health, jobs: int) -> list[Sample]:
            Sample(cat.ANALYTICS_REFRESH_FAILURES, (), float(h.failures)),
            Sample(cat.ANALYTICS_REFRESH_DURATION, (), round(h.duration_s, 6)),
            Sample(cat.ANALYTICS_JOBS, (), float(jobs)),
-           Sample(cat.ANALYTICS_REJECTED_JOB_IDS, (), float(len(h.rejected_job_ids)))]
+           Sample(cat.ANALYTICS_REJECTED_JOB_IDS, (), float(len(h.rejected_job_ids))),
+           Sample(cat.ANALYTICS_REFRESH_SAMPLES, (), float(h.fetched_samples)),
+           Sample(cat.ANALYTICS_FULL_FETCHES, (), float(h.full_fetches))]
     if h.last_success is not None:
         out.append(Sample(cat.ANALYTICS_LAST_SUCCESS, (), h.last_success))
     return out

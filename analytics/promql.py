@@ -38,6 +38,15 @@ def quote(value: str) -> str:
     return f'"{escaped}"'
 
 
+_REGEX_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+
+def alternatives(values) -> str:
+    """An RE2 regex matching exactly each of ``values`` (``node=~``; put it in ``quote``). None: matches
+    nothing (``a^`` can never match)."""
+    return "|".join(_REGEX_SPECIAL.sub(r"\\\1", v) for v in sorted(set(values))) or "a^"
+
+
 def job_selector(job_id: str) -> str:
     """``lockstep_gpu_job_info{<node selector>,job_id="..."}`` for a validated id."""
     return with_job(gpu.JOB_INFO.name, job_id)
@@ -45,16 +54,12 @@ def job_selector(job_id: str) -> str:
 
 def with_job(metric: str, job_id: str) -> str:
     """``metric{<its job's selector>,job_id="..."}`` for a validated id (metrics that carry job_id themselves)."""
-    return f"{metric}{{{_matchers(metric, f'job_id={quote(validate_job_id(job_id))}')}}}"
+    return selector(metric, f"job_id={quote(validate_job_id(job_id))}")
 
 
-def metric_for_job(metric: str, job_id: str, extra: str = "") -> str:
-    """Series of ``metric`` on the nodes that run ``job_id`` (node comes from the target label).
-
-    ``and on(node)`` keeps the metric's own labels unchanged, so the frame built from the result is
-    the same as the simulator's; GPUs of other jobs on a shared node are dropped later by the job map.
-    """
-    return f"{metric}{{{_matchers(metric, extra)}}} and on(node) {job_selector(job_id)}"
+def selector(metric: str, extra: str = "") -> str:
+    """``metric{<the selector of the scrape job serving it>,<extra>}``."""
+    return f"{metric}{{{_matchers(metric, extra)}}}"
 
 
 def _matchers(metric: str, extra: str) -> str:
@@ -65,3 +70,8 @@ def _matchers(metric: str, extra: str) -> str:
 
 
 JOBS_QUERY = f"count by (job_id) ({gpu.JOB_INFO.name}{{{SELECTORS.node}}})"
+
+
+def jobs_within(range_s: float) -> str:
+    """Every job id on ``lockstep_gpu_job_info`` at any time in the ``range_s`` before the evaluation time."""
+    return f"count by (job_id) (last_over_time({gpu.JOB_INFO.name}{{{SELECTORS.node}}}[{round(range_s * 1000)}ms]))"

@@ -1,10 +1,12 @@
-"""One refresh of the analytics service, as plain code over a ``Source`` of job ids and frames.
+"""One refresh of the analytics service, as plain code over a ``Source`` of job ids and answers.
 
 A refresh at ``now`` scores the window that ends at the last whole step: it lists the jobs, keeps
 the valid ids of this replica's shard, continues the loss counters of jobs it has not seen before,
 catches up a gap in a job's counters, fetches and scores each job, and replaces the results as a
-whole (readers never see half an update). The service drives it every interval against Prometheus
-(``analytics.prometheus``, ``analytics.service``); any ``Source`` can drive it at any ``now``.
+whole (readers never see half an update). Each job's window is held between refreshes and moved on
+with the rows that are new (``analytics.fetch``). The service drives it every interval against
+Prometheus (``analytics.prometheus``, ``analytics.service``), the post-mortem once over a past window
+(``analytics.postmortem``); any ``Source`` can drive it at any ``now``.
 """
 from __future__ import annotations
 
@@ -20,11 +22,16 @@ import pandas as pd
 
 from analytics import promql
 from analytics.config import Shard
-from analytics.frame import build_features
+from analytics.decode import Block
+from analytics.errors import PrometheusError
+from analytics.fetch import advance, fetch_window
+from analytics.frame import Features
+from analytics.grid import Window
+from analytics.inputs import Input
 from analytics.score import JobResult, score_features
-from analytics.source_prom import PrometheusError, Window
 from analytics.state import Health, LossCounters
 from analytics.views import JobView, job_view
+from analytics.window import JobWindow
 from exporters.logs import kv
 
 log = logging.getLogger("lockstep.analytics")
@@ -33,11 +40,11 @@ log = logging.getLogger("lockstep.analytics")
 class Source(Protocol):
     """What a refresh reads. Each method raises ``PrometheusError`` when its answer cannot be had."""
 
-    async def list_jobs(self, at: float) -> list[str]:
-        """Every job id running at ``at``, as reported (unvalidated)."""
+    async def list_jobs(self, at: float, lookback_s: float = 0.0) -> list[str]:
+        """Every job id running at ``at`` (or at any time in the ``lookback_s`` before), as reported (unvalidated)."""
 
-    async def fetch_job(self, job_id: str, window: Window) -> pd.DataFrame:
-        """The long series frame (FORMATS.md) of one job over ``window``."""
+    async def series(self, inp: Input, job_id: str, window: Window, nodes: tuple[str, ...]) -> Block:
+        """``inp``'s answer for ``job_id`` on its ``nodes``, on ``window``'s grid (``analytics.inputs``)."""
 
     async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
         """The loss counters last exported for those of ``job_ids`` that have any (none: start afresh)."""
@@ -48,6 +55,7 @@ class Settings(Protocol):
     window_s: float     # data scored per refresh
     step_s: float       # the sample period
     shard: Shard        # the jobs this replica scores
+    refetch_steps: int  # trailing steps of a held window asked for again
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,7 @@ class RefreshState:
     losses: dict[str, LossCounters] = field(default_factory=dict)   # live, per job still running
     baselines: dict[str, float] = field(default_factory=dict)       # a job's last learned productive level
     learned: dict[str, pd.DataFrame] = field(default_factory=dict)  # each job's GPUs' usual pace, job-long
+    windows: dict[str, JobWindow] = field(default_factory=dict)     # each job's matrices, moved on each refresh
 
 
 def window_ending(now: float, settings: Settings) -> Window:
@@ -74,12 +83,12 @@ def window_ending(now: float, settings: Settings) -> Window:
     return Window(end - settings.window_s + settings.step_s, end, settings.step_s)
 
 
-def score_window(frames: dict[str, pd.DataFrame], start: float, step: float,
-                 baselines: dict[str, float], learned: dict[str, pd.DataFrame]) -> dict[str, JobResult]:
-    """Blocking: score each job's frame (runs in a worker thread)."""
+def score_window(jobs: dict[str, Features], start: float, step: float, baselines: dict[str, float],
+                 learned: dict[str, pd.DataFrame]) -> dict[str, JobResult]:
+    """Blocking: score each job's features (runs in a worker thread); a job without GPUs is not scored.
+    ``baselines`` and ``learned``: what earlier windows taught of each job (``RefreshState``)."""
     out = {}
-    for job_id, frame in frames.items():
-        features = build_features(frame)
+    for job_id, features in jobs.items():
         if job_id in features.jobs():
             out[job_id] = score_features(features, start, step, [job_id], baselines, learned)[job_id]
     return out
@@ -99,26 +108,37 @@ class Refresher:
     source: Source
     settings: Settings
     state: RefreshState = field(default_factory=RefreshState)
+    # this refresh's fetching: samples placed, jobs fetched whole (the rest moved on)
+    _fetched: int = field(default=0, init=False, repr=False)
+    _full: int = field(default=0, init=False, repr=False)
 
     async def refresh(self, now: float) -> None:
         """Score the window ending at ``now``; raises when no job could be fetched (the source is down)."""
         state, step = self.state, self.settings.step_s
         started = time.monotonic()
+        self._fetched = self._full = 0
         window = window_ending(now, self.settings)
         mine, rejected = split_job_ids(await self.source.list_jobs(window.end), self.settings.shard)
         if rejected and rejected != list(state.health.rejected_job_ids):
             log.warning("job ids rejected (not queried)", extra=kv(job_ids=repr(rejected)[:500]))
         state.losses.update(await self.source.resume([j for j in mine if j not in state.losses], window.end))
         await self._catch_up(mine, window)
-        frames, failed = await self._fetch_jobs(mine, window)
-        scored = await asyncio.to_thread(score_window, frames, window.start, step, dict(state.baselines),
-                                         dict(state.learned))
+        scored, failed = await self.score(mine, window)
         views = self._account(scored, failed, window)
         self._forget_all_but(views)
         state.results = Results(views, time.time(), {j: copy.deepcopy(state.losses[j]) for j in views})
         state.health = Health(up=True, stale=False, last_success=time.time(), failures=state.health.failures,
                               duration_s=time.monotonic() - started, rejected_job_ids=tuple(rejected),
-                              last_error="; ".join(f"job {j}: {e}" for j, e in failed.items())[:2000])
+                              last_error="; ".join(f"job {j}: {e}" for j, e in failed.items())[:2000],
+                              fetched_samples=self._fetched, full_fetches=self._full)
+
+    async def score(self, jobs: list[str], window: Window) -> tuple[dict[str, JobResult], dict[str, str]]:
+        """Each job's window (moved on from the one held, else fetched whole) scored, and the errors of the
+        jobs that could not be fetched; raises when every job fails (the source itself is the problem)."""
+        features, failed = await self._fetch_jobs(jobs, window)
+        scored = await asyncio.to_thread(score_window, features, window.start, self.settings.step_s,
+                                         dict(self.state.baselines), dict(self.state.learned))
+        return scored, failed
 
     def failed(self, exc: Exception) -> None:
         """A refresh that raised: the last results stay, marked stale."""
@@ -149,11 +169,12 @@ class Refresher:
         self.state.learned[job_id] = res.learned if old is None else res.learned.combine_first(old)
 
     def _forget_all_but(self, jobs: dict[str, JobView]) -> None:
-        """Finished jobs (and those no longer this shard's): forget them (label churn)."""
-        for gone in set(self.state.losses) - set(jobs):
+        """Finished jobs (and those no longer this shard's): forget them (label churn, held windows)."""
+        for gone in (set(self.state.losses) | set(self.state.windows)) - set(jobs):
             self.state.losses.pop(gone, None)
             self.state.baselines.pop(gone, None)
             self.state.learned.pop(gone, None)
+            self.state.windows.pop(gone, None)
 
     async def _catch_up(self, jobs: list[str], window: Window) -> None:
         """Account the time between a job's last counted sample and ``window`` (the source was unreachable
@@ -171,11 +192,12 @@ class Refresher:
             first = counters.accounted_until
             chunk = Window(first, min(first + self.settings.window_s - step, window.start - step), step)
             try:
-                frame = await self.source.fetch_job(job_id, chunk)
+                held = await fetch_window(self.source, job_id, chunk)
             except PrometheusError as exc:
                 log.warning("catch-up failed; retried next refresh", extra=kv(job_id=job_id, err=str(exc)[:500]))
                 continue
-            scored = await asyncio.to_thread(score_window, {job_id: frame}, chunk.start, step,
+            self._fetched += held.fetched
+            scored = await asyncio.to_thread(score_window, {job_id: held.features()}, chunk.start, step,
                                              dict(self.state.baselines), dict(self.state.learned))
             if job_id in scored:
                 res = scored[job_id]
@@ -185,17 +207,31 @@ class Refresher:
             log.info("caught up", extra=kv(job_id=job_id, start=chunk.start, end=chunk.end,
                                            behind_s=window.start - chunk.end))
 
-    async def _fetch_jobs(self, jobs: list[str], window: Window) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
-        """Frames of ``jobs``, one job at a time (a 4,096-GPU job's frame is large enough on its own),
+    async def _fetch_jobs(self, jobs: list[str], window: Window) -> tuple[dict[str, Features], dict[str, str]]:
+        """Features of ``jobs``, one job at a time (a 16,384-GPU job's window is large enough on its own),
         and the errors of those that failed; when every job fails, the source itself is the problem."""
-        frames, failed = {}, {}
+        features, failed = {}, {}
         for job_id in jobs:
             try:
-                frames[job_id] = await self.source.fetch_job(job_id, window)
+                held = await self._window(job_id, window)
             except PrometheusError as exc:
                 failed[job_id] = str(exc)
-        if failed and not frames:
+                continue
+            features[job_id] = held.features()
+        if failed and not features:
             raise PrometheusError(next(iter(failed.values())))
         if failed:
             log.warning("jobs not refreshed; serving their last results", extra=kv(errors=repr(failed)[:500]))
-        return frames, failed
+        return features, failed
+
+    async def _window(self, job_id: str, window: Window) -> JobWindow:
+        """The job's window held, moved on to ``window``; fetched whole when it cannot be."""
+        held = self.state.windows.get(job_id)
+        moved = await advance(self.source, held, job_id, window, self.settings.refetch_steps) \
+            if held is not None else None
+        if moved is None:
+            moved = await fetch_window(self.source, job_id, window)
+            self._full += 1
+        self._fetched += moved.fetched
+        self.state.windows[job_id] = moved
+        return moved

@@ -20,6 +20,8 @@ class Health:
     duration_s: float = 0.0
     rejected_job_ids: tuple[str, ...] = ()
     last_error: str = ""
+    fetched_samples: int = 0    # samples the last refresh fetched (the held windows moved on: the new rows only)
+    full_fetches: int = 0       # jobs whose window the last refresh fetched whole (new, changed, or after a gap)
 
 
 @dataclass

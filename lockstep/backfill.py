@@ -13,13 +13,12 @@ that serves them live; cluster-level series (no node) only the ``job``.
 """
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import tempfile
 from functools import cache
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +26,7 @@ import pyarrow.compute as pc
 
 from exporters.catalog.selectors import ANALYTICS_JOB, NODE_JOB, POWER_JOB
 from exporters.exposition import escape_label_value
-from lockstep.stack import Stack, require_binary, start_prometheus
+from lockstep.stack import require_binary
 
 SAMPLES_PER_FILE = 10_000_000     # ~1.2 GB of text, which promtool maps whole, with the file's series
 
@@ -78,22 +77,23 @@ def block_seconds(max_block_duration: str | None) -> float:
 
 class BlockWriter:
     """Append samples; files of at most ``samples_per_file`` of them (or one ``add``) become TSDB
-    blocks under ``data``, promtool running in the background on one file while the next fills.
+    blocks under ``data``, up to ``jobs`` promtool runs in the background while the next file fills.
     ``close()`` waits for the last.
 
     promtool reads its whole file once per block window the file touches: a caller that writes in
     time order starts a new file at each window (``window_of``, ``next_file``)."""
 
     def __init__(self, data: Path, prefixes: pa.Array, max_block_duration: str | None = None,
-                 samples_per_file: int = SAMPLES_PER_FILE) -> None:
+                 samples_per_file: int = SAMPLES_PER_FILE, jobs: int = 1) -> None:
+        """``jobs``: promtool runs at once (each maps its file: memory grows with them)."""
         self.data, self.prefixes, self.limit = data, pa.array(prefixes, pa.large_string()), samples_per_file
         self.extra = [f"--max-block-duration={max_block_duration}"] if max_block_duration else []
         self.window_s = block_seconds(max_block_duration)
         self.promtool = require_binary("promtool")
         data.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix=".backfill-", dir=data.parent))
-        self.file, self.in_file, self.files, self.samples = None, 0, 0, 0
-        self.running: tuple[subprocess.Popen, Path] | None = None
+        self.file, self.in_file, self.files, self.samples, self.jobs = None, 0, 0, 0, max(1, jobs)
+        self.running: list[tuple[subprocess.Popen, Path]] = []
 
     def add(self, series: np.ndarray, values: np.ndarray, stamps: np.ndarray) -> None:
         """Samples in time order per series (NaN values are absent samples and skipped)."""
@@ -121,17 +121,16 @@ class BlockWriter:
         self.file.write(b"# EOF\n")
         self.file.close()
         path, self.file, self.in_file = Path(self.file.name), None, 0
-        self._wait()
+        while len(self.running) >= self.jobs:
+            self._wait()
         argv = [self.promtool, "tsdb", "create-blocks-from", "openmetrics", "--quiet", *self.extra, str(path),
                 str(self.data)]
-        self.running = (subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), path)
+        self.running.append((subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), path))
         self.files += 1
 
     def _wait(self) -> None:
-        if self.running is None:
-            return
-        proc, path = self.running
-        self.running = None
+        """Wait for the oldest promtool run."""
+        proc, path = self.running.pop(0)
         _, err = proc.communicate()
         path.unlink(missing_ok=True)
         if proc.returncode != 0:
@@ -142,7 +141,8 @@ class BlockWriter:
         try:
             if self.file is not None:
                 self._hand_over()
-            self._wait()
+            while self.running:
+                self._wait()
         finally:
             self.abort()
 
@@ -151,10 +151,10 @@ class BlockWriter:
         if self.file is not None:
             self.file.close()
             self.file = None
-        if self.running is not None:
-            self.running[0].kill()
-            self.running[0].wait()
-            self.running = None
+        for proc, _ in self.running:
+            proc.kill()
+            proc.wait()
+        self.running = []
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def __enter__(self) -> "BlockWriter":
@@ -182,48 +182,3 @@ def backfill(frame_or_parquet, workdir: Path, max_block_duration: str | None = N
     with BlockWriter(data, prefixes, max_block_duration) as writer:
         writer.add(ids, frame["value"].to_numpy(dtype=float), frame["timestamp"].to_numpy(dtype=float))
     return data
-
-
-_RECORDED_NAME = re.compile(r"\b[a-zA-Z_]\w*:[\w:]*")
-
-
-def backfill_rules(groups: Sequence[dict[str, Any]], workdir: Path, start: float, end: float) -> None:
-    """Add the recording rules of ``groups`` (a rule file's groups), evaluated over ``start..end``, to
-    the TSDB under ``workdir/data`` (what ``backfill`` wrote), as a running Prometheus would have.
-
-    ``promtool tsdb create-blocks-from rules`` reads its input from a live Prometheus and cannot
-    evaluate a rule on series it records in the same run, so rules that read recorded series wait
-    for a later pass, once what they read is in the TSDB.
-    """
-    rules = [(i, j, r) for i, g in enumerate(groups) for j, r in enumerate(g["rules"]) if "record" in r]
-    recorded = {r["record"] for _, _, r in rules}
-    done: set[tuple[int, int]] = set()
-    while True:
-        # A name is complete once every rule recording it ran (one name may have several rules).
-        complete = recorded - {r["record"] for i, j, r in rules if (i, j) not in done}
-        ready = {(i, j) for i, j, r in rules
-                 if (i, j) not in done and set(_RECORDED_NAME.findall(r["expr"])) & recorded <= complete}
-        if not ready:
-            break
-        passes = [{**g, "rules": [r for j, r in enumerate(g["rules"]) if (i, j) in ready]} for i, g in enumerate(groups)]
-        _backfill_pass([g for g in passes if g["rules"]], workdir, start, end, workdir / f"rules-pass{len(done)}")
-        done |= ready
-    if len(done) < len(rules):
-        raise ValueError(f"recording rules that read each other: {sorted(r['record'] for i, j, r in rules if (i, j) not in done)}")
-
-
-def _backfill_pass(groups: list[dict[str, Any]], workdir: Path, start: float, end: float, out: Path) -> None:
-    import yaml
-
-    out.mkdir(parents=True, exist_ok=True)
-    rule_file = out / "rules.yml"
-    rule_file.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
-    with Stack() as stack:
-        prom = stack.add(start_prometheus({"global": {"scrape_interval": "15s"}, "scrape_configs": []}, workdir))
-        result = subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "rules", "--quiet",
-                                 f"--url={prom.url}", f"--start={int(start)}", f"--end={int(end) + 1}",
-                                 f"--output-dir={out / 'blocks'}", str(rule_file)], capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"promtool rules backfill failed: {result.stderr[-2000:]}")
-    for block in (out / "blocks").iterdir():
-        shutil.move(str(block), workdir / "data" / block.name)

@@ -33,6 +33,7 @@ class DemoConfig:
     base_port: int
     grafana: bool
     scheduler: str = "slurm"
+    history_days: float = 30.0      # backfilled before the live run (0: none)
 
     def node_port(self, i: int) -> int:
         return self.base_port + i if self.base_port else 0
@@ -53,6 +54,9 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                    help="how the simulated job holds its GPUs: Slurm's mapping files (default), or a JobSet's pods "
                         f"(kubelet PodResources sockets and an API server; job id {KUBE_JOB_ID} unless the "
                         "scenario names one)")
+    p.add_argument("--history-days", type=float, default=30.0,
+                   help="days of history backfilled before the live run, every 5 minutes: jobs, faults, "
+                        "checkpoints and rack power for the report and the dashboards (default 30; 0: none)")
 
 
 def config_from_args(args: argparse.Namespace) -> DemoConfig:
@@ -60,10 +64,12 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
         raise ValueError("--speed must be positive")
     if args.nodes is not None and args.nodes < 1:
         raise ValueError("--nodes must be at least 1")
+    if not 0 <= args.history_days <= 366:      # NaN fails too
+        raise ValueError("--history-days must be 0..366")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="lockstep-demo-"))
     ports = {dest: getattr(args, dest) for _, dest, _, _ in PORTS}
     return DemoConfig(args.scenario, workdir.resolve(), args.speed, args.duration, args.nodes, ports,
-                      args.base_port, args.grafana, args.scheduler)
+                      args.base_port, args.grafana, args.scheduler, args.history_days)
 
 
 def check_ports(config: DemoConfig, node_count: int) -> list[str]:

@@ -41,6 +41,20 @@ def demo_scenario(config: DemoConfig) -> Path:
     return path
 
 
+def history(config: DemoConfig, scenario: Path) -> list[str]:
+    """Backfill the cluster's past ``history_days`` into a fresh Prometheus data dir (what a previous
+    demo left there goes); the simulator's arguments that continue its counters."""
+    from lockstep.demo_history import STEP_S, backfill_month
+    prometheus = config.workdir / "prometheus"
+    shutil.rmtree(prometheus / "data", ignore_errors=True)
+    started = time.monotonic()
+    print(f"backfilling {config.history_days:g} days of history (every {STEP_S:g} s)...", flush=True)
+    month, counters = backfill_month(yaml.safe_load(scenario.read_text())["cluster"], prometheus,
+                                     config.history_days, time.time())
+    print(f"  {month.samples:,} samples in {time.monotonic() - started:.0f} s", flush=True)
+    return ["--counters-from", str(counters)]
+
+
 def build_rules(config: DemoConfig, pager_url: str) -> tuple[Path, Path]:
     """The alerts package's rules and Alertmanager config, routed to the demo pager, with short ``for:``."""
     from alerts import build
@@ -62,9 +76,10 @@ def start_all(config: DemoConfig, stack: Stack, pager_url: str) -> dict[str, Ser
     if (root / "cluster.json").exists():  # a previous demo in the same --workdir: start from a fresh tree
         shutil.rmtree(root)
     (config.workdir / "pages.jsonl").unlink(missing_ok=True)
-    sim = lc.start_sim(demo_scenario(config), root, stack, speed=config.speed,
-                       redfish_port=resolve(ports["redfish_port"]),
-                       extra_args=["--duration", "0", "--scheduler", config.scheduler])
+    scenario = demo_scenario(config)
+    continued = history(config, scenario) if config.history_days else []
+    sim = lc.start_sim(scenario, root, stack, speed=config.speed, redfish_port=resolve(ports["redfish_port"]),
+                       extra_args=["--duration", "0", "--scheduler", config.scheduler, *continued])
     services = {"simulator (Redfish)": sim}
     agents = lc.start_node_agents(root, stack, base_port=config.base_port or None, log_dir=config.workdir / "logs")
     services.update({f"node agent {n}": s for n, s in agents.items()})

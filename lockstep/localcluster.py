@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from exporters.catalog.selectors import ANALYTICS_JOB, NODE_JOB, POWER_JOB
-from lockstep.backfill import backfill, backfill_rules  # noqa: F401  (filling a Prometheus: kept importable here)
+from lockstep.backfill import backfill  # noqa: F401  (filling a Prometheus: kept importable here)
+from lockstep.backfill_rules import backfill_rules  # noqa: F401
 from lockstep.stack import (Service, Stack, bind_failed, free_port, on_free_port, start_on_port,
                             start_process, start_prometheus, wait_ready)
 

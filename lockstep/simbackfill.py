@@ -32,6 +32,8 @@ class Written:
     skipped: tuple[str, ...]     # metrics asked for that the simulator does not produce
     rss_mb: float                # peak resident memory of this process
     promtool_rss_mb: float       # ... and of the largest promtool run (it maps its input file)
+    cpu_s: float                 # CPU seconds of this process
+    promtool_cpu_s: float        # ... and of every promtool run
 
 
 def preset_metrics(name: str) -> set[str]:
@@ -77,7 +79,8 @@ def resolve_metrics(spec: str) -> set[str] | None:
 
 
 def backfill_scenario(scenario, out: Path, days: float, step: float | None = None, start: float | None = None,
-                      metrics: Iterable[str] | None = None, samples_per_file: int | None = None) -> Written:
+                      metrics: Iterable[str] | None = None, samples_per_file: int | None = None,
+                      jobs: int = 1) -> Written:
     """``days`` of ``scenario`` (sampled every ``step``, default its own period; from ``start``,
     default its own start) as blocks under ``out``. The scenario's faults keep their times from its
     start; after its ``duration_s`` the job runs on without faults."""
@@ -92,51 +95,59 @@ def backfill_scenario(scenario, out: Path, days: float, step: float | None = Non
     wanted = None if metrics is None else set(metrics)
     skipped = tuple(sorted(n for n in wanted - {b.metric.name for b in blocks} if n in CATALOG)) if wanted else ()
     blocks = [b for b in blocks if wanted is None or b.metric.name in wanted]
-    prefixes = [series_prefix(b.metric.name, str(b.labels["node"][i]), {k: str(v[i]) for k, v in b.labels.items()})
-                for b in blocks for i in range(b.size)]
+    prefixes = series_prefixes(blocks)
     ticks = max(1, math.ceil(days * 86400.0 / scenario.sample_period_s))
     limit = {"samples_per_file": samples_per_file} if samples_per_file else {}
-    with BlockWriter(out, prefixes, _block_duration(ticks * scenario.sample_period_s), **limit) as writer:
-        _stream(model, blocks, ticks, writer)
+    with BlockWriter(out, prefixes, block_duration(ticks * scenario.sample_period_s), jobs=jobs, **limit) as writer:
+        stream(model, blocks, ticks, writer)
     end = scenario.start_timestamp + (ticks - 1) * scenario.sample_period_s
-    return Written(writer.samples, len(prefixes), writer.files, scenario.start_timestamp, end, skipped,
-                   *_peak_rss_mb())
+    return Written(writer.samples, len(prefixes), writer.files, scenario.start_timestamp, end, skipped, *_usage())
 
 
-def _peak_rss_mb() -> tuple[float, float]:
+def _usage() -> tuple[float, float, float, float]:
+    """Peak RSS (MB) and CPU seconds of this process and of its children (the promtool runs)."""
     import resource
-    return tuple(resource.getrusage(who).ru_maxrss / 1024.0 for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    me, them = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return me.ru_maxrss / 1024.0, them.ru_maxrss / 1024.0, me.ru_utime + me.ru_stime, them.ru_utime + them.ru_stime
 
 
-def _stream(model, blocks, ticks: int, writer: BlockWriter) -> None:
-    """Tick by tick, in chunks of LINES_PER_CHUNK samples, a new promtool file at each block window;
-    the scrapes the scenario's noise misses are absent, as in the series frame."""
+def series_prefixes(blocks) -> list[str]:
+    """``name{labels}`` of every series of ``blocks``, in their row order."""
+    return [series_prefix(b.metric.name, str(b.labels["node"][i]), {k: str(v[i]) for k, v in b.labels.items()})
+            for b in blocks for i in range(b.size)]
+
+
+def stream(model, blocks, ticks: int, writer: BlockWriter, index: np.ndarray | None = None):
+    """``ticks`` of ``model`` into ``writer``, in chunks of LINES_PER_CHUNK samples, a new promtool file
+    at each block window; ``index`` maps the rows of ``blocks`` to the writer's series (default: the
+    same order). The scrapes the scenario's noise misses are absent, as in the series frame. Returns
+    the last state."""
     from simulator.series import missed_nodes, node_rows, tick_values
     rows = sum(b.size for b in blocks)
+    index = np.arange(rows) if index is None else index
     node_of_row = node_rows(blocks)
     chunk = max(1, min(LINES_PER_CHUNK, writer.limit) // max(rows, 1))
-    values, stamps, window = [], [], None
+    values, stamps, window, state = [], [], None, None
     for state in model.states(ticks):
         if writer.window_of(state.timestamp) != window:
-            _add(writer, values, stamps, rows)
+            _add(writer, values, stamps, index)
             writer.next_file()
             values, stamps, window = [], [], writer.window_of(state.timestamp)
         values.append(tick_values(blocks, node_of_row, state, missed_nodes(model, state.k)))
         stamps.append(state.timestamp)
         if len(stamps) == chunk:
-            _add(writer, values, stamps, rows)
+            _add(writer, values, stamps, index)
             values, stamps = [], []
-    _add(writer, values, stamps, rows)
+    _add(writer, values, stamps, index)
+    return state
 
 
-def _add(writer: BlockWriter, values: list[np.ndarray], stamps: list[float], rows: int) -> None:
+def _add(writer: BlockWriter, values: list[np.ndarray], stamps: list[float], index: np.ndarray) -> None:
     """One chunk, tick after tick (each series in time order)."""
-    n = len(stamps)
-    if not n:
-        return
-    writer.add(np.tile(np.arange(rows), n), np.concatenate(values), np.repeat(np.asarray(stamps), rows))
+    if stamps:
+        writer.add(np.tile(index, len(stamps)), np.concatenate(values), np.repeat(np.asarray(stamps), len(index)))
 
 
-def _block_duration(span_s: float) -> str:
+def block_duration(span_s: float) -> str:
     """Blocks as long as the range, up to promtool's 486 h (a month in two or three blocks)."""
     return f"{max(2, math.ceil(span_s / 3600.0))}h"

@@ -37,6 +37,8 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     b.add_argument("--samples-per-file", type=int, default=None, metavar="N",
                    help="samples per promtool run, which maps its whole input: bounds promtool's memory "
                         "(default 10,000,000, about 1.5 GB)")
+    b.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="promtool runs at once, each on its own file (and with its own memory)")
     b.set_defaults(func=run_backfill)
 
 
@@ -64,14 +66,15 @@ def run_backfill(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.scenario)
         if not 0 < args.days < math.inf or (args.step is not None and not 0 < args.step < math.inf):
             raise ValueError("--days and --step must be positive and finite")
-        if args.samples_per_file is not None and args.samples_per_file < 1:
-            raise ValueError("--samples-per-file must be at least 1")
+        if args.samples_per_file is not None and args.samples_per_file < 1 or args.jobs < 1:
+            raise ValueError("--samples-per-file and --jobs must be at least 1")
         step = args.step or scenario.sample_period_s
         start = parse_time(args.start) if args.start else None
         if args.end:
             start = parse_time(args.end) - (math.ceil(args.days * 86400.0 / step) - 1) * step
         metrics = resolve_metrics(args.metrics)
-        written = backfill_scenario(scenario, args.out, args.days, args.step, start, metrics, args.samples_per_file)
+        written = backfill_scenario(scenario, args.out, args.days, args.step, start, metrics, args.samples_per_file,
+                                    args.jobs)
     except (ConfigError, ValueError, MissingBinary, RuntimeError, OSError) as exc:
         print(f"lockstep sim backfill: {exc}", file=sys.stderr)
         return 2
@@ -82,8 +85,9 @@ def run_backfill(args: argparse.Namespace) -> int:
 def _report(out: Path, w) -> None:
     span = f"{_utc(w.start)} to {_utc(w.end)}"
     print(f"lockstep sim: wrote {w.samples:,} samples of {w.series:,} series ({span}) as TSDB blocks in {out} "
-          f"({w.files} promtool run{'s' if w.files != 1 else ''}; peak memory {w.rss_mb:.0f} MB here, "
-          f"{w.promtool_rss_mb:.0f} MB promtool)")
+          f"({w.files} promtool run{'s' if w.files != 1 else ''})")
+    print(f"  peak memory {w.rss_mb:.0f} MB here, {w.promtool_rss_mb:.0f} MB promtool; "
+          f"CPU {w.cpu_s:.1f} s here, {w.promtool_cpu_s:.1f} s promtool")
     if w.skipped:
         print(f"  not simulated, left out: {', '.join(w.skipped)}")
     days = math.ceil((time.time() - w.start) / 86400.0) + 1

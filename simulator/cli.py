@@ -29,6 +29,9 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> a
                    help="how the job holds its GPUs: the Slurm prolog's mapping files (default), or pods of a "
                         "JobSet with a kubelet PodResources socket per node and an API server answering pod "
                         "list/watch (DIR/kubeconfig)")
+    r.add_argument("--counters-from", type=Path, metavar="FILE",
+                   help="start the hardware counters where another run left them (a counters document, "
+                        "FORMATS.md), e.g. at the end of a backfilled history")
     s = sub.add_parser("series", help="the same model as a long-format Parquet frame plus FILE.truth.json")
     s.add_argument("scenario", type=Path)
     s.add_argument("--out", type=Path, required=True, help="FILE.parquet (truth goes to FILE.truth.json)")
@@ -46,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
             if args.duration is not None and not 0 <= args.duration < math.inf:
                 raise ValueError(f"--duration must be a finite number >= 0, got {args.duration:g}")
             listen = parse_listen_address(args.redfish_listen)
+            start_counters = _counters(scenario, args.counters_from)
     except (ConfigError, ValueError) as exc:
         print(f"lockstep sim: {exc}", file=sys.stderr)
         return 2
@@ -60,4 +64,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"lockstep sim: cannot write {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     from simulator.live import run_live
-    return asyncio.run(run_live(scenario, args.root, args.speed, listen, args.duration, args.scheduler))
+    return asyncio.run(run_live(scenario, args.root, args.speed, listen, args.duration, args.scheduler,
+                                start_counters))
+
+
+def _counters(scenario, path: Path | None) -> dict | None:
+    """The counters document, checked against the scenario's cluster before anything starts."""
+    if path is None:
+        return None
+    from simulator import counters
+    from simulator.model import Model
+    doc = counters.read(path)
+    try:
+        next(Model(scenario, counters=doc).states(1))   # a shape that does not fit the cluster fails here
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return doc

@@ -95,9 +95,9 @@ def power_config(scenario: Scenario, topo: Topology, url: str) -> dict:
 
 
 async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenAddress,
-                   duration_s: float | None, scheduler: str = "slurm") -> int:
+                   duration_s: float | None, scheduler: str = "slurm", counters: dict | None = None) -> int:
     start = time.time()
-    model = Model(scenario, start_timestamp=start)
+    model = Model(scenario, start_timestamp=start, counters=counters)
     ticks = None if duration_s == 0 else int((duration_s or scenario.duration_s) // scenario.sample_period_s) + 1
     states = model.states(ticks)
     state = next(states)

@@ -13,6 +13,7 @@ from typing import Iterator
 import numpy as np
 
 from simulator import hardware as hw, signals
+from simulator.counters import apply as apply_counters
 from simulator.faults import Conditions, conditions, fault_xid
 from simulator.job import CAUSES, JobTick, job_tick
 from simulator.observe import gpu_gauges, port_increments, storage_increments
@@ -45,14 +46,19 @@ class State:
 
 
 class Model:
-    def __init__(self, scenario: Scenario, start_timestamp: float | None = None) -> None:
+    def __init__(self, scenario: Scenario, start_timestamp: float | None = None,
+                 counters: dict | None = None) -> None:
+        """``counters``: where another run's ended (``simulator.counters``), instead of the seeded start."""
         self.scenario = scenario
         self.topo = Topology(scenario)
         self.start = scenario.start_timestamp if start_timestamp is None else start_timestamp
+        self.counters = counters
 
     def states(self, ticks: int | None = None) -> Iterator[State]:
         """States for k = 0 .. ticks-1 (forever when ticks is None: faults end, checkpoints go on)."""
         state = self._initial()
+        if self.counters:
+            apply_counters(state, self.counters)
         k = 0
         while ticks is None or k < ticks:
             self._advance(state, k)

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from analytics import promql
+from analytics.inputs import MEMBER
 from exporters.catalog import gpu
 from lockstep import localcluster
 from lockstep.stack import Stack, query, start_prometheus
@@ -49,8 +50,8 @@ def test_a_query_for_one_kubernetes_job_selects_it_and_no_neighbour(prometheus):
     for job_id in NEIGHBOURS:
         found = query(service.url, promql.job_selector(job_id), at)
         assert [r["metric"]["job_id"] for r in found] == [job_id]
-        rate = query(service.url, promql.metric_for_job(gpu.JOB_INFO.name, job_id), at)
-        assert {r["metric"]["node"] for r in rate} == {f"node{NEIGHBOURS.index(job_id):02d}"}
+        members = query(service.url, MEMBER.promql(job_id, 5.0), at)      # the analytics' own query of the job
+        assert {r["metric"]["node"] for r in members} == {f"node{NEIGHBOURS.index(job_id):02d}"}
 
 
 async def test_the_job_api_takes_a_namespaced_id_with_its_slash_plain_or_encoded(aiohttp_client, refused_port):

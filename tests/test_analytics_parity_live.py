@@ -22,8 +22,12 @@ import pandas as pd
 import pytest
 
 from analytics import source_prom
+from analytics.decode import Block
 from analytics.evaluate import Run, simulate
-from analytics.frame import INPUT_METRICS, build_features
+from analytics.fetch import fetch_window
+from analytics.frame import Features, build_features
+from analytics.inputs import INPUTS
+from analytics.prometheus import PrometheusSource
 from analytics.score import MIN_CLEAN, JobResult, score_features
 from exporters.catalog import analytics, fabric
 from lockstep import localcluster
@@ -56,8 +60,10 @@ class Paths:
     run: Run
     first: int                  # first and last tick both paths score
     last: int
-    prom_frame: pd.DataFrame    # the service's fetch, timestamps on the series' clock (_sim_clock)
+    prom: Features              # the service's fetch, on the series' clock (_sim_clock)
+    raw_tx: Block               # Prometheus' samples of the rails' transmit counters, row i at tick first + i
     direct_frame: pd.DataFrame  # the series over the same ticks
+    direct_features: Features
     via_prom: JobResult
     direct: JobResult
 
@@ -76,15 +82,18 @@ def _job_gpus_seen(url: str) -> int:
     return int(float(result[0]["value"][1])) if result else 0
 
 
-async def _fetch(url: str, window: source_prom.Window) -> pd.DataFrame:
+async def _fetch(url: str, window: source_prom.Window) -> tuple[Features, Block]:
     async with aiohttp.ClientSession() as session:
-        return await source_prom.fetch_job(session, url, JOB, window, 30.0)
+        held = await fetch_window(PrometheusSource(session, url, 30.0), JOB, window)
+        raw = await source_prom.query_range(session, url, f'{fabric.IB_TRANSMIT_BYTES.name}{{job="lockstep-node"}}',
+                                            window, 30.0)
+    return held.features(), raw
 
 
-def _live_run(workdir: Path, run: Run, last: int) -> tuple[pd.DataFrame, float, float, int]:
-    """The job's frame as the service fetches it from a Prometheus scraping the live run up to tick
-    ``last``, with the run's wall-clock start, its wall tick, and the first tick every node was
-    scraped by."""
+def _live_run(workdir: Path, run: Run, last: int) -> tuple[Features, Block, float, float, int]:
+    """The job's features as the service fetches them from a Prometheus scraping the live run up to
+    tick ``last``, the raw transmit counters, the run's wall-clock start, its wall tick, and the first
+    tick every node was scraped by."""
     with Stack() as stack:
         root = workdir / "root"
         sim = localcluster.start_sim(SCENARIO, root, stack, speed=SPEED)
@@ -107,63 +116,65 @@ def _live_run(workdir: Path, run: Run, last: int) -> tuple[pd.DataFrame, float, 
         # time, the scrape the query reads is stored.
         time.sleep(max(0.0, start + (last + PHASE + 1) * tick - time.time()))
         window = source_prom.Window(start + (first + PHASE) * tick, start + (last + PHASE) * tick, tick)
-        return asyncio.run(_fetch(prom.url, window)), start, tick, first
+        return (*asyncio.run(_fetch(prom.url, window)), start, tick, first)
 
 
-def _sim_clock(frame: pd.DataFrame, run: Run, start: float, tick: float) -> pd.DataFrame:
-    """Prometheus' wall-clock timestamps → the series' clock: the query for tick k becomes
+RATES = {i.name for i in INPUTS if i.kind == "rate"}
+
+
+def _sim_clock(features: Features, run: Run, start: float, tick: float) -> Features:
+    """Prometheus' wall-clock times → the series' clock: the query for tick k becomes
     ``run.start + k * period``, inverting the simulator's clock (tick k is written at
-    ``start + k * period / speed``). Counter rates are then per simulated second as in the direct
-    path (at --speed N a counter grows N times faster per wall second), and the persistence and loss
+    ``start + k * period / speed``). Counter rates become per simulated second as in the direct path
+    (at --speed N a counter grows N times faster per wall second), and the persistence and loss
     arithmetic runs on simulated seconds; gauges are the same on either clock."""
-    k = np.rint((frame["timestamp"].to_numpy() - start) / tick - PHASE)
-    return frame.assign(timestamp=run.start + k * run.period)
+    k = np.rint((features.times - start) / tick - PHASE)
+    signals = {name: m / np.float32(SPEED) if name in RATES else m for name, m in features.signals.items()}
+    return Features(run.start + k * run.period, features.columns, signals)
 
 
 @pytest.fixture(scope="module")
 def paths(tmp_path_factory) -> Paths:
     run = simulate(SCENARIO)
     last = round(run.truth["duration_s"] / run.period)
-    live, start, tick, first = _live_run(tmp_path_factory.mktemp("parity"), run, last)
+    live, raw_tx, start, tick, first = _live_run(tmp_path_factory.mktemp("parity"), run, last)
     (straggler,) = run.truth["stragglers"]
     clean = round(straggler["start_s"] / run.period) - first + 1
     assert clean >= MIN_CLEAN, (f"the stack took {first * tick:.0f} s to start: {clean} clean ticks scraped "
                                 f"before the throttle, the scorer needs {MIN_CLEAN} to learn the job's level")
-    prom_frame = _sim_clock(live, run, start, tick)
+    prom = _sim_clock(live, run, start, tick)
     covered = run.frame["timestamp"].between(run.start + first * run.period, run.start + last * run.period)
     # The series holds each rank's step time as the training job would export it; the live cluster
     # runs no such exporter (node agents serve the hardware), so the direct path goes without it too.
     direct_frame = run.frame[covered & (run.frame["metric"] != analytics.RANK_STEP_SECONDS.name)]
-    via_prom = score_features(build_features(prom_frame), run.start, run.period)[JOB]
-    direct = score_features(build_features(direct_frame), run.start, run.period)[JOB]
-    return Paths(run, first, last, prom_frame, direct_frame, via_prom, direct)
-
-
-def _inputs(frame: pd.DataFrame) -> set[str]:
-    return set(frame["metric"].astype(str)) & set(INPUT_METRICS)
+    direct_features = build_features(direct_frame)
+    via_prom = score_features(prom, run.start, run.period)[JOB]
+    direct = score_features(direct_features, run.start, run.period)[JOB]
+    return Paths(run, first, last, prom, raw_tx, direct_frame, direct_features, via_prom, direct)
 
 
 def test_prometheus_holds_the_simulators_ticks_one_per_query_step(paths):
-    """Every scorer input of the series reaches Prometheus, the service's query yields one sample per
-    tick, and each sample of a counter is exactly the series' value at its tick or up to MAX_LAG
-    ticks before (the agents serve the files' numbers, and _sim_clock puts them on the right tick)."""
-    run, frame = paths.run, paths.prom_frame
-    assert _inputs(frame) == _inputs(paths.direct_frame)
-    assert np.array_equal(np.sort(frame["timestamp"].unique()), np.sort(paths.direct_frame["timestamp"].unique()))
+    """Every scorer input reaches Prometheus, the service's queries yield one row per tick, and each
+    sample of a counter is exactly the series' value at its tick or up to MAX_LAG ticks before (the
+    agents serve the files' numbers, and the query grid puts them on the right tick)."""
+    run, raw = paths.run, paths.raw_tx
+    assert sorted(paths.prom.signals) == sorted(paths.direct_features.signals)
+    assert np.array_equal(paths.prom.times, paths.direct_features.times)
     name = fabric.IB_TRANSMIT_BYTES.name
     series = run.frame[run.frame["metric"] == name]
-    rails = dict(list(frame[frame["metric"] == name].groupby(["node", "device"], observed=True)))
+    rails = {(labels["node"], labels["device"]): s for s, labels in enumerate(raw.labels)}
     direct = paths.direct_frame
     assert set(rails) == set(direct[direct["metric"] == name].groupby(["node", "device"], observed=True).groups)
     lags = []
-    for (node, device), live in rails.items():
-        assert len(live) == paths.last - paths.first + 1, f"{node} {device}: a sample per tick"
+    for (node, device), s in rails.items():
+        live_values, live_ticks = raw.values[raw.series == s], paths.first + raw.rows[raw.series == s]
+        assert len(live_values) == paths.last - paths.first + 1, f"{node} {device}: a sample per tick"
         own = series[(series["node"] == node) & (series["device"] == device)].sort_values("timestamp")
         values, times = own["value"].to_numpy(), own["timestamp"].to_numpy()
-        at = np.searchsorted(values, live["value"].to_numpy(), side="right") - 1
-        assert (at >= 0).all() and (values[at] == live["value"].to_numpy()).all(), \
+        at = np.searchsorted(values, live_values, side="right") - 1
+        assert (at >= 0).all() and (values[at] == live_values).all(), \
             f"{node} {device}: Prometheus holds values the series never had"
-        lags += list(np.rint((live["timestamp"].to_numpy() - times[at]) / run.period).astype(int))
+        lags += list(live_ticks - np.rint((times[at] - run.start) / run.period).astype(int))
     assert set(lags) <= set(range(MIN_LAG, MAX_LAG + 1)), f"sample lags (ticks): {sorted(set(lags))}"
 
 

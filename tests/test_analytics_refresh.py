@@ -1,10 +1,12 @@
-"""The refresh algorithm on its own (``analytics.refresh``): no app, no Prometheus. The source serves
-slices of a simulated run (tests/fixtures/analytics/service.yaml: 4 nodes x 8 GPUs for 600 s, a
-checkpoint every 240 s, GPU node01/3 throttled from 300 s to the end) the way ``query_range``
-answers them, and records what the refresh asked for. tests/test_analytics_service.py runs the
-same code against a real Prometheus."""
+"""The refresh algorithm on its own (``analytics.refresh``): no app, no Prometheus. The source answers
+the inputs' queries over a simulated run (tests/fixtures/analytics/service.yaml: 4 nodes x 8 GPUs for
+600 s, a checkpoint every 240 s, GPU node01/3 throttled from 300 s to the end) the way ``query_range``
+answers them (``analytics.emulate``), and records the windows the refresh asked for. Jobs' windows
+are held between refreshes: a window fetched whole, then only its last step again and what is new.
+tests/test_analytics_service.py runs the same code against a real Prometheus."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +15,10 @@ import pandas as pd
 import pytest
 
 from analytics.config import Shard
+from analytics.decode import Block
+from analytics.emulate import frame_block
 from analytics.evaluate import simulate
+from analytics.inputs import Input
 from analytics.refresh import Refresher
 from analytics.source_prom import PrometheusError, Window
 from analytics.state import LossCounters
@@ -28,6 +33,7 @@ class Settings:
     window_s: float
     step_s: float = 5.0
     shard: Shard = Shard(0, 1)
+    refetch_steps: int = 1
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +47,11 @@ def as_job(frame: pd.DataFrame, job_id: str) -> pd.DataFrame:
 
 
 class FakeSource:
-    """Answers as Prometheus would: samples on the step grid within [start, end], none while
-    ``down``; a job in ``failing`` is refused as Prometheus refuses a query that loads too much."""
+    """Answers as Prometheus would: on the step grid of each window, nothing while ``down``; the
+    heavy query of a job in ``failing`` is refused as Prometheus refuses a query that loads too much.
+    ``fetched``: the windows of those heavy queries (one per fetch of a job's window)."""
+
+    HEAVY = "sm"
 
     def __init__(self, frames: dict[str, pd.DataFrame], exported: dict[str, LossCounters] | None = None) -> None:
         self.frames, self.exported = frames, exported or {}
@@ -51,19 +60,25 @@ class FakeSource:
         self.down: tuple[float, float] | None = None
         self.fetched: list[tuple[str, float, float]] = []
         self.resumed: list[list[str]] = []
+        self._by_metric: dict = {}
 
-    async def list_jobs(self, at: float) -> list[str]:
+    async def list_jobs(self, at: float, lookback_s: float = 0.0) -> list[str]:
         return list(self.listed)
 
-    async def fetch_job(self, job_id: str, window: Window) -> pd.DataFrame:
-        self.fetched.append((job_id, window.start, window.end))
-        if job_id in self.failing:
-            raise PrometheusError("HTTP 422: query processing would load too many samples into memory")
-        frame = self.frames[job_id]
-        keep = frame["timestamp"].between(window.start, window.end)
-        if self.down is not None:
-            keep &= ~frame["timestamp"].between(*self.down, inclusive="neither")
-        return frame[keep]
+    async def series(self, inp: Input, job_id: str, window: Window, nodes: tuple[str, ...]) -> Block:
+        if inp.name == self.HEAVY:
+            self.fetched.append((job_id, window.start, window.end))
+            if job_id in self.failing:
+                raise PrometheusError("HTTP 422: query processing would load too many samples into memory")
+        return frame_block(self._metrics(job_id), inp, window, job_id, nodes)
+
+    def _metrics(self, job_id: str) -> dict[str, pd.DataFrame]:
+        if (job_id, self.down) not in self._by_metric:
+            frame = self.frames[job_id]
+            if self.down is not None:
+                frame = frame[~frame["timestamp"].between(*self.down, inclusive="neither")]
+            self._by_metric[job_id, self.down] = {str(m): rows for m, rows in frame.groupby("metric", observed=True)}
+        return self._by_metric[job_id, self.down]
 
     async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
         self.resumed.append(list(job_ids))
@@ -131,7 +146,9 @@ async def test_every_job_failing_fails_the_refresh_and_keeps_the_results_marked_
 async def test_a_gap_is_caught_up_one_window_per_refresh_oldest_first(run):
     """A refresh at 120 s, the next at 600 s with a 125 s window: the 360 s between are fetched in
     window-sized chunks from the last counted sample (120 s) up to the sample before the current
-    window (475 s), one per refresh; the current window is counted once the gap is closed."""
+    window (475 s), one per refresh; the current window is counted once the gap is closed. The held
+    window of 0-120 s does not reach the new one: that is fetched whole once, then only its last step
+    (600 s, a scrape that may have come late) again."""
     source = FakeSource(_jobs(run, "7300"))
     refresher = Refresher(source, Settings(window_s=125))
     await refresher.refresh(run.start + 120)
@@ -139,7 +156,7 @@ async def test_a_gap_is_caught_up_one_window_per_refresh_oldest_first(run):
     for _ in range(4):
         await refresher.refresh(_end(run))
     assert [(s - run.start, e - run.start) for _, s, e in source.fetched] == [
-        (0, 120), (120, 240), (480, 600), (240, 360), (480, 600), (360, 475), (480, 600), (480, 600)]
+        (0, 120), (120, 240), (480, 600), (240, 360), (600, 600), (360, 475), (600, 600), (600, 600)]
     counters, truth = refresher.state.losses["7300"], run.truth["loss"]
     assert counters.accounted_until == _end(run)
     assert counters.allocated == truth["allocated_gpu_seconds"] == 600 * GPUS
@@ -158,8 +175,9 @@ async def test_a_catch_up_chunk_that_fails_is_retried_and_one_without_data_is_pa
     source.failing = set()
     for _ in range(3):
         await refresher.refresh(_end(run))
+    # the refused refresh held nothing new: the retry fetches the current window whole again
     assert [(s - run.start, e - run.start) for _, s, e in source.fetched][1:] == [
-        (120, 240), (480, 600), (120, 240), (480, 600), (240, 360), (480, 600), (360, 475), (480, 600)]
+        (120, 240), (480, 600), (120, 240), (480, 600), (240, 360), (600, 600), (360, 475), (600, 600)]
     counters = refresher.state.losses["7300"]
     assert counters.accounted_until == _end(run)
     missing = len(range(125, 360, 5))   # samples Prometheus never took: their seconds are not accounted
@@ -187,6 +205,7 @@ async def test_finished_jobs_are_forgotten(run):
     await refresher.refresh(run.start + 330)
     state = refresher.state
     assert set(state.results.jobs) == set(state.losses) == set(state.baselines) == set(state.results.losses) == {"7300"}
+    assert set(state.windows) == {"7300"}
 
 
 async def test_the_baseline_learned_earlier_scores_a_window_that_a_straggler_fills(run):
@@ -209,3 +228,35 @@ async def test_the_baseline_learned_earlier_scores_a_window_that_a_straggler_fil
     await fresh.refresh(_end(run))
     assert fresh.state.baselines.get("7300", 0.0) < 0.95 * learned
     assert fresh.state.losses["7300"].lost["straggler"] < 0.1 * truth
+
+
+async def test_the_gpus_usual_pace_learned_earlier_holds_across_held_windows(run):
+    """The throttled GPU's usual pace is learned from the windows before 300 s and kept while the
+    job's window is moved on: at the end, with every sample of the window slowed, it is still a
+    straggler, not imbalance. A fresh replica whose one window starts after the slowdown has no such
+    history: to it the GPU has been slow since it started (imbalance, not a straggler)."""
+    kept = Refresher(FakeSource(_jobs(run, "7300")), Settings(window_s=295))
+    for t in (300, 450, 600):
+        await kept.refresh(run.start + t)
+    assert kept.state.health.full_fetches == 0 and set(kept.state.learned) == {"7300"}
+    fresh = Refresher(FakeSource(_jobs(run, "7300")), Settings(window_s=295))
+    await fresh.refresh(_end(run))
+    held, once = kept.state.results.jobs["7300"], fresh.state.results.jobs["7300"]
+    assert [(g.node, g.gpu) for g in held.stragglers] == [("node01", "3")] and held.imbalance.ranks == ()
+    assert once.stragglers == () and [(r.node, r.gpu) for r in once.imbalance.ranks] == [("node01", "3")]
+
+
+async def test_a_held_window_asks_again_for_its_last_steps_and_counts_them_once(run):
+    """Where samples reach the store late (remote_write batching), the last --refetch-steps rows held are
+    fetched again with the new ones; they replace what was held and are counted once."""
+    source = FakeSource(_jobs(run, "7300"))
+    again = Refresher(source, dataclasses.replace(Settings(window_s=125), refetch_steps=3))
+    await again.refresh(run.start + 300)
+    await again.refresh(run.start + 330)
+    assert [(s - run.start, e - run.start) for _, s, e in source.fetched] == [(180, 300), (290, 330)]
+    whole = Refresher(FakeSource(_jobs(run, "7300")), Settings(window_s=125))
+    await whole.refresh(run.start + 300)
+    whole.state.windows.clear()
+    await whole.refresh(run.start + 330)
+    assert again.state.results.jobs == whole.state.results.jobs and again.state.losses == whole.state.losses
+    assert again.state.losses["7300"].allocated == 150 * GPUS      # 180 s is context: 185..330

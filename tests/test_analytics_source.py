@@ -1,77 +1,86 @@
-"""``source_prom`` against an aiohttp server speaking the Prometheus HTTP API (``/api/v1/query_range``).
+"""``source_prom`` against an aiohttp server speaking the Prometheus HTTP API.
 
-Turning a large job's matrix into a frame takes seconds of CPU; done on the event loop it would stall
-``/metrics`` and the JSON API for as long, so it must run in a worker thread.
+Decoding a large job's answer takes a second of CPU; done on the event loop it would stall
+``/metrics`` and the JSON API for as long, so a large answer is decoded in a worker thread. A refused
+query is reported with Prometheus' own message; a malformed answer fails with one error type.
 """
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp import web
 
-from analytics import source_prom
+from analytics import decode, source_prom
+from analytics.errors import MalformedAnswer, PrometheusError
+from analytics.grid import Window
+
+ANSWERS = Path(__file__).parent / "fixtures/analytics/answers"
+GRID = Window(1767225890.0, 1767225910.0, 5.0)
 
 
 def _prometheus() -> web.Application:
+    """Answers each range query (POSTed: a query naming thousands of nodes is long), named by its text
+    (sm, bad, big), with a capture (bad: HTTP 400)."""
     async def query_range(request: web.Request) -> web.Response:
-        start, step = float(request.query["start"]), float(request.query["step"])
-        values = [[start + i * step, "NaN" if i == 1 else str(80.0 + i)] for i in range(4)]
-        metric = {"__name__": "lockstep_gpu_sm_active_ratio", "node": "node00", "gpu": "0"}
-        mine = request.query["query"].startswith(metric["__name__"] + '{job="lockstep-node"} and on(node) ')
-        result = [{"metric": metric, "values": values}] if mine else []
-        return web.json_response({"status": "success", "data": {"resultType": "matrix", "result": result}})
+        name = {"sm": "prometheus-sm", "bad": "prometheus-error", "big": "big"}[(await request.post())["query"]]
+        body = _big() if name == "big" else (ANSWERS / f"{name}.json").read_bytes()
+        return web.Response(body=body, status=400 if name == "prometheus-error" else 200,
+                            content_type="application/json")
 
     app = web.Application()
-    app.router.add_get("/api/v1/query_range", query_range)
+    app.router.add_post("/prefix/api/v1/query_range", query_range)
     return app
 
 
-async def test_matrix_becomes_a_frame_off_the_event_loop(aiohttp_server, monkeypatch):
+def _big() -> bytes:
+    """The sm capture's series repeated until the answer is well over the inline limit."""
+    good = (ANSWERS / "prometheus-sm.json").read_bytes()
+    head, _, rest = good.partition(b'"result":[')
+    series, _, tail = rest.rpartition(b"]")
+    return head + b'"result":[' + b",".join([series] * 300) + b"]" + tail
+
+
+async def _range(server, query: str, monkeypatch=None) -> tuple:
+    threads, real = [], decode.decode_matrix
+
+    def spy(body, grid):
+        threads.append(threading.get_ident())
+        return real(body, grid)
+
+    if monkeypatch is not None:
+        monkeypatch.setattr(source_prom, "decode_matrix", spy)
+    async with aiohttp.ClientSession() as session:
+        block = await source_prom.query_range(session, str(server.make_url("/prefix")), query, GRID, timeout=5.0)
+    return block, threads
+
+
+async def test_a_small_answer_is_decoded_inline_a_large_one_off_the_event_loop(aiohttp_server, monkeypatch):
     server = await aiohttp_server(_prometheus())
-    loop_thread, seen = threading.get_ident(), []
-    convert = source_prom.matrix_to_frame
+    small, inline = await _range(server, "sm", monkeypatch)
+    assert small.samples == 32 and inline == [threading.get_ident()]
+    big, off = await _range(server, "big", monkeypatch)
+    assert len(big.labels) == 2400 and big.samples == 300 * 32
+    assert len(off) == 1 and off[0] != threading.get_ident()
 
-    def spy(result):
-        seen.append(threading.get_ident())
-        return convert(result)
 
-    monkeypatch.setattr(source_prom, "matrix_to_frame", spy)
+async def test_a_refused_query_reports_prometheus_message(aiohttp_server):
+    server = await aiohttp_server(_prometheus())
+    refused = r'/prefix/api/v1/query_range: HTTP 400: 1:14: parse error: unexpected "\("'
+    with pytest.raises(PrometheusError, match=refused):
+        await _range(server, "bad")
+
+
+async def test_a_malformed_answer_names_the_url_and_is_one_error_type(aiohttp_server, monkeypatch):
+    server = await aiohttp_server(_prometheus())
+    monkeypatch.setattr(source_prom, "decode_matrix", lambda body, grid: decode.decode_matrix(body[:50], grid))
+    with pytest.raises(MalformedAnswer, match="/prefix/api/v1/query_range: not JSON"):
+        await _range(server, "sm")
+
+
+async def test_unreachable_prometheus_is_an_error_not_a_crash():
     async with aiohttp.ClientSession() as session:
-        frame = await source_prom.fetch_job(session, str(server.make_url("/")), "4242",
-                                            source_prom.Window(1000.0, 1015.0, 5.0), timeout=5.0)
-    assert seen and loop_thread not in seen
-    sm = frame[frame["metric"] == "lockstep_gpu_sm_active_ratio"].sort_values("timestamp")
-    assert sm["timestamp"].tolist() == [1000.0, 1005.0, 1010.0, 1015.0]
-    assert sm["value"].isna().tolist() == [False, True, False, False]    # NaN stays NaN: absent, not zero
-
-
-async def test_a_large_answer_is_decoded_off_the_event_loop_and_a_malformed_one_is_an_error(aiohttp_server,
-                                                                                          monkeypatch):
-    big = {"status": "success", "data": {"resultType": "matrix", "result": [
-        {"metric": {"__name__": "m", "gpu": str(i)}, "values": [[1000.0, "1"]] * 50} for i in range(800)]}}
-    answers = {"/big": lambda: web.json_response(big), "/list": lambda: web.json_response([1, 2]),
-               "/truncated": lambda: web.Response(text='{"status": "succ')}
-
-    async def handler(request: web.Request) -> web.Response:
-        return answers[request.path]()
-
-    app = web.Application()
-    for path in answers:
-        app.router.add_get(path, handler)
-    server = await aiohttp_server(app)
-    loop_thread, seen = threading.get_ident(), []
-    loads = source_prom.json.loads
-
-    def spy(body):
-        seen.append(threading.get_ident())
-        return loads(body)
-
-    monkeypatch.setattr(source_prom.json, "loads", spy)
-    async with aiohttp.ClientSession() as session:
-        result = await source_prom.api_get(session, str(server.make_url("/")), "/big", {}, timeout=5.0)
-        assert len(result) == 800 and seen and loop_thread not in seen
-        for path in ("list", "truncated"):
-            with pytest.raises(source_prom.PrometheusError, match=f"/{path}: ValueError|/{path}: JSONDecodeError"):
-                await source_prom.api_get(session, str(server.make_url("/")), "/" + path, {}, timeout=5.0)
+        with pytest.raises(PrometheusError, match="ClientConnectorError|ClientOSError"):
+            await source_prom.query_range(session, "http://127.0.0.1:9", "sm", GRID, timeout=5.0)

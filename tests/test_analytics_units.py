@@ -11,7 +11,8 @@ import pytest
 
 from analytics import promql, stall, straggler
 from analytics.config import Shard, parse_shard
-from analytics.frame import SIGNALS, Features, build_features, counter_rate
+from analytics.emulate import irate
+from analytics.frame import SIGNALS, Features, build_features
 
 PERIOD = 5.0
 
@@ -128,10 +129,16 @@ def test_single_signal_alone_does_not_flag():
     assert not res.flagged.any()
 
 
-def test_counter_reset_gives_no_rate_not_a_negative_one():
-    m = pd.DataFrame({"a": [0.0, 10.0, 20.0, 5.0, 15.0]}, index=pd.Index([0.0, 5, 10, 15, 20]))
-    rate = counter_rate(m)["a"].tolist()
-    assert np.isnan(rate[0]) and rate[1:3] == [2.0, 2.0] and np.isnan(rate[3]) and rate[4] == 2.0
+def test_counter_rates_follow_prometheus_irate_over_two_steps():
+    """As Prometheus 2.42 answers ``irate(c[10s])`` at 5 s steps (checked on promtool-backfilled samples):
+    the last two samples at or before each step; a missed scrape leaves the rate across the gap, a
+    counter that went down restarted from zero, and two steps after the last sample there is none."""
+    nan = float("nan")
+    counter = np.array([[0.0, 0.0], [10.0, 10.0], [20.0, nan], [5.0, 30.0], [15.0, 40.0], [25.0, nan], [35.0, nan]])
+    rate = irate(counter, 5.0)
+    assert np.isnan(rate[0]).all()
+    assert rate[1:, 0].tolist() == [2.0, 2.0, 1.0, 2.0, 2.0, 2.0]          # 5 / 5 s after the restart
+    assert rate[1:6, 1].tolist() == [2.0, 2.0, 2.0, 2.0, 2.0] and np.isnan(rate[6, 1])
 
 
 def test_absent_metric_is_nan_not_zero():
@@ -192,6 +199,15 @@ def test_a_window_shorter_than_the_interval_is_refused():
     with pytest.raises(ValueError, match=r"--window \(30.0s\) must be at least --interval \(60.0s\)"):
         ServiceConfig(prometheus_url="http://127.0.0.1:9090", interval_s=60.0, window_s=30.0)
     assert ServiceConfig(prometheus_url="http://127.0.0.1:9090", interval_s=60.0, window_s=60.0).window_s == 60.0
+
+
+@pytest.mark.parametrize("bad", [0, 181])
+def test_refetch_steps_must_be_at_least_one_and_within_the_window(bad):
+    from analytics.config import ServiceConfig
+
+    with pytest.raises(ValueError, match="--refetch-steps"):
+        ServiceConfig(prometheus_url="http://127.0.0.1:9090", refetch_steps=bad)
+    assert ServiceConfig(prometheus_url="http://127.0.0.1:9090", refetch_steps=180).refetch_steps == 180
 
 
 @pytest.mark.parametrize("bad", [-1.0, float("inf"), float("nan")])

@@ -2,7 +2,8 @@
 
 Checks the issue's "done when": all components up within 3 minutes, every Prometheus target up, the
 analytics API lists the demo job with the thermal straggler (node05 GPU 3) flagged, the pause storm
-pages the demo receiver, and after SIGINT no process the demo started is left.
+pages the demo receiver, and after SIGINT no process the demo started is left. The history is half a
+day here (the month ``make demo`` backfills is tests/test_demo_history.py's, at a smaller size).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pytest
 from lockstep.stack import http_get
 
 REPO = Path(__file__).resolve().parent.parent
+HISTORY_DAYS = 0.5
 FREE_PORTS = [f"--{p}-port=0" for p in ("prometheus", "alertmanager", "power", "analytics", "pager", "redfish",
                                         "grafana")] + ["--base-port=0", "--no-grafana"]
 
@@ -69,7 +71,8 @@ def test_demo_end_to_end(tmp_path):
     workdir, out = tmp_path / "demo", tmp_path / "demo.out"
     with open(out, "w") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "lockstep", "demo", f"--workdir={workdir}", "--speed=4",
-                                 "--duration=600", *FREE_PORTS], stdout=fh, stderr=subprocess.STDOUT, cwd=REPO)
+                                 "--duration=600", f"--history-days={HISTORY_DAYS}", *FREE_PORTS],
+                                stdout=fh, stderr=subprocess.STDOUT, cwd=REPO)
     try:
         wait_for(lambda: "all components up" in out.read_text(), 180, "'all components up'", proc, out)
         state = json.loads((workdir / "demo.json").read_text())["components"]

@@ -1,7 +1,8 @@
 """``lockstep sim backfill`` into a real Prometheus: the blocks hold exactly the simulator's series.
 
-The service's own query path (``source_prom.fetch_job``) reads back from Prometheus the very frame
-the simulator computes in process, sample for sample, though promtool got it in several files.
+The service's own query path (``source_prom.query_range`` and its decoder) reads back from Prometheus
+the very frame the simulator computes in process, sample for sample, though promtool got it in several
+files.
 """
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analytics import source_prom
+from analytics import promql, source_prom
 from analytics.frame import INPUT_METRICS
+from exporters.catalog import CATALOG
 from lockstep.stack import Stack, http_get, query, start_prometheus
 from simulator.scenario import load_scenario
 from simulator.series import series_frame
@@ -57,8 +59,19 @@ def expected_frame() -> pd.DataFrame:
 
 
 async def _fetch(url: str, window: source_prom.Window) -> pd.DataFrame:
+    """Every input metric's own series over ``window``, as the service reads answers (``query_range`` on
+    its grid, decoded by ``analytics.decode``), as a long frame with the catalog's labels."""
     async with aiohttp.ClientSession() as session:
-        return await source_prom.fetch_job(session, url, "5001", window, 30.0)
+        parts = [_long(m, await source_prom.query_range(session, url, promql.selector(m), window, 30.0), window)
+                 for m in INPUT_METRICS]
+    return pd.concat(parts, ignore_index=True).fillna("")
+
+
+def _long(metric: str, block, window: source_prom.Window) -> pd.DataFrame:
+    part = pd.DataFrame({"timestamp": window.times()[block.rows], "value": block.values, "metric": metric})
+    for label in ("node", *CATALOG[metric].labels):
+        part[label] = np.asarray([s.get(label, "") for s in block.labels], dtype=object)[block.series]
+    return part
 
 
 def _canonical(frame: pd.DataFrame) -> pd.DataFrame:

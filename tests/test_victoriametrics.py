@@ -195,9 +195,16 @@ def migrated(tmp_path_factory):
     work = tmp_path_factory.mktemp("vm-month")
     data = lc.backfill(month.frame(), work / "prom", max_block_duration="744h")
     with Stack() as stack:
-        vm = stack.add(start_victoria_metrics(work / "vm"))
+        # No response cache: every report query reads the imported samples themselves.
+        vm = stack.add(start_victoria_metrics(work / "vm", extra_args=["-search.disableCache"]))
         vmctl_from_prometheus(data, vm)
         prom = stack.add(start_prometheus({"global": {"scrape_interval": "15s"}}, work / "prom"))
+        # An import is searchable once VictoriaMetrics has merged it, a moment after vmctl returns:
+        # wait until it holds every sample of every series the TSDB holds.
+        after = month.START + (month.DAYS + 1) * 86400
+        names = _names(prom.url)
+        counts = lambda url: {n: _value(url, f"sum(count_over_time({n}[{month.DAYS + 2}d]))", after) for n in names}
+        _wait(lambda: counts(vm.url) == counts(prom.url), 120, "VictoriaMetrics to hold the migrated month", [prom, vm])
         yield prom.url, vm.url
 
 

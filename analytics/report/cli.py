@@ -15,14 +15,18 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
                               description="monthly capacity and power review")
     sub = p.add_subparsers(dest="report_command", metavar="REPORT", required=True)
     m = sub.add_parser("monthly", help="GPU-hours, energy, recurring faults and checkpoint cost for one month",
-                       description="Query Prometheus (or Thanos/Mimir) for one month and write an HTML report "
-                                   "with plots and a CSV of every table.")
+                       description="Query Prometheus (or Thanos, Mimir, VictoriaMetrics) for one month, or the "
+                                   "month to date, and write an HTML report with plots and a CSV of every table "
+                                   "(coverage.csv: how much of the month the data covers).")
     m.add_argument("--prometheus-url", required=True, help="Prometheus-compatible query API base URL")
     m.add_argument("--month", required=True, help="YYYY-MM (UTC)")
     m.add_argument("--out", required=True, type=Path, help="output directory")
-    m.add_argument("--step", type=float, default=3600.0, help="seconds per point for month totals (default 3600)")
+    m.add_argument("--step", type=float, default=3600.0,
+                   help="seconds per point for month totals, at most: finer where the data covers only part of "
+                        "the month, never finer than its samples (default 3600)")
     m.add_argument("--fine-step", type=float, default=30.0,
-                   help="seconds per point to resolve checkpoint stalls (default 30)")
+                   help="seconds per point to resolve checkpoint stalls and peaks, or the data's sample interval "
+                        "if coarser (default 30)")
     m.add_argument("--cluster", default="default", help="name for series without a cluster label")
     m.add_argument("--teams", type=Path, help="CSV job_id,team mapping jobs to teams")
     m.set_defaults(func=run)

@@ -70,3 +70,13 @@ JOB_MEMBER_MISSING = gauge(
     "pod is the pod that held them (empty for Slurm).", ("job_id", "node", "pod"))
 
 METRICS += (JOB_MEMBER_MISSING,)
+
+# Added with incremental refresh (issue 17): what each refresh asks of Prometheus.
+ANALYTICS_REFRESH_SAMPLES = gauge(
+    "lockstep_analytics_refresh_samples",
+    "Samples the last refresh fetched from Prometheus: a job's whole window when it is new, its GPUs changed or "
+    "after a gap, else only the rows new since the refresh before.")
+ANALYTICS_FULL_FETCHES = gauge(
+    "lockstep_analytics_refresh_full_fetches",
+    "Jobs whose window the last refresh fetched whole (new jobs, GPUs changed, after a gap).")
+METRICS += (ANALYTICS_REFRESH_SAMPLES, ANALYTICS_FULL_FETCHES)

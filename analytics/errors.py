@@ -1,0 +1,10 @@
+"""Errors of a query source: each fails the job whose query raised it, never the refresh of the others."""
+from __future__ import annotations
+
+
+class PrometheusError(RuntimeError):
+    """Prometheus unreachable, slow, or answering with an error."""
+
+
+class MalformedAnswer(PrometheusError):
+    """An answer that is not a well-formed ``query_range`` matrix on the window's grid."""
