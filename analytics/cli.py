@@ -56,12 +56,14 @@ def _serve(args: argparse.Namespace) -> int:
     import asyncio
 
     from analytics.config import config_from_args
+    from analytics.promsession import check_credentials
     from analytics.service import create_app
     from exporters.logs import setup_from_args
     from exporters.web import serve
 
     setup_from_args(args)
     config = config_from_args(args)
+    check_credentials(config.prometheus_auth)
     asyncio.run(serve(create_app(config), config.listen, config.web_config))
     return 0
 

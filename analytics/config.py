@@ -7,8 +7,8 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Callable
-from urllib.parse import urlsplit
 
+from analytics.promauth import PromAuth, add_flags as add_prometheus_flags, auth_from_args, check_url
 from exporters.listen import ListenAddress, parse_listen_address
 from exporters.webconfig import WebConfig, add_flags as add_web_flags
 
@@ -43,12 +43,11 @@ class ServiceConfig:
     refetch_steps: int = 1             # trailing steps of a held window asked for again (samples stored late)
     shard: Shard = Shard(0, 1)
     web_config: WebConfig | None = None
+    prometheus_auth: PromAuth = PromAuth()   # how requests to prometheus_url authenticate
     now: Callable[[], float] = field(default=time.time, compare=False)   # injected by tests
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.prometheus_url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"--prometheus-url {self.prometheus_url!r}: want http(s)://HOST:PORT[/prefix]")
+        check_url(self.prometheus_url, self.prometheus_auth)
         for name in ("interval_s", "window_s", "step_s", "timeout_s"):
             if not 0 < getattr(self, name) < math.inf:   # NaN fails too
                 raise ValueError(f"{name} must be positive and finite, got {getattr(self, name)!r}")
@@ -64,7 +63,7 @@ class ServiceConfig:
 
 
 def add_serve_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--prometheus-url", required=True, help="Prometheus (or Thanos/Mimir) base URL")
+    add_prometheus_flags(p)
     add_web_flags(p, ":9842")
     p.add_argument("--interval", type=float, default=30.0, help="seconds between refreshes")
     p.add_argument("--window", type=float, default=900.0, help="seconds of data scored per refresh")
@@ -88,4 +87,5 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         prometheus_url=args.prometheus_url, listen=parse_listen_address(getattr(args, "web.listen-address")),
         interval_s=args.interval, window_s=args.window, step_s=args.step, timeout_s=args.timeout,
         resume_lookback_s=args.resume_lookback, refetch_steps=args.refetch_steps,
-        shard=parse_shard(args.shard), web_config=load_web_config(web_file) if web_file else None)
+        shard=parse_shard(args.shard), web_config=load_web_config(web_file) if web_file else None,
+        prometheus_auth=auth_from_args(args))

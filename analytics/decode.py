@@ -10,7 +10,6 @@ Anything else raises ``MalformedAnswer``, for the job whose query it answered.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
@@ -20,6 +19,7 @@ import pyarrow.csv as pacsv
 
 from analytics.errors import MalformedAnswer
 from analytics.grid import Window
+from exporters.jsonload import load_json
 
 _RESULT = b'"result":['
 # '{"metric":{...},"values":[' (label values may hold any escaped character), and the same after the
@@ -85,7 +85,7 @@ def _fast(body: bytes) -> tuple[list[dict], np.ndarray, np.ndarray, np.ndarray]:
         raise _NotFast
     _envelope(body[:pos] + body[last + 2:])
     keys = [head.group(1)] + _BETWEEN.findall(body, head.end(), last + 2)
-    labels = [_labels(m) for m in json.loads(b"[" + b",".join(keys) + b"]")]
+    labels = [_labels(m) for m in load_json(b"[" + b",".join(keys) + b"]")]
     try:
         times, values = _parse_pairs(_BETWEEN.sub(_MARK, body[head.end():last]))
     except MalformedAnswer:
@@ -101,7 +101,7 @@ def _fast(body: bytes) -> tuple[list[dict], np.ndarray, np.ndarray, np.ndarray]:
 def _envelope(text: bytes) -> None:
     """The answer with its series taken out must be a successful matrix answer."""
     try:
-        doc = json.loads(text)
+        doc = load_json(text)
     except ValueError as exc:
         raise MalformedAnswer(f"not JSON: {exc}") from None
     _check_envelope(doc)
@@ -141,7 +141,7 @@ def _labels(metric: object) -> dict[str, str]:
 def _generic(body: bytes) -> tuple[list[dict], np.ndarray, np.ndarray, np.ndarray]:
     """Any key order, through ``json`` (answers the fast path does not recognise)."""
     try:
-        result = _check_envelope(json.loads(body))
+        result = _check_envelope(load_json(body))
     except ValueError as exc:
         raise MalformedAnswer(f"not JSON: {exc}") from None
     labels, counts, times, values = [], [], [], []

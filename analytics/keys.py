@@ -8,6 +8,7 @@ from aiohttp import web
 
 from analytics.config import ServiceConfig
 from analytics.prometheus import PrometheusSource
+from analytics.promsession import Credentials
 from analytics.refresh import RefreshState
 from exporters.exposition import Encoder
 
@@ -16,3 +17,4 @@ STATE = web.AppKey("state", RefreshState)
 ENCODER = web.AppKey("encoder", Encoder)                  # caches each series' exposition prefix
 REFRESHED = web.AppKey("refreshed", asyncio.Event)        # set after each refresh attempt (tests wait on it)
 SOURCE = web.AppKey("source", PrometheusSource)
+CREDENTIALS = web.AppKey("credentials", Credentials)     # sent to Prometheus; hidden in what the app shows

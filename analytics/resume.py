@@ -5,6 +5,7 @@ before the restart twice (a fresh counter would account the whole window again) 
 replica was down (``Refresher._catch_up`` in analytics.refresh accounts it from ``accounted_until``)."""
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from typing import Sequence
@@ -32,17 +33,31 @@ def resume_query(job_ids: Sequence[str], lookback_s: float) -> str:
             f"[{int(lookback_s)}s])")
 
 
-def counters_from(result: list[dict]) -> LossCounters | None:
+def sample(series: object) -> tuple[dict[str, str], float] | None:
+    """The labels and value of one series of an instant vector; None when it is not one (a malformed
+    answer loses that series, which then reads as not exported)."""
+    labels = series.get("metric") if isinstance(series, dict) else None
+    value = series.get("value") if isinstance(series, dict) else None
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()) \
+            or not isinstance(value, list) or len(value) != 2 or not isinstance(value[1], str):
+        return None
+    try:
+        number = float(value[1])
+    except ValueError:
+        return None
+    return (labels, number) if math.isfinite(number) else None
+
+
+def counters_from(result: list) -> LossCounters | None:
     """The counters of the exporter (``job``/``instance``) that accounted furthest, from an instant
     vector of ``resume_query``; None when none were exported."""
     by_exporter: dict[tuple, dict[str, float]] = defaultdict(dict)
-    for series in result:
-        labels = series.get("metric", {})
+    for labels, value in filter(None, map(sample, result)):
         if labels.get("__name__") not in _NAMES:
             continue  # not an answer to resume_query (a proxy, a recording rule): not ours to continue
         exporter = tuple(sorted((k, v) for k, v in labels.items() if k not in ("__name__", "cause")))
         key = labels["__name__"] + ("/" + labels["cause"] if "cause" in labels else "")
-        by_exporter[exporter][key] = float(series["value"][1])
+        by_exporter[exporter][key] = value
     found = [v for v in by_exporter.values() if cat.JOB_ACCOUNTED_UNTIL.name in v]
     if not found:
         return None
@@ -56,11 +71,11 @@ def counters_from(result: list[dict]) -> LossCounters | None:
                         imbalance=last.get(cat.JOB_IMBALANCE_LOST_GPU_SECONDS.name, 0.0))
 
 
-def counters_by_job(result: list[dict]) -> dict[str, LossCounters]:
+def counters_by_job(result: list) -> dict[str, LossCounters]:
     """``counters_from`` for each job of an instant vector of ``resume_query``."""
     by_job: dict[str, list[dict]] = defaultdict(list)
-    for series in result:
-        if (job_id := series.get("metric", {}).get("job_id")) is not None:
+    for series in result if isinstance(result, list) else ():
+        if (found := sample(series)) is not None and (job_id := found[0].get("job_id")) is not None:
             by_job[job_id].append(series)
     return {job_id: counters for job_id, rows in by_job.items() if (counters := counters_from(rows)) is not None}
 

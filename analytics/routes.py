@@ -10,19 +10,20 @@ import functools
 from aiohttp import web
 
 from analytics import promql
-from analytics.keys import CONFIG, ENCODER, STATE
+from analytics.keys import CONFIG, CREDENTIALS, ENCODER, STATE
 from analytics.metrics import render_metrics
-from analytics.refresh import RefreshState
+from analytics.promauth import redact_url
 from analytics.views import JobSummary
 from exporters.httpmetrics import metrics_response
 from exporters.version import VERSION
 from exporters.web import landing_page
 
 
-def _envelope(state: RefreshState, data: object) -> dict:
+def _envelope(request: web.Request, data: object) -> dict:
+    state, redact = request.app[STATE], request.app[CREDENTIALS].redact
     h = state.health
     return {"status": "success", "stale": h.stale, "updated": state.results.updated, "up": h.up,
-            "last_error": h.last_error or None, "data": data}
+            "last_error": redact(h.last_error) or None, "data": data}
 
 
 def _error(status: int, kind: str, message: str) -> web.Response:
@@ -36,7 +37,7 @@ async def metrics(request: web.Request) -> web.Response:
 async def jobs(request: web.Request) -> web.Response:
     state = request.app[STATE]
     views = state.results.jobs
-    return web.json_response(_envelope(state, [JobSummary.of(views[j]).to_json() for j in sorted(views)]))
+    return web.json_response(_envelope(request, [JobSummary.of(views[j]).to_json() for j in sorted(views)]))
 
 
 async def job(request: web.Request) -> web.Response:
@@ -51,14 +52,15 @@ async def job(request: web.Request) -> web.Response:
         shard = request.app[CONFIG].shard
         where = "" if shard.owns(job_id) else f" (belongs to another shard than {shard.index}/{shard.count})"
         return _error(404, "not_found", f"job {job_id} is not scored by this replica{where}")
-    return web.json_response(_envelope(state, view.to_json()))
+    return web.json_response(_envelope(request, view.to_json()))
 
 
 async def index(request: web.Request) -> web.Response:
     config = request.app[CONFIG]
     return landing_page("lockstep analytics", "Straggler, stall and utilization-loss scores for training jobs.",
                         {"Metrics": "/metrics", "Jobs": "/api/v1/jobs"},
-                        {"version": VERSION, "prometheus": config.prometheus_url,
+                        {"version": VERSION, "prometheus": redact_url(config.prometheus_url),
+                         "prometheus authentication": config.prometheus_auth.describe(),
                          "shard": f"{config.shard.index}/{config.shard.count}"})
 
 

@@ -13,16 +13,16 @@ import asyncio
 import contextlib
 import logging
 
-import aiohttp
 from aiohttp import web
 
 from analytics import routes
 from analytics.config import ServiceConfig
-from analytics.keys import CONFIG, ENCODER, REFRESHED, SOURCE, STATE
+from analytics.keys import CONFIG, CREDENTIALS, ENCODER, REFRESHED, SOURCE, STATE
 from analytics.prometheus import PrometheusSource
+from analytics.promsession import Credentials, open_session
 from analytics.refresh import RefreshState, Refresher
 from exporters.exposition import Encoder
-from exporters.logs import kv
+from exporters.logs import kv, redact_with
 from exporters.version import VERSION
 from exporters.web import auth_middleware
 
@@ -35,6 +35,8 @@ def create_app(config: ServiceConfig) -> web.Application:
     app[STATE] = RefreshState()
     app[ENCODER] = Encoder()
     app[REFRESHED] = asyncio.Event()
+    app[CREDENTIALS] = Credentials(config.prometheus_auth)
+    redact_with(app[CREDENTIALS].redact)
     app.cleanup_ctx.append(_source_ctx)
     app.cleanup_ctx.append(_refresh_ctx)
     routes.add_routes(app)
@@ -43,7 +45,8 @@ def create_app(config: ServiceConfig) -> web.Application:
 
 async def _source_ctx(app: web.Application):
     cfg = app[CONFIG]
-    async with aiohttp.ClientSession(headers={"User-Agent": f"lockstep-analytics/{VERSION}"}) as session:
+    async with open_session(cfg.prometheus_url, cfg.prometheus_auth, app[CREDENTIALS],
+                            user_agent=f"lockstep-analytics/{VERSION}") as session:
         app[SOURCE] = PrometheusSource(session, cfg.prometheus_url, cfg.timeout_s, cfg.resume_lookback_s)
         yield
 

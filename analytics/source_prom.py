@@ -7,7 +7,6 @@ are large; instant answers (job lists, resumed counters) are small and read as J
 from __future__ import annotations
 
 import asyncio
-import json
 
 import aiohttp
 
@@ -15,6 +14,7 @@ from analytics import promql
 from analytics.decode import Block, decode_matrix
 from analytics.errors import MalformedAnswer, PrometheusError
 from analytics.grid import Window
+from exporters.jsonload import load_json
 
 __all__ = ["PrometheusError", "MalformedAnswer", "Window", "api_get", "list_jobs", "query_range"]
 
@@ -37,7 +37,7 @@ async def _get(session: aiohttp.ClientSession, url: str, params: dict, timeout: 
 def _refused(url: str, status: int, body: bytes) -> PrometheusError:
     """An answer other than 200: Prometheus' own error message when the body carries one."""
     try:
-        message = json.loads(body).get("error", "")
+        message = load_json(body).get("error", "")
     except (ValueError, AttributeError):
         message = body[:200].decode(errors="replace")
     return PrometheusError(f"{url}: HTTP {status}: {message}")
@@ -48,14 +48,17 @@ async def api_get(session: aiohttp.ClientSession, base_url: str, path: str, para
     url = base_url.rstrip("/") + path
     status, body = await _get(session, url, params, timeout)
     try:
-        payload = json.loads(body) if len(body) < _DECODE_INLINE_BYTES else await asyncio.to_thread(json.loads, body)
+        payload = load_json(body) if len(body) < _DECODE_INLINE_BYTES else await asyncio.to_thread(load_json, body)
         if not isinstance(payload, dict):
             raise ValueError(f"expected a JSON object, got {type(payload).__name__}")
     except ValueError as exc:
         raise PrometheusError(f"{url}: {type(exc).__name__}: {exc}") from None
     if status != 200 or payload.get("status") != "success":
         raise PrometheusError(f"{url}: HTTP {status}: {payload.get('error', '')}")
-    return payload["data"]["result"]
+    data = payload.get("data")
+    if not isinstance(data, dict) or not isinstance(data.get("result"), list):
+        raise MalformedAnswer(f"{url}: no result list in the answer: {str(data)[:200]}")
+    return data["result"]
 
 
 async def query_range(session: aiohttp.ClientSession, base_url: str, query: str, window: Window,

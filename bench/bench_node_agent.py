@@ -35,10 +35,11 @@ SCENARIO = ("name: bench-node\nseed: 1\nduration_s: 86400\nsample_period_s: 5\n"
             "job: {job_id: '1', nodes: 1, step_time_s: 1.5, storage_read_bytes_per_step: 1.0e9}\n")
 
 
-def live_node(st: stack.Stack, work: Path, timeout: float = 60.0) -> Path:
-    """Start ``lockstep sim run`` on a one-node scenario (stopped with the stack); the node once complete."""
+def live_node(st: stack.Stack, work: Path, timeout: float = 60.0, days: int = 1) -> Path:
+    """Start ``lockstep sim run`` on a one-node scenario of ``days`` simulated days (stopped with the stack);
+    the node once complete."""
     scenario = work / "bench-node.yaml"
-    scenario.write_text(SCENARIO)
+    scenario.write_text(SCENARIO.replace("duration_s: 86400", f"duration_s: {86400 * days}"))
     argv = [sys.executable, "-m", "lockstep", "sim", "run", str(scenario), "--root", str(work / "sim"),
             "--speed", str(SPEED)]
     sim = st.add(stack.start_process("sim", argv, work / "simlog", "", ready_path=None))

@@ -34,14 +34,21 @@ KINDS = [("bmc", "public-rackmount1")] * 176 + [("pdu", "public-pdu")] * 22 + [(
 
 
 def serve(port_queue) -> None:
-    from aiohttp import web
     from redfish_mockup import MockupService
 
+    svc = MockupService()
+    for i, (_, mockup) in enumerate(KINDS):
+        svc.add(f"t{i:03d}", MOCKUPS / mockup, latency_s=LATENCY_S)
+    svc.add("hung", MOCKUPS / "public-rackmount1", mode="hang")
+    run_service(svc, port_queue)
+
+
+def run_service(svc, port_queue) -> None:
+    """Serve ``svc`` (a MockupService) on a free port until this process is ended; the port goes to
+    ``port_queue``."""
+    from aiohttp import web
+
     async def main() -> None:
-        svc = MockupService()
-        for i, (_, mockup) in enumerate(KINDS):
-            svc.add(f"t{i:03d}", MOCKUPS / mockup, latency_s=LATENCY_S)
-        svc.add("hung", MOCKUPS / "public-rackmount1", mode="hang")
         runner = web.AppRunner(svc.app(), access_log=None)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", 0, backlog=1024).start()

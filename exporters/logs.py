@@ -5,9 +5,12 @@ import json
 import logging
 import sys
 import time
+import weakref
+from typing import Callable
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
 _once: set[tuple[str, str]] = set()
+_redactors: list[weakref.WeakMethod] = []   # e.g. Credentials.redact of a Prometheus client
 
 
 def _quote(value: object) -> str:
@@ -25,14 +28,29 @@ class _Logfmt(logging.Formatter):
         fields.update(getattr(record, "fields", {}))
         if record.exc_info:
             fields["err"] = self.formatException(record.exc_info).splitlines()[-1]
-        return " ".join(f"{k}={_quote(v)}" for k, v in fields.items())
+        return " ".join(f"{k}={_quote(_redact(str(v)))}" for k, v in fields.items())
 
 
 class _Json(_Logfmt):
     def format(self, record: logging.LogRecord) -> str:
         parts = {"ts": record.created, "level": record.levelname.lower(), "logger": record.name,
                  "msg": record.getMessage(), **getattr(record, "fields", {})}
-        return json.dumps(parts, default=str)
+        return json.dumps({k: v if v is None or isinstance(v, (int, float)) else _redact(str(v))
+                           for k, v in parts.items()})
+
+
+def redact_with(method: Callable[[str], str]) -> None:
+    """Pass every logged value through ``method`` (a bound method, held weakly) to hide secrets."""
+    _redactors[:] = [r for r in _redactors if r() is not None]
+    _redactors.append(weakref.WeakMethod(method))
+
+
+def _redact(line: str) -> str:
+    for ref in _redactors:
+        method = ref()
+        if method is not None:
+            line = method(line)
+    return line
 
 
 def add_flags(parser) -> None:

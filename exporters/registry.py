@@ -25,6 +25,12 @@ if TYPE_CHECKING:
     from exporters.config import ExporterConfig
 
 
+class NoData(Exception):
+    """Raised by ``collect`` when what the collector reads is not there at all (no RDMA driver, no
+    device): the scrape reports the collector's success as 0 and logs it at debug level, as
+    node_exporter does for its ErrNoData."""
+
+
 @runtime_checkable
 class Collector(Protocol):
     """Yields fresh samples of catalog metrics on every scrape. ``close`` is optional."""

@@ -9,7 +9,7 @@ from typing import Iterable, Mapping
 from exporters.catalog import health
 from exporters.exposition import Encoder, Families, render_families
 from exporters.logs import kv
-from exporters.registry import Collector
+from exporters.registry import Collector, NoData
 from exporters.sample import Sample
 
 log = logging.getLogger("lockstep.scrape")
@@ -56,6 +56,9 @@ class Scraper:
                 except PartialFailure as exc:
                     self.encoder.add(families, exc.samples)
                     success = self._failed(name, exc)
+                except NoData as exc:   # not present: said by the success metric, not an error
+                    log.debug("collector has no data", extra=kv(collector=name, reason=str(exc)))
+                    success = 0.0
                 except Exception as exc:  # one collector must never fail the scrape
                     success = self._failed(name, exc)
                 elapsed = time.perf_counter() - started

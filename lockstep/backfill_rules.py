@@ -48,14 +48,16 @@ def backfill_rules(groups: Sequence[dict[str, Any]], workdir: Path, start: float
 def _rules_pass(rules: list[tuple[str, dict]], workdir: Path, start: float, end: float, out: Path) -> None:
     import pandas as pd
 
+    from analytics.report.client import PromClient
     from analytics.report.promrange import RangeQuery, fetch
 
     answers = []
     with Stack() as stack:
         prom = stack.add(start_prometheus({"global": {"scrape_interval": "15s"}, "scrape_configs": []}, workdir))
-        for every, rule in rules:
-            query = RangeQuery(rule["record"], rule["expr"], seconds(every))
-            answers.append((rule, fetch(prom.url, query, start, end, timeout=600)))
+        with PromClient(prom.url) as client:
+            for every, rule in rules:
+                query = RangeQuery(rule["record"], rule["expr"], seconds(every))
+                answers.append((rule, fetch(client, query, start, end, timeout=600)))
     names: dict[str, int] = {}
     samples = [_recorded(rule, frame, names) for rule, frame in answers if not frame.empty]
     if samples:

@@ -1,17 +1,20 @@
 """An aiohttp Redfish service serving DMTF mockup directories as they are stored: the resource
 ``/redfish/v1/<path>`` is ``<mockup>/<path>/index.json``. Several devices share one port under
 path prefixes (``/<prefix>/redfish/v1/...``), the way the simulator serves a cluster. Devices can be
-told to misbehave (hang, HTTP 500, broken JSON), to answer slowly, or to require basic auth."""
+told to misbehave (hang before or after the headers, trickle the body, HTTP 500, broken JSON), to
+answer slowly, to flap between modes (``mode_of``), or to require basic auth."""
 from __future__ import annotations
 
 import asyncio
 import base64
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from aiohttp import web
+from aiohttp import ClientConnectionResetError, web
 
-MODES = ("ok", "hang", "500", "badjson")
+MODES = ("ok", "hang", "500", "badjson", "stall", "trickle")
+TRICKLE_S = 0.5   # between two bytes of a trickled body
 
 
 @dataclass
@@ -23,6 +26,12 @@ class Device:
     requests: int = 0
     in_flight: int = 0
     max_in_flight: int = 0  # the most requests it was serving at once
+    mode_of: Callable[[], str] | None = None  # flapping: asked for the mode at each request
+
+    def current_mode(self) -> str:
+        mode = self.mode if self.mode_of is None else self.mode_of()
+        assert mode in MODES, mode
+        return mode
 
 
 class MockupService:
@@ -75,16 +84,36 @@ class MockupService:
             expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
             if request.headers.get("Authorization") != expected:
                 return web.json_response({"error": "unauthorized"}, status=401)
-        if device.mode == "hang":
+        mode = device.current_mode()
+        if mode == "hang":
             await asyncio.sleep(3600)
-        if device.mode == "500":
+        if mode == "500":
             return web.json_response({"error": {"code": "Base.1.0.InternalError"}}, status=500)
         body = self._body(device, resource)
         if body is None:
             return web.json_response({"error": {"code": "Base.1.0.ResourceMissingAtURI"}}, status=404)
-        if device.mode == "badjson":
+        if mode == "badjson":
             body = body[: len(body) // 2]  # a response cut off mid-object
+        if mode in ("stall", "trickle"):
+            return await self._slow_body(request, body, mode)
         return web.Response(body=body, content_type="application/json")
+
+    @staticmethod
+    async def _slow_body(request: web.Request, body: bytes, mode: str) -> web.StreamResponse:
+        """The status line and headers at once (Content-Length announced), then nothing ("stall", a BMC
+        web server wedged after the headers) or one byte at a time ("trickle")."""
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.content_length = len(body)
+        try:
+            await response.prepare(request)
+            if mode == "stall":
+                await asyncio.sleep(3600)
+            for i in range(len(body)):
+                await response.write(body[i:i + 1])
+                await asyncio.sleep(TRICKLE_S)
+        except ClientConnectionResetError:   # the client gave up (its timeout): as a BMC would, stop
+            pass
+        return response
 
     def app(self) -> web.Application:
         app = web.Application()

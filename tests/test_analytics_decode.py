@@ -73,7 +73,8 @@ def _broken() -> dict[str, bytes]:
             "three in a pair": good.replace(b'"0.675"]', b'"0.675",1]', 1),
             "labels not strings": good.replace(b'"gpu":"0"', b'"gpu":0', 1),
             "a vector": good.replace(b'"matrix"', b'"vector"'), "not an object": b"[1, 2]",
-            "values missing": good.replace(b'"values"', b'"histograms"', 1), "empty": b""}
+            "values missing": good.replace(b'"values"', b'"histograms"', 1), "empty": b"",
+            "nested past the stack": b'{"status":"success","data":' + b"[" * 100_000 + b"]" * 100_000 + b"}"}
 
 
 @pytest.mark.parametrize("case", sorted(_broken()))

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from analytics.config import Shard
-from analytics.decode import Block
+from analytics.decode import Block, decode_matrix
 from analytics.emulate import frame_block
 from analytics.evaluate import simulate
 from analytics.inputs import Input
@@ -57,6 +57,7 @@ class FakeSource:
         self.frames, self.exported = frames, exported or {}
         self.listed = list(frames)
         self.failing: set[str] = set()
+        self.malformed: dict[str, bytes] = {}   # job -> the body its heavy query is answered with
         self.down: tuple[float, float] | None = None
         self.fetched: list[tuple[str, float, float]] = []
         self.resumed: list[list[str]] = []
@@ -70,6 +71,8 @@ class FakeSource:
             self.fetched.append((job_id, window.start, window.end))
             if job_id in self.failing:
                 raise PrometheusError("HTTP 422: query processing would load too many samples into memory")
+            if job_id in self.malformed:
+                return decode_matrix(self.malformed[job_id], window)
         return frame_block(self._metrics(job_id), inp, window, job_id, nodes)
 
     def _metrics(self, job_id: str) -> dict[str, pd.DataFrame]:
@@ -126,6 +129,39 @@ async def test_a_job_that_fails_keeps_its_last_view_and_counters_while_the_other
     assert state.results.jobs["7300"].time == _end(run) and state.losses["7300"].accounted_until == _end(run)
     assert state.health.up and not state.health.stale
     assert state.health.last_error.startswith("job 7301: HTTP 422")
+
+
+# What a broken proxy or store has answered instead of a matrix, each in the shape that used to raise
+# KeyError, IndexError, ValueError or RecursionError out of the whole refresh.
+MALFORMED = {
+    "no data": b'{"status":"success"}',
+    "values not numbers": b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"gpu":"0"},'
+                          b'"values":[[1767225890,"fast"]]}]}}',
+    "values one-dimensional": b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},'
+                              b'"values":[1767225890,"1"]}]}}',
+    "nested past the stack": b'{"status":"success","data":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+async def test_a_malformed_answer_for_one_job_loses_that_job_alone(run, case):
+    """In a steady refresh and in a catch-up alike: the other job is scored and accounted to the end."""
+    source = FakeSource(_jobs(run, "7300", "7301"))
+    refresher = Refresher(source, Settings(window_s=120))
+    await refresher.refresh(run.start + 120)
+    source.malformed = {"7301": MALFORMED[case]}
+    await refresher.refresh(run.start + 360)     # a gap: caught up one window per refresh
+    for _ in range(4):
+        await refresher.refresh(_end(run))
+    state = refresher.state
+    assert state.health.up and state.health.last_error.startswith("job 7301: ")
+    assert state.results.jobs["7300"].time == state.losses["7300"].accounted_until == _end(run)
+    assert state.results.jobs["7301"].time == run.start + 120
+    assert state.losses["7301"].accounted_until == run.start + 120
+    source.malformed = {}
+    for _ in range(6):
+        await refresher.refresh(_end(run))
+    assert refresher.state.losses["7301"].accounted_until == _end(run)   # caught up once it answers again
 
 
 async def test_every_job_failing_fails_the_refresh_and_keeps_the_results_marked_stale(run):

@@ -84,3 +84,17 @@ async def test_unreachable_prometheus_is_an_error_not_a_crash():
     async with aiohttp.ClientSession() as session:
         with pytest.raises(PrometheusError, match="ClientConnectorError|ClientOSError"):
             await source_prom.query_range(session, "http://127.0.0.1:9", "sm", GRID, timeout=5.0)
+
+
+@pytest.mark.parametrize("body", [b'{"status":"success"}', b'{"status":"success","data":{"result":7}}',
+                                  b'{"status":"success","data":' + b"[" * 100_000 + b"]" * 100_000 + b"}"])
+async def test_an_instant_answer_of_the_wrong_shape_is_one_error_type(aiohttp_server, body):
+    async def answer(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/api/v1/query", answer)
+    server = await aiohttp_server(app)
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(PrometheusError, match="/api/v1/query: "):
+            await source_prom.api_get(session, str(server.make_url("")), "/api/v1/query", {"query": "up"}, 5.0)

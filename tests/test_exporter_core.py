@@ -13,9 +13,10 @@ from pathlib import Path
 
 import bcrypt
 import pytest
-import trustme
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
+
+from conftest import write_server_tls
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = ["--collector.disable-defaults", "--collector.extra-module=lockstep_test_collectors",
@@ -97,11 +98,7 @@ def test_openmetrics_on_request_and_landing_page(exporter):
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory):
     d = tmp_path_factory.mktemp("tls")
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    cert.cert_chain_pems[0].write_to_path(d / "server.crt")
-    cert.private_key_pem.write_to_path(d / "server.key")
-    ca.cert_pem.write_to_path(d / "ca.crt")
+    write_server_tls(d)
     hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
     (d / "web.yml").write_text(
         "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"

@@ -1,6 +1,7 @@
 """``infiniband`` collector: golden exposition on the real captured trees and their variants."""
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -36,6 +37,11 @@ def scrape(root: Path, *rates: str) -> str:
 def values(text: str, name: str) -> dict[str, float]:
     return {line.split(" ")[0][len(name):]: float(line.split(" ")[1])
             for line in text.splitlines() if line.startswith(name + "{")}
+
+
+def holds(collector, directory: Path) -> bool:
+    """Whether the collector holds a descriptor of a file under ``directory``."""
+    return any(p.startswith(f"{directory}/") for p in collector.scan.files._held)
 
 
 def writable_copy(src: Path, dst: Path) -> Path:
@@ -104,11 +110,11 @@ def test_descriptors_of_a_vanished_port_are_closed_at_rediscovery(tmp_path, monk
     root = writable_copy(REAL, tmp_path / "sys")
     collector = InfinibandCollector(InfinibandOptions(root))
     collector.collect()
-    port2 = str(root / "class/infiniband/mlx4_0/ports/2") + "/"
-    assert any(p.startswith(port2) for p in collector.scan.files._held)
-    shutil.move(root / "class/infiniband/mlx4_0/ports/2", tmp_path / "away")
+    port2 = root / "class/infiniband/mlx4_0/ports/2"
+    assert holds(collector, port2)
+    shutil.move(port2, tmp_path / "away")
     assert not [s for s in collector.collect() if s.labels[:2] == ("mlx4_0", "2")]
-    assert not any(p.startswith(port2) for p in collector.scan.files._held)
+    assert not holds(collector, port2)
     collector.close()
 
 PERMISSION_SCRIPT = """
@@ -200,4 +206,94 @@ def test_state_and_counters_follow_changes_between_scrapes(tmp_path):
         assert values(text, "lockstep_ib_port_state")[mlx5] == int(state[0])
         assert values(text, "lockstep_ib_port_rate_bytes_per_second").get(mlx5) == (1.25e9 if rate[0] == "1" else None)
         assert values(text, "lockstep_ib_port_symbol_errors_total").get(mlx5) == (65534 if errors == "65534\n" else None)
+    collector.close()
+
+
+def test_a_vanished_device_costs_no_syscall_and_holds_no_descriptor(tmp_path, monkeypatch):
+    """Hot-unplug: the device leaves the class listing (read once per scrape anyway). Its descriptors
+    are closed at that scrape and nothing tries to open its files again until it returns."""
+    root = writable_copy(REAL, tmp_path / "sys")
+    collector = InfinibandCollector(InfinibandOptions(root))
+    collector.collect()
+    gone = root / "class/infiniband/mlx5_0"
+    assert holds(collector, gone)
+    shutil.move(gone, tmp_path / "away")
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda path, *a, **k: opened.append(str(path)) or real_open(path, *a, **k))
+    for _ in range(3):
+        assert not [s for s in collector.collect() if s.labels[:1] == ("mlx5_0",)]
+    assert not holds(collector, gone)
+    assert not [p for p in opened if p.startswith(f"{gone}/")]
+    collector.close()
+
+
+def test_the_class_directory_gone_reads_as_no_data_and_comes_back(tmp_path, caplog):
+    """The RDMA core unloaded: /sys/class/infiniband itself is gone. The infiniband and roce collectors
+    report success 0 (not an error in the log each scrape) and hold nothing; the rest of the scrape is
+    untouched; when the directory returns (new directories, new files) they read it afresh."""
+    from exporters.collectors.roce import RoceCollector, RoceOptions
+    from exporters.scrape import Scraper
+
+    root = writable_copy(REAL, tmp_path / "sys")
+    ib = InfinibandCollector(InfinibandOptions(root))
+    other = type("Other", (), {"collect": lambda self: []})()   # any collector not reading the class
+    scraper = Scraper({"infiniband": ib, "roce": RoceCollector(RoceOptions(root)), "other": other})
+    success = '{collector="%s"}'
+    assert values(scraper.render(), "lockstep_scrape_collector_success")[success % "infiniband"] == 1
+    shutil.move(root / "class/infiniband", tmp_path / "away")
+    with caplog.at_level("DEBUG"):
+        for _ in range(2):
+            text = scraper.render()
+            ok = values(text, "lockstep_scrape_collector_success")
+            assert (ok[success % "infiniband"], ok[success % "roce"], ok[success % "other"]) == (0, 0, 1)
+    assert len(ib.scan.files) == 0 and not [r for r in caplog.records if r.levelname == "ERROR"]
+    # once per collector that reads the class, at the change only
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == ["RDMA class directory absent"] * 2
+    shutil.copytree(tmp_path / "away", root / "class/infiniband", symlinks=True)
+    (root / "class/infiniband/mlx5_0/ports/1/counters/symbol_error").write_text("9\n")
+    text = scraper.render()
+    assert values(text, "lockstep_scrape_collector_success")[success % "infiniband"] == 1
+    assert values(text, "lockstep_ib_port_symbol_errors_total")['{device="mlx5_0",port="1"}'] == 9
+    scraper.close()
+
+
+@pytest.fixture
+def veth():
+    """A real network device whose sysfs attributes a test may hold open, then delete (as a hot-unplug
+    or driver reload deletes an HCA's): needs root and iproute2."""
+    name = f"lsv{os.getpid() % 100000}"
+    made = subprocess.run(["ip", "link", "add", name, "type", "veth", "peer", "name", name + "p"],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot create a veth pair here: {made.stderr.strip()}")
+    yield name
+    subprocess.run(["ip", "link", "del", name], capture_output=True)
+
+
+def test_descriptors_of_a_reloaded_device_fail_with_enodev_and_reopen(tmp_path, veth):
+    """Real kernfs: a held descriptor of a deleted device's attribute fails with ENODEV (what an HCA
+    does on driver reload). A device that went and came back between two scrapes (same name, same
+    listing) is read through a fresh descriptor; one that stays gone reads as absent, its descriptor
+    closed. The counter file links to the veth's tx_bytes attribute."""
+    root = writable_copy(REAL, tmp_path / "sys")
+    counter = root / "class/infiniband/mlx5_0/ports/1/counters/symbol_error"
+    counter.unlink()
+    counter.symlink_to(f"/sys/class/net/{veth}/statistics/tx_bytes")
+    collector = InfinibandCollector(InfinibandOptions(root))
+    key = '{device="mlx5_0",port="1"}'
+    assert values(render(collector), "lockstep_ib_port_symbol_errors_total")[key] == 0
+    fd = collector.scan.files._held[str(counter)]
+    before = os.fstat(fd).st_ino
+    for command in (["del", veth], ["add", veth, "type", "veth", "peer", "name", veth + "p"]):
+        subprocess.run(["ip", "link", *command], check=True, capture_output=True)
+    with pytest.raises(OSError) as err:
+        os.pread(fd, 64, 0)
+    assert err.value.errno == errno.ENODEV
+    assert values(render(collector), "lockstep_ib_port_symbol_errors_total")[key] == 0
+    assert os.fstat(collector.scan.files._held[str(counter)]).st_ino != before   # the new device's attribute
+    subprocess.run(["ip", "link", "del", veth], check=True, capture_output=True)
+    held = len(collector.scan.files)
+    assert key not in values(render(collector), "lockstep_ib_port_symbol_errors_total")
+    assert len(collector.scan.files) == held - 1
     collector.close()

@@ -1,6 +1,7 @@
 """The power exporter against broken and hostile BMCs and callers, each on a real local HTTP server:
 an oversized body, redirects (off-origin, loops), many concurrent /probe calls on one BMC, a
-caller's scrape-timeout header of 0, and values of the wrong JSON type."""
+caller's scrape-timeout header of 0, values of the wrong JSON type, and a BMC that stalls after the
+headers or trickles its body."""
 from __future__ import annotations
 
 import asyncio
@@ -156,3 +157,51 @@ async def test_a_value_of_the_wrong_json_type_loses_only_that_reading(aiohttp_se
     assert value(values, "lockstep_chassis_power_watts", target="bmc1") == env["PowerWatts"]["Reading"]
     assert value(values, "lockstep_psu_input_power_watts", target="bmc1", chassis="1U", psu="Bay1") == \
         metrics["InputPowerWatts"]["Reading"]
+
+
+async def test_a_bmc_stalled_after_the_headers_or_trickling_delays_no_other_and_times_out(aiohttp_server, tmp_path):
+    """Two BMCs answer the status line and headers at once, then send nothing more ("stall") or one byte
+    every half second ("trickle"). The per-request timeout covers the body: both are reported as timed
+    out, and the healthy BMC's poll is complete while theirs are still waiting."""
+    svc = MockupService()
+    for prefix, mode in (("good", "ok"), ("stall", "stall"), ("trickle", "trickle")):
+        svc.add(prefix, SERVER, mode=mode)
+    base = str((await aiohttp_server(svc.app())).make_url("")).rstrip("/")
+    config = load_config(write_config(tmp_path, base, [target(p, "bmc", f"{base}/{p}") for p in svc.devices],
+                                      timeout_s=3.0))
+    async with aiohttp.ClientSession() as session:
+        poller = Poller(config, HttpRedfish(session, retries=1))
+        polls = {t.name: asyncio.create_task(poller.poll(t)) for t in config.targets}
+        good = await polls["good"]
+        assert good.up, good.error
+        assert not polls["stall"].done() and not polls["trickle"].done()   # it did not wait for them
+        for name in ("stall", "trickle"):
+            result = await polls[name]
+            assert not result.up and result.error.endswith("timed out"), result.error
+    assert svc.devices["stall"].requests == 1 and svc.devices["trickle"].requests == 1   # a timeout is not retried
+
+
+async def test_a_failed_poll_leaves_no_request_running(aiohttp_server, tmp_path):
+    """The chassis' EnvironmentMetrics answer 500 while a PSU's metrics hang: the poll fails with the 500,
+    and the hung request is cancelled with it, instead of running on (holding one of the BMC's request slots into
+    its next poll, and loading a BMC already in trouble)."""
+    svc = MockupService()
+    svc.add("", SERVER)
+    hung = asyncio.Event()
+
+    async def broken_psus(request: web.Request) -> web.StreamResponse:
+        if request.path.endswith("/EnvironmentMetrics"):
+            await hung.wait()   # fail only once the other request hangs
+            return web.json_response({"error": "internal"}, status=500)
+        if request.path.endswith("Bay1/Metrics"):
+            hung.set()
+            await asyncio.sleep(3600)
+        return await svc.handle(request)
+
+    url = await serve(aiohttp_server, broken_psus)
+    config = load_config(write_config(tmp_path, url, [target("bmc1", "bmc", url)], timeout_s=30))
+    async with aiohttp.ClientSession() as session:
+        result = await Poller(config, HttpRedfish(session, retries=0)).poll(config.targets[0])
+        assert not result.up and "EnvironmentMetrics: HTTP 500" in result.error, result.error
+        running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and "_psu" in repr(t.get_coro())]
+        assert running == []

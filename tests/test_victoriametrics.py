@@ -48,12 +48,14 @@ class Backends:
     tick: float
 
 
-def _wait(check, timeout: float, what: str, services: list[Service]) -> None:
+def _wait(check, timeout: float, what, services: list[Service]) -> None:
+    """Poll ``check``; on timeout fail with ``what`` (a string, or a callable for what is known then)
+    and the services' logs."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
             logs = "\n".join(f"--- {s.name}\n{s.log_tail(15)}" for s in services)
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{logs}")
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what() if callable(what) else what}\n{logs}")
         time.sleep(0.5)
 
 
@@ -195,16 +197,24 @@ def migrated(tmp_path_factory):
     work = tmp_path_factory.mktemp("vm-month")
     data = lc.backfill(month.frame(), work / "prom", max_block_duration="744h")
     with Stack() as stack:
-        # No response cache: every report query reads the imported samples themselves.
-        vm = stack.add(start_victoria_metrics(work / "vm", extra_args=["-search.disableCache"]))
-        vmctl_from_prometheus(data, vm)
+        # No response cache: every report query reads the imported samples themselves; samples that a
+        # second run of vmctl imports again collapse into one (see vmctl_from_prometheus).
+        vm = stack.add(start_victoria_metrics(work / "vm", extra_args=["-search.disableCache",
+                                                                       "-dedup.minScrapeInterval=1ms"]))
+        imported = vmctl_from_prometheus(data, vm)
         prom = stack.add(start_prometheus({"global": {"scrape_interval": "15s"}}, work / "prom"))
-        # An import is searchable once VictoriaMetrics has merged it, a moment after vmctl returns:
-        # wait until it holds every sample of every series the TSDB holds.
+        # It holds every sample of every series the TSDB holds, no more.
         after = month.START + (month.DAYS + 1) * 86400
         names = _names(prom.url)
         counts = lambda url: {n: _value(url, f"sum(count_over_time({n}[{month.DAYS + 2}d]))", after) for n in names}
-        _wait(lambda: counts(vm.url) == counts(prom.url), 120, "VictoriaMetrics to hold the migrated month", [prom, vm])
+        expected, held = counts(prom.url), {}
+
+        def complete() -> bool:
+            held.update(counts(vm.url))
+            return held == expected
+        _wait(complete, 60, lambda: "VictoriaMetrics to hold the migrated month (held, expected): "
+              f"{ {n: (held.get(n), c) for n, c in expected.items() if held.get(n) != c} }\nvmctl: {imported[-2000:]}",
+              [prom, vm])
         yield prom.url, vm.url
 
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from analytics.promauth import add_flags as add_prometheus_flags
 from analytics.report.promrange import PrometheusError
 
 
@@ -18,7 +19,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
                        description="Query Prometheus (or Thanos, Mimir, VictoriaMetrics) for one month, or the "
                                    "month to date, and write an HTML report with plots and a CSV of every table "
                                    "(coverage.csv: how much of the month the data covers).")
-    m.add_argument("--prometheus-url", required=True, help="Prometheus-compatible query API base URL")
+    add_prometheus_flags(m)
     m.add_argument("--month", required=True, help="YYYY-MM (UTC)")
     m.add_argument("--out", required=True, type=Path, help="output directory")
     m.add_argument("--step", type=float, default=3600.0,
@@ -33,17 +34,38 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    from analytics.report.monthly import ReportConfig, load_teams, write_report
-    from analytics.report.queries import Steps
+    """Exit 2 for a bad flag or an unusable file named by one, 1 when Prometheus cannot be read (unreachable,
+    refusing, or answering what is not a Prometheus answer) or the report cannot be written: one line on
+    stderr either way, secrets redacted."""
+    from analytics.promsession import Credentials
+    from analytics.report.monthly import write_report
     try:
-        teams = load_teams(args.teams) if args.teams else None
-        if not (0 < args.step < math.inf and 0 < args.fine_step < math.inf):   # NaN fails both
-            raise ValueError("--step and --fine-step must be positive, finite seconds")
-        config = ReportConfig(args.prometheus_url, args.month, args.out, Steps(args.step, args.fine_step),
-                              args.cluster, teams)
+        config = config_from_args(args)
+    except (ValueError, OSError) as exc:
+        return _fail(str(exc), 2)
+    try:
         path = write_report(config)
-    except (ValueError, OSError, PrometheusError) as exc:
-        print(f"lockstep report: {exc}", file=sys.stderr)
-        return 2
+    except (PrometheusError, OSError) as exc:
+        return _fail(Credentials(config.auth).redact(str(exc)), 1)
     print(path)
     return 0
+
+
+def config_from_args(args: argparse.Namespace) -> ReportConfig:
+    from analytics.promauth import auth_from_args
+    from analytics.promsession import check_credentials
+    from analytics.report.monthly import ReportConfig, load_teams, month_range
+    from analytics.report.queries import Steps
+
+    if not (0 < args.step < math.inf and 0 < args.fine_step < math.inf):   # NaN fails both
+        raise ValueError("--step and --fine-step must be positive, finite seconds")
+    month_range(args.month)
+    config = ReportConfig(args.prometheus_url, args.month, args.out, Steps(args.step, args.fine_step), args.cluster,
+                          load_teams(args.teams) if args.teams else None, auth_from_args(args))
+    check_credentials(config.auth)
+    return config
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"lockstep report: error: {' '.join(message.split())}", file=sys.stderr)
+    return code

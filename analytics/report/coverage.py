@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analytics.promql import quote
+from analytics.report.client import PromClient
 from analytics.report.promrange import RangeQuery, fetch, instant
 from analytics.report.queries import LOOKBACK_S, present
 from exporters.catalog import gpu as G, power as P
@@ -42,42 +43,42 @@ class Coverage:
         return self.last - self.first + self.resolution_s
 
 
-def _hits(url: str, promql: str, lo: float, hi: float, step: float, timeout: float) -> np.ndarray:
+def _hits(client: PromClient, promql: str, lo: float, hi: float, step: float, timeout: float) -> np.ndarray:
     """The points with an answer: the multiples of ``step`` in [lo, hi], and ``hi``."""
     first, last = math.ceil(lo / step) * step, math.floor(hi / step) * step
     spans = ([(first, last)] if first <= last else []) + ([(hi, hi)] if hi > last else [])
-    frames = [fetch(url, RangeQuery("coverage", promql, step), a, b, timeout) for a, b in spans]
+    frames = [fetch(client, RangeQuery("coverage", promql, step), a, b, timeout) for a, b in spans]
     times = [f["timestamp"].to_numpy(dtype=float) for f in frames if not f.empty]
     return np.unique(np.concatenate(times)) if times else np.array([])
 
 
-def _resolution(url: str, at: float, window: float, timeout: float) -> float | None:
+def _resolution(client: PromClient, at: float, window: float, timeout: float) -> float | None:
     """The median interval between the raw samples of one presence series in (at - window, at]."""
     for name in PRESENCE_METRICS:
-        picked = instant(url, f"topk(1, {present(name, window)})", at, timeout)
+        picked = instant(client, f"topk(1, {present(name, window)})", at, timeout)
         if picked:
             labels = ",".join(f"{k}={quote(v)}" for k, v in sorted(picked[0]["metric"].items()) if k != "__name__")
-            raw = instant(url, f"{name}{{{labels}}}[{int(window)}s]", at, timeout)
+            raw = instant(client, f"{name}{{{labels}}}[{int(window)}s]", at, timeout)
             times = np.array([float(t) for series in raw for t, _ in series.get("values", [])])
             if len(times) >= 2:
                 return float(np.median(np.diff(np.sort(times))))
     return None
 
 
-def probe(url: str, start: float, end: float, timeout: float = 60.0) -> Coverage | None:
+def probe(client: PromClient, start: float, end: float, timeout: float = 60.0) -> Coverage | None:
     """The data's extent in [start, end] and its sample interval; None when there is none."""
-    hits = _hits(url, f"count({PRESENCE})", start, end, 3600.0, timeout)
+    hits = _hits(client, f"count({PRESENCE})", start, end, 3600.0, timeout)
     if not len(hits):   # a short run: every sample of the month is read, but there are few
-        hits = _hits(url, f"count({present(PRESENCE, LOOKBACK_S)})", start, end, LOOKBACK_S, timeout)
+        hits = _hits(client, f"count({present(PRESENCE, LOOKBACK_S)})", start, end, LOOKBACK_S, timeout)
     if not len(hits):
         return None
     edge = f"count({present(PRESENCE, EDGE_S)})"
-    first = _hits(url, edge, max(start, hits[0] - 3600.0), hits[0], EDGE_S, timeout)
-    last = _hits(url, edge, max(start, hits[-1] - LOOKBACK_S), min(end, hits[-1] + 3600.0), EDGE_S, timeout)
+    first = _hits(client, edge, max(start, hits[0] - 3600.0), hits[0], EDGE_S, timeout)
+    last = _hits(client, edge, max(start, hits[-1] - LOOKBACK_S), min(end, hits[-1] + 3600.0), EDGE_S, timeout)
     first = float(first[0]) if len(first) else float(hits[0])
     last = float(last[-1]) if len(last) else float(hits[-1])
     window = max(EDGE_S, min(3600.0, last - first))
-    found = [r for r in (_resolution(url, at, window, timeout) for at in {min(last, first + window), last}) if r]
+    found = [r for r in (_resolution(client, at, window, timeout) for at in {min(last, first + window), last}) if r]
     return Coverage(first, last, _nice(max(found)) if found else EDGE_S)
 
 

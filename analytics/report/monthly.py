@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from analytics.promauth import PromAuth, check_url
 from analytics.report import checkpoints, coverage, faults, fit, html, plots, tables
+from analytics.report.client import PromClient
 from analytics.report.progress import Progress
 from analytics.report.promrange import chunks, fetch
 from analytics.report.queries import Steps, monthly_queries
@@ -25,6 +27,10 @@ class ReportConfig:
     steps: Steps = Steps()
     cluster: str = "default"        # name for series without a `cluster` label (single Prometheus)
     teams: dict[str, str] | None = None
+    auth: PromAuth = PromAuth()     # how requests to prometheus_url authenticate
+
+    def __post_init__(self) -> None:
+        check_url(self.prometheus_url, self.auth)
 
 
 def month_range(month: str, now: float | None = None) -> tuple[float, float]:
@@ -55,13 +61,13 @@ def load_teams(path: Path) -> dict[str, str]:
         return {row["job_id"]: row["team"] for row in reader}
 
 
-def query_all(config: ReportConfig, start: float, end: float) -> dict[str, pd.DataFrame]:
+def query_all(config: ReportConfig, client: PromClient, start: float, end: float) -> dict[str, pd.DataFrame]:
     queries = monthly_queries(config.steps)
     total = sum(len(chunks(start, end, q)) for q in queries)
     bar = Progress(total)
     frames = {}
     for q in queries:
-        frame = fetch(config.prometheus_url, q, start, end, on_chunk=lambda name=q.name: bar.tick(name))
+        frame = fetch(client, q, start, end, on_chunk=lambda name=q.name: bar.tick(name))
         frames[q.name] = tables.with_cluster(frame, config.cluster)
     return frames
 
@@ -109,9 +115,10 @@ def build_sections(frames: dict[str, pd.DataFrame], config: ReportConfig, start:
 def write_report(config: ReportConfig) -> Path:
     """Find where the month's data lies, query it at steps that suit it, write the CSVs and the page."""
     start, end = month_range(config.month)
-    found = coverage.probe(config.prometheus_url, start, end)
-    config = dataclasses.replace(config, steps=fit.adapt(config.steps, found) if found else config.steps)
-    frames = query_all(config, fit.query_start(start, found, config.steps), end)
+    with PromClient(config.prometheus_url, config.auth) as client:
+        found = coverage.probe(client, start, end)
+        config = dataclasses.replace(config, steps=fit.adapt(config.steps, found) if found else config.steps)
+        frames = query_all(config, client, fit.query_start(start, found, config.steps), end)
     sections = build_sections(frames, config, start, end, fit.born_after(start, found, config.steps, frames))
     covered = fit.summary(found, start, end, month_bounds(config.month)[1], config.steps)
     config.out.mkdir(parents=True, exist_ok=True)

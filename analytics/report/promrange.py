@@ -3,19 +3,21 @@
 Prometheus refuses a range query of more than 11,000 points per series, so a month at a fine step is
 fetched in chunks; the frames are concatenated and de-duplicated on the chunk edges. VictoriaMetrics
 also counts the points of a subquery (``[1h:30s]``) over the whole chunk (at most 30,000 by default),
-so a query with a subquery is chunked by its inner resolution as well.
+so a query with a subquery is chunked by its inner resolution as well. Requests go through
+``analytics.report.client.PromClient`` (the shared session: authentication, TLS, extra headers).
 """
 from __future__ import annotations
 
-import http.client
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
+import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
+
+from exporters.jsonload import load_json
+
+if TYPE_CHECKING:
+    from analytics.report.client import PromClient
 
 MAX_POINTS = 11_000  # Prometheus' own limit per series and range query
 
@@ -55,52 +57,72 @@ def chunks(start: float, end: float, query: RangeQuery, max_points: int = MAX_PO
     return out
 
 
-def parse_matrix(payload: dict) -> pd.DataFrame:
-    """The JSON body of ``/api/v1/query_range`` → one row per (series, timestamp), labels as columns."""
-    if not isinstance(payload, dict):
-        raise PrometheusError(f"not a Prometheus API answer: JSON {type(payload).__name__}")
-    if payload.get("status") != "success":
-        raise PrometheusError(payload.get("error", "query failed"))
-    result = (payload.get("data") or {}).get("result")
-    if not isinstance(result, list):
-        raise PrometheusError("not a Prometheus API answer: no data.result list")
+def parse_matrix(payload: object) -> pd.DataFrame:
+    """The decoded JSON body of ``/api/v1/query_range`` → one row per (series, timestamp), labels as
+    columns. Anything that is not a matrix answer is a PrometheusError: the report's totals would be
+    wrong without the series, so a malformed one fails the report rather than vanish from it."""
     rows = []
-    for series in result:
-        labels = series["metric"]
-        for ts, value in series["values"]:
-            rows.append({**labels, "timestamp": float(ts), "value": float(value)})
+    for i, series in enumerate(_result(payload)):
+        labels, values = _series(series, i)
+        rows.extend({**labels, "timestamp": ts, "value": v} for ts, v in values)
     return pd.DataFrame(rows)
 
 
-def _get(base_url: str, params: dict[str, str], timeout: float, path: str = "/api/v1/query_range") -> dict:
-    url = f"{base_url.rstrip('/')}{path}?{urllib.parse.urlencode(params)}"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            body = resp.read()
-    except urllib.error.HTTPError as exc:  # Prometheus explains a bad query in the JSON body
+def _result(payload: object) -> list:
+    if not isinstance(payload, dict):
+        raise PrometheusError(f"not a Prometheus API answer: JSON {type(payload).__name__}")
+    if payload.get("status") != "success":
+        raise PrometheusError(str(payload.get("error", "query failed"))[:500])
+    data = payload.get("data")
+    result = data.get("result") if isinstance(data, dict) else None
+    if not isinstance(result, list):
+        raise PrometheusError("not a Prometheus API answer: no data.result list")
+    return result
+
+
+def _series(series: object, i: int) -> tuple[dict[str, str], list[tuple[float, float]]]:
+    """A series' labels and its points: ``values`` of a matrix, or the one ``value`` of a vector."""
+    labels = series.get("metric") if isinstance(series, dict) else None
+    points = series.get("values", [series.get("value")] if "value" in series else None) \
+        if isinstance(series, dict) else None
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()) \
+            or not isinstance(points, list):
+        raise PrometheusError(f"series {i} is not a series (metric labels and values)")
+    out = []
+    for point in points:
+        if not isinstance(point, list) or len(point) != 2 or not isinstance(point[1], str):
+            raise PrometheusError(f"series {i}: a point is not [timestamp, \"value\"]: {str(point)[:80]}")
         try:
-            return json.loads(exc.read())
-        except ValueError:
-            raise PrometheusError(f"{url}: HTTP {exc.code}") from exc
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-        raise PrometheusError(f"cannot reach Prometheus at {base_url}: {exc}") from exc
+            ts, value = float(point[0]), float(point[1])
+        except (TypeError, ValueError):
+            raise PrometheusError(f"series {i}: a point is not numeric: {str(point)[:80]}") from None
+        if not math.isfinite(ts):
+            raise PrometheusError(f"series {i}: timestamp {point[0]!r} is not finite")
+        out.append((ts, value))
+    return labels, out
+
+
+def _get(client: PromClient, params: dict[str, str], timeout: float, path: str = "/api/v1/query_range") -> object:
+    status, body = client.get(path, params, timeout)
     try:
-        return json.loads(body)
-    except ValueError:  # e.g. the URL of Grafana or a login page: HTML with status 200
-        raise PrometheusError(f"{url}: not a Prometheus API answer (not JSON): {body[:80]!r}") from None
+        # Prometheus explains a bad query in a JSON body with status 400/422
+        return load_json(body)
+    except ValueError as exc:  # e.g. the URL of Grafana, a login page, or an authenticating proxy's refusal
+        raise PrometheusError(f"{client.url}{path}: HTTP {status}: not a Prometheus API answer "
+                              f"(JSON: {exc}): {body[:80]!r}") from None
 
 
-def fetch(base_url: str, query: RangeQuery, start: float, end: float, timeout: float = 60.0,
+def fetch(client: PromClient, query: RangeQuery, start: float, end: float, timeout: float = 60.0,
           on_chunk: Callable[[], None] = lambda: None) -> pd.DataFrame:
     """All chunks of one range query as a single long frame (empty frame when nothing matched)."""
     frames = []
     for lo, hi in chunks(start, end, query):
         params = {"query": query.promql, "start": f"{lo:.3f}", "end": f"{hi:.3f}", "step": f"{query.step_s:g}"}
-        payload = _get(base_url, params, timeout)
+        payload = _get(client, params, timeout)
         try:
             frames.append(parse_matrix(payload))
         except PrometheusError as exc:
-            raise PrometheusError(f"{base_url}: query {query.name} ({query.promql}): {exc}") from None
+            raise PrometheusError(f"{client.url}: query {query.name} ({query.promql}): {exc}") from None
         on_chunk()
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if frame.empty:
@@ -109,13 +131,14 @@ def fetch(base_url: str, query: RangeQuery, start: float, end: float, timeout: f
     return frame.drop_duplicates(subset=keys).reset_index(drop=True)
 
 
-def instant(base_url: str, promql: str, at: float, timeout: float = 60.0) -> list[dict]:
+def instant(client: PromClient, promql: str, at: float, timeout: float = 60.0) -> list[dict]:
     """``GET /api/v1/query`` at ``at``: the result list as answered (a vector, or a matrix of raw
-    samples for a range selector)."""
-    payload = _get(base_url, {"query": promql, "time": f"{at:.3f}"}, timeout, "/api/v1/query")
-    if not isinstance(payload, dict) or payload.get("status") != "success":
-        raise PrometheusError(f"{base_url}: query {promql}: {payload.get('error', 'failed') if isinstance(payload, dict) else payload}")
-    result = (payload.get("data") or {}).get("result")
-    if not isinstance(result, list):
-        raise PrometheusError(f"{base_url}: query {promql}: not a Prometheus API answer: no data.result list")
+    samples for a range selector), each series checked as ``parse_matrix`` checks them."""
+    payload = _get(client, {"query": promql, "time": f"{at:.3f}"}, timeout, "/api/v1/query")
+    try:
+        result = _result(payload)
+        for i, series in enumerate(result):
+            _series(series, i)
+    except PrometheusError as exc:
+        raise PrometheusError(f"{client.url}: query {promql}: {exc}") from None
     return result

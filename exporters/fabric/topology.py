@@ -121,11 +121,16 @@ def class_dir(sysfs: Path) -> str:
 
 def listing(sysfs: Path) -> tuple[str, ...]:
     """The device names present now (cheap: one directory read per scrape)."""
+    return class_listing(sysfs) or ()
+
+
+def class_listing(sysfs: Path) -> tuple[str, ...] | None:
+    """``listing``, or None when the class directory itself is absent (no RDMA core driver loaded)."""
     tree = _remembered(sysfs)
     try:
         return tree.natural_order(tuple(os.listdir(tree.class_dir)))
-    except FileNotFoundError:
-        return ()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 def gpu_chains(sysfs: Path) -> tuple[tuple[str, ...], ...]:

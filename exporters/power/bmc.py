@@ -22,8 +22,8 @@ from typing import Any
 from exporters.catalog import power as m
 from exporters.logs import once
 from exporters.power.config import Target
-from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, array, collection, link, maybe, member_id,
-                                     members, number, obj, odata_id, reading, text)
+from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, array, collection, gather, link, maybe,
+                                     member_id, members, number, obj, odata_id, reading, text)
 from exporters.sample import Sample
 
 log = logging.getLogger("lockstep.power")
@@ -91,15 +91,15 @@ async def _psu(fetch: Fetch, odata_id: str) -> PsuReading | None:
 async def _psus(fetch: Fetch, subsystem_id: str) -> list[PsuReading]:
     subsystem = await fetch(subsystem_id, static=True)
     collection = await maybe(fetch, link(subsystem, "PowerSupplies"), static=True)
-    found = await asyncio.gather(*(_psu(fetch, i) for i in members(collection or {})))
+    found = await gather(*(_psu(fetch, i) for i in members(collection or {})))
     return [p for p in found if p is not None]
 
 
 async def read_chassis(fetch: Fetch, odata_id: str) -> ChassisPower:
     chassis = await fetch(odata_id, static=True)
     subsystem_id = link(chassis, "PowerSubsystem")
-    env, psus = await asyncio.gather(maybe(fetch, link(chassis, "EnvironmentMetrics")),
-                                     _psus(fetch, subsystem_id) if subsystem_id else asyncio.sleep(0, []))
+    env, psus = await gather(maybe(fetch, link(chassis, "EnvironmentMetrics")),
+                             _psus(fetch, subsystem_id) if subsystem_id else asyncio.sleep(0, []))
     legacy = None
     no_reading = reading(env, "PowerWatts") is None and all(p.input_watts is None for p in psus)
     if no_reading or not subsystem_id:
@@ -144,8 +144,8 @@ async def poll_bmc(target: Target, fetch: Fetch) -> list[Sample]:
     if collection_id is None:
         raise RedfishError("service root links no Chassis collection", layout_changed=True)
     chassis_ids = members(await fetch(collection_id, static=True))
-    linked, found = await asyncio.gather(_linked_chassis(target, fetch, root),
-                                         asyncio.gather(*(read_chassis(fetch, i) for i in chassis_ids)))
+    linked, found = await gather(_linked_chassis(target, fetch, root),
+                                 gather(*(read_chassis(fetch, i) for i in chassis_ids)))
     main = server_chassis(dict(zip(map(_path, chassis_ids), found)), linked)
     return samples(target.name, found, main)
 

@@ -10,14 +10,13 @@ is ``rack<Id>``. So a second CDU or connector showing up renames no series, and 
 ``loop="supply"`` keeps its series."""
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
 from exporters.catalog import power as m
 from exporters.power.config import Target
-from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, array, collection, link, lowest_id, maybe,
-                                     member_id, members, obj, reading, text)
+from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, array, collection, gather, link, lowest_id,
+                                     maybe, member_id, members, obj, reading, text)
 from exporters.sample import Sample
 
 LEAK_STATES = ("OK", "Warning", "Critical")  # DetectorState is a Resource.Health value
@@ -81,7 +80,7 @@ async def _leaks(fetch: Fetch, odata_id: str | None) -> list[tuple[str, str]]:
 
 async def read_cdu(fetch: Fetch, odata_id: str, name: str, prefix: str) -> list[Sample]:
     doc = await fetch(odata_id, static=True)
-    primary, secondary, pumps, leaks = await asyncio.gather(
+    primary, secondary, pumps, leaks = await gather(
         *(collection(fetch, link(doc, key)) for key, _ in _SIDES),
         collection(fetch, link(doc, "Pumps")), _leaks(fetch, link(doc, "LeakDetection")))
     out: list[Sample] = []
@@ -123,5 +122,5 @@ async def poll_cdu(target: Target, fetch: Fetch) -> list[Sample]:
     uris = members(await fetch(collection, static=True))
     head = lowest_id(map(member_id, uris))
     prefixes = ["" if member_id(u) == head else member_id(u) + "/" for u in uris]
-    found = await asyncio.gather(*(read_cdu(fetch, u, target.name, p) for u, p in zip(uris, prefixes)))
+    found = await gather(*(read_cdu(fetch, u, target.name, p) for u, p in zip(uris, prefixes)))
     return [s for cdu in found for s in cdu]

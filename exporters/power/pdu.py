@@ -8,15 +8,14 @@ target's name for its lowest Id and labels the others ``<target>:<Id>``: chainin
 series and renames none. Rack totals and budgets join on ``rack``, which comes from the config."""
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
 from exporters.catalog import power as m
 from exporters.power.bmc import KWH_JOULES
 from exporters.power.config import Target
-from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, collection, link, lowest_id, maybe, member_id,
-                                     members, reading, text)
+from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, collection, gather, link, lowest_id, maybe,
+                                     member_id, members, reading, text)
 from exporters.sample import Sample
 
 
@@ -68,7 +67,7 @@ def parse_circuit(doc: dict[str, Any]) -> CircuitReading:
 
 async def read_pdu(fetch: Fetch, odata_id: str, pdu: str, rack: str) -> list[Sample]:
     doc = await fetch(odata_id, static=True)
-    metrics, outlets, mains = await asyncio.gather(
+    metrics, outlets, mains = await gather(
         maybe(fetch, link(doc, "Metrics")), collection(fetch, link(doc, "Outlets")),
         collection(fetch, link(doc, "Mains")))
     labels = (pdu, rack)
@@ -99,5 +98,5 @@ async def poll_pdu(target: Target, fetch: Fetch) -> list[Sample]:
     uris = members(await fetch(collection, static=True))
     head = lowest_id(map(member_id, uris))
     names = [target.name if member_id(u) == head else f"{target.name}:{member_id(u)}" for u in uris]
-    found = await asyncio.gather(*(read_pdu(fetch, u, n, target.rack) for u, n in zip(uris, names)))
+    found = await gather(*(read_pdu(fetch, u, n, target.rack) for u, n in zip(uris, names)))
     return [s for pdu in found for s in pdu]

@@ -253,6 +253,20 @@ def number(value: Any) -> float | None:
         return None
 
 
+async def gather(*aws: Awaitable[Any]) -> list[Any]:
+    """``asyncio.gather``, except that the first failure cancels the rest and waits for them: a failed
+    poll leaves no request running against the BMC (``asyncio.gather`` lets siblings run on, holding
+    the target's request slots into its next poll)."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
 async def maybe(fetch: Fetch, odata_id: str | None, static: bool = False) -> dict[str, Any] | None:
     """The linked resource, or None where the link is absent (an optional resource)."""
     return None if odata_id is None else await fetch(odata_id, static)
@@ -262,4 +276,4 @@ async def collection(fetch: Fetch, odata_id: str | None, static: bool = False) -
     """Every member resource of a linked collection (itself structural), fetched concurrently."""
     if odata_id is None:
         return []
-    return list(await asyncio.gather(*(fetch(i, static) for i in members(await fetch(odata_id, True)))))
+    return await gather(*(fetch(i, static) for i in members(await fetch(odata_id, True))))

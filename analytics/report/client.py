@@ -1,0 +1,49 @@
+"""The report's blocking client for the Prometheus HTTP API: the session every lockstep command uses to
+talk to Prometheus, Thanos or Mimir (``analytics.promsession``: authentication, TLS, extra headers,
+credentials re-read when they change), driven on a private event loop, as the report's code is
+synchronous."""
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+
+from analytics.promauth import PromAuth
+from analytics.promsession import Refused, open_session
+from analytics.report.promrange import PrometheusError
+
+
+class PromClient:
+    """``with PromClient(url, auth) as client: client.get(path, params, timeout) -> (status, body)``;
+    PrometheusError when no answer came (unreachable, timed out, credentials refused)."""
+
+    def __init__(self, url: str, auth: PromAuth = PromAuth()) -> None:
+        self.url = url.rstrip("/")
+        self._loop = asyncio.new_event_loop()
+        self._session = self._loop.run_until_complete(self._open(auth))
+
+    async def _open(self, auth: PromAuth) -> aiohttp.ClientSession:
+        return open_session(self.url, auth)   # a ClientSession is made inside its loop
+
+    def get(self, path: str, params: dict[str, str], timeout: float) -> tuple[int, bytes]:
+        return self._loop.run_until_complete(self._get(path, params, timeout))
+
+    async def _get(self, path: str, params: dict[str, str], timeout: float) -> tuple[int, bytes]:
+        try:
+            async with self._session.get(self.url + path, params=params,
+                                         timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                return resp.status, await resp.read()
+        except Refused as exc:
+            raise PrometheusError(f"{self.url}{path}: {exc}") from None
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise PrometheusError(f"cannot reach Prometheus at {self.url}: {type(exc).__name__}: {exc}") from None
+
+    def close(self) -> None:
+        self._loop.run_until_complete(self._session.close())
+        self._loop.close()
+
+    def __enter__(self) -> PromClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
