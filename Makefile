@@ -67,7 +67,7 @@ fuzz: $(STAMP)
 	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 eval: $(STAMP)
-	$(VENV)/bin/lockstep analytics evaluate --all simulator/scenarios
+	$(VENV)/bin/lockstep analytics evaluate --all simulator/scenarios --models
 
 # The kubelet PodResources gRPC code in exporters/podresources/ is checked in; this regenerates it with
 # the one grpcio-tools release the generator pins, in a venv of its own (tools/gen_podresources.py).

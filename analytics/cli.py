@@ -28,6 +28,8 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
                                                  "latency and cause accuracy per fault kind")
     ev.add_argument("--json", action="store_true", help="print JSON")
     ev.add_argument("--truth", action="store_true", help="add the comparison with the scenario's ground truth")
+    ev.add_argument("--models", action="store_true", help="with --all: also weigh the scikit-learn alternatives "
+                                                          "(robust covariance, Gaussian mixture) against the rules")
     pm = ev.add_argument_group("post-mortem (instead of a scenario)")
     pm.add_argument("--prometheus-url", help="Prometheus (or Thanos, Mimir, VictoriaMetrics) base URL")
     pm.add_argument("--from", dest="start", metavar="T", help="window start: 'now', Unix seconds or RFC 3339 with its zone")
@@ -35,8 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     pm.add_argument("--job", help="only this job id")
     pm.add_argument("--step", type=float, default=5.0, help="seconds between samples (the scrape interval)")
     pm.add_argument("--timeout", type=float, default=120.0, help="seconds per Prometheus request")
-    st = sub.add_parser("steptimes", help="per-rank step times (worker,step,seconds CSV) → flagged workers")
-    st.add_argument("file", help="CSV with header worker,step,seconds")
+    st = sub.add_parser("steptimes", help="per-rank step times (worker,step,seconds CSV) → stragglers and imbalance")
+    st.add_argument("file", help="CSV with header worker,step,seconds (or the Alibaba PAI ,worker,gpu,time,"
+                                 "batch_time_norm)")
     st.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -74,7 +77,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.prometheus_url:
         return _post_mortem(args)
     if args.all:
-        rows = harness.run_all(args.all)
+        rows = harness.run_all(args.all, models=args.models)
         if not rows:
             raise ValueError(f"--all {args.all}: no *.yaml scenarios there")
         summary = harness.summarize(rows)
@@ -112,13 +115,20 @@ def _post_mortem(args: argparse.Namespace) -> int:
 
 
 def _steptimes(args: argparse.Namespace) -> int:
-    from analytics.steptimes import parse_csv, stragglers
+    from analytics.steptimes import parse_csv, result
 
-    found = stragglers(parse_csv(args.file))
+    found = result(parse_csv(args.file))
     if args.json:
-        print(json.dumps({"stragglers": found}))
-    else:
-        for s in found or [{"worker": None}]:
-            print("no stragglers" if s["worker"] is None else
-                  f"worker {s['worker']}: first flagged at step {s['first_flagged_step']}, score {s['score']:.2f}")
+        print(json.dumps(found))
+        return 0
+    for s in found["stragglers"] or [{"worker": None}]:
+        print("no stragglers" if s["worker"] is None else
+              f"worker {s['worker']}: first flagged at step {s['first_flagged_step']}, score {s['score']:.2f}")
+    for imb in found["imbalance"] or [{"ranks": []}]:
+        if not imb["ranks"]:
+            print("no imbalance")
+            continue
+        ranks = ", ".join(f"{r['worker']} {r['ratio']:.2f}x" for r in imb["ranks"])
+        print(f"imbalance since the start (ratio to the median): {ranks}; "
+              f"{100 * imb['lost_share']:.1f}% of the workers' time spent waiting for it")
     return 0

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from analytics.evidence import plain
+from analytics.frame import INPUT_METRICS
 from analytics.score import JobResult, score_frame
 
 
@@ -20,9 +22,11 @@ class Run:
     period: float
 
 
-def simulate(path: str | Path) -> Run:
-    """The scenario's series frame and truth document (the simulator's own functions, in-process)."""
+def simulate(path: str | Path, inputs_only: bool = False) -> Run:
+    """The scenario's series frame and truth document (the simulator's own functions, in-process);
+    ``inputs_only``: just the metrics the scorers read (a 1,024-GPU hour then fits in memory)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     from simulator.scenario import load_scenario
     from simulator.series import tables
@@ -30,27 +34,28 @@ def simulate(path: str | Path) -> Run:
 
     scenario = load_scenario(path)
     truth = Truth(scenario)
-    frame = pa.concat_tables(list(tables(scenario, truth))).to_pandas()
+    chunks = tables(scenario, truth)
+    if inputs_only:
+        wanted = pa.array(INPUT_METRICS)
+        chunks = (t.filter(pc.is_in(t["metric"].cast(pa.string()), value_set=wanted)) for t in chunks)
+    frame = pa.concat_tables(list(chunks)).to_pandas()
     doc = truth.document()
     return Run(scenario.name, frame, doc, float(doc["start_timestamp"]), float(doc["sample_period_s"]))
 
 
 def report(name: str, results: dict[str, JobResult]) -> dict:
-    """The evaluation report of ARCHITECTURE.md (``loss`` is one object for a one-job scenario)."""
-    stragglers = [d for r in results.values() for d in r.detections]
-    stalls = [{k: v for k, v in s.items() if k != "evidence"} | {"evidence": _plain(s["evidence"])}
-              for r in results.values() for s in r.stalls]
+    """The evaluation report of ARCHITECTURE.md (``loss`` is one object for a one-job scenario),
+    with ``imbalance``: one finding per job that has any (``[]`` when every job is balanced)."""
+    stragglers = [plain(d) for r in results.values() for d in r.detections]
+    stalls = [plain(s) for r in results.values() for s in r.stalls]
     losses = [{k: v for k, v in r.loss.items() if k != "goodput_ratio"} for r in results.values()]
     return {"scenario": name, "stragglers": stragglers, "stalls": stalls,
-            "loss": losses[0] if len(losses) == 1 else losses}
-
-
-def _plain(evidence: dict) -> dict:
-    return {k: (None if isinstance(v, float) and v != v else v) for k, v in evidence.items()}
+            "loss": losses[0] if len(losses) == 1 else losses,
+            "imbalance": [plain(r.imbalance) for r in results.values() if r.imbalance["ranks"]]}
 
 
 def evaluate(path: str | Path) -> tuple[Run, dict[str, JobResult], dict]:
-    run = simulate(path)
+    run = simulate(path, inputs_only=True)
     results = score_frame(run.frame, run.start, run.period)
     return run, results, report(run.scenario, results)
 
@@ -67,4 +72,10 @@ def format_text(rep: dict, title: str | None = None) -> str:
         lost = ", ".join(f"{k} {v:.0f}" for k, v in loss["lost_gpu_seconds"].items() if v)
         lines.append(f"  loss       job {loss['job_id']} allocated {loss['allocated_gpu_seconds']:.0f} GPU-s; "
                      f"lost {lost or 'nothing'}")
+    for imb in rep.get("imbalance", []):
+        if imb["ranks"]:
+            ranks = ", ".join(f"{r['node']} gpu {r['gpu']} {r['ratio']:.2f}x" for r in imb["ranks"][:8])
+            more = f" (+{len(imb['ranks']) - 8} more)" if len(imb["ranks"]) > 8 else ""
+            lines.append(f"  imbalance  job {imb['job_id']} since the start: {ranks}{more}; "
+                         f"{imb['lost_gpu_seconds']:.0f} GPU-s spent waiting for it")
     return "\n".join(lines)

@@ -1,30 +1,39 @@
 """``lockstep analytics evaluate --all DIR``: every scenario against its truth, summed per fault kind.
 
-Per straggler kind (gpu_throttle, slow_node): recall (flagged with the right GPU/node within 60 s),
-precision (true flag runs over all flag runs; false runs are charged to every kind of the scenario
-they occur in, or to ``none`` in a fault-free one) and detection latency. Per stall cause: recall
+Per straggler kind of the truth (gpu_throttle, slow_node, transient, drift): recall (flagged with the
+right GPU/node within 60 s, over the slowdowns the truth requires), precision (true flag runs over
+all flag runs; false runs are charged to every kind of the scenario they occur in, or to ``none`` in
+a fault-free one) and detection latency; over all scenarios, false straggler flags per 1,000
+GPU-hours scored. Per stall cause: recall
 (truth intervals that a sample overlapping them classified right), precision and cause accuracy in
 stalled seconds, and the latency to the end of the first correctly classified sample. Loss: the share of (scenario, cause) pairs within
 tolerance of the truth.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
 
 from analytics import truthcheck
 from analytics.evaluate import evaluate
+from analytics.models import format_models, summarize_models, weigh
 
-STRAGGLER_KINDS = ("gpu_throttle", "slow_node")
 
-
-def run_all(directory: str | Path) -> list[dict]:
+def run_all(directory: str | Path, models: bool = False) -> list[dict]:
+    """Every scenario of ``directory`` scored and checked; ``models``: also the scikit-learn
+    alternatives of ``analytics.models``, measured on the same results."""
     rows = []
-    for path in sorted(Path(directory).glob("*.y*ml")):
+    for path in sorted(Path(directory).rglob("*.y*ml")):      # large/: the 1,024-GPU hour
+        started = time.process_time()
         run, results, rep = evaluate(path)
-        rows.append({"scenario": run.scenario, "file": str(path), "report": rep, "truth": run.truth,
-                     "check": truthcheck.check(run.truth, results, run.start, run.period)})
+        row = {"scenario": run.scenario, "file": str(path), "report": rep, "truth": run.truth,
+               "check": truthcheck.check(run.truth, results, run.start, run.period),
+               "cpu_s": round(time.process_time() - started, 2)}
+        if models:
+            row["models"] = weigh(run.truth, results, run.start, run.period)
+        rows.append(row)
     return rows
 
 
@@ -32,12 +41,17 @@ def summarize(rows: list[dict]) -> dict:
     kinds: dict[str, dict] = {}
     causes: dict[str, dict] = {}
     loss_ok = loss_total = 0
+    gpu_hours = false_total = 0.0
     for row in rows:
+        gpu_hours += row["truth"]["loss"]["allocated_gpu_seconds"] / 3600.0
         for job in row["check"].values():
             st = job["stragglers"]
+            false_total += len(st["false_flags"])
             scenario_kinds = {s["kind"] for s in st["expected"]} or {"none"}
             for s in st["expected"]:
                 k = kinds.setdefault(s["kind"], {"faults": 0, "detected": 0, "false_flags": 0, "latencies": []})
+                if not s["required"]:
+                    continue
                 k["faults"] += 1
                 k["detected"] += int(s["detected"])
                 if s["latency_s"] is not None:
@@ -59,9 +73,15 @@ def summarize(rows: list[dict]) -> dict:
             for c in job.get("loss", {}).values():
                 loss_total += 1
                 loss_ok += int(c["ok"])
-    return {"stragglers": {k: _straggler_row(v) for k, v in sorted(kinds.items())},
+    every = {"faults": sum(k["faults"] for k in kinds.values()), "detected": sum(k["detected"] for k in kinds.values()),
+             "false_flags": int(false_total), "latencies": [x for k in kinds.values() for x in k["latencies"]]}
+    return {"stragglers": {k: _straggler_row(v) for k, v in sorted(kinds.items())}, "straggler_overall": _straggler_row(every),
             "stalls": {c: _stall_row(v) for c, v in sorted(causes.items())},
-            "loss_within_tolerance": f"{loss_ok}/{loss_total}"}
+            "loss_within_tolerance": f"{loss_ok}/{loss_total}",
+            "gpu_hours": round(gpu_hours, 1), "false_straggler_flags": int(false_total),
+            "false_flags_per_1000_gpu_hours": round(1000.0 * false_total / gpu_hours, 3) if gpu_hours else None,
+            "cpu_s": round(sum(r["cpu_s"] for r in rows), 1),
+            **({"models": summarize_models([r["models"] for r in rows])} if all("models" in r for r in rows) else {})}
 
 
 def _straggler_row(k: dict) -> dict:
@@ -85,7 +105,7 @@ def _stall_row(c: dict) -> dict:
 def format_summary(summary: dict, rows: list[dict]) -> str:
     out = [f"{len(rows)} scenarios", "", f"{'straggler kind':<16}{'faults':>7}{'recall':>8}{'precision':>10}"
            f"{'false':>7}{'latency med/max s':>19}"]
-    for kind, r in summary["stragglers"].items():
+    for kind, r in [*summary["stragglers"].items(), ("all", summary["straggler_overall"])]:
         lat = f"{_f(r['latency_s_median'])}/{_f(r['latency_s_max'])}"
         out.append(f"{kind:<16}{r['faults']:>7}{_f(r['recall']):>8}{_f(r['precision']):>10}{r['false_flags']:>7}{lat:>19}")
     out += ["", f"{'stall cause':<16}{'intervals':>10}{'recall':>8}{'precision':>10}{'cause acc':>10}{'truth s':>9}"
@@ -94,7 +114,12 @@ def format_summary(summary: dict, rows: list[dict]) -> str:
         lat = f"{_f(r['latency_s_median'])}/{_f(r['latency_s_max'])}"
         out.append(f"{cause:<16}{r['intervals']:>10}{_f(r['recall']):>8}{_f(r['precision']):>10}"
                    f"{_f(r['cause_accuracy']):>10}{r['truth_s']:>9.0f}{lat:>19}")
-    out += ["", f"loss causes within tolerance: {summary['loss_within_tolerance']}"]
+    out += ["", f"loss causes within tolerance: {summary['loss_within_tolerance']}",
+            f"false straggler flags: {summary['false_straggler_flags']} in {summary['gpu_hours']:.0f} GPU-hours "
+            f"({_f(summary['false_flags_per_1000_gpu_hours'])} per 1,000 GPU-hours)",
+            f"scoring CPU: {summary['cpu_s']:.0f} s (simulation included)"]
+    if "models" in summary:
+        out += ["", *format_models(summary["models"])]
     return "\n".join(out)
 
 

@@ -27,6 +27,9 @@ def job_samples(view: JobView, loss: LossCounters) -> list[Sample]:
     for cause in LOSS_CAUSES:
         out.append(Sample(cat.JOB_LOST_GPU_SECONDS, (job, cause), round(loss.lost[cause], 3)))
     out.append(Sample(cat.JOB_ALLOCATED_GPU_SECONDS, (job,), loss.allocated))
+    out.append(Sample(cat.JOB_IMBALANCE_LOST_GPU_SECONDS, (job,), round(loss.imbalance, 3)))
+    for rank in view.imbalance.ranks:
+        out.append(Sample(cat.JOB_IMBALANCE_RATIO, (job, rank.node, rank.gpu), rank.ratio))
     if loss.accounted_until > float("-inf"):
         out.append(Sample(cat.JOB_ACCOUNTED_UNTIL, (job,), loss.accounted_until))
     if (goodput := loss.goodput()) is not None:

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import pandas as pd
+
 from analytics import promql
 from analytics.config import Shard
 from analytics.decode import Block
@@ -71,6 +73,7 @@ class RefreshState:
     health: Health = field(default_factory=Health)
     losses: dict[str, LossCounters] = field(default_factory=dict)   # live, per job still running
     baselines: dict[str, float] = field(default_factory=dict)       # a job's last learned productive level
+    learned: dict[str, pd.DataFrame] = field(default_factory=dict)  # each job's GPUs' usual pace, job-long
     windows: dict[str, JobWindow] = field(default_factory=dict)     # each job's matrices, moved on each refresh
 
 
@@ -80,13 +83,14 @@ def window_ending(now: float, settings: Settings) -> Window:
     return Window(end - settings.window_s + settings.step_s, end, settings.step_s)
 
 
-def score_window(jobs: dict[str, Features], start: float, step: float,
-                 baselines: dict[str, float]) -> dict[str, JobResult]:
-    """Blocking: score each job's features (runs in a worker thread); a job without GPUs is not scored."""
+def score_window(jobs: dict[str, Features], start: float, step: float, baselines: dict[str, float],
+                 learned: dict[str, pd.DataFrame]) -> dict[str, JobResult]:
+    """Blocking: score each job's features (runs in a worker thread); a job without GPUs is not scored.
+    ``baselines`` and ``learned``: what earlier windows taught of each job (``RefreshState``)."""
     out = {}
     for job_id, features in jobs.items():
         if job_id in features.jobs():
-            out[job_id] = score_features(features, start, step, [job_id], baselines)[job_id]
+            out[job_id] = score_features(features, start, step, [job_id], baselines, learned)[job_id]
     return out
 
 
@@ -133,7 +137,7 @@ class Refresher:
         jobs that could not be fetched; raises when every job fails (the source itself is the problem)."""
         features, failed = await self._fetch_jobs(jobs, window)
         scored = await asyncio.to_thread(score_window, features, window.start, self.settings.step_s,
-                                         dict(self.state.baselines))
+                                         dict(self.state.baselines), dict(self.state.learned))
         return scored, failed
 
     def failed(self, exc: Exception) -> None:
@@ -156,15 +160,20 @@ class Refresher:
         return views
 
     def _remember_baseline(self, job_id: str, res: JobResult) -> None:
-        """A job's peer baseline, kept for the windows a straggler fills completely."""
+        """A job's peer baseline, kept for the windows a straggler fills completely, and its GPUs' usual
+        pace among their peers, kept for the job's life: a slowdown that began before the current window
+        is still a straggler, not imbalance (GPUs absent from this window keep theirs)."""
         if res.baseline is not None:
             self.state.baselines[job_id] = res.baseline
+        old = self.state.learned.get(job_id)
+        self.state.learned[job_id] = res.learned if old is None else res.learned.combine_first(old)
 
     def _forget_all_but(self, jobs: dict[str, JobView]) -> None:
         """Finished jobs (and those no longer this shard's): forget them (label churn, held windows)."""
         for gone in (set(self.state.losses) | set(self.state.windows)) - set(jobs):
             self.state.losses.pop(gone, None)
             self.state.baselines.pop(gone, None)
+            self.state.learned.pop(gone, None)
             self.state.windows.pop(gone, None)
 
     async def _catch_up(self, jobs: list[str], window: Window) -> None:
@@ -189,7 +198,7 @@ class Refresher:
                 continue
             self._fetched += held.fetched
             scored = await asyncio.to_thread(score_window, {job_id: held.features()}, chunk.start, step,
-                                             dict(self.state.baselines))
+                                             dict(self.state.baselines), dict(self.state.learned))
             if job_id in scored:
                 res = scored[job_id]
                 self._remember_baseline(job_id, res)   # older than the current window's, which replaces it after

@@ -16,7 +16,8 @@ from analytics import promql, source_prom
 from analytics.state import LOSS_CAUSES, LossCounters
 from exporters.catalog import analytics as cat
 
-_NAMES = frozenset(m.name for m in (cat.JOB_ACCOUNTED_UNTIL, cat.JOB_ALLOCATED_GPU_SECONDS, cat.JOB_LOST_GPU_SECONDS))
+_NAMES = frozenset(m.name for m in (cat.JOB_ACCOUNTED_UNTIL, cat.JOB_ALLOCATED_GPU_SECONDS, cat.JOB_LOST_GPU_SECONDS,
+                                    cat.JOB_IMBALANCE_LOST_GPU_SECONDS))
 
 
 # Jobs asked for in one query: a replica restarting beside hundreds of running jobs makes a few queries,
@@ -66,7 +67,8 @@ def counters_from(result: list) -> LossCounters | None:
         return None
     # A cause missing from the export (one added since) has lost nothing yet.
     lost = {c: last.get(f"{cat.JOB_LOST_GPU_SECONDS.name}/{c}", 0.0) for c in LOSS_CAUSES}
-    return LossCounters(accounted_until=last[cat.JOB_ACCOUNTED_UNTIL.name], allocated=allocated, lost=lost)
+    return LossCounters(accounted_until=last[cat.JOB_ACCOUNTED_UNTIL.name], allocated=allocated, lost=lost,
+                        imbalance=last.get(cat.JOB_IMBALANCE_LOST_GPU_SECONDS.name, 0.0))
 
 
 def counters_by_job(result: list) -> dict[str, LossCounters]:

@@ -3,7 +3,8 @@
 A job is stalled while its progress (median SM/tensor activity over its GPUs) is below
 ``STALL_FRACTION`` of its own baseline. Each stalled sample gets one cause, decided in this order
 and recorded with the evidence that decided it:
-member lost (some of the job's GPUs left the mapping while the rest stand still) → checkpoint (write
+member lost (some of the job's GPUs left the mapping, for two samples in a row, while the rest
+stand still) → checkpoint (write
 burst) → network (pause/xmit-wait/CNP rising or a rail down) → straggler (a few ranks busy while the
 median idles) → storage (reads still trickling, nothing else) → hang. A sample where none of the job's
 GPUs is mapped (the job ended, or no data) is no stall.
@@ -21,6 +22,7 @@ from exporters.catalog.enums import CHECKPOINT, HANG, MEMBER_LOST, NETWORK, STAL
 
 STALL_FRACTION = 0.5
 PARTIAL_FRACTION = 0.9
+MEMBER_GONE_SAMPLES = 2   # samples in a row a member must be missing from the mapping to be lost
 BLOCKING = (CHECKPOINT, NETWORK)   # causes that block the whole job for part of a sample
 CAUSES = STALL_CAUSES
 _BURST = 5.0          # a write burst: job write rate this many times its productive baseline...
@@ -81,16 +83,18 @@ def stalled_mask(js: JobSignals) -> np.ndarray:
 
 def missing_members(js: JobSignals, i: int) -> list[dict]:
     """Members of the job gone from the mapping at sample ``i`` while others are still in it: a node's
-    GPUs (the pod's, under Kubernetes) all mapped to the job earlier in the window and none now.
+    GPUs (the pod's, under Kubernetes) all mapped to the job earlier in the window and none for the
+    last ``MEMBER_GONE_SAMPLES`` samples (one missed scrape of a node agent is no lost member).
     A single GPU leaving (fallen off the bus) is a GPU fault, not a lost member. ``{node, pod, gpus}``."""
-    if js.present is None or not js.present[i].any():
+    lo = i - MEMBER_GONE_SAMPLES + 1
+    if js.present is None or lo < 1 or not js.present[i].any():
         return []
     groups: dict[tuple[str, str], list[int]] = {}
     for c, (node, _, pod) in enumerate(js.members):
         groups.setdefault((node, pod), []).append(c)
-    seen = js.present[: i + 1].any(axis=0)
+    seen, gone = js.present[:lo].any(axis=0), ~js.present[lo: i + 1].any(axis=0)
     return [{"node": node, "pod": pod, "gpus": [js.members[c][1] for c in cols]}
-            for (node, pod), cols in groups.items() if seen[cols].any() and not js.present[i, cols].any()]
+            for (node, pod), cols in groups.items() if seen[cols].any() and gone[cols].all()]
 
 
 def _baseline(values: np.ndarray, productive: np.ndarray) -> float:

@@ -29,6 +29,7 @@ class LossCounters:
     accounted_until: float = float("-inf")
     allocated: float = 0.0
     lost: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LOSS_CAUSES, 0.0))
+    imbalance: float = 0.0      # GPU-seconds spent waiting for ranks slow since they started (no loss cause)
 
     def add(self, res: JobResult, period: float) -> None:
         if self.accounted_until == float("-inf") and len(res.times):
@@ -39,6 +40,7 @@ class LossCounters:
         self.allocated += float(new.sum()) * period * len(res.columns)
         for cause in LOSS_CAUSES:
             self.lost[cause] += float(res.lost[cause][new].sum())
+        self.imbalance += float(res.imbalance_lost[new].sum())
         self.accounted_until = float(res.times[new][-1])
 
     def behind(self, window_start: float, period: float) -> bool:

@@ -1,9 +1,9 @@
 """Score results against a scenario's ground truth (simulator/FORMATS.md ``truth.json``).
 
 Samples at ``t`` describe (t - P, t]. Stragglers: a truth straggler is detected when its GPU (or, for
-a node-wide slowdown, its node) is flagged within ``LATENCY_S`` of onset; a run of flagged samples
-that overlaps no truth window of the same target (plus ``GRACE_SAMPLES`` after its end) is a false
-flag. Stalls are compared second by second within each sample: the seconds of truth stall of a
+a node-wide slowdown, its node) is flagged within ``LATENCY_S`` of onset (one marked ``required:
+false`` need not be); a run of flagged samples that overlaps no truth window of the same target
+(plus ``GRACE_SAMPLES`` after its end) is a false flag. Stalls are compared second by second within each sample: the seconds of truth stall of a
 cause that the scorer also calls stalled with that cause are correct.
 """
 from __future__ import annotations
@@ -13,9 +13,10 @@ import numpy as np
 from analytics.score import JobResult
 
 LATENCY_S = 60.0
-GRACE_SAMPLES = 2
+GRACE_SAMPLES = 3     # a flag may outlast its slowdown by the pace signals' 15 s mean
 LOSS_TOLERANCE = 0.10        # relative, per cause...
 LOSS_FLOOR = 0.002           # ...or this share of the allocated GPU-seconds, for causes near zero
+NOISY_TOLERANCE, NOISY_FLOOR = 0.2, 0.005    # the same, on scenarios with realistic noise (check_loss)
 
 
 def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
@@ -30,6 +31,50 @@ def flag_tracks(res: JobResult) -> dict[tuple[str, str | None], np.ndarray]:
     return tracks
 
 
+def scorer_flags(res: JobResult) -> np.ndarray:
+    """The scorer's per-GPU flags with each node-wide flag copied onto every GPU of its node."""
+    flags = res.stragglers.flagged.copy()
+    nodes = np.asarray(res.columns.get_level_values("node"))
+    for node, node_flags in res.stragglers.node_flagged.items():
+        flags[:, nodes == node] |= node_flags[:, None]
+    return flags
+
+
+def truth_windows(truth: dict, res: JobResult) -> list[list[dict]]:
+    """Per GPU column, the truth straggler windows covering it (slow_node: every GPU of the node)."""
+    out = []
+    for _, node, gpu in res.columns:
+        out.append([s for s in truth["stragglers"] if s["job_id"] == res.job_id and s["node"] == node
+                    and s["gpu"] in (None, gpu)])
+    return out
+
+
+def compare(flags: np.ndarray, windows: list[list[dict]], rel: np.ndarray, period: float) -> dict:
+    """GPU-level detections, false runs and latencies, and GPU-sample counts, of one flag matrix
+    (times × GPUs, a node-wide flag or truth on every GPU of the node): what detectors other than the
+    scorer's own tracks are measured with (bench/, analytics/models.py)."""
+    out = {"truth": 0, "detected": 0, "false": 0, "latencies": [], "flagged_samples": int(flags.sum()),
+           "truth_samples": 0, "hit_samples": 0}
+    for j, wins in enumerate(windows):
+        in_truth = np.zeros(len(rel), dtype=bool)
+        for w in wins:
+            hits = flags[:, j] & (rel >= w["start_s"]) & (rel <= w["end_s"] + period)
+            latency = float(rel[np.argmax(hits)] - w.get("detect_from_s", w["start_s"])) if hits.any() else None
+            in_truth |= (rel > w["start_s"]) & (rel - period < w["end_s"])
+            if not w.get("required", True):
+                continue
+            out["truth"] += 1
+            if latency is not None and latency <= LATENCY_S:
+                out["detected"] += 1
+                out["latencies"].append(latency)
+        for a, b in _runs(flags[:, j]):
+            if not any(rel[a] <= w["end_s"] + GRACE_SAMPLES * period and rel[b - 1] >= w["start_s"] for w in wins):
+                out["false"] += 1
+        out["truth_samples"] += int(in_truth.sum())
+        out["hit_samples"] += int((in_truth & flags[:, j]).sum())
+    return out
+
+
 def check_stragglers(truth: dict, res: JobResult, start: float, period: float) -> dict:
     rel = res.times - start
     expected = [s for s in truth["stragglers"] if s["job_id"] == res.job_id]
@@ -38,8 +83,11 @@ def check_stragglers(truth: dict, res: JobResult, start: float, period: float) -
     for s in expected:
         flags = tracks.get((s["node"], s["gpu"]), np.zeros(len(rel), bool))
         hits = flags & (rel >= s["start_s"]) & (rel <= s["end_s"] + period)
-        latency = float(rel[np.argmax(hits)] - s["start_s"]) if hits.any() else None
-        found.append({**s, "latency_s": latency, "detected": latency is not None and latency <= LATENCY_S})
+        latency = float(rel[np.argmax(hits)] - s.get("detect_from_s", s["start_s"])) if hits.any() else None
+        # A slowdown below the bar of the contract (a transient rank slow for < 30 s, say) is in the
+        # truth so that flagging it is no false flag, but missing it is no miss either.
+        found.append({**s, "latency_s": latency, "detected": latency is not None and latency <= LATENCY_S,
+                      "required": s.get("required", True)})
     false_flags = []
     for (node, gpu), flags in tracks.items():
         windows = [s for s in expected if (s["node"], s["gpu"]) == (node, gpu)]
@@ -93,15 +141,22 @@ def _interval_latencies(truth: dict, res: JobResult, rel: np.ndarray, period: fl
 
 
 def check_loss(truth: dict, res: JobResult) -> dict:
+    """Per cause, scored against the truth within ``LOSS_TOLERANCE`` (or ``LOSS_FLOOR`` of the
+    allocation). With realistic noise the truth is each sample's own counterfactual (the same
+    jittered steps without the fault), which no scorer sees: it measures the job's progress against
+    its clean level, whose sample-to-sample jitter is a few percent of it: there the tolerance is
+    ``NOISY_TOLERANCE`` (or ``NOISY_FLOOR`` of the allocation)."""
     want = truth["loss"]
     allocated = float(want["allocated_gpu_seconds"])
+    exact = truth.get("noise", "none") == "none"
+    tolerance, floor = (LOSS_TOLERANCE, LOSS_FLOOR) if exact else (NOISY_TOLERANCE, NOISY_FLOOR)
     out = {}
     for cause, expected in want["lost_gpu_seconds"].items():
         got = res.loss["lost_gpu_seconds"].get(cause, 0.0)
         err = abs(got - expected)
         out[cause] = {"truth": round(expected, 1), "scored": got,
                       "relative_error": round(err / expected, 4) if expected else None,
-                      "ok": err <= max(LOSS_TOLERANCE * expected, LOSS_FLOOR * allocated)}
+                      "ok": err <= max(tolerance * expected, floor * allocated)}
     return out
 
 

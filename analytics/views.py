@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from analytics.detections import gpu_evidence, node_evidence
+from analytics.evidence import plain
 from analytics.score import JobResult
 from analytics.state import LossCounters
 from analytics.straggler import performance
@@ -18,11 +20,36 @@ from analytics.straggler import performance
 
 @dataclass(frozen=True)
 class ScoreView:
-    """A GPU's straggler score, or a node's (``gpu`` None: the median of its GPUs)."""
+    """A GPU's straggler score, or a node's (``gpu`` None: the median of its GPUs); while flagged, the
+    evidence at the latest sample (the signals that agreed, each against its reference)."""
     node: str
     gpu: str | None
     score: float
     flagged: bool
+    evidence: dict | None = None
+
+
+@dataclass(frozen=True)
+class RankRatio:
+    """A GPU off its job's median pace since it started: its usual pace as a ratio to the median."""
+    node: str
+    gpu: str
+    ratio: float
+
+
+@dataclass(frozen=True)
+class ImbalanceView:
+    """The job's imbalance (never a straggler): the GPUs involved with the pace signal their ratios
+come from, the share of the job's GPU time spent waiting for them in the latest window and what it
+rests on, and the GPU-seconds so far."""
+    ranks: tuple[RankRatio, ...]
+    basis: str
+    lost_share: float
+    cost_basis: str
+    lost_gpu_seconds: float
+
+
+BALANCED = ImbalanceView((), "compute_activity", 0.0, "compute_activity", 0.0)
 
 
 @dataclass(frozen=True)
@@ -51,6 +78,7 @@ class JobView:
     stragglers: tuple[ScoreView, ...]   # the flagged ones of gpus, then of nodes
     stall: StallView
     loss: LossView
+    imbalance: ImbalanceView = BALANCED
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -87,18 +115,27 @@ def job_view(res: JobResult, counters: LossCounters) -> JobView:
     gpus, nodes = _scores(res, i)
     return JobView(job_id=res.job_id, time=float(res.times[i]) if i >= 0 else None, gpus=gpus, nodes=nodes,
                    stragglers=tuple(g for g in gpus + nodes if g.flagged), stall=_stall(res, i),
-                   loss=loss_view(counters))
+                   loss=loss_view(counters), imbalance=imbalance_view(res, counters))
 
 
 def _scores(res: JobResult, i: int) -> tuple[tuple[ScoreView, ...], tuple[ScoreView, ...]]:
     s = res.stragglers
-    gpus = tuple(ScoreView(node, gpu, float(performance(s.scores[i, j])), bool(s.flagged[i, j]))
+    gpus = tuple(ScoreView(node, gpu, float(performance(s.scores[i, j])), bool(s.flagged[i, j]),
+                           plain(gpu_evidence(s, i, j)) if s.flagged[i, j] else None)
                  for j, (_, node, gpu) in enumerate(res.columns))
     nodes_col = np.asarray(res.columns.get_level_values("node"))
-    nodes = tuple(ScoreView(str(node), None, float(performance(np.median(s.scores[i, nodes_col == node]))),
-                            bool(s.node_flagged.get(str(node), np.zeros(i + 1, bool))[i]))
-                  for node in dict.fromkeys(nodes_col))
-    return gpus, nodes
+    nodes = []
+    for node in dict.fromkeys(nodes_col):
+        flagged = bool(s.node_flagged.get(str(node), np.zeros(i + 1, bool))[i])
+        nodes.append(ScoreView(str(node), None, float(performance(np.median(s.scores[i, nodes_col == node]))),
+                               flagged, plain(node_evidence(s, nodes_col == node, i)) if flagged else None))
+    return gpus, tuple(nodes)
+
+
+def imbalance_view(res: JobResult, counters: LossCounters) -> ImbalanceView:
+    found = res.imbalance
+    return ImbalanceView(tuple(RankRatio(r["node"], r["gpu"], r["ratio"]) for r in found["ranks"]), found["basis"],
+                         found["lost_share"], found["cost_basis"], round(counters.imbalance, 1))
 
 
 def _stall(res: JobResult, i: int) -> StallView:

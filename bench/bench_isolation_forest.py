@@ -7,8 +7,8 @@ per GPU track (a node-wide flag or a slow_node truth counts for every GPU of the
 
   scorer   the straggler scorer's flags (``flagged`` | ``node_flagged``)
   iforest  an IsolationForest per job window over the per-GPU, per-sample vectors the scorer already
-           builds (``straggler.signal_votes`` strengths: busy, clock, tx, step, throttle; plus the
-           log transmit-wait excess over the peers' median, for the scorer's wait signal), fitted
+           builds (``straggler.signal_votes``: each pace signal's change against the GPU's usual
+           standing among its peers, the reason vote, and the log transmit-wait excess), fitted
            and scored on the samples the scorer scores (no stall of another cause), then given the
            scorer's persistence (``PERSIST_S``)
   and      scorer AND iforest          or   scorer OR iforest
@@ -43,11 +43,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analytics import stall, straggler  # noqa: E402
+from analytics import straggler  # noqa: E402
 from analytics.evaluate import simulate  # noqa: E402
 from analytics.frame import build_features  # noqa: E402
 from analytics.score import JobResult, score_features  # noqa: E402
-from analytics.truthcheck import GRACE_SAMPLES, LATENCY_S  # noqa: E402
+from analytics.truthcheck import compare, scorer_flags, truth_windows  # noqa: E402
 
 SCENARIOS = ROOT / "simulator" / "scenarios"
 METHODS = ("scorer", "iforest", "and", "or")
@@ -56,15 +56,16 @@ N_ESTIMATORS = 100
 SWEEP = (None, "auto", 0.01, 0.05, 0.1)     # None: 1 / GPUs in the job
 
 
-def feature_vectors(features, job_id: str) -> np.ndarray:
-    """(times × GPUs) × 6 matrix of the scorer's per-GPU signal strengths, slow direction only."""
-    cols = features.job_slice(job_id)
-    sig = {name: m[:, cols] for name, m in features.signals.items()}
-    _, strength = straggler.signal_votes(stall.job_signals(features, job_id), sig)
+def feature_vectors(features, res: JobResult) -> np.ndarray:
+    """(times × GPUs) × 6 matrix of the scorer's per-GPU signal strengths, slow direction only: each
+    pace signal's change against the GPU's usual standing (``straggler.StragglerResult.drifts``),
+    the throttling-reason vote, and the log transmit-wait excess over the peers' median."""
+    s = res.stragglers
+    sig = {name: m[:, features.job_slice(res.job_id)] for name, m in features.signals.items()}
     wait = np.log1p(np.nan_to_num(sig["xmit_wait"]))
     wait_excess = np.clip(wait - np.median(wait, axis=1, keepdims=True), 0.0, None)
-    planes = [strength[k] for k in ("busy", "clock", "tx", "step", "throttle")] + [wait_excess]
-    return np.stack(planes, axis=-1)
+    planes = [np.clip(np.nan_to_num(s.drifts[k].excess), 0.0, None) for k in ("work", "clock", "tx", "step")]
+    return np.stack(planes + [s.hits["reason"].astype(float), wait_excess], axis=-1)
 
 
 def outlier_scores(vectors: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, float]:
@@ -94,51 +95,6 @@ def iforest_flags(scores: np.ndarray, contamination, samples: int) -> np.ndarray
     return straggler.persistent(active & (np.where(active, scores, 0.0) < offset), samples)
 
 
-def scorer_flags(res: JobResult) -> np.ndarray:
-    """The scorer's per-GPU flags with each node-wide flag copied onto every GPU of its node."""
-    flags = res.stragglers.flagged.copy()
-    nodes = np.asarray(res.columns.get_level_values("node"))
-    for node, node_flags in res.stragglers.node_flagged.items():
-        flags[:, nodes == node] |= node_flags[:, None]
-    return flags
-
-
-def truth_windows(truth: dict, res: JobResult) -> list[list[dict]]:
-    """Per GPU column, the truth straggler windows covering it (slow_node: every GPU of the node)."""
-    out = []
-    for _, node, gpu in res.columns:
-        out.append([s for s in truth["stragglers"] if s["job_id"] == res.job_id and s["node"] == node
-                    and s["gpu"] in (None, gpu)])
-    return out
-
-
-def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
-    edges = np.diff(np.concatenate([[0], flags.astype(np.int8), [0]]))
-    return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)))
-
-
-def compare(flags: np.ndarray, windows: list[list[dict]], rel: np.ndarray, period: float) -> dict:
-    """GPU-level detections, false runs and latencies, and GPU-sample counts, of one flag matrix."""
-    out = {"truth": 0, "detected": 0, "false": 0, "latencies": [], "flagged_samples": int(flags.sum()),
-           "truth_samples": 0, "hit_samples": 0}
-    for j, wins in enumerate(windows):
-        in_truth = np.zeros(len(rel), dtype=bool)
-        for w in wins:
-            hits = flags[:, j] & (rel >= w["start_s"]) & (rel <= w["end_s"] + period)
-            latency = float(rel[np.argmax(hits)] - w["start_s"]) if hits.any() else None
-            out["truth"] += 1
-            if latency is not None and latency <= LATENCY_S:
-                out["detected"] += 1
-                out["latencies"].append(latency)
-            in_truth |= (rel > w["start_s"]) & (rel - period < w["end_s"])
-        for a, b in _runs(flags[:, j]):
-            if not any(rel[a] <= w["end_s"] + GRACE_SAMPLES * period and rel[b - 1] >= w["start_s"] for w in wins):
-                out["false"] += 1
-        out["truth_samples"] += int(in_truth.sum())
-        out["hit_samples"] += int((in_truth & flags[:, j]).sum())
-    return out
-
-
 def job_contamination(contamination, gpus: int):
     """None: one outlying GPU per sample (1 / GPUs in the job); sklearn allows at most 0.5."""
     if contamination == "auto":
@@ -159,7 +115,7 @@ def measure(path: Path, contaminations: list) -> dict:
     if_cpu = 0.0
     for job_id, res in results.items():
         active = (res.causes == "") | (res.causes == "straggler")
-        scores, cpu = outlier_scores(feature_vectors(features, job_id), active)
+        scores, cpu = outlier_scores(feature_vectors(features, res), active)
         if_cpu += cpu
         scorer = scorer_flags(res)
         windows = truth_windows(run.truth, res)

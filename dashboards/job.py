@@ -1,6 +1,7 @@
 """Training job (variable ``job_id``): who holds the job back and why. Straggler ranking with the
-evidence next to the score, per-GPU activity (the straggler stands out), step pace, stalls by
-cause, lost GPU-hours by cause, and the rails and storage the job's nodes use."""
+evidence next to the score, per-GPU activity (the straggler stands out), imbalance (GPUs off the
+job's median pace since they started, and the GPU-hours the others spend waiting for them), step
+pace, stalls by cause, lost GPU-hours by cause, and the rails and storage the job's nodes use."""
 from __future__ import annotations
 
 from alerts import recording as r
@@ -27,8 +28,8 @@ def _summary(cfg: Config) -> list:
                thresholds=p.OK_BAD),
         p.stat("Lost GPU-hours (range)", [target(f"{range_total(cfg, lost)} / 3600")], "suffix: GPU-h",
                thresholds=(("green", None), ("orange", 1))),
-        # Straggler score = speed relative to the job's best ranks: the slowest rank sets the pace.
-        p.stat("Slowest rank (speed vs best)", [target(f"min({sel(analytics.STRAGGLER_SCORE, a, q.JOB)})")],
+        # Straggler score = speed against the rank's own usual pace among its peers.
+        p.stat("Slowest rank (speed vs its usual)", [target(f"min({sel(analytics.STRAGGLER_SCORE, a, q.JOB)})")],
                "percentunit", thresholds=(("red", None), ("orange", 0.75), ("green", 0.9))),
         # Synchronous data parallelism: the job steps at the pace of its slowest rank.
         p.stat("Step rate", [target(f"1 / max({sel(analytics.RANK_STEP_SECONDS, cfg.selectors.training, q.JOB)})")],
@@ -57,6 +58,22 @@ def _stragglers(cfg: Config) -> list:
     activity = p.heatmap("Per-GPU activity (SM active)",
                          [target(q.job_gpus(cfg, sel(gpu.SM_ACTIVE, n)), "{{node}}/{{gpu}}")], "percentunit", w=12, h=10)
     return [ranking, activity]
+
+
+def _imbalance(cfg: Config) -> list:
+    """Imbalance is no straggler (nothing became slower): its own panels, not the ranking's."""
+    a = cfg.selectors.analytics
+    waited = f"sum({rate(cfg, analytics.JOB_IMBALANCE_LOST_GPU_SECONDS, a, q.JOB)})"
+    ratios = p.table("Imbalance: GPUs off the job's median pace since they started", [
+        target(f"max by (node, gpu) ({sel(analytics.JOB_IMBALANCE_RATIO, a, q.JOB)})", instant=True, table=True),
+    ], "none", columns={"node": "node", "gpu": "gpu", "Value": "ratio to median"}, sort_by="ratio to median",
+        links=[data_link(cfg, "GPU node ${__data.fields.node}", "node", node="node")], w=12, h=6)
+    return [
+        p.stat("Imbalance: GPU-hours spent waiting (range)", [target(f"{range_total(cfg, waited)} / 3600")],
+               "suffix: GPU-h", thresholds=(("green", None), ("orange", 1)), w=6, h=6),
+        p.timeseries("Imbalance: GPUs waiting for it", [target(waited, "GPUs")], "short", min=0, w=6, h=6),
+        ratios,
+    ]
 
 
 def _pace(cfg: Config) -> list:
@@ -108,7 +125,7 @@ def _stall_colour(cause: str, colour: str) -> dict:
 
 def build(cfg: Config):
     job_id = query_variable("job_id", "Job", f"label_values({sel(gpu.JOB_INFO, cfg.selectors.node)}, job_id)")
-    panels = [*_summary(cfg), *_stragglers(cfg), *_pace(cfg), *_fabric_and_storage(cfg)]
+    panels = [*_summary(cfg), *_stragglers(cfg), *_imbalance(cfg), *_pace(cfg), *_fabric_and_storage(cfg)]
     return dashboard(cfg, NAME, "lockstep / Training job",
-                     "One training job: straggler ranking with evidence, activity, pace, stalls, lost GPU-hours, "
-                     "rails and storage.", panels, [job_id])
+                     "One training job: straggler ranking with evidence, activity, imbalance, pace, stalls, "
+                     "lost GPU-hours, rails and storage.", panels, [job_id])

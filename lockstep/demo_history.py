@@ -132,7 +132,7 @@ def analytics_blocks(scenario) -> list:
     """What ``lockstep analytics serve`` exports for the job, from the simulator's ground truth (what
     a perfect scorer would say): lost GPU-seconds per cause, the stall in progress and its cause (the
     cause that blocked the job for most of the interval, when that is at least half of it),
-    allocated GPU-seconds and goodput."""
+    allocated GPU-seconds and goodput, and the job's imbalance."""
     from exporters.catalog import analytics as A
     from simulator.blocks import Block
     from simulator.job import CAUSES
@@ -161,4 +161,29 @@ def analytics_blocks(scenario) -> list:
     return [Block(A.JOB_LOST_GPU_SECONDS, per_cause, lost),
             Block(A.JOB_STALLED, per_cause, stalled),
             Block(A.JOB_ALLOCATED_GPU_SECONDS, one, allocated),
-            Block(A.JOB_GOODPUT, one, lambda s: 1.0 - sum(s.lost_gpu_s.values()) / np.maximum(allocated(s), 1.0))]
+            Block(A.JOB_GOODPUT, one, lambda s: 1.0 - sum(s.lost_gpu_s.values()) / np.maximum(allocated(s), 1.0)),
+            *imbalance_blocks(scenario)]
+
+
+def imbalance_blocks(scenario) -> list:
+    """The job's imbalance as the service exports it, from the ground truth: the GPUs of a worker
+    group (``noise.groups``) with their ratio to the median, and the GPU-seconds the ranks spent
+    waiting (the model's, spread and jitter included, where the job has a group; none where its
+    ranks differ by the silicon spread alone, as the service finds nobody 5% off the median)."""
+    from exporters.catalog import analytics as A
+    from simulator.blocks import Block
+    from simulator.truth import imbalanced
+
+    job, slow = scenario.job.job_id, imbalanced(scenario)
+    waited = [0.0]
+
+    def lost(s) -> np.ndarray:
+        waited[0] = max(waited[0], s.imbalance_gpu_s) if slow else 0.0     # a counter never goes down
+        return np.array([waited[0]])
+
+    blocks = [Block(A.JOB_IMBALANCE_LOST_GPU_SECONDS, {"node": np.array([""]), "job_id": np.array([job])}, lost)]
+    if slow:
+        labels = {k: np.array([g[k] for g in slow]) for k in ("node", "job_id", "gpu")}
+        ratios = np.array([1.0 / g["speed"] for g in slow])
+        blocks.append(Block(A.JOB_IMBALANCE_RATIO, labels, lambda s: ratios))
+    return blocks

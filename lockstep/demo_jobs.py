@@ -3,7 +3,8 @@
 Sizes as shares of the cluster's nodes (the demo may run fewer nodes), fault times as shares of the
 job's run (the history may be shorter than a month). The same parts fail again and again, as they
 do: node03's GPU 6 reports XID 48 (ECC) in three jobs, node07's HCA 4 flaps in two, node05's GPU 3
-runs hot in two. Checkpoints block long enough (10-20 minutes: a multi-TB model state) to be seen
+runs hot in two; carol's job has a heavier pipeline stage (its last eighth of GPUs 15% slower from
+the start: imbalance). Checkpoints block long enough (10-20 minutes: a multi-TB model state) to be seen
 at the history's 5-minute step.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ class Job:
     nodes: float                    # share of the cluster's nodes (the first ones)
     checkpoint: tuple[float, float, float]   # every_s, blocking_s, write_bytes
     faults: tuple[dict, ...] = field(default=())   # scenario faults; *_s fields as shares of the run
+    groups: tuple[dict, ...] = field(default=())   # worker groups (noise.groups: share, speed)
 
 
 JOBS = (
@@ -32,7 +34,8 @@ JOBS = (
     Job("3122", "carol", 7.0, 1.0, (6 * 3600, 1200, 1.2e13), (
         {"kind": "pause_storm", "node": "node02", "nic": 1, "start_s": 0.5, "end_s": 0.503},
         {"kind": "xid", "node": "node03", "gpu": 6, "at_s": 0.7, "code": 48},
-        {"kind": "gpu_throttle", "node": "node05", "gpu": 3, "start_s": 0.8, "end_s": 0.9, "reason": "thermal"})),
+        {"kind": "gpu_throttle", "node": "node05", "gpu": 3, "start_s": 0.8, "end_s": 0.9, "reason": "thermal"}),
+        ({"share": 0.125, "speed": 0.85},)),
     Job("3130", "dave", 5.0, 0.75, (4 * 3600, 900, 6e12), (
         {"kind": "slow_node", "node": "node09", "start_s": 0.4, "end_s": 0.45},
         {"kind": "link_flap", "node": "node07", "hca": 4, "start_s": 0.6, "end_s": 0.61, "flaps": 2})),
@@ -53,5 +56,5 @@ def scenario_of(job: Job, cluster: dict, start: float, duration_s: float, step_s
            "sample_period_s": step_s, "start_timestamp": start, "cluster": dict(cluster),
            "job": {"job_id": job.job_id, "nodes": max(1, round(job.nodes * nodes)), "step_time_s": 1.5,
                    "checkpoint": {"every_s": every, "blocking_s": min(blocking, every / 2), "write_bytes": written}},
-           "faults": faults}
+           "faults": faults, **({"noise": {"groups": [dict(g) for g in job.groups]}} if job.groups else {})}
     return parse_scenario(doc, f"<demo history job {job.job_id}>")

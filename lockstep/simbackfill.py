@@ -120,9 +120,12 @@ def series_prefixes(blocks) -> list[str]:
 def stream(model, blocks, ticks: int, writer: BlockWriter, index: np.ndarray | None = None):
     """``ticks`` of ``model`` into ``writer``, in chunks of LINES_PER_CHUNK samples, a new promtool file
     at each block window; ``index`` maps the rows of ``blocks`` to the writer's series (default: the
-    same order). Returns the last state."""
+    same order). The scrapes the scenario's noise misses are absent, as in the series frame. Returns
+    the last state."""
+    from simulator.series import missed_nodes, node_rows, tick_values
     rows = sum(b.size for b in blocks)
     index = np.arange(rows) if index is None else index
+    node_of_row = node_rows(blocks)
     chunk = max(1, min(LINES_PER_CHUNK, writer.limit) // max(rows, 1))
     values, stamps, window, state = [], [], None, None
     for state in model.states(ticks):
@@ -130,8 +133,7 @@ def stream(model, blocks, ticks: int, writer: BlockWriter, index: np.ndarray | N
             _add(writer, values, stamps, index)
             writer.next_file()
             values, stamps, window = [], [], writer.window_of(state.timestamp)
-        values.append(np.concatenate([np.asarray(b.value(state), dtype=float) for b in blocks]) if blocks
-                      else np.empty(0))
+        values.append(tick_values(blocks, node_of_row, state, missed_nodes(model, state.k)))
         stamps.append(state.timestamp)
         if len(stamps) == chunk:
             _add(writer, values, stamps, index)

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from exporters.catalog.enums import THERMAL_REASONS, reason_bits
+from exporters.catalog.enums import POWER_CAP_REASON, THERMAL_REASONS, reason_bits
 from simulator import hardware as hw
 from simulator.scenario import INSTANT_KINDS, Fault
 from simulator.topology import Topology
 
 THERMAL_BITS = reason_bits(THERMAL_REASONS)
-POWER_BITS = reason_bits(("sw_power_cap",))
+POWER_BITS = reason_bits((POWER_CAP_REASON,))
 
 
 # XID the driver logs with an instant fault: a double-bit error (48), a row remapped (63, effective at
@@ -41,6 +41,11 @@ def flap_downs(f: Fault) -> list[tuple[float, float]]:
     return [(f.start_s + (j + 0.5) * gap - down / 2, f.start_s + (j + 0.5) * gap + down / 2) for j in range(f.flaps)]
 
 
+def drift_at(f: Fault, t: float) -> float:
+    """A drift's slowdown at ``t``: from 1 at its start, linearly, to ``slowdown`` at its end."""
+    return 1 + (f.slowdown - 1) * min(max((t - f.start_s) / (f.end_s - f.start_s), 0.0), 1.0)
+
+
 def checkpoint_windows(topo: Topology, lo: float, hi: float) -> list[tuple[float, float]]:
     ck = topo.scenario.job.checkpoint
     if ck is None:
@@ -59,6 +64,7 @@ class Conditions:
     power_capped: np.ndarray       # per GPU, bool
     thermal: np.ndarray            # per GPU, bool
     slowdown: np.ndarray           # per node, time-weighted
+    rank_slowdown: np.ndarray      # per GPU, time-weighted (slow_rank, drift): compute slower, clock as usual
     rail_throughput: float         # all-reduce throughput factor (a paused rail slows every ring)
     storm_s: np.ndarray            # per NIC, seconds of pause storm in the interval
     storm_priority: np.ndarray     # per NIC, the storming priority (or -1)
@@ -78,11 +84,11 @@ def conditions(topo: Topology, t: float) -> Conditions:
     lo = t - period
     n = topo.n_gpus
     c = Conditions(np.ones(n), np.zeros(n, np.int64), np.zeros(n, bool), np.zeros(n, bool),
-                   np.ones(len(topo.nodes)), 1.0, np.zeros(n), np.full(n, -1), np.zeros(n, np.int64),
+                   np.ones(len(topo.nodes)), np.ones(n), 1.0, np.zeros(n), np.full(n, -1), np.zeros(n, np.int64),
                    np.zeros(n), np.zeros(n, bool), 0.0, 0.0, 0.0, None, 0.0)
     c.ckpt_s = sum(overlap(a, b, lo, t) for a, b in checkpoint_windows(topo, lo, t))
     downs: list[tuple[float, float]] = []
-    for f in topo.scenario.faults:
+    for f in topo.faults:
         o = overlap(f.start_s, f.end_s, lo, t)
         if f.kind in INSTANT_KINDS or (o <= 0 and f.kind != "link_flap"):
             continue
@@ -109,6 +115,10 @@ def _apply(c: Conditions, topo: Topology, f: Fault, share: float, o: float, lo: 
         (c.thermal if f.reason == "thermal" else c.power_capped)[g] = True
     elif f.kind == "slow_node":
         c.slowdown[topo.nodes.index(f.node)] *= 1 + (f.slowdown - 1) * share
+    elif f.kind == "slow_rank":
+        c.rank_slowdown[topo.flat(f.node, f.gpu)] *= 1 + (f.slowdown - 1) * share
+    elif f.kind == "drift":
+        c.rank_slowdown[topo.flat(f.node, f.gpu)] *= 1 + (drift_at(f, (max(lo, f.start_s) + min(t, f.end_s)) / 2) - 1) * share
     elif f.kind == "pause_storm":
         g = topo.flat(f.node, f.nic)
         c.storm_s[g] += o

@@ -38,17 +38,33 @@ class JobTick:
     rank_busy_s: np.ndarray      # per job GPU: compute + all-reduce time of one step
     lost: dict[str, float]       # GPU-seconds lost per cause in the interval
     read_bytes: float            # job-wide bytes read from storage
+    imbalance: float = 0.0       # GPU-seconds ranks waited for the static spread and jitter (no cause)
 
 
-def job_tick(topo: Topology, c: Conditions) -> JobTick:
+def sub_steps(job, period: float, jitter: float) -> int:
+    """Steps simulated one by one per interval when ranks jitter (each waits for that step's slowest)."""
+    return 1 if not jitter else int(np.clip(round(period / job.step_time_s), 1, 4))
+
+
+def job_tick(topo: Topology, c: Conditions, noisy: np.random.Generator) -> JobTick:
+    """``noisy``: the tick's own stream for the scenario's noise (the ranks' step jitter)."""
     job, period = topo.scenario.job, topo.scenario.sample_period_s
     sel = topo.job_gpus
+    n = int(sel.sum())
     c0 = job.step_time_s * hw.COMPUTE_SHARE
     m0 = job.step_time_s - c0
-    factor = c.clock_factor[sel] / c.slowdown[topo.gpu_node[sel]]
-    comp = c0 / factor
-    own_throttle = np.where(c.clock_factor[sel] < 1, c0 / c.clock_factor[sel] - c0, 0.0)
-    maxc = float(comp.max())
+    factor = c.clock_factor[sel] / c.slowdown[topo.gpu_node[sel]] / c.rank_slowdown[sel]
+    base = c0 / topo.draws.speed[sel]            # c0 exactly under noise: none (speed 1)
+    jitter = topo.draws.jitter
+    k = sub_steps(job, period, jitter)
+    eps = 1.0 + jitter * noisy.standard_normal((k, n)) if jitter else np.ones((1, n))
+    steps_c = base / factor * eps                   # per sub-step, per rank compute time
+    comp = steps_c.mean(axis=0)
+    own_throttle = np.where(c.clock_factor[sel] < 1, base * eps.mean(axis=0) / c.clock_factor[sel]
+                            - base * eps.mean(axis=0), 0.0)
+    maxc = float(steps_c.max(axis=1).mean())
+    calm = base * eps                                # the same steps without any fault
+    maxc_calm = float(calm.max(axis=1).mean())
     m = m0 / c.rail_throughput
     read_s = 0.0
     if c.read_cap is not None and job.storage_read_bytes_per_step > 0:
@@ -60,18 +76,18 @@ def job_tick(topo: Topology, c: Conditions) -> JobTick:
     down = min(c.net_down_s, period - member - hang - ckpt)
     tau = period - member - hang - ckpt - down
     steps = tau / step
-    n = int(sel.sum())
     io = step - maxc - m
     lost = {
         MEMBER_LOST: n * member, HANG: n * hang, CHECKPOINT: n * ckpt,
         NETWORK: n * down + n * tau * (m - m0) / step,
         STORAGE: n * tau * io / step,
         THROTTLE: float(own_throttle.sum()) * tau / step,
-        STRAGGLER: float((maxc - c0) * n - own_throttle.sum()) * tau / step,
+        STRAGGLER: float((maxc - maxc_calm) * n - own_throttle.sum()) * tau / step,
     }
     frac = steps / period
     return JobTick(
         steps=steps, step_s=step, compute=comp * frac, comm=np.full(n, m * frac),
         spin=(maxc - comp) * frac + (member + hang + down) / period, io_wait=np.full(n, io * frac),
-        ckpt=ckpt / period, rank_busy_s=comp + m, lost=lost,
-        read_bytes=steps * job.storage_read_bytes_per_step)
+        ckpt=ckpt / period, rank_busy_s=steps_c[-1] + m, lost=lost,
+        read_bytes=steps * job.storage_read_bytes_per_step,
+        imbalance=float(maxc_calm * n - calm.mean(axis=0).sum()) * tau / step)

@@ -42,6 +42,7 @@ class State:
     rank_busy_s: np.ndarray               # per job GPU
     steps: float                          # job steps since start
     lost_gpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0.0))
+    imbalance_gpu_s: float = 0.0          # waiting for the static spread and jitter (noise; no cause)
 
 
 class Model:
@@ -93,9 +94,10 @@ class Model:
         s.k, s.t = k, k * period
         s.timestamp = self.start + s.t
         c = conditions(topo, s.t)
-        j = job_tick(topo, c)
+        noisy = topo.draws.tick_rng(k)          # its own stream: noise: none keeps the exact numbers
+        j = job_tick(topo, c, noisy)
         self._xids(s)
-        s.gpu = gpu_gauges(topo, c, j, rng)
+        s.gpu = gpu_gauges(topo, c, j, rng, noisy)
         if k > 0:  # counters start at their baseline; each later tick adds its interval
             s.energy_mj += (s.gpu["power_mw"] * period).astype(np.int64)
             for name, inc in port_increments(topo, c, j, rng).items():
@@ -106,6 +108,7 @@ class Model:
             s.steps += j.steps
             for cause, v in j.lost.items():
                 s.lost_gpu_s[cause] += v
+            s.imbalance_gpu_s += j.imbalance
         s.port_down[:] = c.port_down
         s.rank_busy_s[:] = j.rank_busy_s
         self._power(s, j, period if k > 0 else 0.0, rng)

@@ -6,7 +6,7 @@ import numpy as np
 
 from exporters.catalog.enums import CLOCK_EVENT_BITS, IDLE_REASON
 from simulator import hardware as hw
-from simulator.faults import Conditions
+from simulator.faults import POWER_BITS, Conditions
 from simulator.job import JobTick
 from simulator.topology import Topology
 
@@ -17,31 +17,38 @@ def _per_gpu(topo: Topology, job_values: np.ndarray | float, other: float) -> np
     return out
 
 
-def gpu_gauges(topo: Topology, c: Conditions, j: JobTick, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    n = topo.n_gpus
+def gpu_gauges(topo: Topology, c: Conditions, j: JobTick, rng: np.random.Generator,
+               noisy: np.random.Generator) -> dict[str, np.ndarray]:
+    """``noisy``: the tick's own stream for the scenario's noise (``noise: none`` draws nothing from it)."""
+    n, nz = topo.n_gpus, topo.draws
     compute, comm = _per_gpu(topo, j.compute, 0.0), _per_gpu(topo, j.comm, 0.0)
     spin, ckpt = _per_gpu(topo, j.spin, 0.0), _per_gpu(topo, j.ckpt, 0.0)
     idle = 1.0 - compute - comm - spin - ckpt
     running = topo.job_gpus & (compute + comm + spin > 0.05)
+    capped = nz.power_capped(running & (compute > 0.3), noisy)
     # a throttled GPU draws less while computing; a power-capped one sits at its limit
     compute_w = hw.POWER_COMPUTE_W * (0.35 + 0.65 * c.clock_factor)
     power = (hw.POWER_IDLE_W * np.clip(idle, 0, 1) + compute_w * compute + hw.POWER_COMM_W * comm
              + hw.POWER_SPIN_W * spin + hw.POWER_CKPT_W * ckpt + rng.normal(0, 6, n))
     power = np.where(c.power_capped & (compute > 0.3), hw.POWER_LIMIT_W - np.abs(rng.normal(0, 3, n)), power)
+    if capped.any():
+        power = np.where(capped, hw.POWER_LIMIT_W - np.abs(noisy.normal(0, 3, n)), power)
     power = np.clip(power, 60, hw.POWER_LIMIT_W)
-    temp = 32.0 + 0.055 * power + rng.normal(0, 0.4, n)
+    temp = 32.0 + 0.055 * power + rng.normal(0, 0.4, n) + nz.inlet_rise(topo.rack_slot[topo.gpu_node])
     temp = np.where(c.thermal, hw.THERMAL_THROTTLE_C + np.abs(rng.normal(0, 0.8, n)), temp)
-    clock = np.where(running, np.round(hw.MAX_SM_MHZ * c.clock_factor / 15) * 15, hw.IDLE_SM_MHZ)
+    clock_factor = c.clock_factor * nz.capped_clock(capped, noisy)
+    clock = np.where(running, np.round(hw.MAX_SM_MHZ * clock_factor / 15) * 15, hw.IDLE_SM_MHZ)
     clock = clock - 15 * rng.integers(0, 2, n) * (c.clock_factor >= 1) * running
     reasons = c.reasons | np.where(running, 0, CLOCK_EVENT_BITS[IDLE_REASON])  # while nothing runs
+    reasons = reasons | np.where(capped, POWER_BITS, 0)
     util = np.clip(compute + comm + spin + 0.05 * ckpt, 0, 1)
     mem_used = np.where(topo.job_gpus, hw.MEMORY_JOB, hw.MEMORY_IDLE) + rng.integers(0, 2**24, n)
+    sm = nz.sensor(np.clip(compute * hw.SM_COMPUTE + comm * hw.SM_COMM + spin * hw.SM_SPIN, 0, 1), running, noisy)
     return {
         "util": np.round(util * 100).astype(np.int64),
         "mem_util": np.round(np.clip(compute * 0.45 + comm * 0.2, 0, 1) * 100).astype(np.int64),
-        "sm_active": np.round(np.clip(compute * hw.SM_COMPUTE + comm * hw.SM_COMM
-                                      + spin * hw.SM_SPIN, 0, 1), 4),
-        "tensor_active": np.round(compute * hw.TENSOR_COMPUTE, 4),
+        "sm_active": np.round(sm, 4),
+        "tensor_active": np.round(nz.sensor(compute * hw.TENSOR_COMPUTE, running, noisy), 4),
         "dram_active": np.round(compute * 0.32 + comm * 0.05, 4),
         "clock_sm": clock.astype(np.int64),
         "clock_sm_max": np.full(n, hw.MAX_SM_MHZ, np.int64),

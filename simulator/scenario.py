@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exporters.configfile import ConfigError, Section, load_yaml, one_of, positive
+from simulator.noise import NONE, REALISTIC, Group, Noise
 
 DEFAULT_START = calendar.timegm(time.strptime("2026-01-01T00:00:00Z", "%Y-%m-%dT%H:%M:%SZ"))
 _JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")  # Slurm: 123, 123_4 (arrays), 123+1 (het jobs)
 # Kubernetes: <namespace>/<name>, a DNS-1123 label and a DNS-1123 subdomain (the simulator makes pods of it)
 _KUBE_JOB_ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?/[a-z0-9](?:[a-z0-9.-]{0,61}[a-z0-9])?")
-FAULT_KINDS = ("gpu_throttle", "slow_node", "pause_storm", "link_flap", "storage_starvation", "hang", "xid",
-               "ecc_error", "row_remap", "gpu_missing", "link_degraded", "member_lost")
+FAULT_KINDS = ("gpu_throttle", "slow_node", "slow_rank", "drift", "pause_storm", "link_flap", "storage_starvation",
+               "hang", "xid", "ecc_error", "row_remap", "gpu_missing", "link_degraded", "member_lost")
 # Faults that happen at one instant (``at_s``) rather than over a window.
 INSTANT_KINDS = ("xid", "ecc_error", "row_remap")
 REMAP_OUTCOMES = ("pending", "failed")
@@ -57,7 +58,7 @@ class Fault:
     start_s: float
     end_s: float
     node: str | None = None
-    gpu: int | None = None      # gpu_throttle, xid, ecc_error, row_remap, gpu_missing
+    gpu: int | None = None      # gpu_throttle, slow_rank, drift, xid, ecc_error, row_remap, gpu_missing
     nic: int | None = None      # pause_storm (rail index); link_flap uses ``hca``
     priority: int = 3
     clock_factor: float = 1.0
@@ -91,6 +92,7 @@ class Scenario:
     start_timestamp: float = DEFAULT_START
     file: str = "<string>"
     validation: Validation | None = None
+    noise: Noise = REALISTIC
 
     @property
     def node_names(self) -> tuple[str, ...]:
@@ -123,8 +125,9 @@ def parse_scenario(data: object, file: str | Path) -> Scenario:
     job = _job(top.section("job"), names)
     faults = tuple(_fault(s, names, cluster, duration) for s in top.sections("faults"))
     validation = _validation(top.section("validation", None))
+    noise = _noise(top)
     top.finish()
-    return Scenario(name, seed, duration, period, cluster, job, faults, start, str(file), validation)
+    return Scenario(name, seed, duration, period, cluster, job, faults, start, str(file), validation, noise)
 
 
 def _validation(s: Section | None) -> Validation | None:
@@ -134,6 +137,33 @@ def _validation(s: Section | None) -> Validation | None:
                    s.get("history_runs", int, 3, check=lambda v: None if 0 <= v <= 100 else "must be 0..100"))
     s.finish()
     return v
+
+
+def _noise(top: Section) -> Noise:
+    """``noise: none``, ``noise: realistic`` (the default), or a mapping of ``Noise`` fields (the
+    others realistic)."""
+    if not isinstance(top.data.get("noise"), dict):
+        word = top.get("noise", str, "realistic", check=one_of("none", "realistic"))
+        return NONE if word == "none" else REALISTIC
+    s = top.section("noise")
+    share = lambda v: None if 0 <= v <= 1 else "must be 0..1"
+    fields = {k: _num(s, k, getattr(REALISTIC, k), check=lambda v: None if v >= 0 else "must be >= 0")
+              for k in ("gpu_speed_spread", "node_speed_spread", "sensor", "rack_temperature_c", "power_cap_clock",
+                        "transients_per_gpu_hour")}
+    fields.update({k: _num(s, k, getattr(REALISTIC, k), check=share) for k in ("missed_scrapes", "power_cap_share")})
+    cov = s.get("step_cov", (float, str), REALISTIC.step_cov)
+    fields["step_cov"] = "pai" if cov == "pai" else _num(s, "step_cov", REALISTIC.step_cov,
+                                                         check=lambda v: None if 0 <= v < 1 else "must be 0..1 or pai")
+    fields["groups"] = tuple(_group(g) for g in s.sections("groups"))
+    s.finish()
+    return Noise(**fields)
+
+
+def _group(s: Section) -> Group:
+    g = Group(_num(s, "share", check=lambda v: None if 0 < v < 1 else "must be in (0, 1)"),
+              _num(s, "speed", check=positive))
+    s.finish()
+    return g
 
 
 def _cluster(s: Section) -> Cluster:
@@ -213,6 +243,10 @@ def _params(s: Section, kind: str, gpus: int) -> dict:
                 "reason": s.get("reason", str, "thermal", check=one_of("thermal", "power"))}
     if kind == "slow_node":
         return {"slowdown": _num(s, "slowdown", 1.25, check=lambda v: None if v > 1 else "must be > 1")}
+    if kind in ("slow_rank", "drift"):
+        return {"gpu": s.get("gpu", int, check=rail),
+                "slowdown": _num(s, "slowdown", 1.5 if kind == "slow_rank" else 1.3,
+                                 check=lambda v: None if v > 1 else "must be > 1")}
     if kind == "pause_storm":
         return {"nic": s.get("nic", int, check=rail),
                 "priority": s.get("priority", int, 3, check=lambda v: None if 0 <= v <= 7 else "must be 0..7")}

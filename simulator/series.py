@@ -34,6 +34,7 @@ class Layout:
         self.rows = sum(b.size for b in blocks)
         self.metrics = pa.array(sorted({b.metric.name for b in blocks}))
         metric_index = {m: i for i, m in enumerate(self.metrics.to_pylist())}
+        self.node_of_row = node_rows(blocks)
         self.codes: dict[str, np.ndarray] = {"metric": np.concatenate(
             [np.full(b.size, metric_index[b.metric.name], np.int32) for b in blocks])}
         self.dicts: dict[str, pa.Array] = {"metric": self.metrics}
@@ -42,8 +43,8 @@ class Layout:
             uniq, inverse = np.unique(values, return_inverse=True)
             self.codes[col], self.dicts[col] = inverse.astype(np.int32), pa.array(uniq)
 
-    def values(self, state: State) -> np.ndarray:
-        return np.concatenate([np.asarray(b.value(state), dtype=float) for b in self.blocks])
+    def values(self, state: State, missed: frozenset[str] = frozenset()) -> np.ndarray:
+        return tick_values(self.blocks, self.node_of_row, state, missed)
 
     def table(self, timestamps: list[float], values: list[np.ndarray]) -> pa.Table:
         vals = np.concatenate(values)
@@ -57,6 +58,25 @@ class Layout:
         return pa.table(cols)
 
 
+def node_rows(blocks: list[Block]) -> np.ndarray:
+    """The node of each row of ``blocks``' values."""
+    return np.concatenate([b.labels["node"] for b in blocks]).astype(str) if blocks else np.empty(0, str)
+
+
+def tick_values(blocks: list[Block], node_of_row: np.ndarray, state: State,
+                missed: frozenset[str] = frozenset()) -> np.ndarray:
+    """One tick's values; the rows of nodes whose scrape went missing are NaN (absent samples)."""
+    out = np.concatenate([np.asarray(b.value(state), dtype=float) for b in blocks]) if blocks else np.empty(0)
+    if missed:
+        out[np.isin(node_of_row, list(missed))] = np.nan
+    return out
+
+
+def missed_nodes(model: Model, k: int) -> frozenset[str]:
+    """Nodes whose scrape the scenario's noise drops at tick ``k`` (none under ``noise: none``)."""
+    return frozenset(np.array(model.topo.nodes)[model.topo.draws.missed(k, len(model.topo.nodes))])
+
+
 def tables(scenario: Scenario, truth: Truth | None = None, chunk: int = CHUNK_TICKS) -> Iterator[pa.Table]:
     model = Model(scenario)
     layout = Layout(build_blocks(model.topo))
@@ -66,7 +86,7 @@ def tables(scenario: Scenario, truth: Truth | None = None, chunk: int = CHUNK_TI
         if truth is not None:
             truth.observe(state)
         stamps.append(state.timestamp)
-        values.append(layout.values(state))
+        values.append(layout.values(state, missed_nodes(model, state.k)))
         if len(stamps) == chunk:
             yield layout.table(stamps, values)
             stamps, values = [], []

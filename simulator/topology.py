@@ -10,7 +10,8 @@ from functools import cached_property
 
 import numpy as np
 
-from simulator.scenario import Scenario
+from simulator.noise import Draws
+from simulator.scenario import Fault, Scenario
 
 # PCI bus numbers of the eight GPUs and their rail HCAs on an HGX H100 board (one NIC per GPU).
 GPU_BUS = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
@@ -55,6 +56,23 @@ class Topology:
     @cached_property
     def job_gpus(self) -> np.ndarray:
         return self.job_nodes[self.gpu_node]
+
+    @cached_property
+    def draws(self) -> Draws:
+        """The scenario's static noise (speeds, jitter level, clock offsets), drawn from its seed."""
+        sc = self.scenario
+        return Draws(sc.noise, sc.seed, self.n_gpus, self.gpus_per_node, self.job_gpus)
+
+    @cached_property
+    def faults(self) -> tuple[Fault, ...]:
+        """The scenario's faults and the transient slow ranks its noise adds (seeded)."""
+        return self.scenario.faults + self.draws.transients(self.scenario, self.nodes)
+
+    @cached_property
+    def rack_slot(self) -> np.ndarray:
+        """Per node, its height in its rack (0 bottom … 1 top)."""
+        per = self.scenario.cluster.nodes_per_rack
+        return (np.arange(len(self.nodes)) % per) / max(per - 1, 1)
 
     def rack_of(self, node_index: int) -> str:
         return f"r{node_index // self.scenario.cluster.nodes_per_rack + 1}"

@@ -15,6 +15,7 @@ H, D = 3600, 86400
 CKPT_EVERY, CKPT_OFFSET, CKPT_SAMPLES = 6 * H, 3 * H, 4   # job 100 blocks 4 samples = 1200 s per checkpoint
 CKPT_BYTES_PER_NODE = 1.2e12
 STRAGGLER_RATE = 0.1                  # lost GPU-seconds per second, job 100
+IMBALANCE_RATE = 0.05                 # GPU-seconds per second job 100's ranks wait for node01 GPU 1 (1.12x)
 JOB200_SAMPLES = 10 * D // PERIOD - 2  # job 200 ends 10 min before day 10 (outside the 5 min lookback)
 
 
@@ -28,6 +29,7 @@ EXPECTED = {
     "allocated": {"100": 4 * DAYS * 24.0, "200": 2 * 240.0},
     "lost_checkpoint_h": {"100": CHECKPOINTS * 4 * CKPT_SAMPLES * PERIOD / H},
     "lost_straggler_h": {"100": STRAGGLER_RATE * (N - 1) * PERIOD / H},
+    "imbalance_h": {"100": IMBALANCE_RATE * (N - 1) * PERIOD / H},
     "kwh": {"r1": 20e3 * (N - 1) * PERIOD / 3.6e6, "r2": 2 * 15e3 * (N - 1) * PERIOD / 3.6e6},
     "peak_w": {"r1": 25e3, "r2": 54e3},
     "budget_w": {"r1": 30e3, "r2": 60e3},
@@ -71,6 +73,10 @@ def rows() -> list[dict]:
     strag = [(k, STRAGGLER_RATE * PERIOD * (k if k < half else k - half + 1)) for k in range(N)]
     lost = (_series("lockstep_job_lost_gpu_seconds_total", {"job_id": "100", "cause": "checkpoint"}, ckpt)
             + _series("lockstep_job_lost_gpu_seconds_total", {"job_id": "100", "cause": "straggler"}, strag))
+    lost += _series("lockstep_job_imbalance_lost_gpu_seconds_total", {"job_id": "100"},
+                    ((k, IMBALANCE_RATE * PERIOD * k) for k in range(N)))
+    lost += _series("lockstep_job_imbalance_ratio", {"job_id": "100", "node": "node01", "gpu": "1"},
+                    ((k, 1.12) for k in range(N)))
     energy, power = [], []
     for pdu, rack, watts, spike in (("r1-pdu", "r1", 20e3, {5 * D // PERIOD: 25e3}),
                                     ("r2-pdu-a", "r2", 15e3, {}), ("r2-pdu-b", "r2", 15e3, {})):

@@ -46,13 +46,27 @@ def causes_of(f: pd.DataFrame):
 
 
 def test_a_member_gone_while_the_rest_wait_is_member_lost_with_the_member_as_evidence():
+    """Lost from its second sample missing (the first could be one missed scrape: the wait is a hang until then)."""
     result, causes = causes_of(frame(lambda t, n, g: t < LOST_AT or n != 2, waiting))
-    assert set(causes[:LOST_AT]) == {""} and set(causes[LOST_AT:]) == {"member_lost"}
+    assert set(causes[:LOST_AT]) == {""} and causes[LOST_AT] == "hang"
+    assert set(causes[LOST_AT + 1:]) == {"member_lost"}
     assert result.evidence[-1]["missing"] == [{"node": "node02", "pod": "llama-pretrain-node-0-2", "gpus": ["0", "1"]}]
     assert result.loss["lost_gpu_seconds"]["member_lost"] > 0.9 * 8 * PERIOD * (T - LOST_AT)
     samples = job_samples(job_view(result, LossCounters()), LossCounters())
     assert [s.labels for s in samples if s.metric is cat.JOB_MEMBER_MISSING] == \
         [(JOB, "node02", "llama-pretrain-node-0-2")]
+
+
+def test_one_missed_scrape_of_a_node_during_a_hang_is_no_lost_member():
+    """A node agent's scrape fails once (its series are gone for that sample, mapping and activity alike)
+    while the job waits: still a hang; a second miss in a row makes it a lost member."""
+    once = lambda t, n, g: n != 2 or t != LOST_AT + 5
+    f = frame(once, waiting)
+    _, causes = causes_of(f[~((f["node"] == "node02") & (f["timestamp"] == (LOST_AT + 5) * PERIOD))])
+    assert "member_lost" not in causes and set(causes[LOST_AT + 1:]) == {"hang"}
+    twice = lambda t, n, g: n != 2 or t not in (LOST_AT + 5, LOST_AT + 6)
+    _, causes = causes_of(frame(twice, waiting))
+    assert causes[LOST_AT + 5] == "hang" and causes[LOST_AT + 6] == "member_lost"
 
 
 def test_a_job_whose_members_all_finish_is_not_lost_nor_stalled():

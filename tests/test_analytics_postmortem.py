@@ -1,8 +1,8 @@
 """Post-mortems and held windows against a REAL Prometheus filled with a simulated hour (promtool backfill).
 
-tests/fixtures/analytics/postmortem.yaml: job 7400 on 4 nodes x 4 GPUs for an hour, a throttled GPU, a
-slow node, a pause storm, checkpoints. Beside it, job 7401: the same hour on other nodes, whose GPUs
-change: node13 leaves the job at 1500 s, node14 joins it at 1650 s.
+tests/fixtures/analytics/postmortem.yaml: job 7400 on 4 nodes x 4 GPUs for an hour with realistic noise,
+a throttled GPU, a slow node, a pause storm, checkpoints. Beside it, job 7401: the same hour on other
+nodes, whose GPUs change: node13 leaves the job at 1500 s, node14 joins it at 1650 s.
 """
 from __future__ import annotations
 
@@ -63,10 +63,10 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def _findings(rep: dict) -> dict:
-    """The contract's keys only: stragglers, stalls and loss (the post-mortem adds unix times)."""
+    """The contract's keys only: stragglers, stalls, loss and imbalance (the post-mortem adds unix times)."""
     drop = {"first_detected", "start", "end"}
     return {k: [{f: v for f, v in row.items() if f not in drop} for row in rep[k]] if isinstance(rep[k], list)
-            else rep[k] for k in ("stragglers", "stalls", "loss")}
+            else rep[k] for k in ("stragglers", "stalls", "loss", "imbalance")}
 
 
 def test_a_post_mortem_reports_what_the_direct_path_reports(prometheus, direct):
@@ -164,6 +164,9 @@ async def _both(url: str, job_id: str, window_s: float, times: list[float]) -> l
             await whole.refresh(t)
             assert held.state.results.jobs[job_id] == whole.state.results.jobs[job_id], t
             assert held.state.losses == whole.state.losses and len(held.state.losses) == 1, t
+            # what the scorers learn and keep between windows: the job's baseline, its GPUs' usual pace
+            assert held.state.baselines == whole.state.baselines, t
+            pd.testing.assert_frame_equal(held.state.learned[job_id], whole.state.learned[job_id])
             out.append((held.state.health, whole.state.health, tuple(whole.state.windows[job_id].columns)))
         return out
 

@@ -255,10 +255,29 @@ async def test_the_baseline_learned_earlier_scores_a_window_that_a_straggler_fil
     assert kept.state.baselines["7300"] == learned
     assert kept.state.losses["7300"].lost["straggler"] == pytest.approx(truth, rel=0.05)
 
+    # A fresh replica sees the throttled GPU slow from the first sample of its window: its pace is that
+    # GPU's usual one (imbalance, not a straggler), so the whole window counts as clean and the slowed
+    # level is learned as productive.
     fresh = Refresher(FakeSource(_jobs(run, "7300")), Settings(window_s=295))
     await fresh.refresh(_end(run))
-    assert "7300" not in fresh.state.baselines
+    assert fresh.state.baselines.get("7300", 0.0) < 0.95 * learned
     assert fresh.state.losses["7300"].lost["straggler"] < 0.1 * truth
+
+
+async def test_the_gpus_usual_pace_learned_earlier_holds_across_held_windows(run):
+    """The throttled GPU's usual pace is learned from the windows before 300 s and kept while the
+    job's window is moved on: at the end, with every sample of the window slowed, it is still a
+    straggler, not imbalance. A fresh replica whose one window starts after the slowdown has no such
+    history: to it the GPU has been slow since it started (imbalance, not a straggler)."""
+    kept = Refresher(FakeSource(_jobs(run, "7300")), Settings(window_s=295))
+    for t in (300, 450, 600):
+        await kept.refresh(run.start + t)
+    assert kept.state.health.full_fetches == 0 and set(kept.state.learned) == {"7300"}
+    fresh = Refresher(FakeSource(_jobs(run, "7300")), Settings(window_s=295))
+    await fresh.refresh(_end(run))
+    held, once = kept.state.results.jobs["7300"], fresh.state.results.jobs["7300"]
+    assert [(g.node, g.gpu) for g in held.stragglers] == [("node01", "3")] and held.imbalance.ranks == ()
+    assert once.stragglers == () and [(r.node, r.gpu) for r in once.imbalance.ranks] == [("node01", "3")]
 
 
 async def test_a_held_window_asks_again_for_its_last_steps_and_counts_them_once(run):

@@ -2,8 +2,9 @@
 
 Every expectation comes from the scenario files and the simulator's truth document, never from the
 scorer's own output: stragglers flagged with the right GPU/node within 60 s of onset, nothing
-flagged in fault-free scenarios or outside fault windows, stall causes right for ≥ 90% of stalled
-time, the loss account within 10% of the truth per cause.
+flagged in fault-free scenarios or outside fault windows (the shipped scenarios carry realistic noise,
+``noise: none`` copies under tests/fixtures keep the exact ones), stall causes right for ≥ 90% of
+stalled time, the loss account within 10% of the truth per cause, worker groups reported as imbalance.
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def evaluated(request):
 
 def test_scenarios_cover_every_fault_kind():
     kinds = {f["kind"] for p in SCENARIOS for f in _faults(p)}
-    assert {"gpu_throttle", "slow_node", "pause_storm", "link_flap", "storage_starvation", "hang"} <= kinds
+    assert {"gpu_throttle", "slow_node", "slow_rank", "drift", "pause_storm", "link_flap", "storage_starvation",
+            "hang"} <= kinds
 
 
 def _faults(path: Path) -> list[dict]:
@@ -37,16 +39,20 @@ def _faults(path: Path) -> list[dict]:
 
 
 def test_every_injected_straggler_is_flagged_within_60s(evaluated):
+    """Every slowdown the truth requires (a GPU ≥ 15% slower, a node ≥ 12%, a rank ≥ 1.5x for ≥ 30 s,
+    a drift once it reaches 15%); milder or shorter ones the noise adds may go unflagged."""
     run, _, _, check = evaluated
     expected = [s for s in run.truth["stragglers"]]
     found = check[run.truth["jobs"][0]["job_id"]]["stragglers"]["expected"]
     assert len(found) == len(expected)
     for s in found:
-        assert s["detected"], f"{s['kind']} on {s['node']} gpu {s['gpu']} not flagged within 60 s: {s}"
-        assert s["latency_s"] <= 60.0
+        if s["required"]:
+            assert s["detected"], f"{s['kind']} on {s['node']} gpu {s['gpu']} not flagged within 60 s: {s}"
+            assert s["latency_s"] <= 60.0
 
 
 def test_nothing_flagged_outside_fault_windows(evaluated):
+    """On noisy fault-free scenarios too: no straggler flag at all."""
     run, _, _, check = evaluated
     for job in check.values():
         assert job["stragglers"]["false_flags"] == []
@@ -54,9 +60,25 @@ def test_nothing_flagged_outside_fault_windows(evaluated):
 
 def test_report_names_the_right_gpu_or_node(evaluated):
     run, _, report, _ = evaluated
-    want = {(s["node"], s["gpu"]) for s in run.truth["stragglers"]}
+    every = {(s["node"], s["gpu"]) for s in run.truth["stragglers"]}
+    required = {(s["node"], s["gpu"]) for s in run.truth["stragglers"] if s.get("required", True)}
     got = {(d["node"], d["gpu"]) for d in report["stragglers"]}
-    assert got == want
+    assert required <= got <= every
+
+
+def test_imbalance_names_the_worker_groups(evaluated):
+    """GPUs in a worker group of the scenario's noise, slower or faster than the rest from the start,
+    are the job's imbalance, each with its ratio on the right side of 1; GPUs that differ by the 1-3%
+    of silicon and node spread alone are not: none in a job without groups, and next to a group
+    only the odd one of the main group whose usual pace, with the noise of learning it, sits at
+    the group's edge."""
+    run, _, report, _ = evaluated
+    want = {(g["node"], g["gpu"]): g["speed"] for g in run.truth.get("imbalanced", [])}
+    got = {(r["node"], r["gpu"]): r["ratio"] for found in report["imbalance"] for r in found["ranks"]}
+    assert set(want) <= set(got), sorted(set(want) - set(got))
+    assert len(set(got) - set(want)) <= len(want) // 8, sorted(set(got) - set(want))
+    for gpu, speed in want.items():
+        assert (got[gpu] > 1) == (speed < 1), (gpu, got[gpu], speed)
 
 
 def test_stall_causes_right_for_90_percent_of_stalled_time(evaluated):
@@ -70,6 +92,7 @@ def test_stall_causes_right_for_90_percent_of_stalled_time(evaluated):
 
 
 def test_loss_account_within_10_percent_per_cause(evaluated):
+    """Within 10% per cause on exact scenarios, 20% with realistic noise (truthcheck.check_loss)."""
     run, _, report, check = evaluated
     assert report["loss"]["allocated_gpu_seconds"] == run.truth["loss"]["allocated_gpu_seconds"]
     for job in check.values():
@@ -79,7 +102,7 @@ def test_loss_account_within_10_percent_per_cause(evaluated):
 
 def test_report_has_the_contract_shape(evaluated):
     run, _, report, _ = evaluated
-    assert set(report) == {"scenario", "stragglers", "stalls", "loss"}
+    assert set(report) == {"scenario", "stragglers", "stalls", "loss", "imbalance"}
     assert report["scenario"] == run.scenario
     for s in report["stalls"]:
         assert s["cause"] in ("checkpoint", "network", "storage", "straggler", "hang", "member_lost")

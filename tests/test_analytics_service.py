@@ -103,6 +103,14 @@ async def test_scores_from_real_prometheus_match_truth(prometheus, sim, aiohttp_
     body = await (await client.get("/api/v1/jobs/7300")).json()
     assert body["status"] == "success" and body["stale"] is False
     assert [(g["node"], g["gpu"]) for g in body["data"]["stragglers"]] == [(s["node"], s["gpu"])]
+    # The flag's evidence: the scenario slows the GPU's clock to 0.7, so its clock and its compute
+    # activity against the peers agree; the job's GPUs are identical otherwise: no imbalance.
+    (evidence,) = [g["evidence"] for g in body["data"]["stragglers"]]
+    assert {"clock", "work"} <= set(evidence["signals"]) and evidence["votes"] >= 2
+    assert evidence["signals"]["clock"]["change"] == pytest.approx(1 / 0.7, rel=0.03)
+    assert body["data"]["imbalance"] == {"ranks": [], "basis": "compute_activity", "lost_share": 0.0,
+                                         "cost_basis": "step_seconds", "lost_gpu_seconds": 0.0}
+    assert _samples(text, "lockstep_job_imbalance_lost_gpu_seconds_total") == {'{job_id="7300"}': 0.0}
 
 
 async def test_malicious_job_id_is_never_queried_and_rejected_by_the_api(prometheus, sim, aiohttp_client):

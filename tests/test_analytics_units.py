@@ -35,15 +35,69 @@ def run(f: Features) -> straggler.StragglerResult:
     return straggler.score(f, "j", js, causes, PERIOD)
 
 
-def test_robust_reference_holds_when_half_the_peers_are_slow():
+def test_half_the_peers_slow_from_the_start_is_imbalance_not_stragglers():
+    """Two of four GPUs on every node slow from the first sample: nothing *became* slower."""
     t, n = 40, 16
     slow = np.zeros(n, bool)
-    slow[[0, 1, 4, 5, 8, 9, 12, 13]] = True          # two of four GPUs on every node
+    slow[[0, 1, 4, 5, 8, 9, 12, 13]] = True
     busy = np.where(slow, 0.8, 0.6) + np.zeros((t, n))
     clock = np.where(slow, 0.75, 1.0) + np.zeros((t, n))
     res = run(features(busy, clock, np.zeros((t, n)), nodes=4))
+    assert not res.flagged.any() and res.node_flagged == {}
+
+
+def test_robust_reference_holds_when_a_quarter_of_the_peers_slow_down_later():
+    """One GPU on every node, from sample 10 (the job's common drift is its median GPU's: a
+    straggler is a minority of its job; half of it slowing together is a job-wide change)."""
+    t, n = 40, 16
+    slow = np.zeros(n, bool)
+    slow[[0, 5, 10, 15]] = True
+    busy, clock = np.full((t, n), 0.6), np.ones((t, n))
+    busy[10:, slow], clock[10:, slow] = 0.8, 0.75
+    res = run(features(busy, clock, np.zeros((t, n)), nodes=4))
     assert set(np.flatnonzero(res.flagged[-1])) == set(np.flatnonzero(slow))
     assert res.node_flagged == {}
+
+
+def test_fast_minority_and_two_groups_flag_only_the_gpu_that_slows():
+    """Three GPUs 15% faster and a third of the job 2.5x slower, all from the start; GPU 9 (of the
+    fast majority) slows down 25% with its clock from sample 12."""
+    t, n = 40, 16
+    speed = np.ones(n)
+    speed[[1, 2, 3]] = 1 / 1.15
+    speed[10:] = 2.5
+    busy = 0.3 * speed + np.zeros((t, n))
+    clock = np.ones((t, n))
+    busy[12:, 9] *= 1.25
+    clock[12:, 9] = 0.8
+    res = run(features(busy, clock, np.zeros((t, n)), nodes=2))
+    assert set(np.flatnonzero(res.flagged.any(axis=0))) == {9}
+
+
+def test_a_faster_gpu_is_never_a_straggler():
+    """GPU 4 speeds up (its peers look relatively slower): nobody is flagged."""
+    t, n = 40, 16
+    busy, clock = np.full((t, n), 0.6), np.ones((t, n))
+    busy[10:, 4], clock[10:, 4] = 0.45, 1.0
+    res = run(features(busy, clock, np.zeros((t, n)), nodes=2))
+    assert not res.flagged.any() and res.node_flagged == {}
+
+
+def test_thermal_slowdown_counts_while_most_of_the_job_is_power_capped():
+    """sw_power_cap held by 14 of 16 GPUs all along; GPU 6 takes on hw_thermal_slowdown and runs
+    slow from sample 10 with an unchanged clock: the reason is its second signal."""
+    t, n = 40, 16
+    f = features(np.full((t, n), 0.6), np.ones((t, n)), np.ones((t, n)), nodes=2)
+    f.signals["sm"][10:, 6] = f.signals["tensor"][10:, 6] / 0.7 * 1.2
+    f.signals["tensor"][10:, 6] *= 1.2
+    cap = np.ones((t, n))
+    cap[:, [3, 11]] = 0.0
+    thermal = np.zeros((t, n))
+    thermal[10:, 6] = 1.0
+    f.signals.update({"reason:sw_power_cap": cap, "reason:hw_thermal_slowdown": thermal})
+    res = run(f)
+    assert set(np.flatnonzero(res.flagged.any(axis=0))) == {6}
+    assert res.reasons["hw_thermal_slowdown"][10:, 6].all() and not res.reasons["sw_power_cap"].any()
 
 
 def test_a_short_blip_is_not_flagged_a_persistent_one_is():
@@ -163,3 +217,33 @@ def test_resume_lookback_must_be_zero_or_a_positive_finite_time(bad):
     with pytest.raises(ValueError, match="--resume-lookback"):
         ServiceConfig(prometheus_url="http://127.0.0.1:9090", resume_lookback_s=bad)
     assert ServiceConfig(prometheus_url="http://127.0.0.1:9090", resume_lookback_s=0.0).resume_lookback_s == 0.0
+
+
+def test_imbalance_since_the_start_reaches_the_view_and_the_metrics():
+    """Four GPUs of node01 1.25x busier than the rest from the first sample (a heavier stage): a job
+    finding with their ratio to the median, 3/4 of the GPUs waiting 1 - 1/1.25 of every step, served
+    in the job view and as metrics; no straggler."""
+    from analytics.metrics import job_samples
+    from analytics.score import score_features
+    from analytics.state import LossCounters
+    from analytics.views import job_view
+
+    t, n = 40, 16
+    busy = np.full((t, n), 0.6)
+    busy[:, 8:12] = 0.75
+    res = score_features(features(busy, np.ones((t, n)), np.zeros((t, n)), nodes=2), 0.0, PERIOD)["j"]
+    assert not res.stragglers.flagged.any()
+    found = res.imbalance
+    assert [(r["node"], r["gpu"]) for r in found["ranks"]] == [("node01", g) for g in "0123"]
+    assert all(r["ratio"] == pytest.approx(1.25, rel=1e-3) for r in found["ranks"])
+    assert found["basis"] == found["cost_basis"] == "compute_activity"     # no step times exported here
+    assert found["lost_share"] == pytest.approx(0.75 * 0.2, rel=1e-3)
+    counters = LossCounters()
+    counters.add(res, PERIOD)
+    want = 0.75 * 0.2 * n * PERIOD * (t - 1)     # every sample but the first, which closes an earlier interval
+    assert counters.imbalance == pytest.approx(want, rel=1e-3)
+    view = job_view(res, counters)
+    assert [(r.node, r.gpu, r.ratio) for r in view.imbalance.ranks] == [("node01", g, 1.25) for g in "0123"]
+    samples = {(s.metric.name, s.labels): s.value for s in job_samples(view, counters)}
+    assert samples[("lockstep_job_imbalance_lost_gpu_seconds_total", ("j",))] == pytest.approx(want, rel=1e-3)
+    assert samples[("lockstep_job_imbalance_ratio", ("j", "node01", "2"))] == 1.25

@@ -67,7 +67,7 @@ def analytics_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """What ``lockstep analytics serve`` would have exported at every sample of the run, from the
     same pure scorer it runs (``analytics.score.score_frame``), as series-frame rows: straggler
     score and flag per GPU, stalled per cause, cumulative lost GPU-seconds per cause, cumulative
-    allocated GPU-seconds, goodput."""
+    allocated GPU-seconds, goodput, imbalance (GPU-seconds waited, each imbalanced GPU's ratio)."""
     rows = []
     for job, res in score_frame(frame).items():
         period = float(res.times[1] - res.times[0])
@@ -84,6 +84,10 @@ def analytics_frame(frame: pd.DataFrame) -> pd.DataFrame:
         allocated = period * len(res.columns) * np.arange(1, len(res.times) + 1)
         rows += [(t, A.JOB_GOODPUT.name, "", {}, v) for t, v in zip(res.times, 1 - total / allocated)]
         rows += [(t, A.JOB_ALLOCATED_GPU_SECONDS.name, "", {}, v) for t, v in zip(res.times, allocated)]
+        rows += [(t, A.JOB_IMBALANCE_LOST_GPU_SECONDS.name, "", {}, v)
+                 for t, v in zip(res.times, np.cumsum(res.imbalance_lost))]
+        rows += [(t, A.JOB_IMBALANCE_RATIO.name, r["node"], {"gpu": r["gpu"]}, r["ratio"])
+                 for r in res.imbalance["ranks"] for t in res.times]
     out = pd.DataFrame([{"timestamp": t, "metric": m, "node": n, "job_id": job, **labels, "value": v}
                         for t, m, n, labels, v in rows])
     return out

@@ -47,7 +47,7 @@ def csv(out: Path, name: str) -> pd.DataFrame:
 def test_every_section_of_the_report_has_data(history):
     _, month, _, out = history
     tables = {p.name: pd.read_csv(p) for p in out.glob("*.csv") if p.read_text().strip()}
-    assert len(tables) == 8 and all(not t.empty for t in tables.values()), sorted(tables)
+    assert len(tables) == 9 and all(not t.empty for t in tables.values()), sorted(tables)
     jobs = csv(out, "gpu_hours_by_job.csv")
     assert sorted(jobs["job_id"]) == sorted(j.job_id for j in JOBS)
     assert set(csv(out, "gpu_hours_by_team.csv")["team"]) == {j.user for j in JOBS}
@@ -58,6 +58,10 @@ def test_every_section_of_the_report_has_data(history):
     assert faults.loc[("node07", "mlx5_4 port 1", "link flap"), "events"] == 5
     assert faults.loc[("node05", "gpu 3", "throttling (h)"), "events"] > 0
     assert csv(out, "checkpoint_cost.csv")["checkpoints"].sum() > 0
+    # carol's job has a heavier pipeline stage: node07's eight GPUs at 0.85 of the others' speed
+    imbalance = csv(out, "imbalance_by_job.csv").set_index("job_id")
+    assert list(imbalance.index) == ["3122"] and imbalance.loc["3122", "waited_gpu_h"] > 0
+    assert (imbalance.loc["3122", "slow_gpus"], imbalance.loc["3122", "slowest_ratio"]) == (8, pytest.approx(1 / 0.85))
     assert month.start >= pd.Timestamp("2026-10-18T00:00Z").timestamp() and month.end == END - STEP_S
 
 

@@ -63,6 +63,18 @@ def test_gpu_hours_per_job_and_cause(report):
     assert clusters["allocated_gpu_h"].tolist() == pytest.approx([2976.0 + 480.0], rel=1e-3)
 
 
+def test_imbalance_per_job_apart_from_the_lost_hours(report):
+    out, _ = report
+    imb = csv(out, "imbalance_by_job.csv").set_index("job_id")
+    assert list(imb.index) == ["100"]          # job 200 has none
+    waited = month.EXPECTED["imbalance_h"]["100"]
+    assert imb.loc["100", "waited_gpu_h"] == pytest.approx(waited, rel=1e-3)
+    assert imb.loc["100", "share_of_allocated"] == pytest.approx(waited / month.EXPECTED["allocated"]["100"], rel=1e-3)
+    assert (imb.loc["100", "slow_gpus"], imb.loc["100", "slowest_ratio"]) == (1, pytest.approx(1.12))
+    assert "imbalance_gpu_h" not in csv(out, "gpu_hours_by_job.csv").columns   # not a loss cause
+    assert "href='imbalance_by_job.csv'" in (out / "report-2026-10.html").read_text()
+
+
 def test_rack_energy_peak_and_headroom(report):
     out, _ = report
     racks = csv(out, "rack_energy.csv").set_index("rack")

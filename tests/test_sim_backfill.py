@@ -1,8 +1,8 @@
 """``lockstep sim backfill`` into a real Prometheus: the blocks hold exactly the simulator's series.
 
-Every series the analytics read, asked of Prometheus through the service's own client and decoder
-(``source_prom.query_range``), is the very frame the simulator computes in process, sample for sample,
-though promtool got it in several files.
+The service's own query path (``source_prom.query_range`` and its decoder) reads back from Prometheus
+the very frame the simulator computes in process, sample for sample, though promtool got it in several
+files.
 """
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analytics import source_prom
+from analytics import promql, source_prom
 from analytics.frame import INPUT_METRICS
+from exporters.catalog import CATALOG
 from lockstep.stack import Stack, http_get, query, start_prometheus
 from simulator.scenario import load_scenario
 from simulator.series import series_frame
@@ -58,16 +59,19 @@ def expected_frame() -> pd.DataFrame:
 
 
 async def _fetch(url: str, window: source_prom.Window) -> pd.DataFrame:
-    """Each input metric's raw series on the window's grid, as rows: labels, timestamp, value."""
-    frames = []
+    """Every input metric's own series over ``window``, as the service reads answers (``query_range`` on
+    its grid, decoded by ``analytics.decode``), as a long frame with the catalog's labels."""
     async with aiohttp.ClientSession() as session:
-        for name in sorted(INPUT_METRICS):
-            block = await source_prom.query_range(session, url, name, window, 30.0)
-            rows = pd.DataFrame(block.labels).rename(columns={"__name__": "metric"}).iloc[block.series]
-            frames.append(rows.reset_index(drop=True).assign(timestamp=window.start + block.rows * window.step,
-                                                             value=block.values))
-    read = pd.concat(frames, ignore_index=True)
-    return read.fillna({c: "" for c in read.columns if c not in ("timestamp", "value")})   # a label absent is ""
+        parts = [_long(m, await source_prom.query_range(session, url, promql.selector(m), window, 30.0), window)
+                 for m in INPUT_METRICS]
+    return pd.concat(parts, ignore_index=True).fillna("")
+
+
+def _long(metric: str, block, window: source_prom.Window) -> pd.DataFrame:
+    part = pd.DataFrame({"timestamp": window.times()[block.rows], "value": block.values, "metric": metric})
+    for label in ("node", *CATALOG[metric].labels):
+        part[label] = np.asarray([s.get(label, "") for s in block.labels], dtype=object)[block.series]
+    return part
 
 
 def _canonical(frame: pd.DataFrame) -> pd.DataFrame:
@@ -89,13 +93,18 @@ def test_the_service_reads_back_the_simulators_own_samples(prometheus):
     assert len(direct) > 0 and (both["_merge"] == "both").all()
     np.testing.assert_array_equal(both["value_read"], both["value"])
     # Rows only Prometheus has: a series gone from the simulator (the GPU lost to XID 79 stops
-    # reporting) is still answered for Prometheus' 5-minute lookback, with its last value.
+    # reporting) or a scrape the noise missed (blocks carry no staleness markers) is still answered
+    # for Prometheus' 5-minute lookback, with the series' sample before it.
     extra = read.merge(direct[keys], how="left", on=keys, indicator=True)
-    extra = extra[extra["_merge"] == "left_only"]
+    extra = extra[extra["_merge"] == "left_only"].drop(columns="_merge")
     series = [c for c in keys if c != "timestamp"]
-    last = direct.groupby(series, observed=True).agg(last_t=("timestamp", "max"), last_v=("value", "last")).reset_index()
-    extra = extra.merge(last, on=series)
-    assert ((extra["timestamp"] - extra["last_t"] <= 300) & (extra["value"] == extra["last_v"])).all()
+    near = direct.sort_values("timestamp").assign(near_t=lambda d: d["timestamp"]).rename(columns={"value": "near_v"})
+    extra = extra.merge(direct[series].drop_duplicates(), on=series).sort_values("timestamp")  # series compared
+    before = pd.merge_asof(extra, near, on="timestamp", by=series, allow_exact_matches=False)
+    assert ((before["timestamp"] - before["near_t"] <= 300) & (before["value"] == before["near_v"])).all()
+    # The noise's missed scrapes are gaps the backfill left as the series frame did (a sample follows).
+    after = pd.merge_asof(extra, near, on="timestamp", by=series, allow_exact_matches=False, direction="forward")
+    assert after["near_t"].notna().any()
 
 
 def test_only_the_chosen_metrics_and_several_promtool_runs(prometheus):

@@ -12,17 +12,15 @@ import pytest
 from exporters.catalog import fabric, gpu as gpu_metrics, storage
 from simulator.live import TreeSink
 from simulator.model import Model
-from simulator.scenario import load_scenario
 from simulator.series import series_frame
-
-SCENARIOS = Path(__file__).resolve().parents[1] / "simulator" / "scenarios"
+from sim_scenarios import exact
 PERIOD = 5.0
 
 
 def ticks(name: str, root: Path, only: tuple[float, ...] | None = None):
     """Write the scenario's trees under ``root`` tick by tick (or only at the ``only`` times, as a
     slow reader would see them); yields simulated time t after each write."""
-    scenario = load_scenario(SCENARIOS / f"{name}.yaml")
+    scenario = exact(name)
     model = Model(scenario)
     sink = TreeSink(model.topo, root, scenario.job.job_id)
     for state in model.states(scenario.ticks):
@@ -197,7 +195,7 @@ def test_xid_79_marks_the_gpu_lost(tmp_path: Path) -> None:
 
 
 def test_live_files_hold_the_series_numbers_at_the_same_tick(tmp_path: Path) -> None:
-    frame = series_frame(load_scenario(SCENARIOS / "pause-storm.yaml"))
+    frame = series_frame(exact("pause-storm"))
     start = frame["timestamp"].min()
     picked = {}
     for t in ticks("pause-storm", tmp_path, (0.0, 120.0, 300.0)):
@@ -234,7 +232,7 @@ def test_a_reader_holding_a_counter_open_sees_new_values(tmp_path: Path) -> None
 def test_job_nodes_get_the_slurm_gpu_job_mapping_read_by_the_jobs_collector(tmp_path):
     from exporters.collectors.jobs import JobsCollector, SlurmSource
 
-    scenario = load_scenario(SCENARIOS / "thermal-straggler.yaml")
+    scenario = exact("thermal-straggler")
     next(ticks("thermal-straggler", tmp_path))
     job_nodes, node_names = set(scenario.job.nodes), sorted(p.name for p in tmp_path.iterdir())
     for node in node_names:

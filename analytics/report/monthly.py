@@ -94,6 +94,11 @@ def build_sections(frames: dict[str, pd.DataFrame], config: ReportConfig, start:
                      "gpu_hours_by_cluster.csv"),
         html.Section("GPU-hours per job", "Lost hours by cause, from lockstep analytics.", jobs,
                      "gpu_hours_by_job.csv", plots.gpu_hours_plot(jobs)),
+        html.Section("Imbalance", "GPU-hours spent waiting for GPUs that ran slower than their job's median "
+                     "since they started (a heavier pipeline stage, skewed data, hardware slow before the job): "
+                     "not counted as lost above, and no straggler.",
+                     tables.imbalance(jobs, frames["imbalance"], frames["imbalance_ratio"], frames["imbalance_gpus"],
+                                      born), "imbalance_by_job.csv"),
         html.Section("GPU-hours per team", "Teams from --teams, else the job's Slurm user.", teams, "gpu_hours_by_team.csv"),
         html.Section("Energy and peak power per rack", "Lowest headroom first.", racks, "rack_energy.csv",
                      plots.rack_power_plot(racks)),

@@ -66,6 +66,9 @@ def monthly_queries(steps: Steps) -> tuple[RangeQuery, ...]:
     return (
         RangeQuery("allocated", f"count by (cluster, job_id, user) ({present(G.JOB_INFO.name, c)})", c),
         RangeQuery("lost", A.JOB_LOST_GPU_SECONDS.name, c),
+        RangeQuery("imbalance", A.JOB_IMBALANCE_LOST_GPU_SECONDS.name, c),
+        RangeQuery("imbalance_ratio", f"max by (cluster, job_id) ({A.JOB_IMBALANCE_RATIO.name})", c),
+        RangeQuery("imbalance_gpus", f"count by (cluster, job_id) ({A.JOB_IMBALANCE_RATIO.name} > 1)", c),
         RangeQuery("energy", P.PDU_ENERGY.name, c),
         # the peak of the rack's summed PDUs, seen at the fine resolution (a breaker trips on the sum)
         RangeQuery("rack_peak", f"max_over_time(sum by (cluster, rack) ({P.PDU_POWER.name})[{window(c)}:{int(f)}s])",

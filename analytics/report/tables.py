@@ -138,3 +138,24 @@ def _daily_increases(energy: pd.DataFrame) -> pd.DataFrame:
     long = point_increases(energy)
     long["day"] = pd.to_datetime(long["since"], unit="s", utc=True).dt.strftime("%Y-%m-%d")
     return long
+
+
+def imbalance(jobs: pd.DataFrame, waited: pd.DataFrame, ratio: pd.DataFrame, gpus: pd.DataFrame,
+              start: float | None = None) -> pd.DataFrame:
+    """Per job with imbalance: GPU-hours its ranks spent waiting for GPUs slower than the job median
+    since they started, that as a share of the job's allocation, how many GPUs ran slow at most, and
+    the slowest one's ratio to the median; most hours first. Imbalance is apart from the lost
+    GPU-hours by cause (no straggler: nothing became slower)."""
+    cols = ["cluster", "job_id", "team", "waited_gpu_h", "share_of_allocated", "slow_gpus", "slowest_ratio"]
+    if waited.empty or jobs.empty:
+        return pd.DataFrame(columns=cols)
+    table = counter_increase(waited, ["cluster", "job_id"], start).rename(columns={"increase": "waited_gpu_h"})
+    table["waited_gpu_h"] /= 3600.0
+    table = table.merge(jobs[["cluster", "job_id", "team", "allocated_gpu_h"]], how="left", on=["cluster", "job_id"])
+    table["share_of_allocated"] = table["waited_gpu_h"] / table.pop("allocated_gpu_h").where(lambda a: a > 0)
+    for frame, name in ((gpus, "slow_gpus"), (ratio, "slowest_ratio")):
+        peak = frame.groupby(["cluster", "job_id"], as_index=False)["value"].max() if not frame.empty else \
+            pd.DataFrame(columns=["cluster", "job_id", "value"])
+        table = table.merge(peak.rename(columns={"value": name}), how="left", on=["cluster", "job_id"])
+    table = table[table["waited_gpu_h"] > 0]
+    return table[cols].sort_values("waited_gpu_h", ascending=False).reset_index(drop=True)

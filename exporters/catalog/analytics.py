@@ -5,8 +5,9 @@ from exporters.catalog.model import counter, gauge
 
 STRAGGLER_SCORE = gauge(
     "lockstep_straggler_score",
-    "Performance of each GPU (or node, with gpu=\"\") relative to the best ranks of its job: 1 keeps up, "
-    "0.7 is a 0.7x straggler every rank waits for (lockstep_straggler_flagged says when it is flagged).",
+    "Performance of each GPU (or node, with gpu=\"\") against its own usual pace among its job's peers: 1 keeps "
+    "its pace, 0.7 has become a 0.7x straggler every rank waits for (lockstep_straggler_flagged says when it is "
+    "flagged; a difference since the job started is imbalance, not a lower score).",
     ("job_id", "node", "gpu"))
 JOB_STALLED = gauge("lockstep_job_stalled",
                     f"1 while the job is stalled, with the cause: {', '.join(STALL_CAUSES)}.", ("job_id", "cause"))
@@ -43,6 +44,20 @@ ANALYTICS_REFRESH_DURATION = gauge("lockstep_analytics_refresh_duration_seconds"
 ANALYTICS_JOBS = gauge("lockstep_analytics_jobs", "Jobs scored by this replica (its shard of the running jobs).")
 ANALYTICS_REJECTED_JOB_IDS = gauge("lockstep_analytics_rejected_job_ids",
                                    "Job ids seen on lockstep_gpu_job_info that failed validation and were not queried.")
+
+# Added with issue 12: imbalance, a difference some ranks have had since the job started (a heavier
+# pipeline stage, skewed data, hardware slow before the job), reported apart from stragglers.
+JOB_IMBALANCE_LOST_GPU_SECONDS = counter(
+    "lockstep_job_imbalance_lost_gpu_seconds_total",
+    "GPU-seconds the job's ranks spent waiting for ranks that have run slower than the job median since they "
+    "started (imbalance; counted while the job runs with no straggler or stall setting its pace).",
+    ("job_id",), "seconds")
+JOB_IMBALANCE_RATIO = gauge(
+    "lockstep_job_imbalance_ratio",
+    "Usual pace of each GPU that differs from its job's median since it started, as a ratio to the median "
+    "(1.1: 10% slower; 0.85: faster); only GPUs at least 5% off it.", ("job_id", "node", "gpu"), "ratio")
+
+METRICS += (JOB_IMBALANCE_LOST_GPU_SECONDS, JOB_IMBALANCE_RATIO)
 
 METRICS += (STRAGGLER_FLAGGED, JOB_ALLOCATED_GPU_SECONDS, JOB_ACCOUNTED_UNTIL, ANALYTICS_UP, ANALYTICS_STALE, ANALYTICS_LAST_SUCCESS,
             ANALYTICS_REFRESH_FAILURES, ANALYTICS_REFRESH_DURATION, ANALYTICS_JOBS, ANALYTICS_REJECTED_JOB_IDS)

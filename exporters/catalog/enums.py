@@ -19,6 +19,8 @@ CLOCK_EVENT_BITS: Mapping[str, int] = MappingProxyType({
 CLOCK_EVENT_REASONS = tuple(CLOCK_EVENT_BITS)
 # Nothing runs: the clocks drop by design (the node dashboard shows every reason but this one).
 IDLE_REASON = "gpu_idle"
+# The GPU holds its board power limit: on a busy H100 job most GPUs hold it most of the time.
+POWER_CAP_REASON = "sw_power_cap"
 # Reasons that cost clock speed on their own, held back by power or heat (throttled GPUs on the
 # dashboards, the straggler evidence, the monthly report). Idle, application clocks, sync boost and
 # the display clock do not.
