@@ -22,7 +22,7 @@ CATALOG = "exporters.catalog"
 # in exporters/ is the node agent or the power exporter, which no other package may reach into.
 PLUMBING = ("exporters.configfile", "exporters.listen", "exporters.logs", "exporters.webconfig", "exporters.web",
             "exporters.exposition", "exporters.sample", "exporters.httpmetrics", "exporters.helpformat",
-            "exporters.basicauth", "exporters.jsonload",
+            "exporters.basicauth", "exporters.jsonload", "exporters.timeparse",
             "exporters.version", "exporters.podresources")
 # What each layer may import besides itself: layers, or modules (a module and those below it).
 ALLOWED = {
