@@ -6,21 +6,24 @@ never name a series nothing emits; recorded series are named ``lockstep:<what>:<
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import yaml
 
 from exporters import catalog
 from exporters.catalog.enums import SEVERITIES
+from exporters.timeparse import duration_seconds
 
-_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 # Stands for the alert's effective ``for:`` in its description (a site may override it).
 FOR = "{for}"
 
 
 def check_duration(value: str) -> str | None:
-    return None if _DURATION.match(value) else f"must be a Prometheus duration like 30s, 5m, 1h; got {value!r}"
+    try:
+        duration_seconds(value)
+    except ValueError:
+        return f"must be a Prometheus duration like 30s, 5m, 1h; got {value!r}"
+    return None
 
 
 @dataclass(frozen=True)

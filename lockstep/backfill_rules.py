@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from exporters.exposition import escape_label_value
+from exporters.timeparse import duration_seconds
 from lockstep.backfill import BlockWriter
 from lockstep.stack import Stack, start_prometheus
 
@@ -56,7 +57,7 @@ def _rules_pass(rules: list[tuple[str, dict]], workdir: Path, start: float, end:
         prom = stack.add(start_prometheus({"global": {"scrape_interval": "15s"}, "scrape_configs": []}, workdir))
         with PromClient(prom.url) as client:
             for every, rule in rules:
-                query = RangeQuery(rule["record"], rule["expr"], seconds(every))
+                query = RangeQuery(rule["record"], rule["expr"], duration_seconds(every))
                 answers.append((rule, fetch(client, query, start, end, timeout=600)))
     names: dict[str, int] = {}
     samples = [_recorded(rule, frame, names) for rule, frame in answers if not frame.empty]
@@ -82,17 +83,6 @@ def _recorded(rule: dict, frame, names: dict[str, int]):
                       for row in first[labels].to_dict("records")])
     return pd.DataFrame({"series": index[ids], "value": frame["value"].to_numpy(dtype=float),
                          "timestamp": frame["timestamp"].to_numpy(dtype=float)})
-
-
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-
-
-def seconds(duration: str) -> float:
-    """A Prometheus duration (``30s``, ``1h30m``, ``500ms``) in seconds."""
-    parts = re.findall(r"(\d+)(ms|s|m|h|d|w|y)", duration)
-    if not parts or "".join(n + u for n, u in parts) != duration:
-        raise ValueError(f"not a Prometheus duration: {duration!r}")
-    return sum(int(n) * _UNITS[u] for n, u in parts)
 
 
 def _recorded_prefix(rule: dict, labels: Mapping[str, Any]) -> str:
