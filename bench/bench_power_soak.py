@@ -34,10 +34,11 @@ sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
 
 from bench_node_agent import rss_bytes  # noqa: E402
 from bench_power import KINDS, MOCKUPS, run_service, targets as all_targets  # noqa: E402
+from bench_soak import FLAT, flat  # noqa: E402
 from exporters.power.app import POLLER, AppOptions, create_app  # noqa: E402
 from exporters.power.config import PowerConfig  # noqa: E402
 
-FLAT, ROUNDS_PER_HOUR = 0.05, 240
+ROUNDS_PER_HOUR = 240
 FLAPPING = 10  # 5 % of 200
 BAD = ("500", "hang", "stall", "trickle")   # a flapping target's failure, one per cycle in turn
 CYCLE = 6                                   # windows per cycle: five answering, then one failing
@@ -115,12 +116,6 @@ def tally(results: dict, counts: dict, phase: int) -> None:
             counts["flapper_polls"] += 1
             counts["flapper_up"] += result.up
             counts["timeouts"] += bool(result.error and result.error.endswith(("timed out", "deadline exceeded")))
-
-
-def flat(values: list[float]) -> tuple[float, bool]:
-    median = statistics.median(values)
-    worst = max(abs(v - median) / median for v in values)
-    return worst, worst <= FLAT
 
 
 def report(args: argparse.Namespace, samples: list, counts: dict) -> bool:

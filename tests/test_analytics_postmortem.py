@@ -17,13 +17,13 @@ import pandas as pd
 import pytest
 
 from analytics import fetch, postmortem
-from analytics.config import Shard
 from analytics.evaluate import evaluate
 from analytics.inputs import INPUT_METRICS
 from analytics.prometheus import PrometheusSource
 from analytics.refresh import Refresher
 from lockstep import localcluster
 from lockstep.stack import Stack, start_prometheus
+from tests.test_analytics_refresh import Settings
 
 pytestmark = pytest.mark.integration
 SCENARIO = Path(__file__).parent / "fixtures/analytics/postmortem.yaml"
@@ -125,14 +125,6 @@ async def test_a_long_window_is_fetched_in_pieces_with_the_same_result(prometheu
     pieces = await postmortem.post_mortem(pm)
     assert max(asked) <= 2000 and len(asked) > 5 * 13
     assert pieces == whole
-
-
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    window_s: float
-    step_s: float = 5.0
-    shard: Shard = Shard(0, 1)
-    refetch_steps: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
