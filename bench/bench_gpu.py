@@ -9,6 +9,8 @@ same with gpus.json rewritten before every scrape (the simulator's live mode), a
 ``--nvml`` runs on a machine with an NVIDIA GPU instead: CPU per scrape through the real NVML and,
 with ``--capture FILE``, which fields the GPU/driver supports (a JSON record to commit as a fixture)
 and the same GPUs' ``nvidia-smi -q -x`` in FILE.xml (a capture for the replay backend, replayed once).
+The record also holds each NVML function's wall time per call and the NVML errors it returned, measured
+through a timing wrapper around pynvml over a few scrapes (what one scrape spends where).
 """
 from __future__ import annotations
 
@@ -20,7 +22,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter, defaultdict
 from pathlib import Path
+
+import pynvml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -75,10 +80,65 @@ def client_python_peer(samples: list) -> callable:
     return lambda: generate_latest(registry)
 
 
+class TimedNvml:
+    """pynvml with every ``nvml*`` function timed (wall seconds per call) and its NVML errors counted."""
+
+    def __init__(self, module) -> None:
+        self._module = module
+        self.seconds: dict[str, list[float]] = defaultdict(list)
+        self.errors: dict[str, Counter] = defaultdict(Counter)
+
+    def __getattr__(self, name: str):
+        value = getattr(self._module, name)
+        if not (name.startswith("nvml") and callable(value)) or isinstance(value, type):
+            return value
+
+        def timed(*args):
+            start = time.perf_counter()
+            try:
+                return value(*args)
+            except pynvml.NVMLError as exc:
+                self.errors[name][str(exc)] += 1
+                raise
+            finally:
+                self.seconds[name].append(time.perf_counter() - start)
+        return timed
+
+    def table(self) -> dict[str, dict]:
+        """Per function: calls, median and max microseconds per call, errors by message."""
+        return {name: {"calls": len(times), "median_us": round(statistics.median(times) * 1e6, 1),
+                       "max_us": round(max(times) * 1e6, 1), "errors": dict(self.errors.get(name, {}))}
+                for name, times in sorted(self.seconds.items())}
+
+
+def per_call_costs(scrapes: int = 5) -> dict[str, dict]:
+    """What NVML costs per function over ``scrapes`` scrapes of a fresh collector (its first scrape
+    opens the handles and reads the static facts, the rest are steady-state)."""
+    timed = TimedNvml(pynvml)
+    collector = GpuCollector(timed, None, GpuOptions("nvml", hostname=os.uname().nodename), watch_xid=True)
+    for _ in range(scrapes):
+        collector.collect()
+    collector.close()
+    return timed.table()
+
+
+def field_costs(handle, repeats: int = 20) -> dict[str, dict]:
+    """Each field of the collector's one ``nvmlDeviceGetFieldValues`` batch asked alone: median wall µs
+    per call and the NVML return code (0 = answered), to see which fields the batch's time goes to."""
+    from exporters.gpu.read import FIELDS
+    costs = {}
+    for key, field in FIELDS.items():
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            value = pynvml.nvmlDeviceGetFieldValues(handle, [field])[0]
+            times.append(time.perf_counter() - start)
+        costs[key] = {"median_us": round(statistics.median(times) * 1e6, 1), "nvml_return": value.nvmlReturn}
+    return costs
+
+
 def real_nvml(capture: Path | None) -> int:
     """Scrape cost and supported fields on this machine's GPUs through pynvml."""
-    import pynvml
-
     from exporters.gpu.read import read_snapshot
     options = GpuOptions("nvml", hostname=os.uname().nodename)
     collector = GpuCollector(pynvml, None, options, watch_xid=True)
@@ -95,12 +155,20 @@ def real_nvml(capture: Path | None) -> int:
              for i in sorted(collector._static)]
     record = {"driver": collector._driver, "gpus": len(collector._handles), "samples_per_scrape": len(samples),
               "cpu_ms_per_scrape": round(per_scrape * 1e3, 3), "wall_ms_per_scrape": round(wall * 1e3, 3),
-              "snapshots": [dataclasses.asdict(snap) for snap in snaps]}
-    unsupported = sorted({f for snap in record["snapshots"] for f, v in snap.items() if v is None})
+              "snapshots": [dataclasses.asdict(snap) for snap in snaps],
+              "field_costs_gpu0": field_costs(collector._handles[0])}
     collector.close()
+    record["nvml_calls"] = per_call_costs()
+    unsupported = sorted({f for snap in record["snapshots"] for f, v in snap.items() if v is None})
     print(f"NVML driver {record['driver']}, {record['gpus']} GPUs, {len(samples)} samples per scrape")
     print(f"CPU per scrape {record['cpu_ms_per_scrape']} ms, wall {record['wall_ms_per_scrape']} ms")
     print(f"fields absent (NotSupported / older driver): {', '.join(unsupported) or 'none'}")
+    print("NVML function                                 calls  median us   max us  errors")
+    for name, row in record["nvml_calls"].items():
+        print(f"{name:<45} {row['calls']:>5} {row['median_us']:>10} {row['max_us']:>8}  {row['errors'] or ''}")
+    print("nvmlDeviceGetFieldValues, one field at a time on GPU 0 (median us, NVML return):")
+    print(", ".join(f"{key} {row['median_us']} ({row['nvml_return']})"
+                    for key, row in record["field_costs_gpu0"].items()))
     if capture is not None:
         capture.write_text(json.dumps(record, indent=1, default=str) + "\n")
         save_smi_capture(capture.with_suffix(".xml"))

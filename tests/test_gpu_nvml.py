@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import logging
 import sys
 import time
@@ -18,6 +19,7 @@ from exporters.exposition import Encoder, render_text
 from exporters.gpu import xid as xid_module
 from exporters.gpu.backend import GpuOptions
 from exporters.gpu.collector import GpuCollector
+from exporters.gpu.read import read_snapshot
 from exporters.gpu.samples import identity_samples, snapshot_samples
 from exporters.gpu.snapshot import GpuSnapshot, GpuStatic
 
@@ -247,3 +249,33 @@ def test_reused_series_follow_the_clock_mask_and_the_static_facts():
     assert reopened[("lockstep_gpu_p2p_status", ("1",))] == blocked
     assert [s.value for s in identity_samples(static, "550.90.07", up=True)] == [1.0, 1.0]
     assert [s.value for s in identity_samples(static, "550.90.07", up=False)] == [1.0, 0.0]
+
+
+class _Calls:
+    """An NVML module that records which functions were called."""
+
+    def __init__(self, nvml) -> None:
+        self._nvml, self.names = nvml, set()
+
+    def __getattr__(self, name: str):
+        if name.startswith("nvml"):
+            self.names.add(name)
+        return getattr(self._nvml, name)
+
+
+def test_fake_h100_takes_the_paths_a_real_hopper_driver_took():
+    """Checked against a real driver: bench/gpu_capture.sh recorded on an H200 (driver 580) which NVML
+    functions one collector run called and which fields came back absent (nvml-busy.json). The fake's
+    H100 must lead the collector down the same calls (the XID watcher's apart: watch_xid is off here)
+    and refuse the same fields: Hopper retires no pages, it remaps rows."""
+    record = json.loads((Path(__file__).parent / "fixtures/gpu/nvml-h200/nvml-busy.json").read_text())
+    xid_watcher = ("nvmlEvent", "nvmlDeviceRegisterEvents")
+    real_calls = {name for name in record["nvml_calls"] if not name.startswith(xid_watcher)}
+    calls = _Calls(fake.FakeNvml([h100(0)]))
+    collector = GpuCollector(calls, None, GpuOptions("nvml", hostname="node00"), watch_xid=False)
+    collector.collect()
+    snapshot = dataclasses.asdict(read_snapshot(calls, collector._static[0], collector._handles[0]))
+    collector.close()
+    assert calls.names == real_calls
+    real_absent = {field for field, value in record["snapshots"][0].items() if value is None}
+    assert {field for field, value in snapshot.items() if value is None} == real_absent

@@ -105,3 +105,33 @@ def test_refusals_raise_pynvml_error_classes():
     with pytest.raises(pynvml.NVMLError_FunctionNotFound):
         nvml.nvmlDeviceGetMemoryInfo(handle, pynvml.nvmlMemory_v2)
     assert nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle) == 0x1   # gpu_idle Active
+
+
+H200 = Path(__file__).parent / "fixtures/gpu/nvml-h200"
+# What `nvidia-smi -q` cannot give the replay: it prints no energy counter, and the replay runs no XID watcher.
+NOT_IN_A_CAPTURE = {'lockstep_gpu_energy_joules_total{gpu="0"}', 'lockstep_gpu_health{gpu="0",check="xid"}'}
+# Readings that move between two looks at a loaded GPU (the capture was taken seconds after the scrape).
+MOVING = ("lockstep_gpu_power_watts{", "lockstep_gpu_sm_clock_hertz{", "lockstep_gpu_utilization_ratio{")
+
+
+def gpu_series(text: str) -> dict[str, float]:
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line.startswith(("lockstep_gpu_", "lockstep_node_gpus_visible"))}
+
+
+@pytest.mark.parametrize("state", ["idle", "busy"])
+def test_replay_serves_what_the_real_driver_served_for_the_same_gpu(state):
+    """bench/gpu_capture.sh scraped a real H200 through NVML with the node agent (agent-STATE.prom) and
+    saved `nvidia-smi -q -x` of the same GPU seconds apart, idle and under a matmul load: replaying the
+    capture gives the same series, bar the two a capture cannot hold, and the same values, bar readings
+    that move between the two looks and memory that nvidia-smi prints in whole MiB."""
+    replayed = gpu_series(render(replay(CAPTURES[0].parent / f"h200-{state}-v13.xml")))
+    real = gpu_series((H200 / f"agent-{state}.prom").read_text())
+    assert set(real) - set(replayed) == NOT_IN_A_CAPTURE
+    assert set(replayed) <= set(real)
+    for series, value in replayed.items():
+        if series.startswith(MOVING):
+            continue
+        tolerance = 2 ** 20 if series.startswith("lockstep_gpu_memory_") and "_bytes{" in series else 0
+        assert abs(value - real[series]) <= tolerance, f"{series}: replay {value}, real NVML {real[series]}"
+    assert real['lockstep_gpu_clock_event_active{gpu="0",reason="sw_power_cap"}'] == (state == "busy")
