@@ -154,7 +154,7 @@ class Refresher:
         for job_id, res in scored.items():
             self._remember_baseline(job_id, res)
             counters = state.losses.setdefault(job_id, LossCounters())
-            if not counters.behind(window.start, step):   # else the gap before it is caught up first
+            if not counters.behind(window.start):   # else the gap before it is caught up first
                 counters.add(res, step)
             views[job_id] = job_view(res, counters)
         return views
@@ -177,7 +177,7 @@ class Refresher:
             self.state.windows.pop(gone, None)
 
     async def _catch_up(self, jobs: list[str], window: Window) -> None:
-        """Account the time between a job's last counted sample and ``window`` (the source was unreachable
+        """Account the time between a job's last counted sample and ``window``'s first (the source was unreachable
         for longer than a window): one window-sized chunk per job and refresh, oldest first, so a long gap
         costs extra refreshes, never one huge query; the job's counters skip the current window until the
         gap is closed. A chunk without data (Prometheus itself was down) is passed over: no data, no
@@ -185,12 +185,13 @@ class Refresher:
         step = self.settings.step_s
         for job_id in jobs:
             counters = self.state.losses.get(job_id)
-            if counters is None or not counters.behind(window.start, step):
+            if counters is None or not counters.behind(window.start):
                 continue
-            # From the last counted sample: counters become rates over the step before each sample, so the
-            # first sample of any window is context only (never new to the counters).
+            # From the last counted sample to the current window's first: counters become rates over the
+            # step before each sample, so the first sample of any window is context only (never new to the
+            # counters), and the chunk before it counts it.
             first = counters.accounted_until
-            chunk = Window(first, min(first + self.settings.window_s - step, window.start - step), step)
+            chunk = Window(first, min(first + self.settings.window_s - step, window.start), step)
             try:
                 held = await fetch_window(self.source, job_id, chunk)
             except PrometheusError as exc:

@@ -43,9 +43,11 @@ class LossCounters:
         self.imbalance += float(res.imbalance_lost[new].sum())
         self.accounted_until = float(res.times[new][-1])
 
-    def behind(self, window_start: float, period: float) -> bool:
-        """Counted before, but not up to the sample before ``window_start``: a gap to catch up first."""
-        return float("-inf") < self.accounted_until < window_start - period
+    def behind(self, window_start: float) -> bool:
+        """Counted before, but not up to ``window_start``: a gap to catch up first. A window's first sample
+        is context only (its counters' rates need the sample before), so a window counts from its second
+        sample on and its first must already be counted, by an earlier window that held the one before."""
+        return float("-inf") < self.accounted_until < window_start
 
     def goodput(self) -> float | None:
         return 1.0 - sum(self.lost.values()) / self.allocated if self.allocated else None

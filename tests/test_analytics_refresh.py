@@ -179,10 +179,11 @@ async def test_every_job_failing_fails_the_refresh_and_keeps_the_results_marked_
 
 async def test_a_gap_is_caught_up_one_window_per_refresh_oldest_first(run):
     """A refresh at 120 s, the next at 600 s with a 125 s window: the 360 s between are fetched in
-    window-sized chunks from the last counted sample (120 s) up to the sample before the current
-    window (475 s), one per refresh; the current window is counted once the gap is closed. The held
-    window of 0-120 s does not reach the new one: that is fetched whole once, then only its last step
-    (600 s, a scrape that may have come late) again."""
+    window-sized chunks from the last counted sample (120 s) up to the current window's first sample
+    (480 s), one per refresh; the current window is counted once the gap is closed, from its second
+    sample (its first is context only, the last chunk counted it). The held window of 0-120 s does
+    not reach the new one: that is fetched whole once, then only its last step (600 s, a scrape that
+    may have come late) again. The account ends exactly as refreshes every 30 s without a gap leave it."""
     source = FakeSource(_jobs(run, "7300"))
     refresher = Refresher(source, Settings(window_s=125))
     await refresher.refresh(run.start + 120)
@@ -190,8 +191,12 @@ async def test_a_gap_is_caught_up_one_window_per_refresh_oldest_first(run):
     for _ in range(4):
         await refresher.refresh(_end(run))
     assert [(s - run.start, e - run.start) for _, s, e in source.fetched] == [
-        (0, 120), (120, 240), (480, 600), (240, 360), (600, 600), (360, 475), (600, 600), (600, 600)]
+        (0, 120), (120, 240), (480, 600), (240, 360), (600, 600), (360, 480), (600, 600), (600, 600)]
     counters, truth = refresher.state.losses["7300"], run.truth["loss"]
+    steady = Refresher(FakeSource(_jobs(run, "7300")), Settings(window_s=125))
+    for at in range(120, 601, 30):
+        await steady.refresh(run.start + at)
+    assert counters == steady.state.losses["7300"]
     assert counters.accounted_until == _end(run)
     assert counters.allocated == truth["allocated_gpu_seconds"] == 600 * GPUS
     for cause, want in truth["lost_gpu_seconds"].items():
@@ -211,7 +216,7 @@ async def test_a_catch_up_chunk_that_fails_is_retried_and_one_without_data_is_pa
         await refresher.refresh(_end(run))
     # the refused refresh held nothing new: the retry fetches the current window whole again
     assert [(s - run.start, e - run.start) for _, s, e in source.fetched][1:] == [
-        (120, 240), (480, 600), (120, 240), (480, 600), (240, 360), (600, 600), (360, 475), (600, 600)]
+        (120, 240), (480, 600), (120, 240), (480, 600), (240, 360), (600, 600), (360, 480), (600, 600)]
     counters = refresher.state.losses["7300"]
     assert counters.accounted_until == _end(run)
     missing = len(range(125, 360, 5))   # samples Prometheus never took: their seconds are not accounted
