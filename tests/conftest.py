@@ -68,3 +68,16 @@ def refused_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         yield sock.getsockname()[1]
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored():
+    """A command run in-process (``lockstep.cli.main``) sets up logging as a process would: it replaces
+    the root logger's handlers with one on the stderr of the moment, which in a test is pytest's capture,
+    closed when the test ends. Put back what was there so the next test's log lines go to pytest."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:], root.level = handlers, level
