@@ -8,7 +8,8 @@ Options, one shape for every collector: a frozen ``<Name>Options`` dataclass who
 ``add_flags(group)`` declares the collector's ``--<name>.*`` flags (passed to ``register``) and whose
 classmethod ``from_config(config)`` builds it from the ``ExporterConfig`` (paths and flags), raising
 ``ValueError`` that names the flag for a bad value (the agent then exits 2 at start). The factory
-is ``Collector(<Name>Options.from_config(config))``, plus whatever hardware backend it opens.
+is ``Collector(<Name>Options.from_config(config))``, plus whatever hardware backend it opens. Flags
+are declared with ``add_flag`` and read with ``config.flag(name, default)``.
 """
 from __future__ import annotations
 
@@ -17,12 +18,19 @@ import importlib
 import pkgutil
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, runtime_checkable
 
 from exporters.sample import Sample
 
 if TYPE_CHECKING:
     from exporters.config import ExporterConfig
+
+
+def add_flag(group: argparse._ArgumentGroup, name: str, **kwargs: Any) -> None:
+    """Declare a collector's flag ``--<name>`` (``name`` dotted: ``pfc.source``), read back with
+    ``ExporterConfig.flag(name, default)``. It defaults to None so that a flag not given stays apart
+    from any value: the collector applies its default, and ``--sim.node-root`` fills only those."""
+    group.add_argument(f"--{name}", dest=name, default=None, **kwargs)
 
 
 class NoData(Exception):

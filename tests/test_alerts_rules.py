@@ -169,17 +169,16 @@ def test_cli_build_writes_both_files_and_rejects_a_bad_config(tmp_path: Path, ca
     assert f"{bad}:1: thresholds: must be dict" in capsys.readouterr().err
 
 
-def _promtool_case(tmp_path: Path, name: str, body: str) -> subprocess.CompletedProcess:
+def _assert_promtool_passes(tmp_path: Path, name: str, case: str) -> None:
+    """``case``: the input series and alert tests of one promtool unit test run every minute."""
     workdir = _unit_test_dir(tmp_path, config.load(PROMTOOL_CONFIG))
-    (workdir / name).write_text(body)
-    return _promtool("test", "rules", name, cwd=workdir)
+    (workdir / name).write_text("rule_files: [lockstep-rules.yml]\nevaluation_interval: 1m\n"
+                                "tests:\n  - interval: 1m\n" + case)
+    result = _promtool("test", "rules", name, cwd=workdir)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 XID_FIRST_EVENT = """\
-rule_files: [lockstep-rules.yml]
-evaluation_interval: 1m
-tests:
-  - interval: 1m
     input_series:
       # The agent's XidWatcher creates a (gpu, xid) series only on its first event, already at 1:
       # no 0 sample precedes it, so increase() alone sees nothing.
@@ -204,15 +203,10 @@ tests:
 
 
 def test_first_xid_of_a_gpu_pages_although_its_series_starts_at_one(tmp_path: Path) -> None:
-    result = _promtool_case(tmp_path, "xid_first_test.yml", XID_FIRST_EVENT)
-    assert result.returncode == 0, result.stdout + result.stderr
+    _assert_promtool_passes(tmp_path, "xid_first_test.yml", XID_FIRST_EVENT)
 
 
 NODE_TARGETS_GONE = """\
-rule_files: [lockstep-rules.yml]
-evaluation_interval: 1m
-tests:
-  - interval: 1m
     input_series:
       # Service discovery lost every node agent at 5m (DaemonSet deleted, selector typo): `up` is not 0,
       # it is gone, and every hardware alert goes silent with it.
@@ -236,5 +230,4 @@ tests:
 
 
 def test_exporter_down_fires_when_every_node_agent_target_disappears(tmp_path: Path) -> None:
-    result = _promtool_case(tmp_path, "targets_gone_test.yml", NODE_TARGETS_GONE)
-    assert result.returncode == 0, result.stdout + result.stderr
+    _assert_promtool_passes(tmp_path, "targets_gone_test.yml", NODE_TARGETS_GONE)

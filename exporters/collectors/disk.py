@@ -12,7 +12,7 @@ from typing import Iterable
 from exporters.catalog import storage as m
 from exporters.config import ExporterConfig, regex_flag
 from exporters.logs import once
-from exporters.registry import register
+from exporters.registry import add_flag, register
 from exporters.sample import Sample
 from exporters.storage.diskstats import DEFAULT_INCLUDE, parse_diskstats
 from exporters.readfile import read_text
@@ -27,9 +27,9 @@ class DiskOptions:
 
     @staticmethod
     def add_flags(group: argparse._ArgumentGroup) -> None:
-        group.add_argument("--disk.device-include", dest="disk.device-include", default=None,
-                           help=f"regex of device names to report (default {DEFAULT_INCLUDE!r}: whole NVMe "
-                                "namespaces and sd/vd disks, no partitions)")
+        add_flag(group, "disk.device-include",
+                 help=f"regex of device names to report (default {DEFAULT_INCLUDE!r}: whole NVMe "
+                      "namespaces and sd/vd disks, no partitions)")
 
     @classmethod
     def from_config(cls, config: ExporterConfig) -> "DiskOptions":

@@ -18,7 +18,7 @@ from exporters.fabric import ib
 from exporters.fabric.device_scan import DeviceScan
 from exporters.fabric.topology import IbDevice, IbPort, rails
 from exporters.logs import once
-from exporters.registry import register
+from exporters.registry import add_flag, register
 from exporters.sample import Sample
 
 log = logging.getLogger("lockstep.collector.infiniband")
@@ -45,10 +45,9 @@ class InfinibandOptions:
 
     @staticmethod
     def add_flags(group: argparse._ArgumentGroup) -> None:
-        group.add_argument("--infiniband.expected-rate", dest="infiniband.expected-rate", action="append",
-                           default=None, metavar="GLOB=GBPS",
-                           help="expected link rate per device glob, e.g. 'mlx5_*=400' (Gb/s); "
-                                "ports below it report lockstep_ib_port_link_degraded 1")
+        add_flag(group, "infiniband.expected-rate", action="append", metavar="GLOB=GBPS",
+                 help="expected link rate per device glob, e.g. 'mlx5_*=400' (Gb/s); "
+                      "ports below it report lockstep_ib_port_link_degraded 1")
 
     @classmethod
     def from_config(cls, config: ExporterConfig) -> "InfinibandOptions":

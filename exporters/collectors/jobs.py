@@ -31,7 +31,7 @@ from exporters.jobs.slurm import JobMapping, SlurmSource, parse_mapping, read_di
 from exporters.kube.mapping import KubernetesSource
 from exporters.kube.options import KubernetesOptions
 from exporters.logs import once
-from exporters.registry import register
+from exporters.registry import add_flag, register
 from exporters.sample import Sample
 from exporters.scrape import PartialFailure
 
@@ -54,14 +54,14 @@ class JobsOptions:
 
     @staticmethod
     def add_flags(group: argparse._ArgumentGroup) -> None:
-        group.add_argument("--jobs.source", dest="jobs.source", default=None, choices=SOURCES,
-                           help="where the GPU→job mapping comes from: slurm (the prolog's files), kubernetes "
-                                "(kubelet and API server), auto: kubernetes where a kubelet socket exists or in "
-                                "a pod, else slurm (default auto)")
-        group.add_argument("--jobs.mapping-dir", dest="jobs.mapping-dir", default=None,
-                           help=f"GPU→job mapping written by deploy/slurm/prolog-gpu-jobs.sh (default {DEFAULT_DIR})")
-        group.add_argument("--jobs.user-dir", dest="jobs.user-dir", default=None,
-                           help="job→user files written by the prolog (default: <mapping-dir>-users)")
+        add_flag(group, "jobs.source", choices=SOURCES,
+                 help="where the GPU→job mapping comes from: slurm (the prolog's files), kubernetes "
+                      "(kubelet and API server), auto: kubernetes where a kubelet socket exists or in "
+                      "a pod, else slurm (default auto)")
+        add_flag(group, "jobs.mapping-dir",
+                 help=f"GPU→job mapping written by deploy/slurm/prolog-gpu-jobs.sh (default {DEFAULT_DIR})")
+        add_flag(group, "jobs.user-dir",
+                 help="job→user files written by the prolog (default: <mapping-dir>-users)")
         KubernetesOptions.add_flags(group)
 
     @classmethod

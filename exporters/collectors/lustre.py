@@ -20,7 +20,7 @@ from typing import Iterable
 from exporters.catalog import storage as m
 from exporters.config import ExporterConfig
 from exporters.logs import once
-from exporters.registry import register
+from exporters.registry import add_flag, register
 from exporters.sample import Sample
 from exporters.storage.llite import LliteStats, fsname_of, parse_lctl_stats, parse_llite_stats
 from exporters.storage.mounts import Mount, host_mounts, lustre_mountpoint, parse_mounts
@@ -42,11 +42,11 @@ class LustreOptions:
 
     @staticmethod
     def add_flags(group: argparse._ArgumentGroup) -> None:
-        group.add_argument("--lustre.lctl-command", dest="lustre.lctl-command", default=None,
-                           help="read client stats from this command's output instead of procfs/debugfs, "
-                                "e.g. 'lctl get_param llite.*.stats' (run once per scrape)")
-        group.add_argument("--lustre.lctl-timeout", dest="lustre.lctl-timeout", type=float, default=None,
-                           help="seconds before the lctl command is killed (default 2)")
+        add_flag(group, "lustre.lctl-command",
+                 help="read client stats from this command's output instead of procfs/debugfs, "
+                      "e.g. 'lctl get_param llite.*.stats' (run once per scrape)")
+        add_flag(group, "lustre.lctl-timeout", type=float,
+                 help="seconds before the lctl command is killed (default 2)")
 
     @classmethod
     def from_config(cls, config: ExporterConfig) -> "LustreOptions":

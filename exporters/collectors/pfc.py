@@ -15,7 +15,7 @@ from exporters.fabric.ethtool import DirEthtool, Ethtool, NicStats
 from exporters.fabric.pfc_table import Slot, infer_driver, plan
 from exporters.fabric.topology import class_dir, listing
 from exporters.logs import once
-from exporters.registry import register
+from exporters.registry import add_flag, register
 from exporters.sample import Sample
 
 log = logging.getLogger("lockstep.collector.pfc")
@@ -29,12 +29,12 @@ class PfcOptions:
 
     @staticmethod
     def add_flags(group: argparse._ArgumentGroup) -> None:
-        group.add_argument("--pfc.source", dest="pfc.source", default=None, metavar="ioctl|dir:PATH",
-                           help="where driver statistics come from: the ethtool ioctl, or PATH/<iface>/statistics "
-                                "files in `ethtool -S` format (default: ioctl)")
-        group.add_argument("--pfc.interfaces", dest="pfc.interfaces", default=None, metavar="REGEX",
-                           help="interfaces to read (full match); default: those backing an RDMA device (ioctl) "
-                                "or every interface directory (dir)")
+        add_flag(group, "pfc.source", metavar="ioctl|dir:PATH",
+                 help="where driver statistics come from: the ethtool ioctl, or PATH/<iface>/statistics "
+                      "files in `ethtool -S` format (default: ioctl)")
+        add_flag(group, "pfc.interfaces", metavar="REGEX",
+                 help="interfaces to read (full match); default: those backing an RDMA device (ioctl) "
+                      "or every interface directory (dir)")
 
     @classmethod
     def from_config(cls, config: ExporterConfig) -> "PfcOptions":

@@ -13,7 +13,7 @@ from typing import Iterable
 from exporters.catalog import validation as m
 from exporters.config import ExporterConfig
 from exporters.logs import once
-from exporters.registry import register
+from exporters.registry import add_flag, register
 from exporters.sample import Sample
 from validation.model import figure_key
 from validation.result import short_node
@@ -29,9 +29,9 @@ class ValidationOptions:
 
     @staticmethod
     def add_flags(group) -> None:
-        group.add_argument("--validation.results-dir", dest="validation.results-dir", default=None,
-                           help=f"results directory written by `lockstep validate` (default {DEFAULT_DIR}); this "
-                                "node's results are under <dir>/<short host name>")
+        add_flag(group, "validation.results-dir",
+                 help=f"results directory written by `lockstep validate` (default {DEFAULT_DIR}); this "
+                      "node's results are under <dir>/<short host name>")
 
     @classmethod
     def from_config(cls, config: ExporterConfig) -> "ValidationOptions":

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from exporters.registry import add_flag
+
 if TYPE_CHECKING:
     from exporters.config import ExporterConfig
     from exporters.gpu.protocol import Nvml, ProfSource
@@ -27,23 +29,22 @@ class GpuOptions:
 
     @staticmethod
     def add_flags(group: argparse._ArgumentGroup) -> None:
-        group.add_argument("--gpu.backend", dest="gpu.backend", default=None,
-                           metavar="nvml|dcgm|sim:PATH|replay:FILE.xml",
-                           help="where GPU state comes from (default nvml; sim:PATH reads the simulator's gpus.json; "
-                                "replay:FILE.xml serves an `nvidia-smi -q -x` capture as that driver answered it)")
-        group.add_argument("--gpu.metric-names", dest="gpu.metric-names", default=None, choices=NAME_SETS,
-                           help="dcgm: also emit dcgm-exporter's DCGM_FI_* names and labels for shared fields "
-                                "(NVIDIA's Grafana dashboard works unchanged); default lockstep")
-        group.add_argument("--gpu.nvlink-per-link", dest="gpu.nvlink-per-link", action="store_true", default=None,
-                           help="also report NVLink error counters of every link (18 per H100: +72 series and "
-                                "+90 NVML calls per GPU per scrape); by default only the all-links totals. The nvlink "
-                                "health check notices a link going down only with this")
-        group.add_argument("--gpu.expected-count", dest="gpu.expected-count", default=None, metavar="N|slurm",
-                           help="GPUs this node should have (lockstep_node_gpus_expected; GPUMissing fires below it): "
-                                "a number, or slurm for the node's gpu GRES from `scontrol show node`")
-        group.add_argument("--gpu.xid-window", dest="gpu.xid-window", default=None, metavar="DURATION",
-                           help="how long an XID keeps the xid health check at its severity (default 1h; 90s, 15m, "
-                                "2h)")
+        add_flag(group, "gpu.backend", metavar="nvml|dcgm|sim:PATH|replay:FILE.xml",
+                 help="where GPU state comes from (default nvml; sim:PATH reads the simulator's gpus.json; "
+                      "replay:FILE.xml serves an `nvidia-smi -q -x` capture as that driver answered it)")
+        add_flag(group, "gpu.metric-names", choices=NAME_SETS,
+                 help="dcgm: also emit dcgm-exporter's DCGM_FI_* names and labels for shared fields "
+                      "(NVIDIA's Grafana dashboard works unchanged); default lockstep")
+        add_flag(group, "gpu.nvlink-per-link", action="store_true",
+                 help="also report NVLink error counters of every link (18 per H100: +72 series and "
+                      "+90 NVML calls per GPU per scrape); by default only the all-links totals. The nvlink "
+                      "health check notices a link going down only with this")
+        add_flag(group, "gpu.expected-count", metavar="N|slurm",
+                 help="GPUs this node should have (lockstep_node_gpus_expected; GPUMissing fires below it): "
+                      "a number, or slurm for the node's gpu GRES from `scontrol show node`")
+        add_flag(group, "gpu.xid-window", metavar="DURATION",
+                 help="how long an XID keeps the xid health check at its severity (default 1h; 90s, 15m, "
+                      "2h)")
 
     @classmethod
     def from_config(cls, config: "ExporterConfig") -> "GpuOptions":

@@ -13,6 +13,7 @@ from exporters.kube.identity import DEFAULT_JOB_LABELS, DEFAULT_RANK_LABELS, val
 from exporters.kube.mapping import KubernetesSource, Rules
 from exporters.kube.podresources import DEFAULT_SOCKET, PodResourcesClient
 from exporters.kube.podwatch import PodWatcher
+from exporters.registry import add_flag
 
 if TYPE_CHECKING:
     from exporters.config import ExporterConfig
@@ -30,8 +31,7 @@ class KubernetesOptions:
 
     @staticmethod
     def add_flags(group: argparse._ArgumentGroup) -> None:
-        flag = lambda name, **kw: group.add_argument(f"--jobs.kubernetes.{name}",   # noqa: E731
-                                                     dest=f"jobs.kubernetes.{name}", default=None, **kw)
+        flag = lambda name, **kw: add_flag(group, f"jobs.kubernetes.{name}", **kw)   # noqa: E731
         flag("kubelet-socket", help=f"the kubelet's PodResources socket (default {DEFAULT_SOCKET})")
         flag("kubeconfig", help="kubeconfig for the API server (default: in-cluster, the pod's service account)")
         flag("node-name", help="this node's Kubernetes name, whose pods are watched (default: --node.name)")
