@@ -126,30 +126,32 @@ def http_get(url: str, timeout: float = 5.0, method: str = "GET") -> tuple[int, 
 
 
 def wait_ready(service: Service, path: str = "/-/ready", timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not service.alive():
-            raise RuntimeError(f"{service.name} exited with {service.proc.returncode}:\n{service.log_tail()}")
+    def ready() -> bool:
         try:
-            if http_get(service.url + path, timeout=2)[0] == 200:
-                return
+            return http_get(service.url + path, timeout=2)[0] == 200
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-            pass
-        time.sleep(0.2)
-    service.stop()
-    raise RuntimeError(f"{service.name} not ready at {service.url} after {timeout}s:\n{service.log_tail()}")
+            return False
+    _wait_started(service, ready, f"not ready at {service.url}", timeout)
 
 
 def wait_logged(service: Service, marker: str, timeout: float = 60.0) -> None:
     """Wait until ``marker`` is in the service's log: readiness of a server whose HTTP answers need
     credentials or a client certificate the stack does not hold."""
+    _wait_started(service, lambda: marker in service.log_since_start(), f"did not log {marker!r}", timeout)
+
+
+def _wait_started(service: Service, ready: Callable[[], bool], failure: str, timeout: float) -> None:
+    """Poll ``ready`` while the process lives; RuntimeError with its log's tail when it exits first, or
+    after ``timeout`` seconds (it is then stopped): ``on_free_port`` reads a lost port race from it."""
     deadline = time.monotonic() + timeout
-    while marker not in service.log_since_start():
+    while True:
         if not service.alive():
             raise RuntimeError(f"{service.name} exited with {service.proc.returncode}:\n{service.log_tail()}")
+        if ready():
+            return
         if time.monotonic() > deadline:
             service.stop()
-            raise RuntimeError(f"{service.name} did not log {marker!r} after {timeout}s:\n{service.log_tail()}")
+            raise RuntimeError(f"{service.name} {failure} after {timeout}s:\n{service.log_tail()}")
         time.sleep(0.2)
 
 
