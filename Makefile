@@ -6,12 +6,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Debian packages providing the real Prometheus stack the demo and the tests start. The tests also
 # need ethtool and ip (iproute2: the PFC test reads a real veth pair's driver statistics), node_exporter
-# (the fabric differential test), chromium (renders the monthly report headless to check its plots)
-# and VictoriaMetrics (the second backend Prometheus remote_writes into; vmctl migrates history).
+# (the fabric differential test), chromium (renders the monthly report headless to check its plots),
+# VictoriaMetrics (the second backend Prometheus remote_writes into; vmctl migrates history) and fio
+# (the one validation tool that runs without a GPU or HCA: `lockstep validate run fio` runs it for real).
 DEMO_TOOLS := prometheus promtool prometheus-alertmanager amtool
 DEMO_PACKAGES := prometheus prometheus-alertmanager
-TEST_TOOLS := $(DEMO_TOOLS) prometheus-node-exporter ethtool ip chromium victoria-metrics vmctl
-TEST_PACKAGES := $(DEMO_PACKAGES) prometheus-node-exporter ethtool iproute2 chromium victoria-metrics
+TEST_TOOLS := $(DEMO_TOOLS) prometheus-node-exporter ethtool ip chromium victoria-metrics vmctl fio
+TEST_PACKAGES := $(DEMO_PACKAGES) prometheus-node-exporter ethtool iproute2 chromium victoria-metrics fio
 # Debian's python3 lacks the venv module until python3-venv is installed.
 VENV_PACKAGES := python3-venv
 

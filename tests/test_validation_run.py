@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from lockstep.cli import main
+from lockstep.stack import require_binary
 from tests.conftest import FIXTURES
 from validation.runner import run_bounded
 from validation.store import read_series
@@ -98,6 +99,29 @@ def test_run_parses_and_stores_the_tools_output(tmp_path):
     doc = json.loads(out.stdout)
     assert doc["status"] == "pass" and doc["figures"]["gpu7.flop_per_second"] == 16926e9
     assert (tmp_path / "node03" / "gpu-burn" / "gpu-burn@1.out").read_text().startswith("GPU 0: NVIDIA A100")
+
+
+def test_run_of_the_real_fio_stores_its_figures(tmp_path):
+    """fio is the one validation tool that runs here for real (the others need a GPU or an HCA): a
+    random-read and a sequential-write job on a scratch file, each for a second, through ``validate
+    run`` as a node's health check would call it."""
+    fio = require_binary("fio")
+    version = subprocess.run([fio, "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    job = ["--filename", str(tmp_path / "scratch"), "--size", "8M", "--bs", "4k", "--runtime", "1", "--time_based",
+           "--ioengine", "psync", "--lat_percentiles", "1"]
+    out = lockstep("run", "fio", "--timeout", "60", "--results-dir", str(tmp_path / "results"), "--node", "n1",
+                   "--json", "--", fio, "--output-format=json", "--name", "randread", "--rw", "randread", *job,
+                   "--name", "write", "--rw", "write", *job)
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["status"] == "pass" and doc["tool_version"] == version.removeprefix("fio-")
+    figures = doc["figures"]
+    for job_name, direction in (("randread", "read"), ("write", "write")):
+        prefix = f"{job_name}.{direction}"
+        assert figures[f"{prefix}_bw_bytes_per_second"] > 0 and figures[f"{prefix}_iops_per_second"] > 0
+        p50, p99, p99_9 = (figures[f"{prefix}_lat_{p}_seconds"] for p in ("p50", "p99", "p99_9"))
+        assert 0 < p50 <= p99 <= p99_9 < 1.0, (job_name, p50, p99, p99_9)   # seconds, not nanoseconds
+    assert not any(key.startswith("randread.write") or key.startswith("write.read") for key in figures)
 
 
 def test_run_records_unparsable_output_and_a_failing_exit_as_error(tmp_path):
