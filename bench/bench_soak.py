@@ -12,7 +12,10 @@ unplugged HCA's series and the descriptors while it is gone, the infiniband coll
 while the class is gone, and that the returned HCA's counter advances again (read through new
 descriptors, not the old files). (Behaviour checks of the same: tests/test_infiniband.py.)
 
-    python bench/bench_soak.py [--scrapes 100000] [--every 1000]
+``--host`` soaks the agent on this host's own hardware instead (its default collectors; the real NVML
+where the host has NVIDIA GPUs): no simulator and no chaos, the same sampling and flatness check.
+
+    python bench/bench_soak.py [--scrapes 100000] [--every 1000] [--host]
 """
 from __future__ import annotations
 
@@ -43,7 +46,8 @@ def open_fds(pid: int) -> int:
 
 
 def sample(body: str, name: str, labels: str) -> float | None:
-    found = re.search(rf"^{name}\{{{re.escape(labels)}\}} (\S+)$", body, re.M)
+    braces = rf"\{{{re.escape(labels)}\}}" if labels else ""
+    found = re.search(rf"^{name}{braces} (\S+)$", body, re.M)
     return None if found is None else float(found.group(1))
 
 
@@ -91,14 +95,16 @@ class Chaos:
         os.kill(self.sim_pid, signal.SIGCONT)
 
 
-def soak(pid: int, scrape: Scraper, chaos: Chaos, n: int, every: int) -> list:
-    samples = []
+def soak(pid: int, scrape: Scraper, chaos: Chaos | None, n: int, every: int) -> tuple[list, str]:
+    """RSS and descriptors every ``every`` scrapes; and the last scrape's body."""
+    samples, body = [], ""
     for i in range(1, n + 1):
         _, body = scrape()  # raises on anything but 200
-        chaos(i, body)
+        if chaos is not None:
+            chaos(i, body)
         if i % every == 0:
             samples.append((i, rss_bytes(pid), open_fds(pid)))
-    return samples
+    return samples, body
 
 
 def flat(values: list[float]) -> tuple[float, bool]:
@@ -107,18 +113,20 @@ def flat(values: list[float]) -> tuple[float, bool]:
     return worst, worst <= FLAT
 
 
-def report(args: argparse.Namespace, samples: list, chaos: Chaos) -> bool:
+def report(args: argparse.Namespace, samples: list, chaos: Chaos | None, what: str) -> bool:
     # After the warm-up, outside the chaos window (the collectors drop and reopen what they hold there).
-    quiet = range(chaos.at - args.every, chaos.at + 3 * SETTLE + ADVANCE + args.every)
+    quiet = range(chaos.at - args.every, chaos.at + 3 * SETTLE + ADVANCE + args.every) if chaos else range(0)
     warm = [s for s in samples if s[0] > args.scrapes * 0.10 and s[0] not in quiet]
     rss_dev, rss_ok = flat([s[1] for s in warm])
     fd_dev, fd_ok = flat([s[2] for s in warm])
-    f = chaos.figures
-    print(f"node agent soak: {args.scrapes} scrapes of a full simulated node, sampled every {args.every}")
+    print(f"node agent soak: {args.scrapes} scrapes of {what}, sampled every {args.every}")
     print(f"  RSS after warm-up: {min(s[1] for s in warm) / 1e6:.1f}-{max(s[1] for s in warm) / 1e6:.1f} MB, "
           f"worst deviation from the median {rss_dev:.1%} (budget {FLAT:.0%}: {'ok' if rss_ok else 'MISSED'})")
     print(f"  open descriptors after warm-up: {min(s[2] for s in warm)}-{max(s[2] for s in warm)}, "
           f"worst deviation {fd_dev:.1%} ({'ok' if fd_ok else 'MISSED'})")
+    if chaos is None:
+        return rss_ok and fd_ok
+    f = chaos.figures
     print(f"  chaos at scrape {chaos.at} (every scrape answered 200): descriptors {f.get('before')} before; "
           f"{HCA} unplugged: its series {'absent' if f.get('unplugged: series') is None else 'STILL SERVED'}, "
           f"descriptors {f.get('unplugged: descriptors')}; class directory gone: infiniband success "
@@ -132,17 +140,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scrapes", type=int, default=100_000)
     parser.add_argument("--every", type=int, default=1000)
+    parser.add_argument("--host", action="store_true", help="this host's own hardware: no simulator, no chaos")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, stack.Stack() as st:
         work = Path(tmp)
-        node = live_node(st, work, days=10)   # 4 wall hours at 60x: it outlasts the soak
-        sim = next(s for s in st.services if s.name == "sim")
+        where, chaos = [], None
+        if not args.host:
+            node = live_node(st, work, days=10)   # 4 wall hours at 60x: it outlasts the soak
+            where = [f"--sim.node-root={node}"]
         agent = st.add(stack.start_on_port("lockstep", lambda port: [
-            sys.executable, "-m", "lockstep", "exporter", f"--web.listen-address=127.0.0.1:{port}",
-            f"--sim.node-root={node}"], work / "ls", ready_path="/metrics"))
-        chaos = Chaos(agent.proc.pid, sim.proc.pid, node, work, int(args.scrapes * 0.40))
-        samples = soak(agent.proc.pid, Scraper(agent.url), chaos, args.scrapes, args.every)
-    return 0 if report(args, samples, chaos) else 1
+            sys.executable, "-m", "lockstep", "exporter", f"--web.listen-address=127.0.0.1:{port}", *where],
+            work / "ls", ready_path="/metrics"))
+        if not args.host:
+            sim = next(s for s in st.services if s.name == "sim")
+            chaos = Chaos(agent.proc.pid, sim.proc.pid, node, work, int(args.scrapes * 0.40))
+        samples, body = soak(agent.proc.pid, Scraper(agent.url), chaos, args.scrapes, args.every)
+    gpus = sample(body, "lockstep_node_gpus_visible", "") if args.host else None
+    what = f"this host ({gpus if gpus is None else int(gpus)} GPUs visible to NVML)" if args.host \
+        else "a full simulated node"
+    return 0 if report(args, samples, chaos, what) else 1
 
 
 if __name__ == "__main__":
