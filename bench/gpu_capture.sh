@@ -16,19 +16,20 @@ port=19840
 
 scrape() {  # scrape NAME: the agent's /metrics into DIR/agent-NAME.prom, waiting up to 60 s for it
     python3 - "$port" "$dir/agent-$1.prom" <<'EOF'
-import sys, time, urllib.request
-port, path = sys.argv[1], sys.argv[2]
-deadline = time.monotonic() + 60
-while True:
+import sys
+from lockstep.stack import http_get, wait_on
+url, path, answer = f"http://127.0.0.1:{sys.argv[1]}/metrics", sys.argv[2], []
+
+def answered() -> bool:
     try:
-        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read()
-        break
-    except OSError as exc:
-        if time.monotonic() > deadline:
-            raise SystemExit(f"node agent did not answer: {exc}")
-        time.sleep(0.5)
-open(path, "wb").write(body)
-print(path, len(body.splitlines()), "lines")
+        answer[:] = [http_get(url, timeout=30)]
+    except OSError:
+        return False
+    return answer[0][0] == 200
+
+wait_on(answered, 60, url)
+open(path, "wb").write(answer[0][1])
+print(path, len(answer[0][1].splitlines()), "lines")
 EOF
 }
 

@@ -110,7 +110,7 @@ def test_refusals_raise_pynvml_error_classes():
 H200 = Path(__file__).parent / "fixtures/gpu/nvml-h200"
 # What `nvidia-smi -q` cannot give the replay: it prints no energy counter, and the replay runs no XID watcher.
 NOT_IN_A_CAPTURE = {'lockstep_gpu_energy_joules_total{gpu="0"}', 'lockstep_gpu_health{gpu="0",check="xid"}'}
-# Readings that move between two looks at a loaded GPU (the capture was taken seconds after the scrape).
+# Readings that move between two looks at a loaded GPU (the capture and the scrape were seconds apart).
 MOVING = ("lockstep_gpu_power_watts{", "lockstep_gpu_sm_clock_hertz{", "lockstep_gpu_utilization_ratio{")
 
 
