@@ -70,8 +70,8 @@ fuzz: $(STAMP)
 eval: $(STAMP)
 	$(VENV)/bin/lockstep analytics evaluate --all simulator/scenarios --models
 
-# The kubelet PodResources gRPC code in exporters/podresources/ is checked in; this regenerates it with
-# the one grpcio-tools release the generator pins, in a venv of its own (tools/gen_podresources.py).
+# The kubelet PodResources gRPC code in exporters/third_party/podresources/ is checked in; this regenerates
+# it with the one grpcio-tools release the generator pins, in a venv of its own (tools/gen_podresources.py).
 PROTO_VENV := .venv-proto
 GRPCIO_TOOLS := $(shell sed -n 's/^GRPCIO_TOOLS = "\(.*\)"/\1/p' tools/gen_podresources.py)
 proto:

@@ -11,7 +11,7 @@ from typing import Callable, Iterable
 
 import grpc
 
-from exporters.podresources import api_pb2, api_pb2_grpc
+from exporters.third_party.podresources import api_pb2, api_pb2_grpc
 from simulator.kubepods import SimPod
 
 

@@ -17,13 +17,14 @@ PACKAGES = ("exporters", "analytics", "alerts", "dashboards", "simulator", "vali
 CATALOG = "exporters.catalog"
 # The small toolkit every lockstep service shares (docs/architecture.md, "Packages"): YAML config files
 # with located errors, listen addresses, logging, the web config file and HTTP serving, the exposition
-# encoder and its samples, the one /metrics response, --help formatting, the version, the kubelet's
-# PodResources wire format (generated: the node agent reads it, the simulator serves it). Everything else
-# in exporters/ is the node agent or the power exporter, which no other package may reach into.
+# encoder and its samples, the one /metrics response, --help formatting, the version, and third_party:
+# the kubelet's PodResources wire format (its upstream proto and the code generated from it; the node agent
+# reads it, the simulator serves it). Everything else in exporters/ is the node agent or the power exporter,
+# which no other package may reach into.
 PLUMBING = ("exporters.configfile", "exporters.listen", "exporters.logs", "exporters.webconfig", "exporters.web",
             "exporters.exposition", "exporters.sample", "exporters.httpmetrics", "exporters.helpformat",
             "exporters.basicauth", "exporters.jsonload", "exporters.timeparse",
-            "exporters.version", "exporters.podresources")
+            "exporters.version", "exporters.third_party")
 # What each layer may import besides itself: layers, or modules (a module and those below it).
 ALLOWED = {
     CATALOG: set(),
