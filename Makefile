@@ -49,8 +49,13 @@ tools:
 demo-tools:
 	$(call ensure_tools,$(DEMO_TOOLS),$(DEMO_PACKAGES))
 
+# The suite spends over half its time waiting on live runs in wall-clock time (simulated clusters,
+# Prometheus scrapes, Alertmanager's group waits), so two pytest-xdist workers overlap those waits even
+# on two cores. A module's tests stay on one worker (loadscope), so a module fixture (a live cluster, a
+# filled Prometheus) starts once. TEST_WORKERS=0 runs it in this process (for -s, --pdb, or one test).
+TEST_WORKERS ?= 2
 test: $(STAMP) tools
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 demo: $(STAMP) demo-tools
 	$(VENV)/bin/lockstep demo $(DEMO_ARGS)
