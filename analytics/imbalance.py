@@ -15,6 +15,7 @@ computed from the involved ranks alone, the others taken at the median.
 """
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -37,19 +38,29 @@ def involved_by_rule(learned: np.ndarray, floor: float = FLOOR) -> np.ndarray:
         return np.isfinite(learned) & (np.abs(centred(learned)) >= floor)
 
 
-def involved(learned: np.ndarray, floor: float = FLOOR) -> np.ndarray:
-    """Ranks whose worker group (mixture component) is at least ``floor`` off the largest group."""
+@functools.cache
+def _gaussian_mixture() -> type:
+    """scikit-learn's GaussianMixture, imported on first use.
+
+    Its ConvergenceWarning (identical paces: fewer groups than asked) is expected here, so it is filtered
+    once for the process, not around each fit: ``warnings.catch_warnings`` is not thread-safe and the
+    scorers run in worker threads."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.mixture import GaussianMixture
 
+    warnings.filterwarnings("ignore", category=ConvergenceWarning)
+    return GaussianMixture
+
+
+def involved(learned: np.ndarray, floor: float = FLOOR) -> np.ndarray:
+    """Ranks whose worker group (mixture component) is at least ``floor`` off the largest group."""
+    mixture = _gaussian_mixture()
     ok = np.isfinite(learned)
     x = learned[ok].reshape(-1, 1)
     if len(x) < 4 or np.ptp(x) < floor:
         return involved_by_rule(learned, floor)
     distinct = len(np.unique(np.round(x, 6)))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)     # identical paces: fewer groups than asked
-        fits = [GaussianMixture(n, random_state=RANDOM_STATE).fit(x) for n in range(1, min(MAX_GROUPS, distinct) + 1)]
+    fits = [mixture(n, random_state=RANDOM_STATE).fit(x) for n in range(1, min(MAX_GROUPS, distinct) + 1)]
     best = min(fits, key=lambda m: m.bic(x))
     labels = best.predict(x)
     means = best.means_[:, 0]

@@ -11,7 +11,6 @@ GPUs is mapped (the job ended, or no data) is no stall.
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,10 +45,20 @@ class JobSignals:
     members: tuple[tuple[str, str, str], ...] = ()   # (node, gpu, pod) of each column
 
 
-def nan_reduce(fn, matrix: np.ndarray, *args, **kwargs) -> np.ndarray:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return fn(matrix, *args, **kwargs)
+def nan_reduce(fn, matrix: np.ndarray, *args, axis: int | None = None, **kwargs) -> np.ndarray:
+    """``fn`` (a NaN-skipping reduction: nanmean, nanmedian, nanquantile, nanmax) of ``matrix`` along
+    ``axis``, NaN where a slice holds no value at all.
+
+    Such slices never reach ``fn``, which would warn "All-NaN slice" or "Mean of empty slice". Silencing
+    that with ``warnings.catch_warnings`` is not thread-safe, and the scorers run in worker threads: two
+    of them at once leaked the warning and left an "ignore RuntimeWarning" filter behind for the whole
+    process."""
+    matrix = np.asarray(matrix)   # its own dtype: the frame's matrices are float32
+    has_value = ~np.isnan(matrix).all(axis=axis)
+    if np.all(has_value):
+        return fn(matrix, *args, axis=axis, **kwargs)
+    keep = has_value if axis is None else np.expand_dims(has_value, axis)
+    return np.where(has_value, fn(np.where(keep, matrix, 0.0), *args, axis=axis, **kwargs), np.nan)
 
 
 def job_signals(features: Features, job_id: str) -> JobSignals:
@@ -63,10 +72,9 @@ def job_signals(features: Features, job_id: str) -> JobSignals:
     baseline = float(nan_reduce(np.nanquantile, progress, 0.9)) if np.isfinite(progress).any() else np.nan
     nodes = features.columns[cols].get_level_values("node")
     first_of_node = ~pd.Index(nodes).duplicated()      # node-wide signals are repeated per GPU
-    totals = {name: nan_reduce(np.nansum, sig[name][:, first_of_node], axis=1)
-              for name in ("read", "write", "pause", "cnp")}
+    totals = {name: np.nansum(sig[name][:, first_of_node], axis=1) for name in ("read", "write", "pause", "cnp")}
     for name in ("tx", "xmit_wait"):
-        totals[name] = nan_reduce(np.nansum, sig[name], axis=1)
+        totals[name] = np.nansum(sig[name], axis=1)
     link = sig.get("link")
     link_down = (np.nan_to_num(link) > 0).any(axis=1) if link is not None else np.zeros(len(busy), bool)
     # No mapping sample at all (a hand-built frame): membership unknown, every sample counts.

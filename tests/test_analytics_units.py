@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -152,6 +154,45 @@ def test_absent_metric_is_nan_not_zero():
     assert np.isnan(f.signals["tensor"]).all() and np.isnan(f.signals["tx"]).all()
     assert f.signals["sm"].tolist() == [[0.5], [0.5]]
     assert stall.job_signals(f, "1").progress.tolist() == [0.5, 0.5]   # SM activity stands in
+
+
+@pytest.mark.parametrize("fn, args", [(np.nanmedian, ()), (np.nanmean, ()), (np.nanmax, ()),
+                                      (np.nanquantile, (0.9,))])
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_nan_reduce_is_numpys_reduction_with_nan_for_a_slice_without_values(fn, args, axis):
+    """What numpy gives, bit for bit and in the matrix's own dtype, NaN where a slice has no value, and
+    no warning raised (here warnings are errors) or left in the filters."""
+    m = np.array([[1.0, np.nan, 3.0, 0.1], [np.nan] * 4, [2.0, 5.0, np.nan, 7.0]], dtype=np.float32)
+    filters = list(warnings.filters)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = stall.nan_reduce(fn, m, *args, axis=axis)
+    assert warnings.filters == filters
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = fn(m, *args, axis=axis)
+    assert np.asarray(got).dtype == np.float32 and np.array_equal(got, want, equal_nan=True)
+    assert np.isnan(stall.nan_reduce(fn, np.full((2, 3), np.nan), *args, axis=axis)).all()
+
+
+def test_scoring_threads_leave_the_process_warning_filters_as_they_were():
+    """The scorers run in worker threads (``asyncio.to_thread``). Before: ``nan_reduce`` silenced numpy's
+    "All-NaN slice" warning with ``warnings.catch_warnings``, which is not thread-safe; threads at once
+    leaked the warning and left an "ignore RuntimeWarning" filter behind for the whole process."""
+    m = np.full((50, 64), np.nan)
+    m[:25] = 1.0
+    filters = list(warnings.filters)
+
+    def work():
+        for _ in range(300):
+            stall.nan_reduce(np.nanmedian, m, axis=1)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert warnings.filters == filters
 
 
 @pytest.mark.parametrize("bad", ['4242"}', "a b", "", "x" * 129, "-1", "4242\n", 'a\\"', "{job}"])
