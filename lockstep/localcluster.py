@@ -16,8 +16,8 @@ from typing import Any, Mapping, Sequence
 from exporters.catalog.selectors import ANALYTICS_JOB, NODE_JOB, POWER_JOB
 from lockstep.backfill import backfill  # noqa: F401  (filling a Prometheus: kept importable here)
 from lockstep.backfill_rules import backfill_rules  # noqa: F401
-from lockstep.stack import (Service, Stack, bind_failed, free_port, on_free_port, start_on_port,
-                            start_process, start_prometheus, wait_ready)
+from lockstep.stack import (Service, Stack, bind_failed, free_port, on_free_port, reload_prometheus,
+                            start_on_port, start_process, start_prometheus, wait_ready)
 
 LOCKSTEP = [sys.executable, "-m", "lockstep"]
 
@@ -117,6 +117,20 @@ def prometheus_config(node_targets: Mapping[str, str], *, power_target: str | No
     if alertmanager:
         config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
     return config
+
+
+def start_analytics(prometheus: Service, config: dict[str, Any], workdir: Path, stack: Stack, *flags: str,
+                    ready_path: str = "/metrics") -> Service:
+    """``lockstep analytics serve`` on a free port, querying ``prometheus``, which then scrapes it too:
+    ``config`` (the prometheus.yml that Prometheus runs) gains the analytics job and is reloaded. The
+    service has bound its port before Prometheus is told it, so no other process can take the port in
+    between, as it could one picked ahead for both."""
+    service = stack.add(start_on_port("analytics", lambda port: [
+        *LOCKSTEP, "analytics", "serve", f"--prometheus-url={prometheus.url}",
+        f"--web.listen-address=127.0.0.1:{port}", *flags], workdir, ready_path=ready_path))
+    job = prometheus_config({}, analytics_target=host_port(service))["scrape_configs"][-1]
+    reload_prometheus(prometheus, {**config, "scrape_configs": [*config["scrape_configs"], job]})
+    return service
 
 
 def host_port(service: Service) -> str:

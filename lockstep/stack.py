@@ -222,6 +222,16 @@ def start_prometheus(config: dict[str, Any] | str, workdir: Path, port: int | No
         scheme="https" if web_config and "tls_server_config" in web_config else "http")
 
 
+def reload_prometheus(prometheus: Service, config: dict[str, Any] | str) -> None:
+    """Give a running ``start_prometheus`` (plain HTTP) a new prometheus.yml: its lifecycle API answers the
+    reload once the config is applied, or with the reason it refused it. For a target known only once it
+    has bound its port, such as a service that queries this Prometheus and is started after it."""
+    _write_config(prometheus.workdir / "prometheus.yml", config)
+    status, body = http_get(prometheus.url + "/-/reload", method="POST", timeout=30)
+    if status != 200:
+        raise RuntimeError(f"prometheus refused its new config ({status}): {body.decode(errors='replace')}")
+
+
 def start_alertmanager(config: dict[str, Any] | str, workdir: Path, port: int | None = None) -> Service:
     workdir.mkdir(parents=True, exist_ok=True)
     config_file = _write_config(workdir / "alertmanager.yml", config)

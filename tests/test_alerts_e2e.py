@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +16,7 @@ from aiohttp import web
 
 from alerts import alertmanager, build, config
 from lockstep import localcluster as lc
-from lockstep.stack import free_port, http_get, start_alertmanager, start_process, start_prometheus
+from lockstep.stack import http_get, start_alertmanager, start_prometheus
 
 FIXTURES = Path(__file__).parent / "fixtures" / "alerts"
 SCENARIO = FIXTURES / "e2e-pause-storm.yaml"
@@ -86,16 +85,12 @@ async def test_pause_storm_pages_with_interface_and_priority_mutes_the_job_and_r
     am = stack.add(await asyncio.to_thread(start_alertmanager, alertmanager.render(cfg), tmp_path / "am"))
     rules_dir = tmp_path / "rules"
     build.write(cfg, rules_dir)
-    analytics_port = free_port()
     prom_config = lc.prometheus_config(
-        {node: lc.host_port(agent) for node, agent in agents.items()},
-        analytics_target=f"127.0.0.1:{analytics_port}", rule_files=[rules_dir / build.RULES_FILE],
+        {node: lc.host_port(agent) for node, agent in agents.items()}, rule_files=[rules_dir / build.RULES_FILE],
         alertmanager=lc.host_port(am), scrape_interval="1s")
     prom = stack.add(await asyncio.to_thread(start_prometheus, prom_config, tmp_path / "prom"))
-    analytics = stack.add(await asyncio.to_thread(start_process, "analytics", [
-        sys.executable, "-m", "lockstep", "analytics", "serve", f"--prometheus-url={prom.url}",
-        f"--web.listen-address=127.0.0.1:{analytics_port}", "--interval=1", "--window=60", "--step=1"],
-        tmp_path / "analytics", f"http://127.0.0.1:{analytics_port}", "/metrics"))
+    analytics = await asyncio.to_thread(lc.start_analytics, prom, prom_config, tmp_path / "analytics", stack,
+                                        "--interval=1", "--window=60", "--step=1")
     services = (sim, prom, am, analytics, *agents.values())
 
     # 1. The page: PFCPauseStorm reaches the pager within 90 s of the storm's start, naming the

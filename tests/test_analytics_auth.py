@@ -25,7 +25,7 @@ from analytics.keys import STATE
 from conftest import write_server_tls
 from analytics.promauth import PromAuth
 from analytics.service import create_app
-from lockstep.stack import Stack, free_port, start_process, start_prometheus
+from lockstep.stack import Stack, start_on_port, start_prometheus
 from test_analytics_service import PROM_CONFIG, _config, _next_refresh, datadir, sim  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.integration
@@ -213,12 +213,11 @@ async def test_serve_redacts_the_token_in_its_logs_and_pages(secure, pki, sim, t
     gateway = await aiohttp_server(_gateway(secure.url, pki, expected, seen))
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
-    port = free_port()
     argv = [sys.executable, "-m", "lockstep", "analytics", "serve", "--prometheus-url", str(gateway.make_url("")),
             "--prometheus-bearer-token-file", str(token), "--prometheus-header", "X-Scope-OrgID: tenant-a",
-            "--web.listen-address", f"127.0.0.1:{port}", "--interval", "1", "--log.level", "debug"]
-    service = await asyncio.to_thread(start_process, "analytics", argv, tmp_path / "logs",
-                                      f"http://127.0.0.1:{port}", "/-/healthy")
+            "--interval", "1", "--log.level", "debug"]
+    service = await asyncio.to_thread(start_on_port, "analytics", lambda port: [
+        *argv, "--web.listen-address", f"127.0.0.1:{port}"], tmp_path / "logs", ready_path="/-/healthy")
     try:
         deadline = time.monotonic() + 60
         async with aiohttp.ClientSession() as session:

@@ -6,7 +6,6 @@ job's node dies (its node agent killed) it pages with the node (issue 13, "Done 
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from dataclasses import replace
@@ -18,7 +17,7 @@ import yaml
 
 from alerts import alertmanager, build, config
 from lockstep import localcluster as lc
-from lockstep.stack import Stack, free_port, http_get, start_alertmanager, start_process, start_prometheus
+from lockstep.stack import Stack, http_get, start_alertmanager, start_prometheus
 
 FIXTURES = Path(__file__).parent / "fixtures" / "alerts"
 KUBE, SLURM = FIXTURES / "e2e-member-lost-kubernetes.yaml", FIXTURES / "e2e-member-lost-slurm.yaml"
@@ -77,15 +76,12 @@ def clusters(tmp_path_factory):
                                            queue_webhook_url=f"{base}/queue"))
         am = stack.add(start_alertmanager(alertmanager.render(cfg), tmp / "am"))
         build.write(cfg, tmp / "rules")
-        analytics_port = free_port()
         targets = {node: lc.host_port(agent) for c in (kube, slurm) for node, agent in c.agents.items()}
-        prom = stack.add(start_prometheus(lc.prometheus_config(
-            targets, analytics_target=f"127.0.0.1:{analytics_port}", rule_files=[tmp / "rules" / build.RULES_FILE],
-            alertmanager=lc.host_port(am), scrape_interval="1s"), tmp / "prom"))
-        analytics = stack.add(start_process("analytics", [
-            sys.executable, "-m", "lockstep", "analytics", "serve", f"--prometheus-url={prom.url}",
-            f"--web.listen-address=127.0.0.1:{analytics_port}", "--interval=1", "--window=60", "--step=1"],
-            tmp / "analytics", f"http://127.0.0.1:{analytics_port}", "/metrics"))
+        prom_config = lc.prometheus_config(targets, rule_files=[tmp / "rules" / build.RULES_FILE],
+                                           alertmanager=lc.host_port(am), scrape_interval="1s")
+        prom = stack.add(start_prometheus(prom_config, tmp / "prom"))
+        analytics = lc.start_analytics(prom, prom_config, tmp / "analytics", stack,
+                                       "--interval=1", "--window=60", "--step=1")
         yield kube, slurm, analytics, stack.services
     server.shutdown()
 

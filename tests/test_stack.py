@@ -1,11 +1,12 @@
 """lockstep.stack: port checks as the servers see them, and starting a real server on a free port."""
+import json
 import socket
 from pathlib import Path
 
 import pytest
 
 from lockstep import stack as stack_module
-from lockstep.stack import port_in_use, start_alertmanager
+from lockstep.stack import http_get, port_in_use, reload_prometheus, start_alertmanager, start_prometheus
 
 AM_CONFIG = {"route": {"receiver": "none"}, "receivers": [{"name": "none"}]}
 
@@ -57,3 +58,14 @@ def test_a_free_port_taken_before_the_server_binds_it_is_replaced_by_another(tak
 def test_a_port_given_by_the_caller_is_not_swapped_for_another(taken_port, tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="address already in use"):
         start_alertmanager(AM_CONFIG, tmp_path / "am", port=taken_port)
+
+
+def test_a_reload_applies_the_new_config_or_says_why_prometheus_refused_it(stack, tmp_path: Path) -> None:
+    """How a target known only once it has bound (the analytics service) joins a running Prometheus."""
+    prom = stack.add(start_prometheus({"global": {"scrape_interval": "15s"}}, tmp_path / "prom"))
+    job = {"job_name": "added", "static_configs": [{"targets": ["127.0.0.1:9"]}]}
+    reload_prometheus(prom, {"global": {"scrape_interval": "15s"}, "scrape_configs": [job]})
+    assert "job_name: added" in json.loads(http_get(prom.url + "/api/v1/status/config")[1])["data"]["yaml"]
+    with pytest.raises(RuntimeError, match="refused its new config.*not a valid duration string: \"soon\""):
+        reload_prometheus(prom, {"global": {"scrape_interval": "soon"}})
+    assert prom.alive() and "job_name: added" in http_get(prom.url + "/api/v1/status/config")[1].decode()

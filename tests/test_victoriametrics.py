@@ -22,8 +22,8 @@ from analytics.config import ServiceConfig
 from analytics.keys import REFRESHED, STATE
 from analytics.service import create_app
 from lockstep import localcluster as lc
-from lockstep.stack import (Stack, free_port, http_get, query, remote_write_to, start_process, start_prometheus,
-                            start_victoria_metrics, vmctl_from_prometheus, wait_on)
+from lockstep.stack import (Stack, http_get, query, remote_write_to, start_prometheus, start_victoria_metrics,
+                            vmctl_from_prometheus, wait_on)
 from tests import report_month as month
 
 pytestmark = pytest.mark.integration
@@ -76,16 +76,12 @@ def live(tmp_path_factory):
         start, tick = cluster["start_timestamp"], cluster["sample_period_s"] / SPEED
         agents = lc.start_node_agents(root, stack)
         power = lc.start_power_exporter(root / "power-exporter.yaml", stack)
-        analytics_port = free_port()
         config = lc.prometheus_config({n: lc.host_port(a) for n, a in agents.items()},
-                                      power_target=lc.host_port(power), analytics_target=f"127.0.0.1:{analytics_port}",
-                                      scrape_interval=f"{round(tick * 1000)}ms")
+                                      power_target=lc.host_port(power), scrape_interval=f"{round(tick * 1000)}ms")
         config["remote_write"] = [remote_write_to(vm)]
         prom = stack.add(start_prometheus(config, work / "prom"))
-        analytics = stack.add(start_process("analytics", [
-            *lc.LOCKSTEP, "analytics", "serve", f"--prometheus-url={prom.url}",
-            f"--web.listen-address=127.0.0.1:{analytics_port}", f"--step={tick:g}", "--interval=2", "--window=120"],
-            work / "logs", f"http://127.0.0.1:{analytics_port}", ready_path="/-/healthy"))
+        analytics = lc.start_analytics(prom, config, work / "logs", stack, f"--step={tick:g}", "--interval=2",
+                                       "--window=120", ready_path="/-/healthy")
         services = [sim, prom, vm, power, analytics, *agents.values()]
         wait_on(lambda: not sim.alive(), STARTUP_S + DURATION_S / SPEED, "the simulation to end", services)
         assert sim.proc.returncode == 0, sim.log_tail()
