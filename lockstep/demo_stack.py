@@ -13,8 +13,8 @@ from pathlib import Path
 import yaml
 
 from lockstep import localcluster as lc
-from lockstep.demo_config import KUBE_JOB_ID, DemoConfig, resolve
-from lockstep.stack import Service, Stack, start_alertmanager, start_process, start_prometheus
+from lockstep.demo_config import KUBE_JOB_ID, DemoConfig
+from lockstep.stack import Service, Stack, start_alertmanager, start_prometheus
 
 # Alert timings shortened for a live demo (the site defaults wait minutes before paging).
 DEMO_FOR = {"PFCPauseStorm": "15s", "TrainingJobStraggler": "30s", "TrainingJobStalled": "30s",
@@ -78,27 +78,28 @@ def start_all(config: DemoConfig, stack: Stack, pager_url: str) -> dict[str, Ser
     (config.workdir / "pages.jsonl").unlink(missing_ok=True)
     scenario = demo_scenario(config)
     continued = history(config, scenario) if config.history_days else []
-    sim = lc.start_sim(scenario, root, stack, speed=config.speed, redfish_port=resolve(ports["redfish_port"]),
+    # A port of 0 is None to the helpers: each picks a free port and, should another process take it
+    # before the bind, another one.
+    port = {name: value or None for name, value in ports.items()}
+    sim = lc.start_sim(scenario, root, stack, speed=config.speed, redfish_port=port["redfish_port"],
                        extra_args=["--duration", "0", "--scheduler", config.scheduler, *continued])
     services = {"simulator (Redfish)": sim}
     agents = lc.start_node_agents(root, stack, base_port=config.base_port or None, log_dir=config.workdir / "logs")
     services.update({f"node agent {n}": s for n, s in agents.items()})
     services["power exporter"] = lc.start_power_exporter(root / "power-exporter.yaml", stack,
-                                                         resolve(ports["power_port"]), config.workdir / "logs")
+                                                         port["power_port"], config.workdir / "logs")
     rules, am_config = build_rules(config, pager_url)
     services["alertmanager"] = stack.add(start_alertmanager(am_config.read_text(), config.workdir / "alertmanager",
-                                                            resolve(ports["alertmanager_port"])))
-    analytics_port = resolve(ports["analytics_port"])
+                                                            port["alertmanager_port"]))
     prom_config = lc.prometheus_config(
         {n: lc.host_port(s) for n, s in agents.items()}, power_target=lc.host_port(services["power exporter"]),
-        analytics_target=f"127.0.0.1:{analytics_port}", rule_files=[rules],
-        alertmanager=lc.host_port(services["alertmanager"]), scrape_interval="5s", cluster="demo")
+        rule_files=[rules], alertmanager=lc.host_port(services["alertmanager"]), scrape_interval="5s",
+        cluster="demo")
     services["prometheus"] = stack.add(start_prometheus(prom_config, config.workdir / "prometheus",
-                                                        resolve(ports["prometheus_port"])))
-    argv = [*lc.LOCKSTEP, "analytics", "serve", f"--prometheus-url={services['prometheus'].url}",
-            f"--web.listen-address=127.0.0.1:{analytics_port}", "--interval=10", "--step=5"]
-    services["analytics"] = stack.add(start_process("analytics", argv, config.workdir / "logs",
-                                                    f"http://127.0.0.1:{analytics_port}", ready_path="/-/healthy"))
+                                                        port["prometheus_port"]))
+    services["analytics"] = lc.start_analytics(services["prometheus"], prom_config, config.workdir / "logs", stack,
+                                               "--interval=10", "--step=5", port=port["analytics_port"],
+                                               ready_path="/-/healthy")
     return services
 
 

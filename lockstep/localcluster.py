@@ -95,17 +95,15 @@ def start_power_exporter(config: Path, stack: Stack, port: int | None = None, wo
 
 
 def prometheus_config(node_targets: Mapping[str, str], *, power_target: str | None = None,
-                      analytics_target: str | None = None, rule_files: Sequence[Path] = (),
-                      alertmanager: str | None = None, scrape_interval: str = "5s",
+                      rule_files: Sequence[Path] = (), alertmanager: str | None = None, scrape_interval: str = "5s",
                       evaluation_interval: str | None = None, cluster: str = "sim") -> dict[str, Any]:
     """A prometheus.yml (as a dict) for a local simulated cluster. ``node_targets`` maps node name to
-    ``host:port``; each target gets its ``node`` label as the conventions require."""
+    ``host:port``; each target gets its ``node`` label as the conventions require. The analytics service,
+    which queries this Prometheus, joins it once started (``start_analytics``)."""
     scrape = [{"job_name": NODE_JOB, "static_configs": [
         {"targets": [address], "labels": {"node": node}} for node, address in node_targets.items()]}]
     if power_target:
-        scrape.append({"job_name": POWER_JOB, "static_configs": [{"targets": [power_target]}]})
-    if analytics_target:
-        scrape.append({"job_name": ANALYTICS_JOB, "static_configs": [{"targets": [analytics_target]}]})
+        scrape.append(scrape_job(POWER_JOB, power_target))
     config: dict[str, Any] = {
         "global": {"scrape_interval": scrape_interval, "scrape_timeout": scrape_interval,
                    "evaluation_interval": evaluation_interval or scrape_interval,
@@ -119,16 +117,20 @@ def prometheus_config(node_targets: Mapping[str, str], *, power_target: str | No
     return config
 
 
+def scrape_job(name: str, target: str) -> dict[str, Any]:
+    return {"job_name": name, "static_configs": [{"targets": [target]}]}
+
+
 def start_analytics(prometheus: Service, config: dict[str, Any], workdir: Path, stack: Stack, *flags: str,
-                    ready_path: str = "/metrics") -> Service:
-    """``lockstep analytics serve`` on a free port, querying ``prometheus``, which then scrapes it too:
-    ``config`` (the prometheus.yml that Prometheus runs) gains the analytics job and is reloaded. The
-    service has bound its port before Prometheus is told it, so no other process can take the port in
-    between, as it could one picked ahead for both."""
-    service = stack.add(start_on_port("analytics", lambda port: [
+                    port: int | None = None, ready_path: str = "/metrics") -> Service:
+    """``lockstep analytics serve`` on ``port`` (None: a free one), querying ``prometheus``, which then
+    scrapes it too: ``config`` (the prometheus.yml that Prometheus runs) gains the analytics job and is
+    reloaded. The service has bound its port before Prometheus is told it, so no other process can take
+    the port in between, as it could one picked ahead for both."""
+    service = stack.add(start_on_port("analytics", lambda p: [
         *LOCKSTEP, "analytics", "serve", f"--prometheus-url={prometheus.url}",
-        f"--web.listen-address=127.0.0.1:{port}", *flags], workdir, ready_path=ready_path))
-    job = prometheus_config({}, analytics_target=host_port(service))["scrape_configs"][-1]
+        f"--web.listen-address=127.0.0.1:{p}", *flags], workdir, port, ready_path=ready_path))
+    job = scrape_job(ANALYTICS_JOB, host_port(service))
     reload_prometheus(prometheus, {**config, "scrape_configs": [*config["scrape_configs"], job]})
     return service
 
