@@ -222,11 +222,13 @@ def start_prometheus(config: dict[str, Any] | str, workdir: Path, port: int | No
         scheme="https" if web_config and "tls_server_config" in web_config else "http")
 
 
-def reload_prometheus(prometheus: Service, config: dict[str, Any] | str) -> None:
-    """Give a running ``start_prometheus`` (plain HTTP) a new prometheus.yml: its lifecycle API answers the
-    reload once the config is applied, or with the reason it refused it. For a target known only once it
-    has bound its port, such as a service that queries this Prometheus and is started after it."""
-    _write_config(prometheus.workdir / "prometheus.yml", config)
+def reload_prometheus(prometheus: Service, config: dict[str, Any] | str | None = None) -> None:
+    """Make a running ``start_prometheus`` (plain HTTP) read its files again, with ``config`` as its new
+    prometheus.yml if given (else the rule files it names may have changed): its lifecycle API answers
+    once the reload is applied, or with the reason it refused it. A new config is how a target known only
+    once it has bound its port joins, such as a service that queries this Prometheus, started after it."""
+    if config is not None:
+        _write_config(prometheus.workdir / "prometheus.yml", config)
     status, body = http_get(prometheus.url + "/-/reload", method="POST", timeout=30)
     if status != 200:
         raise RuntimeError(f"prometheus refused its new config ({status}): {body.decode(errors='replace')}")

@@ -28,7 +28,7 @@ from alerts import alertmanager, config as alerts_config
 from analytics.config import ServiceConfig
 from analytics.keys import REFRESHED, STATE
 from analytics.service import create_app
-from lockstep.stack import Service, http_get, start_alertmanager, start_prometheus
+from lockstep.stack import Service, http_get, reload_prometheus, start_alertmanager, start_prometheus
 
 PAGE_LABELS = {"severity": "page", "node": "node01", "interface": "ens1np0", "priority": "3"}
 
@@ -139,7 +139,7 @@ async def alertmanager_outage(work: Path, outage_s: float, resend_delay: str, ro
         out.down_at = time.time()
         errors = _metric(prom.url, "prometheus_notifications_errors_total")
         _rules(work / "rules.yml", True)   # the condition begins while Alertmanager is down
-        assert http_get(prom.url + "/-/reload", method="POST")[0] == 200
+        reload_prometheus(prom)
         while not (alerts := _firing(prom.url)):
             assert time.time() < out.down_at + 60, "the rule never fired"
             await asyncio.sleep(0.5)
