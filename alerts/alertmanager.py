@@ -1,10 +1,10 @@
 """alertmanager.yml as code: severity routing, grouping, the quarantine hook and the inhibitions."""
 from __future__ import annotations
 
-from alerts.config import AlertsConfig
-from alerts.model import dump
-from alerts.quarantine import DRAIN_ALERTS, XID_ALERTS
-from exporters.catalog.enums import PAGE, TICKET
+from lockstep.alerts.model import dump
+from lockstep.alerts.quarantine import DRAIN_ALERTS, XID_ALERTS
+from lockstep.alerts.settings import AlertsConfig
+from lockstep.exporters.catalog.enums import PAGE, TICKET
 
 GROUP_BY = ["cluster", "job_id", "alertname"]
 # What the quarantine receiver is sent: the hardware faults it drains for, and the XID alerts it

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alerts import alertmanager, rules
-from alerts.config import AlertsConfig
+from lockstep.alerts import alertmanager, rules
+from lockstep.alerts.config import AlertsConfig
 
 RULES_FILE = "lockstep-rules.yml"
 ALERTMANAGER_FILE = "alertmanager.yml"

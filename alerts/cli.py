@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from exporters.configfile import ConfigError
+from lockstep.exporters.toolkit.configfile import ConfigError
 
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
@@ -19,16 +19,16 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     build.add_argument("--config", type=Path, default=None,
                        help="YAML overriding selectors, thresholds, for: durations, receivers (see alerts/config.py)")
     build.set_defaults(func=run)
-    from alerts import quarantine_cli
+    from lockstep.alerts import quarantine_cli
     quarantine_cli.add_parser(sub)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.alerts_command == "quarantine-receiver":
-        from alerts import quarantine_cli
+        from lockstep.alerts import quarantine_cli
         return quarantine_cli.run(args)
-    from alerts import build, config
+    from lockstep.alerts import build, config
     try:
         cfg = config.load(args.config)
     except ConfigError as exc:

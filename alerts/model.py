@@ -1,6 +1,6 @@
 """Rule records and the small PromQL helpers every rule module shares.
 
-Metric names go through ``metric()``, which looks them up in ``exporters.catalog`` so a rule can
+Metric names go through ``metric()``, which looks them up in ``lockstep.exporters.catalog`` so a rule can
 never name a series nothing emits; recorded series are named ``lockstep:<what>:<how>`` (the
 ``level:metric:operation`` convention, with our prefix as the level) and live in ``recording.py``.
 """
@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from exporters import catalog
-from exporters.catalog.enums import SEVERITIES
-from exporters.timeparse import duration_seconds
+from lockstep.exporters import catalog
+from lockstep.exporters.catalog.enums import SEVERITIES
+from lockstep.exporters.toolkit.timeparse import duration_seconds
 
 # Stands for the alert's effective ``for:`` in its description (a site may override it).
 FOR = "{for}"
@@ -28,7 +28,7 @@ def check_duration(value: str) -> str | None:
 
 @dataclass(frozen=True)
 class Alert:
-    """One alerting rule: an alert of the contract (ARCHITECTURE.md) with its severity and its default
+    """One alerting rule: an alert of the contract (docs/architecture.md) with its severity and its default
     ``for:`` (the alerts config may override it per alert name), and a runbook docs/runbooks/<name>.md."""
 
     name: str

@@ -14,9 +14,9 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporters.catalog import xid
-from exporters.catalog.enums import XID_DRAIN_ACTIONS
-from exporters.jsonload import load_json
+from lockstep.exporters.catalog import xid
+from lockstep.exporters.catalog.enums import XID_DRAIN_ACTIONS
+from lockstep.exporters.toolkit.jsonload import load_json
 
 # Alerts after which a node must take no more work until someone resets a GPU, reboots or repairs it.
 DRAIN_ALERTS = ("GPUUncorrectableECC", "GPURowRemapFailure", "GPURowRemapPending", "InfiniBandLinkDown",

@@ -3,7 +3,7 @@
 
 Every decision is logged (logfmt fields action=drain|dry_run|already|rate_limited|circuit_open|
 unknown_node|failed). Requests are handled one at a time (a lock) so the hourly cap holds under
-concurrent notifications. With a node inventory (``alerts.inventory``) a name it does not list is
+concurrent notifications. With a node inventory (``lockstep.alerts.inventory``) a name it does not list is
 refused, and the circuit breaker counts its size as the fleet.
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 
 from aiohttp import web
 
-from alerts.inventory import Inventory, InventoryError
-from alerts.quarantine import BadPayload, DrainRequest, Policy, parse_notification, scontrol_argv
-from exporters.logs import kv
+from lockstep.alerts.inventory import Inventory, InventoryError
+from lockstep.alerts.quarantine import BadPayload, DrainRequest, Policy, parse_notification, scontrol_argv
+from lockstep.exporters.toolkit.logs import kv
 
 log = logging.getLogger("lockstep.quarantine")
 

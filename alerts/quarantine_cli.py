@@ -11,11 +11,11 @@ import os
 import sys
 from pathlib import Path
 
-from alerts.quarantine_app import QuarantineConfig, create_app
-from exporters.listen import parse_listen_address
-from exporters.logs import add_flags as add_log_flags
-from exporters.webconfig import add_flags as add_web_flags
-from exporters.logs import kv
+from lockstep.alerts.quarantine_app import QuarantineConfig, create_app
+from lockstep.exporters.toolkit.listen import parse_listen_address
+from lockstep.exporters.toolkit.logs import add_flags as add_log_flags
+from lockstep.exporters.toolkit.logs import kv
+from lockstep.exporters.toolkit.webconfig import add_flags as add_web_flags
 
 TOKEN_ENV = "LOCKSTEP_QUARANTINE_TOKEN"
 
@@ -25,7 +25,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("quarantine-receiver", allow_abbrev=False,
                        help="Alertmanager webhook that drains faulty nodes in Slurm",
                        description="Alertmanager webhook (POST /alerts) that drains nodes with hardware faults "
-                       "(uncorrectable ECC, an XID whose recovery needs the node empty, a GPU missing or off the bus, IB link down, "
+                       "(uncorrectable ECC, an XID whose recovery needs the node empty, a GPU missing or off the bus, "
+                       "IB link down, "
                        "row remap pending or failed) via scontrol. Dry run "
                        f"unless --execute. Bearer token from --token-file or ${TOKEN_ENV}.")
     # Loopback by default: it runs next to Alertmanager, and it can drain nodes.
@@ -70,7 +71,7 @@ def config_from_args(args: argparse.Namespace, environ: dict[str, str] | None = 
 def run(args: argparse.Namespace) -> int:
     from aiohttp import web
 
-    from exporters import logs
+    from lockstep.exporters.toolkit import logs
     try:
         config = config_from_args(args)
         listen = parse_listen_address(getattr(args, "web.listen-address"))

@@ -8,9 +8,9 @@ Job membership comes from ``lockstep_gpu_job_info`` (one series per GPU held by 
 """
 from __future__ import annotations
 
-from alerts.config import AlertsConfig
-from alerts.model import Record, attach, metric
-from exporters.catalog.enums import FLOOR, HISTORY, PEERS
+from lockstep.alerts.model import Record, attach, metric
+from lockstep.alerts.settings import AlertsConfig
+from lockstep.exporters.catalog.enums import FLOOR, HISTORY, PEERS
 
 GROUP = "lockstep.rules"
 

@@ -6,9 +6,9 @@ share the severity and the ``for:``.
 """
 from __future__ import annotations
 
-from alerts import recording, rules_hardware, rules_ops, rules_validation
-from alerts.config import AlertsConfig
-from alerts.model import Alert, dump
+from lockstep.alerts import recording, rules_hardware, rules_ops, rules_validation
+from lockstep.alerts.model import Alert, dump
+from lockstep.alerts.settings import AlertsConfig
 
 
 def all_alerts(config: AlertsConfig) -> list[Alert]:

@@ -7,11 +7,19 @@ with the same ``job_id`` fires (see ``alertmanager.py``).
 """
 from __future__ import annotations
 
-from alerts.config import AlertsConfig
-from alerts.model import Alert, metric, with_job
-from alerts.recording import GPU_JOB, NODE_JOB, PFC_PAUSED_INTERFACE, PFC_STORM_EVENTS
-from exporters.catalog.enums import (IB_PORT_ACTIVE, IB_PORT_STATES, PAGE, THERMAL_REASONS, TICKET, XID_CRITICAL,
-                                     XID_TICKET_CATEGORIES, XID_WARNING)
+from lockstep.alerts.model import Alert, metric, with_job
+from lockstep.alerts.recording import GPU_JOB, NODE_JOB, PFC_PAUSED_INTERFACE, PFC_STORM_EVENTS
+from lockstep.alerts.settings import AlertsConfig
+from lockstep.exporters.catalog.enums import (
+    IB_PORT_ACTIVE,
+    IB_PORT_STATES,
+    PAGE,
+    THERMAL_REASONS,
+    TICKET,
+    XID_CRITICAL,
+    XID_TICKET_CATEGORIES,
+    XID_WARNING,
+)
 
 
 def pfc(config: AlertsConfig) -> list[Alert]:

@@ -2,10 +2,10 @@
 on lockstep's own exporters."""
 from __future__ import annotations
 
-from alerts.config import AlertsConfig
-from alerts.model import FOR, Alert, metric
-from alerts.recording import JOB_LOST_GPU_TIME, RACK_POWER_BUDGET
-from exporters.catalog.enums import CHECKPOINT, HANG, PAGE, STALLS_ALERTED_APART, TICKET
+from lockstep.alerts.model import FOR, Alert, metric
+from lockstep.alerts.recording import JOB_LOST_GPU_TIME, RACK_POWER_BUDGET
+from lockstep.alerts.settings import AlertsConfig
+from lockstep.exporters.catalog.enums import CHECKPOINT, HANG, PAGE, STALLS_ALERTED_APART, TICKET
 
 
 def jobs(config: AlertsConfig) -> list[Alert]:

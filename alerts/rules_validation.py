@@ -2,10 +2,10 @@
 collector): a figure fallen below one of its baselines, and a failed or hung diagnostic on a node in service."""
 from __future__ import annotations
 
-from alerts.config import AlertsConfig
-from alerts.model import Alert, metric
-from alerts.recording import VALIDATION_RATIO
-from exporters.catalog.enums import PAGE, TICKET, VALIDATION_PAGING_KIND
+from lockstep.alerts.model import Alert, metric
+from lockstep.alerts.recording import VALIDATION_RATIO
+from lockstep.alerts.settings import AlertsConfig
+from lockstep.exporters.catalog.enums import PAGE, TICKET, VALIDATION_PAGING_KIND
 
 RUN = "node, kind, test, scale"
 

@@ -6,13 +6,13 @@ import json
 import sys
 from typing import Sequence
 
-from exporters.helpformat import DefaultsHelpFormatter
-from exporters.configfile import ConfigError
+from lockstep.exporters.toolkit.configfile import ConfigError
+from lockstep.exporters.toolkit.helpformat import DefaultsHelpFormatter
 
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
-    from analytics.config import add_serve_flags
-    from exporters.logs import add_flags as add_log_flags
+    from lockstep.analytics.service.config import add_serve_flags
+    from lockstep.exporters.toolkit.logs import add_flags as add_log_flags
 
     p = subparsers.add_parser("analytics", help="straggler, stall and utilization-loss scoring: serve, evaluate, steptimes",
                               description="straggler, stall and utilization-loss scoring: serve, evaluate, steptimes")
@@ -55,11 +55,11 @@ def run(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import asyncio
 
-    from analytics.config import config_from_args
-    from analytics.promsession import check_credentials
-    from analytics.service import create_app
-    from exporters.logs import setup_from_args
-    from exporters.web import serve
+    from lockstep.analytics.prom.session import check_credentials
+    from lockstep.analytics.service.app import create_app
+    from lockstep.analytics.service.config import config_from_args
+    from lockstep.exporters.toolkit.logs import setup_from_args
+    from lockstep.exporters.toolkit.web import serve
 
     setup_from_args(args)
     config = config_from_args(args)
@@ -69,8 +69,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from analytics import harness, truthcheck
-    from analytics.evaluate import evaluate, format_text
+    from lockstep.analytics.evaluation import harness, truthcheck
+    from lockstep.analytics.evaluation.evaluate import evaluate, format_text
 
     if sum(map(bool, (args.all, args.scenario, args.prometheus_url))) != 1:
         raise ValueError("give one of SCENARIO.yaml, --all DIR, or --prometheus-url URL --from T --to T")
@@ -97,9 +97,9 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _post_mortem(args: argparse.Namespace) -> int:
     import asyncio
 
-    from analytics.errors import PrometheusError
-    from analytics.postmortem import PostMortem, format_text, post_mortem
-    from exporters.timeparse import parse_time
+    from lockstep.analytics.evaluation.postmortem import PostMortem, format_text, post_mortem
+    from lockstep.analytics.prom.errors import PrometheusError
+    from lockstep.exporters.toolkit.timeparse import parse_time
 
     if args.start is None or args.end is None:
         raise ValueError("--prometheus-url needs --from T and --to T")
@@ -115,7 +115,7 @@ def _post_mortem(args: argparse.Namespace) -> int:
 
 
 def _steptimes(args: argparse.Namespace) -> int:
-    from analytics.steptimes import parse_csv, result
+    from lockstep.analytics.scoring.steptimes import parse_csv, result
 
     found = result(parse_csv(args.file))
     if args.json:

@@ -1,4 +1,4 @@
-"""Analytics budget (ARCHITECTURE.md): one scoring pass over 1,024 GPUs × 15 min at 5 s (six
+"""Analytics budget (docs/architecture.md): one scoring pass over 1,024 GPUs × 15 min at 5 s (six
 signals) under 2 s and 1.5 GB on 2 cores; cost should grow linearly with GPUs (4,096 shown).
 
 Each size runs in a fresh child process so its peak RSS is its own. The frame is the FORMATS.md long
@@ -68,8 +68,8 @@ def make_frame(gpus: int, duration_s: float = 900.0, period: float = 5.0, per_no
 
 def child(gpus: int) -> dict:
     sys.path.insert(0, str(ROOT))
-    from analytics.frame import build_features
-    from analytics.score import score_features
+    from lockstep.analytics.evaluation.simframe import build_features
+    from lockstep.analytics.scoring.score import score_features
 
     frame = make_frame(gpus)
     rss_frame = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -108,7 +108,8 @@ def main(sizes: list[int]) -> int:
     print("ratio = scoring pass / peer (pandas groupby-median over the same frame); pass peak = memory the "
           "scoring pass allocates (tracemalloc); RSS = whole child process, frame included")
     for a, b in zip(rows, rows[1:]):
-        print(f"growth {a['gpus']} → {b['gpus']} GPUs (×{b['gpus'] / a['gpus']:.0f}): scoring ×{b['score_s'] / a['score_s']:.2f}, "
+        print(f"growth {a['gpus']} → {b['gpus']} GPUs (×{b['gpus'] / a['gpus']:.0f}): "
+              f"scoring ×{b['score_s'] / a['score_s']:.2f}, "
               f"peer ×{b['peer_s'] / a['peer_s']:.2f}")
     ok = True
     for r in rows:

@@ -1,4 +1,4 @@
-"""``lockstep sim backfill`` (issue 17): what filling a real Prometheus with a simulated cluster costs.
+"""``lockstep sim backfill``: what filling a real Prometheus with a simulated cluster costs.
 
 Half an hour of 1,024 and of 16,384 GPUs at 5 s (what the analytics read, and at 1,024 GPUs every
 series), and a month of 128 GPUs at 5 minutes (what the report and the dashboards read): wall time,

@@ -26,11 +26,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from analytics.evaluate import simulate  # noqa: E402
 from chaos import alertmanager_outage, prometheus_outage, refreshed  # noqa: E402
+from test_analytics_service import PROM_CONFIG, SCENARIO, _config  # noqa: E402
+
+from lockstep.analytics.evaluation.evaluate import simulate  # noqa: E402
 from lockstep.localcluster import backfill  # noqa: E402
 from lockstep.stack import Stack, start_prometheus  # noqa: E402
-from test_analytics_service import PROM_CONFIG, SCENARIO, _config  # noqa: E402
 
 JOB = "7300"
 
@@ -40,8 +41,8 @@ async def steady(url: str, sim, window_s: float, interval_s: float = 30.0) -> ob
     the ``window_s`` before it (the reference for the account across the outage)."""
     from aiohttp import web
 
-    from analytics.keys import STATE
-    from analytics.service import create_app
+    from lockstep.analytics.service.app import create_app
+    from lockstep.analytics.service.keys import STATE
 
     start, end = sim.start, sim.start + sim.truth["duration_s"]
     clock = [start + 120]

@@ -4,7 +4,7 @@ Runs Debian's node_exporter (``--collector.disable-defaults --collector.infiniba
 exporter (``--collector.disable-defaults --collector.infiniband --collector.roce --collector.pfc``)
 against one node tree, scrapes each N times over HTTP and prints, for both: process CPU per scrape
 (utime+stime deltas from /proc/<pid>/stat), p50/p99 scrape latency, samples per scrape, and the
-ratios. Budget (ARCHITECTURE.md): lockstep's fabric collectors cost no more CPU per scrape than
+ratios. Budget (docs/architecture.md): lockstep's fabric collectors cost no more CPU per scrape than
 node_exporter's infiniband collector alone.
 
 The tree comes from the simulator (``lockstep sim run``) when it is available, otherwise it is
@@ -56,7 +56,7 @@ def generate(node: Path, hcas: int = 8) -> Path:
     for i in range(hcas):
         dev = node / "sys" / "class" / "infiniband" / f"mlx5_{i}"
         shutil.copytree(MLX5, dev)
-        for base, dirs, files in os.walk(dev):
+        for base, _dirs, files in os.walk(dev):
             os.chmod(base, 0o755)
             for name in files:
                 os.chmod(os.path.join(base, name), 0o644)

@@ -4,7 +4,7 @@ Measures, in one run on one gpus.json in the simulator's shape (8 GPUs, 18 NVLin
 peers): a whole scrape through the core (collect + encode + render, the gpu collector alone), the
 same with gpus.json rewritten before every scrape (the simulator's live mode), and two peers:
 ``json.load`` of the same file, and prometheus_client's ``generate_latest`` over the same samples
-(the exposition the core replaced). Budget (issue 4): under 2 ms CPU per scrape.
+(the exposition the core replaced). Budget: under 2 ms CPU per scrape.
 
 ``--nvml`` runs on a machine with an NVIDIA GPU instead: CPU per scrape through the real NVML and,
 with ``--capture FILE``, which fields the GPU/driver supports (a JSON record to commit as a fixture)
@@ -30,9 +30,9 @@ import pynvml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from exporters.gpu.backend import GpuOptions, open_backend  # noqa: E402
-from exporters.gpu.collector import GpuCollector  # noqa: E402
-from exporters.scrape import Scraper  # noqa: E402
+from lockstep.exporters.gpu.backend import GpuOptions, open_backend  # noqa: E402
+from lockstep.exporters.gpu.collector import GpuCollector  # noqa: E402
+from lockstep.exporters.scrape import Scraper  # noqa: E402
 
 FIXTURE = REPO / "tests/fixtures/gpu/node00/gpus.json"
 N, REPEATS = 300, 5
@@ -125,7 +125,7 @@ def per_call_costs(scrapes: int = 5) -> dict[str, dict]:
 def field_costs(handle, repeats: int = 20) -> dict[str, dict]:
     """Each field of the collector's one ``nvmlDeviceGetFieldValues`` batch asked alone: median wall µs
     per call and the NVML return code (0 = answered), to see which fields the batch's time goes to."""
-    from exporters.gpu.read import FIELDS
+    from lockstep.exporters.gpu.read import FIELDS
     costs = {}
     for key, field in FIELDS.items():
         times = []
@@ -139,7 +139,7 @@ def field_costs(handle, repeats: int = 20) -> dict[str, dict]:
 
 def real_nvml(capture: Path | None) -> int:
     """Scrape cost and supported fields on this machine's GPUs through pynvml."""
-    from exporters.gpu.read import read_snapshot
+    from lockstep.exporters.gpu.read import read_snapshot
     options = GpuOptions("nvml", hostname=os.uname().nodename)
     collector = GpuCollector(pynvml, None, options, watch_xid=True)
     samples = list(collector.collect())
@@ -180,7 +180,7 @@ def save_smi_capture(path: Path) -> None:
     replaying it through the collector once."""
     import subprocess
 
-    from exporters.gpu.replay import ReplayNvml
+    from lockstep.exporters.gpu.replay import ReplayNvml
     xml = subprocess.run(["nvidia-smi", "-q", "-x"], capture_output=True, text=True, timeout=60, check=True).stdout
     path.write_text(xml)
     replayed = GpuCollector(ReplayNvml(path), None, GpuOptions("replay", path), watch_xid=False)

@@ -1,7 +1,7 @@
 """IsolationForest as a secondary straggler signal (the issue's "where a model genuinely helps"),
 measured against the simulator's truth on every scenario in simulator/scenarios/.
 
-Each scenario goes through the evaluation's own path (``analytics.evaluate.simulate``, then
+Each scenario goes through the evaluation's own path (``lockstep.analytics.evaluation.evaluate.simulate``, then
 ``build_features`` + ``score_features``, which is ``score_frame``), and four detectors are compared
 per GPU track (a node-wide flag or a slow_node truth counts for every GPU of the node):
 
@@ -43,11 +43,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analytics import straggler  # noqa: E402
-from analytics.evaluate import simulate  # noqa: E402
-from analytics.frame import build_features  # noqa: E402
-from analytics.score import JobResult, score_features  # noqa: E402
-from analytics.truthcheck import compare, scorer_flags, truth_windows  # noqa: E402
+from lockstep.analytics.evaluation.evaluate import simulate  # noqa: E402
+from lockstep.analytics.evaluation.simframe import build_features  # noqa: E402
+from lockstep.analytics.evaluation.truthcheck import compare, scorer_flags, truth_windows  # noqa: E402
+from lockstep.analytics.scoring import straggler  # noqa: E402
+from lockstep.analytics.scoring.score import JobResult, score_features  # noqa: E402
 
 SCENARIOS = ROOT / "simulator" / "scenarios"
 METHODS = ("scorer", "iforest", "and", "or")
@@ -113,7 +113,7 @@ def measure(path: Path, contaminations: list) -> dict:
     samples = max(1, int(round(straggler.PERSIST_S / run.period)))
     parts: dict = {c: {m: [] for m in METHODS} for c in contaminations}
     if_cpu = 0.0
-    for job_id, res in results.items():
+    for res in results.values():
         active = (res.causes == "") | (res.causes == "straggler")
         scores, cpu = outlier_scores(feature_vectors(features, res), active)
         if_cpu += cpu

@@ -7,7 +7,7 @@ runs every default collector. Both are scraped once per simulator tick (so every
 new gpus.json, as at Prometheus' pace; ``--back-to-back`` scrapes as fast as possible instead), interleaved,
 with ``Accept-Encoding: gzip`` like Prometheus. Printed for both: process CPU per scrape (utime+stime deltas
 from /proc/<pid>/stat, everything the process did in the window), p50/p99 client latency, RSS (VmRSS of
-/proc/<pid>/status), series per scrape, idle CPU; then the ratios and the ARCHITECTURE.md budget: CPU per
+/proc/<pid>/status), series per scrape, idle CPU; then the ratios and the budget of docs/architecture.md: CPU per
 scrape <= node_exporter's, p99 < 25 ms, RSS < 80 MB, <= 1,500 series. Exit status 1 when a budget is missed.
 ``--exporter-only`` loads only the exporter subcommand of ``lockstep`` (shows what other subcommands'
 imports add to RSS).
@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_exporter import cpu_seconds, measure  # noqa: E402
+
 from lockstep import stack  # noqa: E402
 
 BUDGET = {"cpu_ratio": 1.0, "p99_s": 0.025, "rss_bytes": 80e6, "series": 1500}
@@ -77,7 +78,6 @@ def idle_cpu(services: dict, seconds: float = 5.0) -> dict:
 
 def full_node(node: Path) -> list[str]:
     """What the simulated node lacks of a full H100 node (empty when complete)."""
-    missing = []
     checks = {"8 HCAs": len(list((node / "sys/class/infiniband").glob("*"))) >= 8,
               "8 NICs": len(list((node / "ethtool").glob("*/statistics"))) >= 8,
               "gpus.json": (node / "gpus.json").is_file(),
@@ -93,7 +93,7 @@ def _text(path: Path) -> str:
 
 # `lockstep` with only the exporter subcommand loaded: what the agent costs without the other subcommands'
 # imports (diagnosis for the RSS budget; the budget is judged on the real `lockstep exporter`).
-_EXPORTER_ONLY = ("import sys, lockstep.cli as c; c.SUBCOMMANDS = ('exporters.cli',); sys.exit(c.main())",)
+_EXPORTER_ONLY = ("import sys, lockstep.cli as c; c.SUBCOMMANDS = ('lockstep.exporters.cli',); sys.exit(c.main())",)
 
 
 def start(st: stack.Stack, node: Path, work: Path, exporter_only: bool) -> dict:

@@ -1,4 +1,4 @@
-"""Power exporter polling budget (ARCHITECTURE.md: 200 Redfish targets polled concurrently in under
+"""Power exporter polling budget (docs/architecture.md: 200 Redfish targets polled concurrently in under
 2 s; one hung BMC delays no other).
 
 A separate process serves 200 simulated Redfish devices on one port under path prefixes, the way
@@ -24,9 +24,9 @@ import aiohttp
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from exporters.power.config import PowerConfig, Target  # noqa: E402
-from exporters.power.poller import STRUCTURE_TTL_S, Poller  # noqa: E402
-from exporters.power.redfish import HttpRedfish  # noqa: E402
+from lockstep.exporters.power.config import PowerConfig, Target  # noqa: E402
+from lockstep.exporters.power.poller import STRUCTURE_TTL_S, Poller  # noqa: E402
+from lockstep.exporters.power.redfish import HttpRedfish  # noqa: E402
 
 MOCKUPS = REPO / "tests/fixtures/redfish"
 LATENCY_S, TIMEOUT_S, N = 0.05, 2.0, 200
@@ -107,7 +107,8 @@ async def run(base: str) -> None:
           f"  budget < 2 s: {'PASS' if concurrent < 2 else 'FAIL'}")
     print(f"first poll after start (discovers every resource, ~11 requests per target; again every "
           f"{STRUCTURE_TTL_S:.0f} s and after a failure): {discovery:.3f} s")
-    print(f"peer, sequential poll of the same targets: {sequential:.3f} s  -> concurrent is {sequential / concurrent:.1f}x faster")
+    print(f"peer, sequential poll of the same targets: {sequential:.3f} s  "
+          f"-> concurrent is {sequential / concurrent:.1f}x faster")
     print(f"with one hung target (timeout {TIMEOUT_S:g} s): last healthy target done at {healthy:.3f} s, "
           f"hung target given up at {done['hung']:.3f} s  "
           f"{'PASS' if healthy < TIMEOUT_S <= done['hung'] else 'FAIL'}: no healthy target waited for it")

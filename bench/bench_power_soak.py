@@ -4,7 +4,7 @@ the DMTF mockups), 5 % of them flapping, time-compressed.
 A separate process serves the targets (tests/redfish_mockup.py). Each flapping target cycles through
 windows of ``--flap-rounds`` poll rounds: answering, HTTP 500, hung before the headers, answering,
 stalled after the headers, trickling its body one byte at a time. The exporter's app
-(``exporters.power.app.create_app``) runs in this process; one poll round of every target is one
+(``lockstep.exporters.power.app.create_app``) runs in this process; one poll round of every target is one
 simulated 15 s interval, run back to back (the compression: ``--hours`` x 240 rounds, each as long as
 its slowest target, the per-request timeout ``--timeout``), and ``/metrics`` is scraped after every
 round and a flapping target's ``/probe`` every fourth, as Prometheus would. Sampled every simulated
@@ -33,10 +33,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
 
 from bench_node_agent import rss_bytes  # noqa: E402
-from bench_power import KINDS, MOCKUPS, run_service, targets as all_targets  # noqa: E402
+from bench_power import KINDS, MOCKUPS, run_service  # noqa: E402
+from bench_power import targets as all_targets  # noqa: E402
 from bench_soak import FLAT, flat  # noqa: E402
-from exporters.power.app import POLLER, AppOptions, create_app  # noqa: E402
-from exporters.power.config import PowerConfig  # noqa: E402
+
+from lockstep.exporters.power.app import POLLER, AppOptions, create_app  # noqa: E402
+from lockstep.exporters.power.config import PowerConfig  # noqa: E402
 
 ROUNDS_PER_HOUR = 240
 FLAPPING = 10  # 5 % of 200

@@ -1,4 +1,4 @@
-"""Analytics service at scale against a REAL Prometheus (issue 17; ARCHITECTURE.md's budget: a steady
+"""Analytics service at scale against a REAL Prometheus (the budget in docs/architecture.md: a steady
 refresh of a 16,384-GPU job in under half the 30 s interval and under 3 GB, fetching only what changed).
 
 Per size, one training job of N GPUs (N/8 nodes, one GPU throttled from minute 10) is written as
@@ -69,9 +69,9 @@ def peak_rss_mb(reset: bool = False) -> float:
 async def _phases(url: str, prom_pid: int, start: float) -> dict:
     import aiohttp
 
-    from analytics import refresh
-    from analytics.config import ServiceConfig
-    from analytics.prometheus import PrometheusSource
+    from lockstep.analytics.service import refresh
+    from lockstep.analytics.service.config import ServiceConfig
+    from lockstep.analytics.service.source import PrometheusSource
 
     scoring: list[float] = []
     score_window = refresh.score_window

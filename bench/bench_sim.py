@@ -1,4 +1,4 @@
-"""Simulator budgets (issue 3): live 64 nodes x 8 GPUs at a 5 s period under 20% of one core;
+"""Simulator budgets: live 64 nodes x 8 GPUs at a 5 s period under 20% of one core;
 ``sim series`` for 1,024 GPUs x 1 h at 5 s in under 60 s. Each figure comes with a peer measured in
 the same run: the live tick against writing the same number of files with a plain loop, the real
 ``lockstep sim run`` process against the in-process tick, the series against reading its output back.
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from simulator.live import TreeSink
-from simulator.model import Model
-from exporters.configfile import loads_yaml
-from simulator.scenario import parse_scenario
-from simulator.series import write_series
+from lockstep.exporters.toolkit.configfile import loads_yaml
+from lockstep.simulator.live import TreeSink
+from lockstep.simulator.model import Model
+from lockstep.simulator.scenario import parse_scenario
+from lockstep.simulator.series import write_series
 
 PERIOD = 5.0
 TICKS = 8
@@ -77,7 +77,8 @@ def process_cpu_fraction(root: Path, speed: float = 5.0, wall: float = 20.0) -> 
     proc = subprocess.Popen([sys.executable, "-c", "import sys; from lockstep.cli import main; sys.exit(main())",
                              "sim", "run", str(path), "--root", str(root / "live"), "--speed", str(speed),
                              "--duration", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    stamp = lambda: json.loads((root / "live" / "node63" / "gpus.json").read_text())["timestamp"]
+    def stamp():
+        return json.loads((root / "live" / "node63" / "gpus.json").read_text())["timestamp"]
     try:
         for _ in range(5):
             proc.stdout.readline()  # banner: trees created, service up

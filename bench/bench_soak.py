@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_exporter import Scraper  # noqa: E402
 from bench_node_agent import live_node, rss_bytes  # noqa: E402
+
 from lockstep import stack  # noqa: E402
 
 FLAT = 0.05

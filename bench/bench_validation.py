@@ -2,15 +2,15 @@
 of them and without any.
 
 One simulated H100 node (``lockstep sim run``, as bench_node_agent.py). Two results directories are filled
-through the real store (``validation.store.Store.write``; on /dev/shm where there is one, so that filling
+through the real store (``lockstep.validation.store.Store.write``; on /dev/shm where there is one, so that filling
 them is quick) with 7 and with 365 daily runs of 50 tests built from the real captures in
 tests/fixtures/validation (jittered ±3 %): nccl-tests, 6 collectives x 4 scales; ib_write_bw and ib_read_bw
 on 8 HCAs; DCGM levels 1 and 3; gpu-burn; 7 fio jobs. Four processes are scraped interleaved once per
-simulator tick: node_exporter's infiniband collector (the ARCHITECTURE.md anchor) and ``lockstep exporter``
+simulator tick: node_exporter's infiniband collector (the anchor of docs/architecture.md's budgets) and ``lockstep exporter``
 with no results, a week of them and a year of them, while a writer stores one new result in both
 directories every 2 s (each re-parsed by its agent: the year's file is 365 runs long). Printed: CPU per
 scrape, p50/p99, RSS and series of each, and the budgets: p99 < 25 ms, RSS < 80 MB, <= 1,500 series
-(ARCHITECTURE.md); a year of history costing no more than 10 % above a week of it per scrape (the same series); validation
+(docs/architecture.md); a year of history costing no more than 10 % above a week of it per scrape (the same series); validation
 series costing no more CPU each than the agent's other series. Exit status 1 when one is missed.
 """
 from __future__ import annotations
@@ -29,10 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_exporter import measure  # noqa: E402
 from bench_node_agent import TICK_S, live_node, report_budgets, rss_bytes  # noqa: E402
+
 from lockstep import stack  # noqa: E402
-from validation.parsers import parse_file  # noqa: E402
-from validation.result import from_parsed  # noqa: E402
-from validation.store import Store  # noqa: E402
+from lockstep.validation.parsers import parse_file  # noqa: E402
+from lockstep.validation.result import from_parsed  # noqa: E402
+from lockstep.validation.store import Store  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "validation"
 BUDGET = {"p99_s": 0.025, "rss_bytes": 80e6, "series": 1500, "year_over_week_cpu": 1.10, "per_series_cpu": 1.0}

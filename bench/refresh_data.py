@@ -38,7 +38,7 @@ def backfill(scenario: dict, workdir: Path) -> tuple[Path, float]:
 
 
 def _start(path: Path) -> float:
-    from simulator.scenario import load_scenario
-    from simulator.truth import Truth
+    from lockstep.simulator.scenario import load_scenario
+    from lockstep.simulator.truth import Truth
 
     return float(Truth(load_scenario(path)).document()["start_timestamp"])

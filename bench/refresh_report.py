@@ -1,12 +1,12 @@
-"""bench_refresh.py's figures: each size's phases summarized, printed beside the figures of issue 17
+"""bench_refresh.py's figures: each size's phases summarized, printed beside the figures measured before incremental refresh
 measured before incremental refresh, and held to the issue's budgets."""
 from __future__ import annotations
 
 import os
 
-# issue 17, measured before incremental refresh: GPUs → (refresh s, of which fetch and decode s, peak RSS GB)
+# measured before incremental refresh: GPUs → (refresh s, of which fetch and decode s, peak RSS GB)
 BEFORE = {1024: (20.3, 19.0, 1.5), 4096: (89.0, 87.0, 5.4)}
-# done-when of issue 17: GPUs → (steady refresh s, steady peak RSS MB); the first fetch of 16,384 within 3 GB
+# the targets set for incremental refresh: GPUs → (steady refresh s, steady peak RSS MB); the first fetch of 16,384 within 3 GB
 BUDGETS = {4096: (5.0, 1536.0), 16384: (15.0, 3072.0)}
 FIRST_FETCH_MB = {16384: 3072.0}
 MIN_SAMPLES_RATIO = 10.0
@@ -20,7 +20,8 @@ def _median(rows: list[dict], key: str) -> float:
 
 def summarize(r: dict) -> dict:
     steady, full, (first,) = r["steady"], r["full"], r["first"]
-    row = {"gpus": r["gpus"], "minutes": r["minutes"], "backfill": r["backfill"], "first_s": first["wall_s"], "first_rss_mb": r["first_peak_rss_mb"],
+    row = {"gpus": r["gpus"], "minutes": r["minutes"], "backfill": r["backfill"], "first_s": first["wall_s"],
+           "first_rss_mb": r["first_peak_rss_mb"],
            "steady_s": _median(steady, "wall_s"), "steady_score_s": _median(steady, "score_s"),
            "steady_prom_cpu_s": _median(steady, "prom_cpu_s"), "steady_samples": _median(steady, "samples"),
            "steady_rss_mb": r["steady_peak_rss_mb"], "full_s": _median(full, "wall_s"),
@@ -49,7 +50,8 @@ def report(rows: list[dict], pm: dict | None, load: tuple, setup: str) -> bool:
     for gpus, (wall, fetch, gb) in BEFORE.items():
         now = next((r for r in rows if r["gpus"] == gpus), None)
         if now:
-            print(f"before (issue 17) at {gpus:,} GPUs: {wall:.1f} s per refresh ({fetch:.1f} s fetching and decoding), "
+            print(f"before incremental refresh, at {gpus:,} GPUs: {wall:.1f} s per refresh "
+                  f"({fetch:.1f} s fetching and decoding), "
                   f"{gb:.1f} GB; now {now['steady_s']:.2f} s steady ({wall / now['steady_s']:.0f}x), "
                   f"{now['full_s']:.1f} s fetching the whole window ({wall / now['full_s']:.1f}x), "
                   f"{max(now['first_rss_mb'], now['steady_rss_mb']) / 1024:.2f} GB")

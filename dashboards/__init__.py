@@ -20,11 +20,11 @@ lockstep-power         (none)                rack power vs budget and headroom, 
 =====================  ====================  ==============================================================
 
 Layout of the package: ``config`` (the selectors every query is a function of, from
-``exporters.catalog.selectors``), ``grafana`` (the one grafanalib wrapper), ``panels`` (one factory
+``lockstep.exporters.catalog.selectors``), ``grafana`` (the one grafanalib wrapper), ``panels`` (one factory
 per panel type), ``queries`` (shared joins), one module per dashboard, ``build`` (render all),
 ``lint`` and ``promql`` (checks the tests run), ``check`` (run every panel query against a Prometheus).
 
-Where the alerts' recording rules (``alerts.recording``) record what a panel shows (the PFC paused
+Where the alerts' recording rules (``lockstep.alerts.recording``) record what a panel shows (the PFC paused
 fraction and watchdog events, a job's lost GPU-time rate, rack power against budget, the SM clock
 ratio, GPUs per job), the panel reads the recorded series: it shows what the alert sees, over the
 alert's window, and Prometheus must load the generated rule file.

@@ -4,9 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dashboards import fabric, job, node, overview, power, storage, validation
-from dashboards.config import DEFAULT, Config
-from dashboards.grafana import render, to_text
+from lockstep.dashboards import fabric, job, node, overview, power, storage, validation
+from lockstep.dashboards.config import DEFAULT, Config
+from lockstep.dashboards.grafana import render, to_text
 
 MODULES = (overview, job, node, fabric, storage, power, validation)
 

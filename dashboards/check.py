@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import urlencode
 
-from dashboards.promql import metric_names, substitute
+from lockstep.dashboards.promql import metric_names, substitute
 
 _ZERO_FALLBACK = re.compile(r"\s+or\s+vector\(0\)$")
 

@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "dashboards_command", None) != "build":
         print("usage: lockstep dashboards build --out DIR", file=sys.stderr)
         return 2
-    from dashboards.build import write_all
+    from lockstep.dashboards.build import write_all
 
     try:
         written = write_all(args.out)

@@ -1,14 +1,15 @@
 """The one configuration every dashboard query is a function of (the mixin convention).
 
 Selectors name the Prometheus scrape jobs of the conventions: the same ``Selectors`` the alert and
-recording rules, the analytics service and the local stack use (``exporters.catalog.selectors``).
+recording rules, the analytics service and the local stack use (``lockstep.exporters.catalog.selectors``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporters.catalog import Metric
-from exporters.catalog.selectors import DEFAULT as DEFAULT_SELECTORS, Selectors
+from lockstep.exporters.catalog import Metric
+from lockstep.exporters.catalog.selectors import DEFAULT as DEFAULT_SELECTORS
+from lockstep.exporters.catalog.selectors import Selectors
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ DEFAULT = Config()
 
 
 def sel(metric: Metric | str, *matchers: str) -> str:
-    """``metric{m1, m2}`` for a catalog metric or a recorded series (``alerts.recording``); empty
+    """``metric{m1, m2}`` for a catalog metric or a recorded series (``lockstep.alerts.recording``); empty
     matchers are dropped."""
     inner = ", ".join(m for m in matchers if m)
     return f"{getattr(metric, 'name', metric)}{{{inner}}}"

@@ -5,13 +5,13 @@ and CNPs. Everything is labelled by rail through ``lockstep_fabric_rail_info``. 
 and the watchdog events are the recorded series PFCPauseStorm fires on, over its window."""
 from __future__ import annotations
 
-from alerts import recording as r
-from exporters.catalog import fabric as f
-from exporters.catalog.enums import IB_PORT_ACTIVE
-from dashboards import panels as p
-from dashboards import queries as q
-from dashboards.config import Config, range_total, rate, sel
-from dashboards.grafana import dashboard, query_variable, target
+from lockstep.alerts import recording as r
+from lockstep.dashboards import panels as p
+from lockstep.dashboards import queries as q
+from lockstep.dashboards.config import Config, range_total, rate, sel
+from lockstep.dashboards.grafana import dashboard, query_variable, target
+from lockstep.exporters.catalog import fabric as f
+from lockstep.exporters.catalog.enums import IB_PORT_ACTIVE
 
 NAME = "fabric"
 PORT = "{{node}} {{device}} (rail {{rail}})"

@@ -16,7 +16,7 @@ import attr
 from grafanalib import core as g
 from grafanalib._gen import DashboardEncoder
 
-from dashboards.config import Config
+from lockstep.dashboards.config import Config
 
 PANEL_TYPES = ("timeseries", "stat", "table", "bargauge", "state-timeline", "heatmap")
 SCHEMA_VERSION = 39

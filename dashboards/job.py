@@ -4,13 +4,13 @@ job's median pace since they started, and the GPU-hours the others spend waiting
 pace, stalls by cause, lost GPU-hours by cause, and the rails and storage the job's nodes use."""
 from __future__ import annotations
 
-from alerts import recording as r
-from exporters.catalog import analytics, fabric, gpu, storage
-from exporters.catalog.enums import CHECKPOINT, HANG, MEMBER_LOST, NETWORK, STORAGE, STRAGGLER
-from dashboards import panels as p
-from dashboards import queries as q
-from dashboards.config import Config, range_total, rate, sel
-from dashboards.grafana import data_link, dashboard, query_variable, target
+from lockstep.alerts import recording as r
+from lockstep.dashboards import panels as p
+from lockstep.dashboards import queries as q
+from lockstep.dashboards.config import Config, range_total, rate, sel
+from lockstep.dashboards.grafana import dashboard, data_link, query_variable, target
+from lockstep.exporters.catalog import analytics, fabric, gpu, storage
+from lockstep.exporters.catalog.enums import CHECKPOINT, HANG, MEMBER_LOST, NETWORK, STORAGE, STRAGGLER
 
 NAME = "job"
 CAUSE_COLOURS = {CHECKPOINT: "blue", NETWORK: "purple", STORAGE: "orange", STRAGGLER: "yellow", HANG: "red",

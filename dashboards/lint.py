@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable
 
-from dashboards.grafana import DATASOURCE, PANEL_TYPES
-from dashboards.promql import grafana_variables, metric_names, variable_metric_names
+from lockstep.dashboards.grafana import DATASOURCE, PANEL_TYPES
+from lockstep.dashboards.promql import grafana_variables, metric_names, variable_metric_names
 
 Dashboard = dict[str, Any]
 # Prometheus' own series a dashboard may name besides the catalog's.

@@ -5,13 +5,13 @@ XIDs by the XID catalog's severity and action, PCIe and NVLink errors, the valid
 (P2P, PCIe link width, persistence, ECC mode) and the node's latest cluster validation runs."""
 from __future__ import annotations
 
-from exporters.catalog import gpu
-from exporters.catalog.enums import HEALTH_FAILED, HEALTH_OK, HEALTH_WARNING, IDLE_REASON
-from dashboards import panels as p
-from dashboards import queries as q
-from dashboards import validation
-from dashboards.config import Config, rate, sel
-from dashboards.grafana import dashboard, query_variable, target
+from lockstep.dashboards import panels as p
+from lockstep.dashboards import queries as q
+from lockstep.dashboards import validation
+from lockstep.dashboards.config import Config, rate, sel
+from lockstep.dashboards.grafana import dashboard, query_variable, target
+from lockstep.exporters.catalog import gpu
+from lockstep.exporters.catalog.enums import HEALTH_FAILED, HEALTH_OK, HEALTH_WARNING, IDLE_REASON
 
 NAME = "node"
 GPU = "GPU {{gpu}}"

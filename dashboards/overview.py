@@ -2,12 +2,12 @@
 fabric and storage at a glance, rack power against budget. Links into the job dashboard."""
 from __future__ import annotations
 
-from alerts import recording as r
-from exporters.catalog import analytics, fabric, gpu, health, storage
-from dashboards import panels as p
-from dashboards import queries as q
-from dashboards.config import Config, rate, sel
-from dashboards.grafana import data_link, dashboard, target
+from lockstep.alerts import recording as r
+from lockstep.dashboards import panels as p
+from lockstep.dashboards import queries as q
+from lockstep.dashboards.config import Config, rate, sel
+from lockstep.dashboards.grafana import dashboard, data_link, target
+from lockstep.exporters.catalog import analytics, fabric, gpu, health, storage
 
 NAME = "overview"
 

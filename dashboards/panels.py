@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from grafanalib.core import Target
 
-from dashboards.grafana import ModernPanel, panel
+from lockstep.dashboards.grafana import ModernPanel, panel
 
 Thresholds = Sequence[tuple[str, float | None]]
 OK_BAD: Thresholds = (("green", None), ("red", 1))

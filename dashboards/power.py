@@ -3,11 +3,12 @@ coolant temperatures, server and GPU power, and GPU-hours allocated, productive 
 (the month-to-date panels override the time range with ``now/M``)."""
 from __future__ import annotations
 
-from alerts import recording as r
-from exporters.catalog import analytics, gpu, power as pw
-from dashboards import panels as p
-from dashboards.config import Config, range_total, rate, sel
-from dashboards.grafana import dashboard, target
+from lockstep.alerts import recording as r
+from lockstep.dashboards import panels as p
+from lockstep.dashboards.config import Config, range_total, rate, sel
+from lockstep.dashboards.grafana import dashboard, target
+from lockstep.exporters.catalog import analytics, gpu
+from lockstep.exporters.catalog import power as pw
 
 NAME = "power"
 MONTH = "now/M"

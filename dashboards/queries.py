@@ -7,9 +7,9 @@ Joins follow the conventions: ``node`` is a Prometheus target label on every nod
 """
 from __future__ import annotations
 
-from exporters.catalog import fabric, gpu
-from exporters.catalog.enums import THROTTLE_REASONS
-from dashboards.config import Config, sel
+from lockstep.dashboards.config import Config, sel
+from lockstep.exporters.catalog import fabric, gpu
+from lockstep.exporters.catalog.enums import THROTTLE_REASONS
 
 JOB = 'job_id="$job_id"'
 NODE = 'node=~"$node"'

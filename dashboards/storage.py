@@ -3,12 +3,13 @@ checkpoint bursts and how long checkpoints stall jobs, NFS round-trip time and r
 local NVMe throughput and busy time."""
 from __future__ import annotations
 
-from exporters.catalog import analytics, storage as s
-from exporters.catalog.enums import CHECKPOINT
-from dashboards import panels as p
-from dashboards import queries as q
-from dashboards.config import Config, range_total, rate, sel
-from dashboards.grafana import dashboard, query_variable, target
+from lockstep.dashboards import panels as p
+from lockstep.dashboards import queries as q
+from lockstep.dashboards.config import Config, range_total, rate, sel
+from lockstep.dashboards.grafana import dashboard, query_variable, target
+from lockstep.exporters.catalog import analytics
+from lockstep.exporters.catalog import storage as s
+from lockstep.exporters.catalog.enums import CHECKPOINT
 
 NAME = "storage"
 CHECKPOINTS = f'cause="{CHECKPOINT}"'

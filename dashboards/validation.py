@@ -3,13 +3,13 @@ figures against their baselines (own history, peers, floor), all-reduce bus band
 checks that did not pass (DCGM diagnostics per GPU, gpu-burn, fio jobs)."""
 from __future__ import annotations
 
-from alerts.recording import VALIDATION_RATIO
-from exporters.catalog import validation as v
-from exporters.catalog.enums import HISTORY, PEERS
-from dashboards import panels as p
-from dashboards import queries as q
-from dashboards.config import Config, sel
-from dashboards.grafana import dashboard, query_variable, target
+from lockstep.alerts.recording import VALIDATION_RATIO
+from lockstep.dashboards import panels as p
+from lockstep.dashboards import queries as q
+from lockstep.dashboards.config import Config, sel
+from lockstep.dashboards.grafana import dashboard, query_variable, target
+from lockstep.exporters.catalog import validation as v
+from lockstep.exporters.catalog.enums import HISTORY, PEERS
 
 NAME = "validation"
 FIGURE = "node, kind, test, scale, subject, figure"

@@ -10,23 +10,24 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
-from exporters import registry
-from exporters.helpformat import DefaultsHelpFormatter
-from exporters.catalog import health
-from exporters.catalog.simlayout import SimNode
-from exporters.config import ExporterConfig
-from exporters.configfile import ConfigError
-from exporters.listen import parse_listen_address
-from exporters.logs import add_flags as add_log_flags, kv, setup_from_args
-from exporters.registry import Collector, CollectorSpec
-from exporters.sample import Sample
-from exporters.scrape import BrokenCollector, Scraper
-from exporters.version import VERSION
-from exporters.webconfig import add_flags as add_web_flags
+from lockstep.exporters import registry
+from lockstep.exporters.catalog import health
+from lockstep.exporters.catalog.simlayout import SimNode
+from lockstep.exporters.config import ExporterConfig
+from lockstep.exporters.registry import Collector, CollectorSpec
+from lockstep.exporters.scrape import BrokenCollector, Scraper
+from lockstep.exporters.toolkit.configfile import ConfigError
+from lockstep.exporters.toolkit.helpformat import DefaultsHelpFormatter
+from lockstep.exporters.toolkit.listen import parse_listen_address
+from lockstep.exporters.toolkit.logs import add_flags as add_log_flags
+from lockstep.exporters.toolkit.logs import kv, setup_from_args
+from lockstep.exporters.toolkit.sample import Sample
+from lockstep.exporters.toolkit.version import VERSION
+from lockstep.exporters.toolkit.webconfig import add_flags as add_web_flags
 
 log = logging.getLogger("lockstep.exporter")
 
-# What ``--sim.node-root DIR/<node>`` stands for (ARCHITECTURE.md): each collector's own flag, set
+# What ``--sim.node-root DIR/<node>`` stands for (docs/architecture.md): each collector's own flag, set
 # from the simulated node's layout.
 SIM_NODE_FLAGS: Mapping[str, Callable[[SimNode], str]] = MappingProxyType({
     "path.sysfs": lambda node: str(node.sysfs),
@@ -116,7 +117,7 @@ def expand_sim_node_root(flags: Mapping[str, Any]) -> dict[str, Any]:
 
 def config_from_args(args: argparse.Namespace) -> ExporterConfig:
     """One frozen, validated config from the parsed flags (raises ConfigError or ValueError)."""
-    from exporters.webconfig import load_web_config
+    from lockstep.exporters.toolkit.webconfig import load_web_config
 
     flags = expand_sim_node_root(vars(args))
     specs: Mapping[str, CollectorSpec] = flags["_specs"]
@@ -171,8 +172,8 @@ def build_scraper(config: ExporterConfig, specs: Mapping[str, CollectorSpec]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from exporters.server import create_app
-    from exporters.web import serve
+    from lockstep.exporters.server import create_app
+    from lockstep.exporters.toolkit.web import serve
 
     setup_from_args(args)
     try:

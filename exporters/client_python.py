@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric as ClientMetric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import Metric as ClientMetric
 
-from exporters.catalog.model import COUNTER, Metric
-from exporters.registry import Collector
+from lockstep.exporters.catalog.model import COUNTER, Metric
+from lockstep.exporters.registry import Collector
 
 
 class ClientPythonCollector:

@@ -7,8 +7,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from exporters.listen import ListenAddress
-from exporters.webconfig import WebConfig
+from lockstep.exporters.toolkit.listen import ListenAddress
+from lockstep.exporters.toolkit.webconfig import WebConfig
 
 
 @dataclass(frozen=True)

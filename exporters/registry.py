@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, runtime_checkable
 
-from exporters.sample import Sample
+from lockstep.exporters.toolkit.sample import Sample
 
 if TYPE_CHECKING:
-    from exporters.config import ExporterConfig
+    from lockstep.exporters.config import ExporterConfig
 
 
 def add_flag(group: argparse._ArgumentGroup, name: str, **kwargs: Any) -> None:
@@ -74,7 +74,7 @@ def load(extra_modules: Iterable[str] = ()) -> dict[str, CollectorSpec]:
     """Import the built-in collector modules, entry-point plugins and ``extra_modules``."""
     global _loaded
     if not _loaded:
-        import exporters.collectors as builtin
+        import lockstep.exporters.collectors as builtin
         for module in pkgutil.iter_modules(builtin.__path__):
             if not module.name.startswith("_"):
                 importlib.import_module(f"{builtin.__name__}.{module.name}")

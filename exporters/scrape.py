@@ -6,11 +6,11 @@ import threading
 import time
 from typing import Iterable, Mapping
 
-from exporters.catalog import health
-from exporters.exposition import Encoder, Families, render_families
-from exporters.logs import kv
-from exporters.registry import Collector, NoData
-from exporters.sample import Sample
+from lockstep.exporters.catalog import health
+from lockstep.exporters.registry import Collector, NoData
+from lockstep.exporters.toolkit.exposition import Encoder, Families, render_families
+from lockstep.exporters.toolkit.logs import kv
+from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.scrape")
 

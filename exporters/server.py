@@ -5,11 +5,11 @@ import asyncio
 
 from aiohttp import web
 
-from exporters.config import ExporterConfig
-from exporters.httpmetrics import metrics_response
-from exporters.scrape import Scraper
-from exporters.version import VERSION
-from exporters.web import auth_middleware, landing_page
+from lockstep.exporters.config import ExporterConfig
+from lockstep.exporters.scrape import Scraper
+from lockstep.exporters.toolkit.httpmetrics import metrics_response
+from lockstep.exporters.toolkit.version import VERSION
+from lockstep.exporters.toolkit.web import auth_middleware, landing_page
 
 SCRAPER = web.AppKey("scraper", Scraper)
 SCRAPE_LOCK = web.AppKey("scrape_lock", asyncio.Lock)

@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from alerts.quarantine import BadPayload, parse_notification
-from exporters.fabric.ethtool import parse_driver, parse_ethtool_stats
-from exporters.fabric.ib import parse_counter, parse_rate, parse_state
-from exporters.power import bmc, cdu, pdu
-from exporters.power.redfish import RedfishError, decode
-from exporters.storage.diskstats import parse_diskstats
-from exporters.storage.llite import parse_lctl_stats, parse_llite_stats
-from exporters.storage.mounts import parse_mounts
-from exporters.storage.mountstats import parse_mountstats
+from lockstep.alerts.quarantine import BadPayload, parse_notification
+from lockstep.exporters.fabric.ethtool import parse_driver, parse_ethtool_stats
+from lockstep.exporters.fabric.ib import parse_counter, parse_rate, parse_state
+from lockstep.exporters.power import bmc, cdu, pdu
+from lockstep.exporters.power.redfish import RedfishError, decode
+from lockstep.exporters.storage.diskstats import parse_diskstats
+from lockstep.exporters.storage.llite import parse_lctl_stats, parse_llite_stats
+from lockstep.exporters.storage.mounts import parse_mounts
+from lockstep.exporters.storage.mountstats import parse_mountstats
 
 
 def _text(data: bytes) -> str:

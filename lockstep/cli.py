@@ -7,20 +7,20 @@ import re
 import sys
 from typing import Sequence
 
-from exporters.version import VERSION
+from lockstep.exporters.toolkit.version import VERSION
 
 # name -> (module providing add_parser(subparsers, argv), one-line help); the order is --help's.
 # Only the module of the command being run is imported: the node agent must not pay for pandas.
 SUBCOMMANDS = {
-    "exporter": ("exporters.cli", "run the node agent (GPU, fabric, storage collectors) serving /metrics"),
-    "power-exporter": ("exporters.power.cli", "poll Redfish/IPMI BMCs, PDUs and CDUs; serve rack power and cooling"),
-    "analytics": ("analytics.cli", "straggler, stall and utilization-loss scoring: serve, evaluate, steptimes"),
+    "exporter": ("lockstep.exporters.cli", "run the node agent (GPU, fabric, storage collectors) serving /metrics"),
+    "power-exporter": ("lockstep.exporters.power.cli", "poll Redfish/IPMI BMCs, PDUs and CDUs; serve rack power and cooling"),
+    "analytics": ("lockstep.analytics.cli", "straggler, stall and utilization-loss scoring: serve, evaluate, steptimes"),
     "sim": ("lockstep.simcli", "simulated GPU training cluster with fault injection: run, series, backfill"),
-    "dashboards": ("dashboards.cli", "generate the Grafana dashboards (grafanalib)"),
-    "alerts": ("alerts.cli", "generate Prometheus rules and Alertmanager config; quarantine receiver"),
-    "validate": ("validation.cli", "cluster validation results (nccl-tests, perftest, DCGM diag, fio, gpu-burn): "
+    "dashboards": ("lockstep.dashboards.cli", "generate the Grafana dashboards (grafanalib)"),
+    "alerts": ("lockstep.alerts.cli", "generate Prometheus rules and Alertmanager config; quarantine receiver"),
+    "validate": ("lockstep.validation.cli", "cluster validation results (nccl-tests, perftest, DCGM diag, fio, gpu-burn): "
                                    "ingest, run, report"),
-    "report": ("analytics.report.cli", "monthly capacity and power review"),
+    "report": ("lockstep.analytics.report.cli", "monthly capacity and power review"),
     "demo": ("lockstep.demo", "run the whole stack on a simulated cluster on this machine"),
 }
 _UNKNOWN_COLLECTOR = re.compile(r"--(?:no-)?collector\.([A-Za-z0-9_.-]+)")
@@ -29,7 +29,7 @@ _UNKNOWN_COLLECTOR = re.compile(r"--(?:no-)?collector\.([A-Za-z0-9_.-]+)")
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         if "unrecognized arguments" in message and (names := _UNKNOWN_COLLECTOR.findall(message)):
-            from exporters import registry
+            from lockstep.exporters import registry
             known = ", ".join(registry.load())
             message = f"unknown collector {names[0]!r} (known collectors: {known})"
         super().error(message)

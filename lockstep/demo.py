@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _scenario_nodes(config: cfg.DemoConfig) -> int:
-    from exporters.configfile import load_yaml
+    from lockstep.exporters.toolkit.configfile import load_yaml
     return int(load_yaml(config.scenario)["cluster"]["nodes"])
 
 

@@ -37,7 +37,7 @@ def start_grafana(workdir: Path, prometheus_url: str, port: int, stack: Stack) -
     data = workdir / "grafana"
     argv = [binary, *(["server"] if binary.endswith("/grafana") else []), f"--homepath={home}",
             f"cfg:paths.provisioning={provisioning(workdir, prometheus_url)}", f"cfg:paths.data={data / 'data'}",
-            f"cfg:paths.logs={data / 'logs'}", f"cfg:server.http_addr=127.0.0.1", f"cfg:server.http_port={port}",
+            f"cfg:paths.logs={data / 'logs'}", "cfg:server.http_addr=127.0.0.1", f"cfg:server.http_port={port}",
             "cfg:auth.anonymous.enabled=true", "cfg:auth.anonymous.org_role=Viewer", "cfg:analytics.reporting_enabled=false"]
     return stack.add(start_process("grafana", argv, data, f"http://127.0.0.1:{port}", ready_path="/api/health",
                                    timeout=90))

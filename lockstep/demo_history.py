@@ -1,7 +1,7 @@
 """The demo cluster's past month, backfilled before the live run (``lockstep demo --history-days``).
 
 Jobs come and go on the demo cluster (one simulator run per job, each continuing the counters of
-the one before: ``simulator.counters``), with a few faults that recur on the same parts, checkpoints
+the one before: ``lockstep.simulator.counters``), with a few faults that recur on the same parts, checkpoints
 long enough to see at the history's step, and rack power all along. It is written as a long-term
 store would keep it: every ``STEP_S`` and only what the report reads and the inputs of the
 recording rules the dashboards read (``history_metrics``); what the analytics service would have
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from lockstep.backfill import BlockWriter
+from lockstep.backfill.blocks import BlockWriter
+from lockstep.backfill.sim import block_duration, series_prefixes, stream
 from lockstep.demo_jobs import JOBS, Job, scenario_of
-from lockstep.simbackfill import block_duration, series_prefixes, stream
 
 STEP_S = 300.0        # Prometheus' lookback: every query point still sees a sample
 
@@ -35,16 +35,17 @@ class History:
 def history_metrics() -> set[str]:
     """What the report reads, what the dashboards' recording rules read, and the cluster-wide series
     the power dashboard shows raw (rack power and cooling); per-GPU panels stay live-only."""
-    from exporters.catalog import power as P
-    from lockstep.simbackfill import preset_metrics
+    from lockstep.backfill.sim import preset_metrics
+    from lockstep.exporters.catalog import power as P
     return preset_metrics("report") | rule_inputs() | {P.CHASSIS_POWER.name, P.COOLANT_TEMPERATURE.name}
 
 
 def dashboard_rules() -> list[dict]:
     """The recording rules whose series a dashboard reads, and those they read in turn."""
-    from alerts import config as alerts_config, recording
-    from dashboards.build import build_all
-    from dashboards.promql import metric_names
+    from lockstep.alerts import config as alerts_config
+    from lockstep.alerts import recording
+    from lockstep.dashboards.build import build_all
+    from lockstep.dashboards.promql import metric_names
     rules = {r["record"]: r for g in recording.groups(alerts_config.load(None)) for r in g["rules"]}
     wanted = {n for board in build_all().values() for p in board.get("panels", []) for t in p.get("targets", [])
               for n in metric_names(t.get("expr", "")) if n in rules}
@@ -54,7 +55,7 @@ def dashboard_rules() -> list[dict]:
 
 
 def rule_inputs() -> set[str]:
-    from dashboards.promql import metric_names
+    from lockstep.dashboards.promql import metric_names
     recorded = {r["record"] for r in dashboard_rules()}
     return {n for r in dashboard_rules() for n in metric_names(r["expr"])} - recorded
 
@@ -65,8 +66,8 @@ SAMPLES_PER_FILE = 2_000_000   # small files, two promtool runs at once: both co
 def write_history(cluster: dict, out: Path, end: float, days: float, jobs: tuple[Job, ...] = JOBS) -> History:
     """``days`` of ``jobs`` (laid end to end, stretched to fill them) on ``cluster`` (a scenario's
     ``cluster`` section), the last sample a step before ``end``, as blocks under ``out``."""
-    from simulator.counters import of as counters_of
-    from simulator.model import Model
+    from lockstep.simulator.counters import of as counters_of
+    from lockstep.simulator.model import Model
 
     metrics = history_metrics()
     ticks = max(1, math.floor(days * 86400.0 / STEP_S))
@@ -88,7 +89,7 @@ def backfill_month(cluster: dict, prometheus_dir: Path, days: float, now: float)
     Prometheus' dir for ``start_prometheus``); the counters document for the live run beside it."""
     import json
 
-    from lockstep.backfill_rules import backfill_rules
+    from lockstep.backfill.rules import backfill_rules
     history = write_history(cluster, prometheus_dir / "data", now // STEP_S * STEP_S, days)
     backfill_rules([{"name": "history", "rules": dashboard_rules()}], prometheus_dir, history.start, history.end,
                    f"{int(STEP_S)}s")
@@ -111,9 +112,9 @@ def _blocks(scenario, user: str, metrics: set[str]) -> list:
     """The simulator's series of ``metrics`` (the job's GPUs held by ``user``) and the analytics'."""
     import dataclasses
 
-    from exporters.catalog import gpu as G
-    from simulator.blocks import build_blocks
-    from simulator.model import Model
+    from lockstep.exporters.catalog import gpu as G
+    from lockstep.simulator.blocks import build_blocks
+    from lockstep.simulator.model import Model
     blocks = [b for b in build_blocks(Model(scenario).topo) if b.metric.name in metrics and not idle(b)]
     blocks = [dataclasses.replace(b, labels={**b.labels, "user": np.full(b.size, user)}) if b.metric == G.JOB_INFO
               else b for b in blocks]
@@ -123,8 +124,8 @@ def _blocks(scenario, user: str, metrics: set[str]) -> list:
 def idle(block) -> bool:
     """The idle clock-event reason: the report counts throttling only, and a month of it per GPU
     would be an eighth of the history."""
-    from exporters.catalog import gpu as G
-    from exporters.catalog.enums import IDLE_REASON
+    from lockstep.exporters.catalog import gpu as G
+    from lockstep.exporters.catalog.enums import IDLE_REASON
     return block.metric == G.CLOCK_EVENT and block.labels["reason"][0] == IDLE_REASON
 
 
@@ -133,10 +134,10 @@ def analytics_blocks(scenario) -> list:
     a perfect scorer would say): lost GPU-seconds per cause, the stall in progress and its cause (the
     cause that blocked the job for most of the interval, when that is at least half of it),
     allocated GPU-seconds and goodput, and the job's imbalance."""
-    from exporters.catalog import analytics as A
-    from simulator.blocks import Block
-    from simulator.job import CAUSES
-    from simulator.topology import Topology
+    from lockstep.exporters.catalog import analytics as A
+    from lockstep.simulator.blocks import Block
+    from lockstep.simulator.job import CAUSES
+    from lockstep.simulator.topology import Topology
 
     job, gpus, period = scenario.job.job_id, int(Topology(scenario).job_gpus.sum()), scenario.sample_period_s
     causes = list(CAUSES)
@@ -170,9 +171,9 @@ def imbalance_blocks(scenario) -> list:
     group (``noise.groups``) with their ratio to the median, and the GPU-seconds the ranks spent
     waiting (the model's, spread and jitter included, where the job has a group; none where its
     ranks differ by the silicon spread alone, as the service finds nobody 5% off the median)."""
-    from exporters.catalog import analytics as A
-    from simulator.blocks import Block
-    from simulator.truth import imbalanced
+    from lockstep.exporters.catalog import analytics as A
+    from lockstep.simulator.blocks import Block
+    from lockstep.simulator.truth import imbalanced
 
     job, slow = scenario.job.job_id, imbalanced(scenario)
     waited = [0.0]

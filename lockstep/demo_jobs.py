@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulator.scenario import Scenario, parse_scenario
+from lockstep.simulator.scenario import Scenario, parse_scenario
 
 
 @dataclass(frozen=True)

@@ -57,8 +57,8 @@ def history(config: DemoConfig, scenario: Path) -> list[str]:
 
 def build_rules(config: DemoConfig, pager_url: str) -> tuple[Path, Path]:
     """The alerts package's rules and Alertmanager config, routed to the demo pager, with short ``for:``."""
-    from alerts import build
-    from alerts.config import load
+    from lockstep.alerts import build
+    from lockstep.alerts.config import load
     site = {"evaluation_interval": "5s", "thresholds": {"pfc_window": "1m"},
             "alertmanager": {"pager_webhook_url": f"{pager_url}/pager", "queue_webhook_url": f"{pager_url}/queue",
                              "group_wait": "5s", "group_interval": "30s", "repeat_interval": "1h"},

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Mapping
 
-from analytics.views import JobSummary
+from lockstep.analytics.service.views import JobSummary
 from lockstep.stack import Service, http_get
 
 _AGENT = re.compile(r"^node agent ")
@@ -38,7 +38,8 @@ def _key(alert: dict) -> tuple:
 
 def describe(alert: dict) -> str:
     labels = alert["labels"]
-    where = " ".join(f"{k}={labels[k]}" for k in ("node", "gpu", "interface", "priority", "direction", "level", "job_id", "rack") if k in labels)
+    keys = ("node", "gpu", "interface", "priority", "direction", "level", "job_id", "rack")
+    where = " ".join(f"{k}={labels[k]}" for k in keys if k in labels)
     return f"{labels.get('alertname', '?')} [{labels.get('severity', '?')}] {where}".rstrip()
 
 

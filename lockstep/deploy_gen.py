@@ -36,10 +36,10 @@ OWNED_DIRS = (CHART / "files" / "dashboards", GENERATED)
 def chart_files() -> dict[Path, str]:
     """The chart's files/ that come from code: the rule file and the dashboards (as `lockstep alerts
     build` and `lockstep dashboards build` write them)."""
-    from alerts.build import RULES_FILE, outputs
-    from alerts.config import load
-    from dashboards.build import build_all
-    from dashboards.grafana import to_text
+    from lockstep.alerts.build import RULES_FILE, outputs
+    from lockstep.alerts.config import load
+    from lockstep.dashboards.build import build_all
+    from lockstep.dashboards.grafana import to_text
     site = load(ALERTS_SITE_CONFIG if ALERTS_SITE_CONFIG.exists() else None)
     files = {CHART / "files" / RULES_FILE: outputs(site)[RULES_FILE]}
     files.update({CHART / "files" / "dashboards" / name: to_text(data) for name, data in build_all().items()})
@@ -52,7 +52,7 @@ def render_chart(values: Mapping[str, Any] | None = None, chart: Path = CHART,
     try:
         import helm_python
     except ImportError as exc:  # a test dependency, not a runtime one
-        raise SystemExit(f"rendering the chart needs helm-python-sdk (pip install -e '.[test]'): {exc}")
+        raise SystemExit(f"rendering the chart needs helm-python-sdk (pip install -e '.[test]'): {exc}") from None
     with helm_python.Chart.load(chart) as loaded:
         return loaded.render(dict(values or {}), name=release, namespace=namespace, is_install=True)
 

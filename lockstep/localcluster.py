@@ -2,7 +2,7 @@
 exporter, and Prometheus configured for them, or a Prometheus filled from a simulated series.
 
 Shared by the demo, the integration tests and the benchmarks so they all wire things the same way
-(the scrape jobs of ``exporters.catalog.selectors``, which the rules, dashboards and analytics select
+(the scrape jobs of ``lockstep.exporters.catalog.selectors``, which the rules, dashboards and analytics select
 on; every node-agent target carries a ``node`` label).
 """
 from __future__ import annotations
@@ -13,11 +13,20 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from exporters.catalog.selectors import ANALYTICS_JOB, NODE_JOB, POWER_JOB
-from lockstep.backfill import backfill  # noqa: F401  (filling a Prometheus: kept importable here)
-from lockstep.backfill_rules import backfill_rules  # noqa: F401
-from lockstep.stack import (Service, Stack, bind_failed, free_port, on_free_port, reload_prometheus,
-                            start_on_port, start_process, start_prometheus, wait_ready)
+from lockstep.backfill.blocks import backfill  # noqa: F401  (filling a Prometheus: kept importable here)
+from lockstep.backfill.rules import backfill_rules  # noqa: F401
+from lockstep.exporters.catalog.selectors import ANALYTICS_JOB, NODE_JOB, POWER_JOB
+from lockstep.stack import (
+    Service,
+    Stack,
+    bind_failed,
+    free_port,
+    on_free_port,
+    reload_prometheus,
+    start_on_port,
+    start_process,
+    wait_ready,
+)
 
 LOCKSTEP = [sys.executable, "-m", "lockstep"]
 
@@ -84,7 +93,7 @@ def start_node_agents(root: Path, stack: Stack, nodes: Sequence[str] | None = No
         except RuntimeError as exc:
             if base_port or not bind_failed(exc):
                 raise
-            agents[node] = stack.add(on_free_port(lambda port: start(node, port, ready=True), None))
+            agents[node] = stack.add(on_free_port(lambda port, node=node: start(node, port, ready=True), None))
     return agents
 
 

@@ -10,12 +10,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from exporters.helpformat import DefaultsHelpFormatter
-from exporters.timeparse import parse_time
+from lockstep.exporters.toolkit.helpformat import DefaultsHelpFormatter
+from lockstep.exporters.toolkit.timeparse import parse_time
 
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
-    from simulator import cli
+    from lockstep.simulator import cli
     sub = cli.add_parser(subparsers, argv)
     b = sub.add_parser("backfill", formatter_class=DefaultsHelpFormatter,
                        help="the scenario's series over N days as Prometheus TSDB blocks (promtool)",
@@ -44,10 +44,10 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
 
 
 def run_backfill(args: argparse.Namespace) -> int:
-    from exporters.configfile import ConfigError
-    from lockstep.simbackfill import backfill_scenario, resolve_metrics
+    from lockstep.backfill.sim import backfill_scenario, resolve_metrics
+    from lockstep.exporters.toolkit.configfile import ConfigError
+    from lockstep.simulator.scenario import load_scenario
     from lockstep.stack import MissingBinary
-    from simulator.scenario import load_scenario
     try:
         scenario = load_scenario(args.scenario)
         if not 0 < args.days < math.inf or (args.step is not None and not 0 < args.step < math.inf):

@@ -13,15 +13,18 @@ from typing import Callable
 
 import numpy as np
 
-from exporters.catalog import analytics as A, fabric as F, gpu as G, power as W
-from exporters.catalog.enums import CLOCK_EVENT_BITS, IB_PORT_ACTIVE, IDLE_REASON, THERMAL_REASONS
-from exporters.catalog.model import Metric
-from exporters.catalog.xid import lookup
-from simulator import hardware as hw
-from simulator.faults import fault_xid, members_gone
-from simulator.model import State
-from simulator.signals import GPU, PFC, PORT, STORAGE, STORM, Signal
-from simulator.topology import Topology
+from lockstep.exporters.catalog import analytics as A
+from lockstep.exporters.catalog import fabric as F
+from lockstep.exporters.catalog import gpu as G
+from lockstep.exporters.catalog import power as W
+from lockstep.exporters.catalog.enums import CLOCK_EVENT_BITS, IB_PORT_ACTIVE, IDLE_REASON, THERMAL_REASONS
+from lockstep.exporters.catalog.model import Metric
+from lockstep.exporters.catalog.xid import lookup
+from lockstep.simulator import hardware as hw
+from lockstep.simulator.faults import fault_xid, members_gone
+from lockstep.simulator.signals import GPU, PFC, PORT, STORAGE, STORM, Signal
+from lockstep.simulator.state import State
+from lockstep.simulator.topology import Topology
 
 # The clock-event reasons of the series, one lockstep_gpu_clock_event_active each, in this order: what
 # the simulated GPUs raise (idle, power cap, thermal; faults.py) and hw_slowdown, which stays 0.
@@ -54,13 +57,14 @@ def _table_blocks(signals: tuple[Signal, ...], labels: dict[str, np.ndarray],
     """One block per row of the table that names a metric: the entity's labels plus the row's own."""
     size = len(next(iter(labels.values())))
     return [Block(signal.metric, {**labels, **{k: np.full(size, v) for k, v in signal.labels}},
-                  (lambda signal: lambda s: shown(s, signal.value(s)))(signal))
+                  (lambda signal: lambda s: shown(s, signal.value(s)))(signal))  # noqa: B023 (bound by the call)
             for signal in signals if signal.metric is not None]
 
 
 def _gpu_blocks(topo: Topology) -> list[Block]:
     lab = _gpu_labels(topo)
-    shown = lambda s, v: np.where(s.lost, np.nan, v)
+    def shown(s, v):
+        return np.where(s.lost, np.nan, v)
     blocks = [Block(G.UP, lab, lambda s: (~s.lost) * 1.0)]
     blocks += _table_blocks(GPU, lab, shown)
     for reason, bit in REASONS.items():

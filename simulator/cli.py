@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from exporters.configfile import ConfigError
-from exporters.listen import parse_listen_address
+from lockstep.exporters.toolkit.configfile import ConfigError
+from lockstep.exporters.toolkit.listen import parse_listen_address
 
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> argparse._SubParsersAction:
@@ -40,7 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> a
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.scenario import load_scenario
+    from lockstep.simulator.scenario import load_scenario
     try:
         scenario = load_scenario(args.scenario)
         if args.sim_command == "run":
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.sim_command == "series":
-            from simulator.series import write_series
+            from lockstep.simulator.series import write_series
             out, truth, rows = write_series(scenario, args.out)
             print(f"lockstep sim: wrote {rows} rows to {out} and ground truth to {truth}")
             return 0
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"lockstep sim: cannot write {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    from simulator.live import run_live
+    from lockstep.simulator.live import run_live
     return asyncio.run(run_live(scenario, args.root, args.speed, listen, args.duration, args.scheduler,
                                 start_counters))
 
@@ -72,8 +72,8 @@ def _counters(scenario, path: Path | None) -> dict | None:
     """The counters document, checked against the scenario's cluster before anything starts."""
     if path is None:
         return None
-    from simulator import counters
-    from simulator.model import Model
+    from lockstep.simulator import counters
+    from lockstep.simulator.model import Model
     doc = counters.read(path)
     try:
         next(Model(scenario, counters=doc).states(1))   # a shape that does not fit the cluster fails here

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from exporters.catalog.enums import POWER_CAP_REASON, THERMAL_REASONS, reason_bits
-from simulator import hardware as hw
-from simulator.scenario import INSTANT_KINDS, Fault
-from simulator.topology import Topology
+from lockstep.exporters.catalog.enums import POWER_CAP_REASON, THERMAL_REASONS, reason_bits
+from lockstep.simulator import hardware as hw
+from lockstep.simulator.scenario import INSTANT_KINDS, Fault
+from lockstep.simulator.topology import Topology
 
 THERMAL_BITS = reason_bits(THERMAL_REASONS)
 POWER_BITS = reason_bits((POWER_CAP_REASON,))

@@ -18,10 +18,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from exporters.catalog.enums import CHECKPOINT, HANG, LOSS_CAUSES, MEMBER_LOST, NETWORK, STORAGE, STRAGGLER, THROTTLE
-from simulator import hardware as hw
-from simulator.faults import Conditions
-from simulator.topology import Topology
+from lockstep.exporters.catalog.enums import (
+    CHECKPOINT,
+    HANG,
+    LOSS_CAUSES,
+    MEMBER_LOST,
+    NETWORK,
+    STORAGE,
+    STRAGGLER,
+    THROTTLE,
+)
+from lockstep.simulator import hardware as hw
+from lockstep.simulator.faults import Conditions
+from lockstep.simulator.topology import Topology
 
 CAUSES = LOSS_CAUSES
 

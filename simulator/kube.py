@@ -14,12 +14,12 @@ import hashlib
 import yaml
 from aiohttp import web
 
-from exporters.catalog.simlayout import SimCluster
-from simulator.faults import members_gone
-from simulator.kubeapi import Faults, PodStore, create_app
-from simulator.kubelet import Kubelet
-from simulator.kubepods import SimContainer, SimPod
-from simulator.topology import Topology
+from lockstep.exporters.catalog.simlayout import SimCluster
+from lockstep.simulator.faults import members_gone
+from lockstep.simulator.kubeapi import Faults, PodStore, create_app
+from lockstep.simulator.kubelet import Kubelet
+from lockstep.simulator.kubepods import SimContainer, SimPod
+from lockstep.simulator.topology import Topology
 
 TOKEN = "lockstep-node-agent"   # the node agents' service-account token, as the API server knows it
 DEFAULT_NAMESPACE = "default"

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 from aiohttp import web
 
-from simulator.kubepods import SimPod, pod_json
+from lockstep.simulator.kubepods import SimPod, pod_json
 
 POLL_S = 0.05
 SERVICE_ACCOUNT = "system:serviceaccount:lockstep:lockstep-node"

@@ -11,8 +11,8 @@ from typing import Callable, Iterable
 
 import grpc
 
-from exporters.third_party.podresources import api_pb2, api_pb2_grpc
-from simulator.kubepods import SimPod
+from lockstep.exporters.third_party.podresources import api_pb2, api_pb2_grpc
+from lockstep.simulator.kubepods import SimPod
 
 
 def pod_resources(pod: SimPod) -> api_pb2.PodResources:

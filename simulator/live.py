@@ -17,17 +17,18 @@ from pathlib import Path
 import yaml
 from aiohttp import web
 
-from exporters.catalog.simlayout import SimCluster
-from exporters.listen import ListenAddress
-from simulator import redfish
-from simulator.kube import KubeNodes
-from simulator.model import Model, State
-from simulator.scenario import Scenario
-from simulator.topology import Topology
-from simulator.tree import ethtool, gpus, procfs, slurm, sysfs
-from simulator.tree.files import TreeWriter
-from simulator.validation import ValidationWriter
-from validation.store import Store
+from lockstep.exporters.catalog.simlayout import SimCluster
+from lockstep.exporters.toolkit.listen import ListenAddress
+from lockstep.simulator import redfish
+from lockstep.simulator.kube import KubeNodes
+from lockstep.simulator.model import Model
+from lockstep.simulator.scenario import Scenario
+from lockstep.simulator.state import State
+from lockstep.simulator.topology import Topology
+from lockstep.simulator.tree import ethtool, gpus, procfs, slurm, sysfs
+from lockstep.simulator.tree.files import TreeWriter
+from lockstep.simulator.validation import ValidationWriter
+from lockstep.validation.store import Store
 
 
 class TreeSink:
@@ -90,7 +91,7 @@ def power_config(scenario: Scenario, topo: Topology, url: str) -> dict:
             target["budget_watts"] = scenario.cluster.rack_budget_watts
         targets.append(target)
     interval = min(15.0, scenario.sample_period_s)
-    # the per-request timeout stays below the poll interval (ARCHITECTURE: below the scrape timeout)
+    # the per-request timeout stays below the poll interval (docs/architecture.md: below the scrape timeout)
     return {"interval_s": interval, "timeout_s": round(min(5.0, 0.8 * interval), 1), "targets": targets}
 
 

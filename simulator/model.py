@@ -7,48 +7,25 @@ The yielded ``State`` is updated in place on the next tick: copy what you keep.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
 
-from simulator import hardware as hw, signals
-from simulator.counters import apply as apply_counters
-from simulator.faults import Conditions, conditions, fault_xid
-from simulator.job import CAUSES, JobTick, job_tick
-from simulator.observe import gpu_gauges, port_increments, storage_increments
-from simulator.scenario import Scenario
-from simulator.topology import Topology
-
-
-@dataclass
-class State:
-    k: int
-    t: float
-    timestamp: float
-    gpu: dict[str, np.ndarray]            # NVML units: util %, MHz, mW, C, bytes, bitmask
-    energy_mj: np.ndarray                 # per GPU, since driver load
-    lost: np.ndarray                      # per GPU: fell off the bus (XID 79)
-    xid_events: list[tuple[int, int, int, float]]   # (seq, flat gpu, xid, timestamp)
-    memory: dict[str, np.ndarray]         # per GPU: ecc_uncorrected, remap_uncorrectable, remap_pending, remap_failed
-    missing: np.ndarray                   # per GPU: not enumerated by NVML (gpu_missing)
-    port: dict[str, np.ndarray]           # per rail port: sysfs counter name -> int64
-    port_down: np.ndarray
-    pfc: dict[str, np.ndarray]            # per NIC x priority: rx/tx pause frames, duration (us)
-    storm: dict[str, np.ndarray]          # per NIC: warning / error events, seconds storming
-    storage: dict[str, np.ndarray]        # per node: counter name -> int64
-    power: dict[str, np.ndarray]          # chassis_w/_j per node, pdu_w/_j per rack (W, J)
-    coolant: dict[str, float]             # supply_c, return_c, flow_lpm, heat_w
-    rank_busy_s: np.ndarray               # per job GPU
-    steps: float                          # job steps since start
-    lost_gpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0.0))
-    imbalance_gpu_s: float = 0.0          # waiting for the static spread and jitter (noise; no cause)
+from lockstep.simulator import hardware as hw
+from lockstep.simulator import signals
+from lockstep.simulator.counters import apply as apply_counters
+from lockstep.simulator.faults import Conditions, conditions, fault_xid
+from lockstep.simulator.job import JobTick, job_tick
+from lockstep.simulator.observe import gpu_gauges, port_increments, storage_increments
+from lockstep.simulator.scenario import Scenario
+from lockstep.simulator.state import State
+from lockstep.simulator.topology import Topology
 
 
 class Model:
     def __init__(self, scenario: Scenario, start_timestamp: float | None = None,
                  counters: dict | None = None) -> None:
-        """``counters``: where another run's ended (``simulator.counters``), instead of the seeded start."""
+        """``counters``: where another run's ended (``lockstep.simulator.counters``), instead of the seeded start."""
         self.scenario = scenario
         self.topo = Topology(scenario)
         self.start = scenario.start_timestamp if start_timestamp is None else start_timestamp

@@ -12,13 +12,13 @@ number for number, and the static draws depend on the seed alone.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 import math
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-from simulator import hardware as hw
+from lockstep.simulator import hardware as hw
 
 # Per-job median CoV (σ/μ across the 10 workers of each iteration) of the PAI jobs without worker
 # groups (median CoV ≤ 0.2: 65 of 100 jobs), at the deciles 0, 0.1, ..., 1.0 (numpy's linear
@@ -132,11 +132,10 @@ class Draws:
             return np.zeros(nodes, dtype=bool)
         return np.random.default_rng([self.seed, 0x5C4A9E, k]).uniform(size=nodes) < self.noise.missed_scrapes
 
-    def transients(self, scenario, nodes: tuple[str, ...]) -> tuple:
+    def transients(self, scenario, nodes: tuple[str, ...], fault: type) -> tuple:
         """``slow_rank`` faults at random: 1.5-2x for 10-60 s, ``transients_per_gpu_hour`` on average,
-        on the job's GPUs, starting after the first minute (the scorer's baseline is being learned)."""
-        from simulator.scenario import Fault
-
+        on the job's GPUs, starting after the first minute (the scorer's baseline is being learned).
+        ``fault`` is the scenario's fault record (the scenario module reads this one's noise settings)."""
         rate = self.noise.transients_per_gpu_hour
         span = scenario.duration_s - 120.0
         if not rate or span <= 0:
@@ -148,7 +147,7 @@ class Draws:
         for _ in range(count):
             g = int(rng.choice(gpus))
             start = float(np.round(60.0 + rng.uniform(0, span), 1))
-            out.append(Fault("slow_rank", start, start + float(np.round(rng.uniform(10, 60), 1)),
+            out.append(fault("slow_rank", start, start + float(np.round(rng.uniform(10, 60), 1)),
                              node=nodes[g // self.gpus_per_node], gpu=g % self.gpus_per_node,
                              slowdown=float(np.round(rng.uniform(1.5, 2.0), 2))))
         return tuple(sorted(out, key=lambda f: f.start_s))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from exporters.catalog.enums import CLOCK_EVENT_BITS, IDLE_REASON
-from simulator import hardware as hw
-from simulator.faults import POWER_BITS, Conditions
-from simulator.job import JobTick
-from simulator.topology import Topology
+from lockstep.exporters.catalog.enums import CLOCK_EVENT_BITS, IDLE_REASON
+from lockstep.simulator import hardware as hw
+from lockstep.simulator.faults import POWER_BITS, Conditions
+from lockstep.simulator.job import JobTick
+from lockstep.simulator.topology import Topology
 
 
 def _per_gpu(topo: Topology, job_values: np.ndarray | float, other: float) -> np.ndarray:

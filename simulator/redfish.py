@@ -9,9 +9,10 @@ from typing import Callable
 
 from aiohttp import web
 
-from simulator import redfish_cdu, redfish_docs as docs
-from simulator.redfish_docs import PowerSnapshot
-from simulator.topology import Topology
+from lockstep.simulator import redfish_cdu
+from lockstep.simulator import redfish_docs as docs
+from lockstep.simulator.redfish_docs import PowerSnapshot
+from lockstep.simulator.topology import Topology
 
 SNAPSHOT = web.AppKey("snapshot", Callable[[], PowerSnapshot])
 DEVICES = web.AppKey("devices", dict)
@@ -21,10 +22,10 @@ def devices(topo: Topology) -> dict[str, Callable[[PowerSnapshot], dict[str, dic
     """Prefix -> function building that device's documents from a snapshot."""
     out: dict[str, Callable[[PowerSnapshot], dict[str, dict]]] = {}
     for i, node in enumerate(topo.nodes):
-        out[node] = (lambda n, i: lambda snap: docs.bmc(n, i, snap))(node, i)
+        out[node] = (lambda n, i: lambda snap: docs.bmc(n, i, snap))(node, i)  # noqa: B023 (bound by the call)
     for r, rack in enumerate(topo.racks):
         members = [(n, i) for i, n in enumerate(topo.nodes) if topo.node_rack[i] == r]
-        out[topo.pdu_name(rack)] = (lambda rk, r, m: lambda snap: docs.pdu(rk, r, m, snap))(rack, r, members)
+        out[topo.pdu_name(rack)] = (lambda rk, r, m: lambda snap: docs.pdu(rk, r, m, snap))(rack, r, members)  # noqa: B023
     out[topo.cdu_name] = redfish_cdu.cdu
     return out
 

@@ -3,7 +3,7 @@ fixtures/redfish/public-cooling-unit: ThermalEquipment/CDUs/1 with primary (faci
 (rack loop) coolant connectors, pumps, environment metrics and leak detection."""
 from __future__ import annotations
 
-from simulator.redfish_docs import R, PowerSnapshot, _coll, _reading, _ref, _root, _status, _typed
+from lockstep.simulator.redfish_docs import PowerSnapshot, R, _coll, _reading, _ref, _root, _status, _typed
 
 
 def cdu(snap: PowerSnapshot) -> dict[str, dict]:

@@ -1,6 +1,6 @@
-"""Scenario files (the contract format in ARCHITECTURE.md), loaded strictly.
+"""Scenario files (the contract format in docs/architecture.md), loaded strictly.
 
-A bad scenario is rejected with ``FILE:LINE: field: reason`` (``exporters.configfile.ConfigError``)
+A bad scenario is rejected with ``FILE:LINE: field: reason`` (``lockstep.exporters.toolkit.configfile.ConfigError``)
 before anything is simulated or written.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporters.configfile import ConfigError, Section, load_yaml, one_of, positive
-from simulator.noise import NONE, REALISTIC, Group, Noise
+from lockstep.exporters.toolkit.configfile import ConfigError, Section, load_yaml, one_of, positive
+from lockstep.simulator.noise import NONE, REALISTIC, Group, Noise
 
 DEFAULT_START = calendar.timegm(time.strptime("2026-01-01T00:00:00Z", "%Y-%m-%dT%H:%M:%SZ"))
 _JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")  # Slurm: 123, 123_4 (arrays), 123+1 (het jobs)
@@ -146,7 +146,8 @@ def _noise(top: Section) -> Noise:
         word = top.get("noise", str, "realistic", check=one_of("none", "realistic"))
         return NONE if word == "none" else REALISTIC
     s = top.section("noise")
-    share = lambda v: None if 0 <= v <= 1 else "must be 0..1"
+    def share(v):
+        return None if 0 <= v <= 1 else "must be 0..1"
     fields = {k: _num(s, k, getattr(REALISTIC, k), check=lambda v: None if v >= 0 else "must be >= 0")
               for k in ("gpu_speed_spread", "node_speed_spread", "sensor", "rack_temperature_c", "power_cap_clock",
                         "transients_per_gpu_hour")}
@@ -229,7 +230,8 @@ def _window(s: Section, kind: str, duration: float) -> dict:
 
 def _params(s: Section, kind: str, gpus: int) -> dict:
     """The kind's own fields (defaults in ``Fault``); ``hca`` of a link_flap or link_degraded is stored as ``nic``."""
-    rail = lambda v: None if 0 <= v < gpus else f"must be 0..{gpus - 1}"
+    def rail(v):
+        return None if 0 <= v < gpus else f"must be 0..{gpus - 1}"
     if kind in ("xid", "gpu_missing"):
         return {"gpu": s.get("gpu", int, check=rail)}
     if kind == "ecc_error":

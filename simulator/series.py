@@ -15,10 +15,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from simulator.blocks import Block, build_blocks
-from simulator.model import Model, State
-from simulator.scenario import Scenario
-from simulator.truth import Truth
+from lockstep.simulator.blocks import Block, build_blocks
+from lockstep.simulator.model import Model
+from lockstep.simulator.scenario import Scenario
+from lockstep.simulator.state import State
+from lockstep.simulator.truth import Truth
 
 LABEL_COLUMNS = ("node", "gpu", "uuid", "job_id", "user", "rank", "device", "port", "interface", "priority",
                  "direction", "level", "mount", "fstype", "fsname", "op", "reason", "xid", "severity", "category",

@@ -13,11 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from exporters.catalog import fabric as F, gpu as G, storage as S
-from exporters.catalog.model import Metric
+from lockstep.exporters.catalog import fabric as F
+from lockstep.exporters.catalog import gpu as G
+from lockstep.exporters.catalog import storage as S
+from lockstep.exporters.catalog.model import Metric
 
 if TYPE_CHECKING:
-    from simulator.model import State
+    from lockstep.simulator.state import State
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from functools import cached_property
 
 import numpy as np
 
-from simulator.noise import Draws
-from simulator.scenario import Fault, Scenario
+from lockstep.simulator.noise import Draws
+from lockstep.simulator.scenario import Fault, Scenario
 
 # PCI bus numbers of the eight GPUs and their rail HCAs on an HGX H100 board (one NIC per GPU).
 GPU_BUS = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
@@ -66,7 +66,7 @@ class Topology:
     @cached_property
     def faults(self) -> tuple[Fault, ...]:
         """The scenario's faults and the transient slow ranks its noise adds (seeded)."""
-        return self.scenario.faults + self.draws.transients(self.scenario, self.nodes)
+        return self.scenario.faults + self.draws.transients(self.scenario, self.nodes, Fault)
 
     @cached_property
     def rack_slot(self) -> np.ndarray:

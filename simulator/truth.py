@@ -12,13 +12,13 @@ import dataclasses
 
 import numpy as np
 
-from exporters.catalog.enums import CHECKPOINT, HANG, MEMBER_LOST, NETWORK, STORAGE, STRAGGLER
-from simulator import hardware as hw
-from simulator.faults import checkpoint_windows, flap_downs
-from simulator.job import CAUSES
-from simulator.model import State
-from simulator.scenario import Scenario
-from simulator.topology import Topology
+from lockstep.exporters.catalog.enums import CHECKPOINT, HANG, MEMBER_LOST, NETWORK, STORAGE, STRAGGLER
+from lockstep.simulator import hardware as hw
+from lockstep.simulator.faults import checkpoint_windows, flap_downs
+from lockstep.simulator.job import CAUSES
+from lockstep.simulator.scenario import Scenario
+from lockstep.simulator.state import State
+from lockstep.simulator.topology import Topology
 
 PRIORITY = (MEMBER_LOST, HANG, CHECKPOINT, NETWORK, STORAGE, STRAGGLER)
 
@@ -53,7 +53,7 @@ class Truth:
         }
 
 
-# A slowdown the scorers must flag within 60 s of onset (issue 12's targets): a throttled GPU ≥ 15%
+# A slowdown the scorers must flag within 60 s of onset (the detection targets): a throttled GPU ≥ 15%
 # slower, a node ≥ 12%, a rank ≥ 1.5x for ≥ 30 s; a rank slower for longer with no clock or reason to
 # show it (slow_rank, drift: only its pace tells) once ≥ 25%. A milder or shorter one is listed:
 # flagging it is no false flag, missing it no miss.
@@ -108,7 +108,8 @@ def _candidates(sc: Scenario) -> dict[str, list[tuple[float, float]]]:
     job, members = sc.job, set(sc.job.nodes)
     c0 = job.step_time_s * hw.COMPUTE_SHARE
     m0 = job.step_time_s - c0
-    halves = lambda step: step > 2 * job.step_time_s
+    def halves(step):
+        return step > 2 * job.step_time_s
     out: dict[str, list[tuple[float, float]]] = {c: [] for c in PRIORITY}
     out[CHECKPOINT] = checkpoint_windows(Topology(sc), 0.0, sc.duration_s)
     for f in sc.faults:

@@ -14,12 +14,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from simulator import hardware as hw
-from simulator.scenario import Scenario
-from simulator.topology import Topology
-from validation.model import Check, Figure
-from validation.result import Result
-from validation.store import Store
+from lockstep.simulator import hardware as hw
+from lockstep.simulator.scenario import Scenario
+from lockstep.simulator.topology import Topology
+from lockstep.validation.model import Check, Figure
+from lockstep.validation.result import Result
+from lockstep.validation.store import Store
 
 DAY = 86400.0
 RUN_S = 60.0                # how long a simulated run takes

@@ -24,10 +24,11 @@ from pathlib import Path
 
 from aiohttp import web
 
-from alerts import alertmanager, config as alerts_config
-from analytics.config import ServiceConfig
-from analytics.keys import REFRESHED, STATE
-from analytics.service import create_app
+from lockstep.alerts import alertmanager
+from lockstep.alerts import config as alerts_config
+from lockstep.analytics.service.app import create_app
+from lockstep.analytics.service.config import ServiceConfig
+from lockstep.analytics.service.keys import REFRESHED, STATE
 from lockstep.stack import Service, http_get, reload_prometheus, start_alertmanager, start_prometheus
 
 PAGE_LABELS = {"severity": "page", "node": "node01", "interface": "ens1np0", "priority": "3"}

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from exporters import cli
-from exporters.config import ExporterConfig
+from lockstep.exporters import cli
+from lockstep.exporters.config import ExporterConfig
 
 
 def exporter_config(*argv: str) -> ExporterConfig:

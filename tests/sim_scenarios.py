@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from simulator.noise import NONE
-from simulator.scenario import Scenario, load_scenario
+from lockstep.simulator.noise import NONE
+from lockstep.simulator.scenario import Scenario, load_scenario
 
 SHIPPED = Path(__file__).resolve().parents[1] / "simulator" / "scenarios"
 

@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from alerts import alertmanager, config
-from alerts.config import Routing
+from lockstep.alerts import alertmanager, config
+from lockstep.alerts.config import Routing
 from lockstep.stack import free_port, require_binary, start_alertmanager, start_on_port
 
 DEPLOY = Path(__file__).parent.parent / "deploy" / "prometheus" / "alertmanager.yml"

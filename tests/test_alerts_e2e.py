@@ -1,7 +1,7 @@
 """End to end, all real: the simulator, one node agent per node, the analytics service, Prometheus
 with the generated rules and Alertmanager with the generated config. A pause storm must page within
 90 s of its start with interface and priority, mute the same job's straggler/stall alerts while it
-fires, and resolve when the storm ends (issue 8, "Done when")."""
+fires, and resolve when the storm ends."""
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +14,8 @@ import pytest
 import yaml
 from aiohttp import web
 
-from alerts import alertmanager, build, config
 from lockstep import localcluster as lc
+from lockstep.alerts import alertmanager, build, config
 from lockstep.stack import http_get, start_alertmanager, start_prometheus
 
 FIXTURES = Path(__file__).parent / "fixtures" / "alerts"

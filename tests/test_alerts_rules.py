@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alerts import build, config, rules
-from exporters.catalog import CATALOG
-from exporters.configfile import ConfigError
 from lockstep import cli
+from lockstep.alerts import build, config, rules
+from lockstep.exporters.catalog import CATALOG
+from lockstep.exporters.toolkit.configfile import ConfigError
 from lockstep.stack import require_binary
 
 REPO = Path(__file__).parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "alerts"
 UNIT_TESTS = sorted(FIXTURES.glob("*_test.yml"))
 PROMTOOL_CONFIG = FIXTURES / "promtool-config.yaml"
-# ARCHITECTURE.md "Alert names": the contract, with the severity each one must carry.
+# docs/architecture.md "Alert names": the contract, with the severity each one must carry.
 CONTRACT = {
     "PFCPauseStorm": "page", "InfiniBandLinkDown": "page", "InfiniBandLinkFlapping": "ticket",
     "InfiniBandSymbolErrors": "ticket", "InfiniBandLinkDegraded": "ticket", "GPUXidCritical": "page",

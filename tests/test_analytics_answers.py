@@ -2,9 +2,10 @@
 of an instant vector raise nothing, and a corrupt series loses that series alone."""
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from analytics.resume import counters_by_job
+from lockstep.analytics.service.resume import counters_by_job
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),

@@ -20,13 +20,13 @@ import aiohttp
 import bcrypt
 import pytest
 from aiohttp import web
-
-from analytics.keys import STATE
 from conftest import write_server_tls
-from analytics.promauth import PromAuth
-from analytics.service import create_app
-from lockstep.stack import Stack, start_on_port, start_prometheus
 from test_analytics_service import PROM_CONFIG, _config, _next_refresh, datadir, sim  # noqa: F401 (fixtures)
+
+from lockstep.analytics.prom.auth import PromAuth
+from lockstep.analytics.service.app import create_app
+from lockstep.analytics.service.keys import STATE
+from lockstep.stack import Stack, start_on_port, start_prometheus
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""``analytics.decode`` on real captured ``query_range`` answers (tests/fixtures/analytics/answers, see
+"""``lockstep.analytics.prom.decode`` on real captured ``query_range`` answers (tests/fixtures/analytics/answers, see
 its README), on generated ones, and on broken ones. The reference is Python's own ``json`` and
 ``float``: every answer decodes to exactly the labels, grid rows and values they read."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analytics.decode import decode_matrix
-from analytics.errors import MalformedAnswer
-from analytics.grid import Window
+from lockstep.analytics.prom.decode import decode_matrix
+from lockstep.analytics.prom.errors import MalformedAnswer
+from lockstep.analytics.prom.grid import Window
 
 ANSWERS = Path(__file__).parent / "fixtures/analytics/answers"
 GRID = Window(1767225890.0, 1767225910.0, 5.0)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analytics import promql
-from analytics.inputs import MEMBER
-from exporters.catalog import gpu
 from lockstep import localcluster
+from lockstep.analytics.frame.inputs import MEMBER
+from lockstep.analytics.prom import promql
+from lockstep.exporters.catalog import gpu
 from lockstep.stack import Stack, query, start_prometheus
 
 GOOD = ["ml-team/llama-pretrain", "default/bench", "ml-team/vllm-1", "ml-team/My_Run.v2", "a/b",
@@ -55,8 +55,8 @@ def test_a_query_for_one_kubernetes_job_selects_it_and_no_neighbour(prometheus):
 
 
 async def test_the_job_api_takes_a_namespaced_id_with_its_slash_plain_or_encoded(aiohttp_client, refused_port):
-    from analytics.config import ServiceConfig
-    from analytics.service import create_app
+    from lockstep.analytics.service.app import create_app
+    from lockstep.analytics.service.config import ServiceConfig
     client = await aiohttp_client(create_app(ServiceConfig(prometheus_url=f"http://127.0.0.1:{refused_port}",
                                                            interval_s=60, timeout_s=1)))
     for path in ("ml-team/llama-pretrain", "ml-team%2Fllama-pretrain"):

@@ -3,17 +3,15 @@ from long frames of the FORMATS.md shape (the mapping series and GPU activity), 
 construction: which member is gone, when, and what is not a lost member."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from analytics import stall
-from analytics.frame import build_features
-from analytics.metrics import job_samples
-from analytics.score import score_frame
-from analytics.state import LossCounters
-from analytics.views import job_view
-from exporters.catalog import analytics as cat
-from exporters.catalog import gpu
+from lockstep.analytics.evaluation.simframe import build_features, score_frame
+from lockstep.analytics.scoring import stall
+from lockstep.analytics.service.metrics import job_samples
+from lockstep.analytics.service.state import LossCounters
+from lockstep.analytics.service.views import job_view
+from lockstep.exporters.catalog import analytics as cat
+from lockstep.exporters.catalog import gpu
 
 PERIOD, T, LOST_AT = 5.0, 60, 30
 JOB = "ml-team/llama-pretrain"

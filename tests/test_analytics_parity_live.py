@@ -21,16 +21,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analytics import source_prom
-from analytics.decode import Block
-from analytics.evaluate import Run, simulate
-from analytics.fetch import fetch_window
-from analytics.frame import Features, build_features
-from analytics.inputs import INPUTS
-from analytics.prometheus import PrometheusSource
-from analytics.score import MIN_CLEAN, JobResult, score_features
-from exporters.catalog import analytics, fabric
 from lockstep import localcluster
+from lockstep.analytics.evaluation.evaluate import Run, simulate
+from lockstep.analytics.evaluation.simframe import build_features
+from lockstep.analytics.frame.features import Features
+from lockstep.analytics.frame.inputs import INPUTS
+from lockstep.analytics.prom import api as source_prom
+from lockstep.analytics.prom.decode import Block
+from lockstep.analytics.scoring.score import MIN_CLEAN, JobResult, score_features
+from lockstep.analytics.service.fetch import fetch_window
+from lockstep.analytics.service.source import PrometheusSource
+from lockstep.exporters.catalog import analytics, fabric
 from lockstep.stack import Stack, query, start_prometheus, wait_on
 
 pytestmark = pytest.mark.integration

@@ -16,12 +16,13 @@ import aiohttp
 import pandas as pd
 import pytest
 
-from analytics import fetch, postmortem
-from analytics.evaluate import evaluate
-from analytics.inputs import INPUT_METRICS
-from analytics.prometheus import PrometheusSource
-from analytics.refresh import Refresher
 from lockstep import localcluster
+from lockstep.analytics.evaluation import postmortem
+from lockstep.analytics.evaluation.evaluate import evaluate
+from lockstep.analytics.frame.inputs import INPUT_METRICS
+from lockstep.analytics.service import fetch
+from lockstep.analytics.service.refresh import Refresher
+from lockstep.analytics.service.source import PrometheusSource
 from lockstep.stack import Stack, start_prometheus
 from tests.test_analytics_refresh import Settings
 

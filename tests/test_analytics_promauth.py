@@ -10,9 +10,9 @@ import os
 import pytest
 from aiohttp import web
 
-from analytics.promauth import PromAuth, add_flags, auth_from_args, check_url, parse_header
-from analytics.promsession import Credentials, CredentialsError, check_credentials, open_session
-from exporters import logs
+from lockstep.analytics.prom.auth import PromAuth, add_flags, auth_from_args, check_url, parse_header
+from lockstep.analytics.prom.session import Credentials, CredentialsError, check_credentials, open_session
+from lockstep.exporters.toolkit import logs
 
 
 def _parse(*argv: str) -> PromAuth:

@@ -1,7 +1,7 @@
-"""The refresh algorithm on its own (``analytics.refresh``): no app, no Prometheus. The source answers
+"""The refresh algorithm on its own (``lockstep.analytics.service.refresh``): no app, no Prometheus. The source answers
 the inputs' queries over a simulated run (tests/fixtures/analytics/service.yaml: 4 nodes x 8 GPUs for
 600 s, a checkpoint every 240 s, GPU node01/3 throttled from 300 s to the end) the way ``query_range``
-answers them (``analytics.emulate``), and records the windows the refresh asked for. Jobs' windows
+answers them (``lockstep.analytics.evaluation.emulate``), and records the windows the refresh asked for. Jobs' windows
 are held between refreshes: a window fetched whole, then only its last step again and what is new.
 tests/test_analytics_service.py runs the same code against a real Prometheus."""
 from __future__ import annotations
@@ -14,14 +14,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analytics.config import Shard
-from analytics.decode import Block, decode_matrix
-from analytics.emulate import frame_block
-from analytics.evaluate import simulate
-from analytics.inputs import Input
-from analytics.refresh import Refresher
-from analytics.source_prom import PrometheusError, Window
-from analytics.state import LossCounters
+from lockstep.analytics.evaluation.emulate import frame_block
+from lockstep.analytics.evaluation.evaluate import simulate
+from lockstep.analytics.frame.inputs import Input
+from lockstep.analytics.prom.api import PrometheusError, Window
+from lockstep.analytics.prom.decode import Block, decode_matrix
+from lockstep.analytics.service.config import Shard
+from lockstep.analytics.service.refresh import Refresher
+from lockstep.analytics.service.state import LossCounters
 
 SCENARIO = Path(__file__).parent / "fixtures/analytics/service.yaml"
 EVIL = 'x"} or vector(1) or lockstep_gpu_job_info{job_id="'

@@ -1,4 +1,4 @@
-"""Which exported counters a replica continues for a job (``analytics.resume``); the service test
+"""Which exported counters a replica continues for a job (``lockstep.analytics.service.resume``); the service test
 proves the whole restart against a real Prometheus."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import aiohttp
 
-from analytics import resume as resume_module
-from analytics.resume import counters_from, resume
+from lockstep.analytics.service import resume as resume_module
+from lockstep.analytics.service.resume import counters_from, resume
 from lockstep.stack import require_binary, start_prometheus
 
 

@@ -1,4 +1,4 @@
-"""The scorers against the simulator's ground truth (issue 7, "Done when").
+"""The scorers against the simulator's ground truth.
 
 Every expectation comes from the scenario files and the simulator's truth document, never from the
 scorer's own output: stragglers flagged with the right GPU/node within 60 s of onset, nothing
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from analytics import truthcheck
-from analytics.evaluate import evaluate
+from lockstep.analytics.evaluation import truthcheck
+from lockstep.analytics.evaluation.evaluate import evaluate
 
 REPO = Path(__file__).parent.parent
 SCENARIOS = sorted((REPO / "tests/fixtures/analytics/scenarios").glob("*.yaml")) + \
@@ -34,7 +34,7 @@ def test_scenarios_cover_every_fault_kind():
 
 
 def _faults(path: Path) -> list[dict]:
-    from exporters.configfile import load_yaml
+    from lockstep.exporters.toolkit.configfile import load_yaml
     return load_yaml(path).get("faults") or []
 
 

@@ -17,16 +17,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analytics import promql, source_prom
-from analytics.config import ServiceConfig
-from analytics.evaluate import simulate
-from analytics.fetch import fetch_window
-from analytics.frame import build_features
-from analytics.prometheus import PrometheusSource
-from analytics.score import score_features
-from analytics.keys import REFRESHED, STATE
-from analytics.service import create_app
 from lockstep import localcluster
+from lockstep.analytics.evaluation.evaluate import simulate
+from lockstep.analytics.evaluation.simframe import build_features
+from lockstep.analytics.prom import api as source_prom
+from lockstep.analytics.prom import promql
+from lockstep.analytics.scoring.score import score_features
+from lockstep.analytics.service.app import create_app
+from lockstep.analytics.service.config import ServiceConfig
+from lockstep.analytics.service.fetch import fetch_window
+from lockstep.analytics.service.keys import REFRESHED, STATE
+from lockstep.analytics.service.source import PrometheusSource
 from lockstep.stack import Stack, query, require_binary, start_prometheus
 
 pytestmark = pytest.mark.integration

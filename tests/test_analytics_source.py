@@ -13,9 +13,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from analytics import decode, source_prom
-from analytics.errors import MalformedAnswer, PrometheusError
-from analytics.grid import Window
+from lockstep.analytics.prom import api as source_prom
+from lockstep.analytics.prom import decode
+from lockstep.analytics.prom.errors import MalformedAnswer, PrometheusError
+from lockstep.analytics.prom.grid import Window
 
 ANSWERS = Path(__file__).parent / "fixtures/analytics/answers"
 GRID = Window(1767225890.0, 1767225910.0, 5.0)

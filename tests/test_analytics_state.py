@@ -3,11 +3,11 @@ renders (it drops finished jobs' counters, adds new samples in place) can neithe
 pair one refresh's lost seconds with another's allocated seconds."""
 from __future__ import annotations
 
-from analytics.metrics import render_metrics
-from analytics.refresh import RefreshState, Results
-from analytics.state import LossCounters
-from analytics.views import JobView, ScoreView, StallView, loss_view
-from exporters.exposition import Encoder
+from lockstep.analytics.service.metrics import render_metrics
+from lockstep.analytics.service.refresh import RefreshState, Results
+from lockstep.analytics.service.state import LossCounters
+from lockstep.analytics.service.views import JobView, ScoreView, StallView, loss_view
+from lockstep.exporters.toolkit.exposition import Encoder
 
 
 def _view(job: str, counters: LossCounters) -> JobView:

@@ -8,17 +8,15 @@ the file (tests/fixtures/pai/README.md).
 from __future__ import annotations
 
 import json
-
-import numpy as np
-import pytest
-
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pytest
 
-from analytics.steptimes import parse_csv, result, stragglers
-from exporters.configfile import ConfigError
+from lockstep.analytics.scoring.steptimes import parse_csv, result, stragglers
 from lockstep.cli import main
+from lockstep.exporters.toolkit.configfile import ConfigError
 
 SLOW_WORKER, SLOW_FROM, SLOWDOWN = "6", 2100, 1.3
 

@@ -11,10 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analytics import promql, stall, straggler
-from analytics.config import Shard, parse_shard
-from analytics.emulate import irate
-from analytics.frame import SIGNALS, Features, build_features
+from lockstep.analytics.evaluation.emulate import irate
+from lockstep.analytics.evaluation.simframe import build_features
+from lockstep.analytics.frame.features import SIGNALS, Features
+from lockstep.analytics.prom import promql
+from lockstep.analytics.scoring import stall, straggler
+from lockstep.analytics.service.config import Shard, parse_shard
 
 PERIOD = 5.0
 
@@ -227,7 +229,7 @@ def test_shards_split_jobs_stably_and_completely():
 
 @pytest.mark.parametrize("field", ["interval_s", "window_s", "step_s", "timeout_s"])
 def test_service_durations_must_be_finite(field):
-    from analytics.config import ServiceConfig
+    from lockstep.analytics.service.config import ServiceConfig
 
     with pytest.raises(ValueError, match=field):
         ServiceConfig(prometheus_url="http://127.0.0.1:9090", **{field: float("inf")})
@@ -235,7 +237,7 @@ def test_service_durations_must_be_finite(field):
 
 def test_a_window_shorter_than_the_interval_is_refused():
     """Refreshes 60 s apart scoring 30 s each would leave half of every job unscored and uncounted."""
-    from analytics.config import ServiceConfig
+    from lockstep.analytics.service.config import ServiceConfig
 
     with pytest.raises(ValueError, match=r"--window \(30.0s\) must be at least --interval \(60.0s\)"):
         ServiceConfig(prometheus_url="http://127.0.0.1:9090", interval_s=60.0, window_s=30.0)
@@ -244,7 +246,7 @@ def test_a_window_shorter_than_the_interval_is_refused():
 
 @pytest.mark.parametrize("bad", [0, 181])
 def test_refetch_steps_must_be_at_least_one_and_within_the_window(bad):
-    from analytics.config import ServiceConfig
+    from lockstep.analytics.service.config import ServiceConfig
 
     with pytest.raises(ValueError, match="--refetch-steps"):
         ServiceConfig(prometheus_url="http://127.0.0.1:9090", refetch_steps=bad)
@@ -253,7 +255,7 @@ def test_refetch_steps_must_be_at_least_one_and_within_the_window(bad):
 
 @pytest.mark.parametrize("bad", [-1.0, float("inf"), float("nan")])
 def test_resume_lookback_must_be_zero_or_a_positive_finite_time(bad):
-    from analytics.config import ServiceConfig
+    from lockstep.analytics.service.config import ServiceConfig
 
     with pytest.raises(ValueError, match="--resume-lookback"):
         ServiceConfig(prometheus_url="http://127.0.0.1:9090", resume_lookback_s=bad)
@@ -264,10 +266,10 @@ def test_imbalance_since_the_start_reaches_the_view_and_the_metrics():
     """Four GPUs of node01 1.25x busier than the rest from the first sample (a heavier stage): a job
     finding with their ratio to the median, 3/4 of the GPUs waiting 1 - 1/1.25 of every step, served
     in the job view and as metrics; no straggler."""
-    from analytics.metrics import job_samples
-    from analytics.score import score_features
-    from analytics.state import LossCounters
-    from analytics.views import job_view
+    from lockstep.analytics.scoring.score import score_features
+    from lockstep.analytics.service.metrics import job_samples
+    from lockstep.analytics.service.state import LossCounters
+    from lockstep.analytics.service.views import job_view
 
     t, n = 40, 16
     busy = np.full((t, n), 0.6)

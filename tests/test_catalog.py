@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from exporters.catalog import CATALOG, enums, get
-from exporters.catalog.model import Metric
+from lockstep.exporters.catalog import CATALOG, enums, get
+from lockstep.exporters.catalog.model import Metric
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CONTRACT = """lockstep_gpu_info lockstep_gpu_utilization_ratio lockstep_gpu_sm_active_ratio
@@ -69,7 +69,7 @@ def test_naming_rules_are_enforced(bad):
 
 def test_no_series_carries_a_node_or_hostname_label_from_the_agent():
     agent_sections = ("gpu", "fabric", "storage", "health")
-    from exporters import catalog
+    from lockstep.exporters import catalog
     for section in agent_sections:
         for metric in getattr(catalog, section).METRICS:
             assert "node" not in metric.labels and "hostname" not in metric.labels, metric.name

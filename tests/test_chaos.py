@@ -7,10 +7,10 @@ import dataclasses
 import shutil
 
 import pytest
-
 from chaos import PAGE_LABELS, alertmanager_outage, prometheus_outage
-from lockstep.stack import start_prometheus
 from test_analytics_service import PROM_CONFIG, _assert_the_whole_run_accounted, _config, datadir, sim  # noqa: F401
+
+from lockstep.stack import start_prometheus
 
 pytestmark = pytest.mark.integration
 

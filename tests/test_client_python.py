@@ -2,9 +2,9 @@
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporters.catalog import fabric, gpu
-from exporters.client_python import ClientPythonCollector
-from exporters.sample import Sample
+from lockstep.exporters.catalog import fabric, gpu
+from lockstep.exporters.client_python import ClientPythonCollector
+from lockstep.exporters.toolkit.sample import Sample
 
 
 class _Collector:

@@ -1,7 +1,7 @@
 """Config files are rejected with FILE:LINE: key: reason."""
 import pytest
 
-from exporters.configfile import ConfigError, Section, load_yaml, one_of, positive
+from lockstep.exporters.toolkit.configfile import ConfigError, Section, load_yaml, one_of, positive
 
 
 def write(tmp_path, text, name="c.yaml"):

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dashboards import job
-from dashboards.build import build_all
-from exporters.catalog import enums
-from dashboards.grafana import DATASOURCE, to_text
 from lockstep.cli import main
+from lockstep.dashboards import job
+from lockstep.dashboards.build import build_all
+from lockstep.dashboards.grafana import DATASOURCE, to_text
+from lockstep.exporters.catalog import enums
 
 REPO = Path(__file__).parent.parent
 DEPLOY = REPO / "deploy" / "grafana"

@@ -7,12 +7,13 @@ import copy
 import pytest
 import yaml
 
-from alerts import config as alerts_config, rules
-from dashboards import lint
-from dashboards.build import build_all
-from dashboards.check import without_zero_fallback
-from dashboards.promql import grafana_variables, metric_names, substitute, variable_metric_names
-from exporters.catalog import CATALOG
+from lockstep.alerts import config as alerts_config
+from lockstep.alerts import rules
+from lockstep.dashboards import lint
+from lockstep.dashboards.build import build_all
+from lockstep.dashboards.check import without_zero_fallback
+from lockstep.dashboards.promql import grafana_variables, metric_names, substitute, variable_metric_names
+from lockstep.exporters.catalog import CATALOG
 
 DASHBOARDS = build_all()
 # The series the alerts' rule file records: what a dashboard may name besides the catalog's metrics.

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from alerts import build, config
-from dashboards import check
-from dashboards.build import build_all
 from lockstep import localcluster
+from lockstep.alerts import build, config
+from lockstep.dashboards import check
+from lockstep.dashboards.build import build_all
 from lockstep.stack import start_prometheus
 from tests import validation_results
 

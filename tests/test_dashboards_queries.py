@@ -14,17 +14,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from alerts import config as alerts_config, recording
-from dashboards import check
-from dashboards.build import build_all
-from dashboards.promql import metric_names
 from lockstep import localcluster
+from lockstep.alerts import config as alerts_config
+from lockstep.alerts import recording
+from lockstep.analytics.evaluation.simframe import score_frame
+from lockstep.analytics.scoring.stall import CAUSES
+from lockstep.dashboards import check
+from lockstep.dashboards.build import build_all
+from lockstep.dashboards.promql import metric_names
+from lockstep.exporters.catalog import analytics as A
+from lockstep.simulator.scenario import load_scenario
+from lockstep.simulator.series import series_frame
 from lockstep.stack import Stack, start_prometheus
-from analytics.score import score_frame
-from analytics.stall import CAUSES
-from exporters.catalog import analytics as A
-from simulator.scenario import load_scenario
-from simulator.series import series_frame
 from tests import validation_results
 
 pytestmark = pytest.mark.integration
@@ -65,7 +66,7 @@ SIM_VALUES = {**VALUES, "node": "node0[0-3]", "__range": "900s", "__range_s": "9
 
 def analytics_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """What ``lockstep analytics serve`` would have exported at every sample of the run, from the
-    same pure scorer it runs (``analytics.score.score_frame``), as series-frame rows: straggler
+    same pure scorer it runs (``lockstep.analytics.scoring.score.score_frame``), as series-frame rows: straggler
     score and flag per GPU, stalled per cause, cumulative lost GPU-seconds per cause, cumulative
     allocated GPU-seconds, goodput, imbalance (GPU-seconds waited, each imbalanced GPU's ratio)."""
     rows = []

@@ -10,10 +10,10 @@ import subprocess
 import helm_python
 import pytest
 import yaml
-
 from deploy_manifests import CASES, CHART, REPO, named, objects, of_kind, pod_spec, rendered, values
-from exporters.catalog.selectors import ANALYTICS_JOB, NODE_JOB, POWER_JOB
+
 from lockstep import deploy_gen
+from lockstep.exporters.catalog.selectors import ANALYTICS_JOB, NODE_JOB, POWER_JOB
 from lockstep.stack import require_binary
 
 KUBE_VERSIONS = ("v1.35.0", "v1.36.0", "v1.37.0")   # as tests/test_deploy_schemas.py validates
@@ -105,8 +105,8 @@ def test_node_series_get_the_node_label_from_the_pod():
 
 
 def test_prometheusrule_holds_the_alerts_package_rules(tmp_path):
-    from alerts.build import RULES_FILE, outputs
-    from alerts.config import load
+    from lockstep.alerts.build import RULES_FILE, outputs
+    from lockstep.alerts.config import load
     expected = yaml.safe_load(outputs(load(deploy_gen.ALERTS_SITE_CONFIG))[RULES_FILE])["groups"]
     rule = named(objects("default"), "PrometheusRule", "lockstep")
     assert rule["spec"]["groups"] == expected
@@ -133,7 +133,7 @@ def test_a_site_rule_file_replaces_the_generated_one():
 
 @pytest.mark.parametrize("case", ["default", "kubernetes-jobs"])
 def test_dashboard_configmaps_for_the_grafana_sidecar(case):
-    from dashboards.build import build_all
+    from lockstep.dashboards.build import build_all
     maps = [m for m in of_kind(objects(case), "ConfigMap") if "grafana_dashboard" in m["metadata"]["labels"]]
     assert {k: json.loads(v) for m in maps for k, v in m["data"].items()} == build_all()
     namespace = values_of(case, "dashboards")["namespace"] or "lockstep"

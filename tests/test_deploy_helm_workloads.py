@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from analytics.config import Shard, parse_shard
 from deploy_manifests import CASES, container, named, objects, of_kind, pod_spec, values
+
 from lockstep import deploy_gen
+from lockstep.analytics.service.config import Shard, parse_shard
 from lockstep.cli import build_parser
 
 WORKLOADS = ("DaemonSet", "Deployment", "StatefulSet")

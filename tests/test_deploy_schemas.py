@@ -13,7 +13,6 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-
 from deploy_manifests import CASES, HELM_VALUES_FILES, K8S, REPO, named, objects, plain_manifest_files, yaml_docs
 
 # The three most recent minor versions kubernetes-validate ships schemas for (docs/deploy.md).

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import bcrypt
 import pytest
+from conftest import write_server_tls
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
-
-from conftest import write_server_tls
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = ["--collector.disable-defaults", "--collector.extra-module=lockstep_test_collectors",

@@ -1,5 +1,5 @@
 """The node agent's HTTP layer in process (``aiohttp_client``): the basic-auth middleware of
-``exporters.web`` and the ``/metrics`` handler of ``exporters.server``. The real process, TLS and the
+``lockstep.exporters.toolkit.web`` and the ``/metrics`` handler of ``lockstep.exporters.server``. The real process, TLS and the
 web config file are tested in test_exporter_core.py."""
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from base64 import b64encode
 import bcrypt
 from aiohttp import web
 
-from exporters import basicauth, web as lweb
-from exporters.catalog import fabric
-from exporters.config import ExporterConfig
-from exporters.sample import Sample
-from exporters.scrape import Scraper
-from exporters.server import create_app
-from exporters.webconfig import WebConfig
+from lockstep.exporters.catalog import fabric
+from lockstep.exporters.config import ExporterConfig
+from lockstep.exporters.scrape import Scraper
+from lockstep.exporters.server import create_app
+from lockstep.exporters.toolkit import basicauth
+from lockstep.exporters.toolkit import web as lweb
+from lockstep.exporters.toolkit.sample import Sample
+from lockstep.exporters.toolkit.webconfig import WebConfig
 
 
 async def test_bcrypt_check_runs_off_the_event_loop(aiohttp_client, monkeypatch):

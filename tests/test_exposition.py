@@ -5,9 +5,15 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from exporters.catalog import fabric, gpu, health
-from exporters.exposition import Encoder, format_value, render_openmetrics, render_text, wants_openmetrics
-from exporters.sample import Sample
+from lockstep.exporters.catalog import fabric, gpu, health
+from lockstep.exporters.toolkit.exposition import (
+    Encoder,
+    format_value,
+    render_openmetrics,
+    render_text,
+    wants_openmetrics,
+)
+from lockstep.exporters.toolkit.sample import Sample
 
 SAMPLES = [
     Sample(gpu.TEMPERATURE, ("0",), 71.0),

@@ -5,13 +5,13 @@ import os
 
 import pytest
 
-from exporters.catalog import fabric as m
-from exporters.collectors.infiniband import parse_expected_rates
-from exporters.fabric import ib
-from exporters.fabric.ethtool import parse_ethtool_stats
-from exporters.fabric.pci import bdf_key, parse_pci_chain
-from exporters.fabric.pfc_table import infer_driver, plan
-from exporters.fabric.sysfs import HeldFiles
+from lockstep.exporters.catalog import fabric as m
+from lockstep.exporters.collectors.infiniband import parse_expected_rates
+from lockstep.exporters.fabric import ib
+from lockstep.exporters.fabric.ethtool import parse_ethtool_stats
+from lockstep.exporters.fabric.pci import bdf_key, parse_pci_chain
+from lockstep.exporters.fabric.pfc_table import infer_driver, plan
+from lockstep.exporters.fabric.sysfs import HeldFiles
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from exporters.collectors.infiniband import InfinibandCollector, InfinibandOptions
-from exporters.exposition import Encoder, render_text
-from exporters.fabric import topology
+from lockstep.exporters.collectors.infiniband import InfinibandCollector, InfinibandOptions
+from lockstep.exporters.fabric import topology
+from lockstep.exporters.toolkit.exposition import Encoder, render_text
 
 BRIDGE, GPU_3D, GPU_VGA, NVSWITCH, HCA, BMC_VGA = (
     ("0x1000", "0x060400"), ("0x10de", "0x030200"), ("0x10de", "0x030000"), ("0x10de", "0x068000"),

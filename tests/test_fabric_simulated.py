@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from exporters import cli
 from test_fabric_differential import assert_agree, scrape_both
+
+from lockstep.exporters import cli
 
 REPO = Path(__file__).parent.parent
 SCENARIO = REPO / "simulator" / "scenarios" / "pause-storm.yaml"

@@ -6,11 +6,11 @@ import importlib.util
 import logging
 
 import pynvml
-
-from exporters.gpu.backend import GpuOptions, open_backend
-from exporters.gpu.collector import GpuCollector
-from exporters.gpu.dcgm import DcgmProf, open_dcgm, parse_dcgm_values
 from test_gpu_nvml import fake, h100, render
+
+from lockstep.exporters.gpu.backend import GpuOptions, open_backend
+from lockstep.exporters.gpu.collector import GpuCollector
+from lockstep.exporters.gpu.dcgm import DcgmProf, open_dcgm, parse_dcgm_values
 
 
 def test_without_bindings_falls_back_to_nvml_and_says_so(caplog):

@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from exporters.gpu.backend import GpuOptions
-from exporters.gpu.collector import GpuCollector
-from exporters.gpu.dcgm import DcgmProf
-from exporters.gpu.replay import ReplayNvml
 from test_gpu_dcgm import Reader
 from test_gpu_replay import render
+
+from lockstep.exporters.gpu.backend import GpuOptions
+from lockstep.exporters.gpu.collector import GpuCollector
+from lockstep.exporters.gpu.dcgm import DcgmProf
+from lockstep.exporters.gpu.replay import ReplayNvml
 
 FIXTURES = Path(__file__).parent / "fixtures/gpu"
 CORE_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")

@@ -1,7 +1,7 @@
 """End to end, all real: the simulator, one node agent per node, Prometheus with the generated rules,
 Alertmanager with the generated config. Three simulated nodes, one GPU fault each
 (fixtures/alerts/e2e-gpu-health.yaml), each seen as the GPU's verdict in Prometheus and as the right
-alert at the right receiver (issue 15, "Done when"):
+alert at the right receiver:
 
 - node00 enumerates 1 of its 2 GPUs     → lockstep_node_gpus_visible 1 < expected 2 → GPUMissing (page)
 - node01's GPU 1 counts 2 uncorrectable ECC errors → check ecc_uncorrectable 2, unhealthy
@@ -21,12 +21,12 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-
-from alerts import config
-from alerts.quarantine import parse_notification
-from lockstep import localcluster as lc
-from lockstep.stack import http_get
 from test_alerts_e2e import FIXTURES, Webhook, _until, start_alerting
+
+from lockstep import localcluster as lc
+from lockstep.alerts import config
+from lockstep.alerts.quarantine import parse_notification
+from lockstep.stack import http_get
 
 pytestmark = pytest.mark.integration
 SCENARIO = FIXTURES / "e2e-gpu-health.yaml"

@@ -2,16 +2,15 @@
 absent, and scheduler device ids (MIG UUIDs) resolved to the collector's labels for the job mapping."""
 from __future__ import annotations
 
-
 import pynvml
 import pytest
-
-from exporters.collectors.jobs import JobsCollector, SlurmSource
-from exporters.gpu.backend import GpuOptions
-from exporters.gpu.collector import GpuCollector
-from exporters.gpu.mig import DeviceRef, profile_name, read_device_refs
 from test_gpu_nvml import NS, fake, h100, render
 from test_jobs import run_script
+
+from lockstep.exporters.collectors.jobs import JobsCollector, SlurmSource
+from lockstep.exporters.gpu.backend import GpuOptions
+from lockstep.exporters.gpu.collector import GpuCollector
+from lockstep.exporters.gpu.mig import DeviceRef, profile_name, read_device_refs
 
 PARENT = "GPU-5e0b1b1a-7c3d-4f0e-8a55-91c3d2e4f600"
 MIG_A = "MIG-4d5b1a2c-0b6e-5c0f-9a1b-2c3d4e5f6a7b"
@@ -82,9 +81,9 @@ def test_slurm_mapping_keyed_by_mig_uuid(tmp_path):
 def test_kubernetes_mapping_of_a_mig_device(tmp_path):
     """The kubelet names a container's MIG device by MIG UUID (or, with the index strategy, by GPU and
     NVML slot): its job row carries the parent GPU's index and the MIG UUID, as the Slurm mapping does."""
-    from exporters.kube.identity import PodMeta
-    from exporters.kube.mapping import Rules, join
-    from exporters.kube.podresources import ContainerGpus
+    from lockstep.exporters.kube.identity import PodMeta
+    from lockstep.exporters.kube.mapping import Rules, join
+    from lockstep.exporters.kube.podresources import ContainerGpus
 
     refs = read_device_refs(fake.FakeNvml([mig_gpu(), h100(1)]))
     pods = {("ml", "a"): PodMeta("ml", "a", {}, {}), ("ml", "b"): PodMeta("ml", "b", {}, {})}

@@ -14,14 +14,14 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
-from exporters import logs
-from exporters.exposition import Encoder, render_text
-from exporters.gpu import xid as xid_module
-from exporters.gpu.backend import GpuOptions
-from exporters.gpu.collector import GpuCollector
-from exporters.gpu.read import read_snapshot
-from exporters.gpu.samples import identity_samples, snapshot_samples
-from exporters.gpu.snapshot import GpuSnapshot, GpuStatic
+from lockstep.exporters.gpu import xid as xid_module
+from lockstep.exporters.gpu.backend import GpuOptions
+from lockstep.exporters.gpu.collector import GpuCollector
+from lockstep.exporters.gpu.read import read_snapshot
+from lockstep.exporters.gpu.samples import identity_samples, snapshot_samples
+from lockstep.exporters.gpu.snapshot import GpuSnapshot, GpuStatic
+from lockstep.exporters.toolkit import logs
+from lockstep.exporters.toolkit.exposition import Encoder, render_text
 
 _spec = importlib.util.spec_from_file_location("fake_pynvml", Path(__file__).parent / "fixtures/gpu/fake_pynvml.py")
 fake = sys.modules.setdefault("fake_pynvml", importlib.util.module_from_spec(_spec))

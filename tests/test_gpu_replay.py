@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pynvml
 import pytest
-
-from exporters.exposition import Encoder, render_text
-from exporters.gpu.backend import GpuOptions
-from exporters.gpu.collector import GpuCollector
-from exporters.gpu.replay import ReplayNvml
-from exporters.gpu.sim import SimNvml
-from exporters.gpu.smi_xml import Refused, SmiFormatError, parse_smi_log
-from exporters.scrape import Scraper
 from test_gpu_nvml import fake
+
+from lockstep.exporters.gpu.backend import GpuOptions
+from lockstep.exporters.gpu.collector import GpuCollector
+from lockstep.exporters.gpu.replay import ReplayNvml
+from lockstep.exporters.gpu.sim import SimNvml
+from lockstep.exporters.gpu.smi_xml import Refused, SmiFormatError, parse_smi_log
+from lockstep.exporters.scrape import Scraper
+from lockstep.exporters.toolkit.exposition import Encoder, render_text
 
 CAPTURES = sorted((Path(__file__).parent / "fixtures/gpu/nvidia-smi").glob("*.xml"))
 # Capture value → the series it must leave absent when NVML refused it.

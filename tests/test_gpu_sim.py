@@ -12,12 +12,12 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from exporters import cli
-from exporters.exposition import Encoder, render_openmetrics, render_text
-from exporters.gpu import simevents
-from exporters.gpu.backend import GpuOptions, open_backend
-from exporters.gpu.collector import GpuCollector
-from exporters.gpu.sim import SimFormatError, SimNvml
+from lockstep.exporters import cli
+from lockstep.exporters.gpu import simevents
+from lockstep.exporters.gpu.backend import GpuOptions, open_backend
+from lockstep.exporters.gpu.collector import GpuCollector
+from lockstep.exporters.gpu.sim import SimFormatError, SimNvml
+from lockstep.exporters.toolkit.exposition import Encoder, render_openmetrics, render_text
 
 FIXTURE = Path(__file__).parent / "fixtures/gpu/node00/gpus.json"
 
@@ -205,7 +205,8 @@ def test_flags(tmp_path):
 def test_lockstep_names_pass_promtool_lint(gpus_json):
     """promtool's metric linter (units, _total, snake_case, HELP) on a whole GPU scrape."""
     import subprocess
-    from exporters.scrape import Scraper
+
+    from lockstep.exporters.scrape import Scraper
     from lockstep.stack import require_binary
     scraper = Scraper({"gpu": collector_for(gpus_json, watch_xid=False)})
     result = subprocess.run([require_binary("promtool"), "check", "metrics"], input=scraper.render(),

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from lockstep.stack import query, start_prometheus
 from test_gpu_healthcheck import start_exporter
 from test_gpu_sim import collector_for, wait_for_xids
+
+from lockstep.stack import query, start_prometheus
 
 REPO = Path(__file__).parent.parent
 SCENARIOS = REPO / "simulator/scenarios"
@@ -147,10 +147,10 @@ def test_simulated_gpu_health_faults_in_gpus_json(tmp_path):
     """The simulator's GPU-health faults as the sim backend reads them: a missing GPU is not enumerated
     (the next one takes its index), an ECC error counts and logs XID 48, a row remap is pending and logs
     XID 63; a bad outcome names the field."""
-    from exporters.configfile import ConfigError
-    from simulator.model import Model
-    from simulator.scenario import load_scenario
-    from simulator.tree.gpus import document
+    from lockstep.exporters.toolkit.configfile import ConfigError
+    from lockstep.simulator.model import Model
+    from lockstep.simulator.scenario import load_scenario
+    from lockstep.simulator.tree.gpus import document
 
     scenario = load_scenario(Path(__file__).parent / "fixtures/alerts/e2e-gpu-health.yaml")
     model = Model(scenario)

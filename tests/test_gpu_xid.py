@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 
 import pytest
-
-from exporters import logs
-from exporters.catalog import xid
-from exporters.gpu import xid as xid_module
-from exporters.gpu.backend import GpuOptions
-from exporters.gpu.collector import GpuCollector
 from test_gpu_nvml import fake, h100, render, wait_for_xids
+
+from lockstep.exporters.catalog import xid
+from lockstep.exporters.gpu import xid as xid_module
+from lockstep.exporters.gpu.backend import GpuOptions
+from lockstep.exporters.gpu.collector import GpuCollector
+from lockstep.exporters.toolkit import logs
 
 
 def test_catalog_covers_every_code_nvidia_documents_and_cites_it():

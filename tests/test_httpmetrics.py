@@ -1,4 +1,4 @@
-"""The ``/metrics`` response every lockstep service serves (``exporters.httpmetrics``): the format the
+"""The ``/metrics`` response every lockstep service serves (``lockstep.exporters.toolkit.httpmetrics``): the format the
 client's ``Accept`` asks for with its content type, gzip only where offered and allowed, the lock held
 while rendering."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import threading
 
 from aiohttp import web
 
-from exporters.httpmetrics import metrics_response
+from lockstep.exporters.toolkit.httpmetrics import metrics_response
 
 TEXT = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"

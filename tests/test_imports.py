@@ -1,10 +1,13 @@
 """The import direction of docs/architecture.md, read from the source with ``ast``: every import
-statement of the product's packages counts, at module level or inside a function (a lazy import is
-still a dependency), whichever branch it sits in.
+statement of the product's packages counts, at module level, inside a function or under
+``TYPE_CHECKING`` (a lazy import is still a dependency), whichever branch it sits in.
 
-The catalog is at the bottom; the shared plumbing in ``exporters`` sits on it; the node agent, the
-simulator, alerts, dashboards and analytics on those; ``lockstep/`` (the command and the local stack)
-on top, imported by nothing in the product but itself.
+The product is one import namespace, ``lockstep``; the repository's top-level folders are its
+subpackages (``analytics/`` is ``lockstep.analytics``). Its layers, bottom to top: the catalog; the
+toolkit every service shares; validation results; the node agent and the power exporter, the
+simulator, alerts and dashboards; analytics (itself layered: the Prometheus client, the job frame,
+the scorers, the service, evaluation and post-mortem, the monthly report); ``lockstep/`` (the command
+and the local stack) on top, imported by nothing in the product but itself.
 """
 from __future__ import annotations
 
@@ -13,52 +16,76 @@ from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("exporters", "analytics", "alerts", "dashboards", "simulator", "validation", "lockstep")
-CATALOG = "exporters.catalog"
-# The small toolkit every lockstep service shares (docs/architecture.md, "Packages"): YAML config files
-# with located errors, listen addresses, logging, the web config file and HTTP serving, the exposition
-# encoder and its samples, the one /metrics response, --help formatting, the version, and third_party:
-# the kubelet's PodResources wire format (its upstream proto and the code generated from it; the node agent
-# reads it, the simulator serves it). Everything else in exporters/ is the node agent or the power exporter,
-# which no other package may reach into.
-PLUMBING = ("exporters.configfile", "exporters.listen", "exporters.logs", "exporters.webconfig", "exporters.web",
-            "exporters.exposition", "exporters.sample", "exporters.httpmetrics", "exporters.helpformat",
-            "exporters.basicauth", "exporters.jsonload", "exporters.timeparse",
-            "exporters.version", "exporters.third_party")
+# repository folder → the package the wheel installs it as
+FOLDERS = {"lockstep": "lockstep", **{f: f"lockstep.{f}" for f in
+                                      ("exporters", "analytics", "alerts", "dashboards", "simulator", "validation")}}
+CATALOG = "lockstep.exporters.catalog"
+TOOLKIT = ("lockstep.exporters.toolkit", "lockstep.exporters.third_party")
+A = "lockstep.analytics"
+# The layers, most specific prefix first: a module belongs to the first whose prefix it has.
+LAYERS = {
+    "catalog": (CATALOG,),
+    "toolkit": TOOLKIT,
+    "prom": (f"{A}.prom",),
+    "frame": (f"{A}.frame",),
+    "scoring": (f"{A}.scoring",),
+    "service": (f"{A}.service",),
+    "evaluation": (f"{A}.evaluation",),
+    "report": (f"{A}.report",),
+    "analytics": (A,),
+    "validation": ("lockstep.validation",),
+    "exporters": ("lockstep.exporters",),
+    "simulator": ("lockstep.simulator",),
+    "alerts": ("lockstep.alerts",),
+    "dashboards": ("lockstep.dashboards",),
+    "lockstep": ("lockstep",),
+}
 # What each layer may import besides itself: layers, or modules (a module and those below it).
+STORE = ("lockstep.validation.store", "lockstep.validation.result", "lockstep.validation.model")
 ALLOWED = {
-    CATALOG: set(),
-    "plumbing": {CATALOG},
-    # validation results: the parsers, the store and `lockstep validate`, on the catalog and the plumbing
-    "validation": {CATALOG, "plumbing"},
+    "catalog": set(),
+    "toolkit": {"catalog"},
+    # validation results: the parsers, the store and `lockstep validate`
+    "validation": {"catalog", "toolkit"},
     # the node agent's validation collector reads the results store (its format and its node names)
-    "exporters": {CATALOG, "plumbing", "validation.store", "validation.result", "validation.model"},
+    "exporters": {"catalog", "toolkit", *STORE},
     # the simulator stores validation results as `lockstep validate` does: through its store
-    "simulator": {CATALOG, "plumbing", "validation.store", "validation.result", "validation.model"},
-    "alerts": {CATALOG, "plumbing"},
+    "simulator": {"catalog", "toolkit", *STORE},
+    "alerts": {"catalog", "toolkit"},
     # a panel shows the very series an alert fires on: the recording rules, by their recorded names
-    "dashboards": {CATALOG, "plumbing", "alerts.recording"},
-    "analytics": {CATALOG, "plumbing", "simulator"},  # the evaluation harness scores simulated scenarios
-    "lockstep": {CATALOG, "plumbing", "exporters", "simulator", "alerts", "dashboards", "analytics", "validation"},
+    "dashboards": {"catalog", "toolkit", "lockstep.alerts.recording", "lockstep.alerts.settings",
+                   "lockstep.alerts.model"},
+    "prom": {"catalog", "toolkit"},
+    # the frame places decoded answers on a query's grid; it never calls Prometheus
+    "frame": {"catalog", "toolkit", f"{A}.prom.grid", f"{A}.prom.decode", f"{A}.prom.promql", f"{A}.prom.errors"},
+    # the scorers read the features and nothing else of analytics: no service, no Prometheus client
+    "scoring": {"catalog", "toolkit", f"{A}.frame.features"},
+    "service": {"catalog", "toolkit", "prom", "frame", "scoring"},
+    # the evaluation harness runs the simulator in process and grades the scores against its truth
+    "evaluation": {"catalog", "toolkit", "prom", "frame", "scoring", "service", "simulator"},
+    "report": {"catalog", "toolkit", "prom"},
+    "analytics": {"catalog", "toolkit", "prom", "frame", "scoring", "service", "evaluation", "report"},
+    "lockstep": set(LAYERS),
 }
 
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(REPO).with_suffix("").parts
+    parts = (FOLDERS[parts[0]].split(".") + list(parts[1:]))
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 @cache
 def modules() -> dict[str, Path]:
-    return {module_name(path): path for package in PACKAGES for path in sorted((REPO / package).rglob("*.py"))}
+    return {module_name(path): path for folder in FOLDERS for path in sorted((REPO / folder).rglob("*.py"))}
+
+
+def _under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
 
 
 def layer(module: str) -> str:
-    if module == CATALOG or module.startswith(CATALOG + "."):
-        return CATALOG
-    if any(module == p or module.startswith(p + ".") for p in PLUMBING):
-        return "plumbing"
-    return module.split(".")[0]
+    return next(name for name, prefixes in LAYERS.items() if any(_under(module, p) for p in prefixes))
 
 
 def _absolute(module: str, node: ast.ImportFrom) -> str:
@@ -70,7 +97,8 @@ def _absolute(module: str, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def imported(module: str) -> set[str]:
+@cache
+def imported(module: str) -> frozenset[str]:
     """The project modules ``module`` imports: ``from a import b`` names ``a.b`` where that is a module."""
     found = set()
     for node in ast.walk(ast.parse(modules()[module].read_text(), str(modules()[module]))):
@@ -79,56 +107,123 @@ def imported(module: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = _absolute(module, node)
             found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in modules() else base for a in node.names)
-    return {name for name in found if name.split(".")[0] in PACKAGES}
+    return frozenset(name for name in found if _under(name, "lockstep"))
 
 
 def allowed(of_layer: str, target: str) -> bool:
-    return layer(target) in (of_layer, *ALLOWED[of_layer]) or \
-        any(target == a or target.startswith(a + ".") for a in ALLOWED[of_layer])
+    return layer(target) in (of_layer, *ALLOWED[of_layer]) or any(_under(target, a) for a in ALLOWED[of_layer])
 
 
-def violations(of_layer: str) -> list[str]:
-    return sorted(f"{module} imports {target}" for module in modules() if layer(module) == of_layer
-                  for target in imported(module) if not allowed(of_layer, target))
+def violations(*of_layers: str) -> list[str]:
+    return sorted(f"{module} imports {target}" for module in modules() if layer(module) in of_layers
+                  for target in imported(module) if not allowed(layer(module), target))
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan), or a node importing itself."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph.get(v, ()):
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _module_graph() -> dict[str, set[str]]:
+    # a package's __init__ is what ``import a.b`` runs first: an edge to it is not a cycle of its own
+    return {m: {t for t in imported(m) if t in modules() and t != m and modules()[t].name != "__init__.py"}
+            for m in modules()}
 
 
 def test_the_walk_sees_module_level_lazy_and_relative_imports():
     """The rules below can fail: the walk finds imports known to be there, however they are written."""
-    assert "simulator.truth" in imported("analytics.evaluate")
-    assert "exporters.logs" in imported("alerts.quarantine_cli")      # inside a function
-    assert "exporters.catalog" in imported("alerts.model")              # ``from exporters import catalog``
-    assert layer("exporters.catalog.fabric") == CATALOG and layer("exporters.web") == "plumbing"
-    assert not allowed("dashboards", "alerts.rules") and not allowed("alerts", "dashboards.queries")
-    assert not allowed("simulator", "exporters.fabric.topology") and allowed("simulator", "exporters.catalog.gpu")
+    assert "lockstep.simulator.truth" in imported(f"{A}.evaluation.evaluate")
+    assert "lockstep.exporters.toolkit.logs" in imported("lockstep.alerts.quarantine_cli")      # inside a function
+    assert CATALOG in imported("lockstep.alerts.model")              # ``from lockstep.exporters import catalog``
+    assert "lockstep.simulator.state" in imported("lockstep.simulator.signals")   # under TYPE_CHECKING
+    assert layer(f"{CATALOG}.fabric") == "catalog" and layer("lockstep.exporters.toolkit.web") == "toolkit"
+    assert layer(f"{A}.scoring.stall") == "scoring" and layer(f"{A}.cli") == "analytics"
+    assert not allowed("dashboards", "lockstep.alerts.rules") and not allowed("alerts", "lockstep.dashboards.queries")
+    assert not allowed("simulator", "lockstep.exporters.fabric.topology")
+    assert allowed("simulator", f"{CATALOG}.gpu")
+    assert not allowed("scoring", f"{A}.prom.api") and not allowed("scoring", f"{A}.service.state")
+
+
+def test_cycles_are_found():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_between_modules():
+    assert cycles(_module_graph()) == []
+
+
+def test_no_import_circle_between_layers():
+    graph: dict[str, set[str]] = {}
+    for module in modules():
+        graph.setdefault(layer(module), set()).update(layer(t) for t in imported(module) if t in modules())
+    for name in graph:
+        graph[name].discard(name)
+    assert cycles(graph) == []
 
 
 def test_the_catalog_imports_nothing_of_the_project_but_itself():
-    assert violations(CATALOG) == []
+    assert violations("catalog") == []
 
 
-def test_the_shared_plumbing_imports_only_the_catalog():
-    assert violations("plumbing") == []
+def test_the_toolkit_imports_only_the_catalog():
+    assert violations("toolkit") == []
 
 
 def test_the_exporters_never_import_the_services_the_simulator_or_the_command():
     assert violations("exporters") == []
 
 
-def test_the_simulator_imports_only_the_catalog_the_plumbing_and_the_validation_store():
+def test_the_simulator_imports_only_the_catalog_the_toolkit_and_the_validation_store():
     assert violations("simulator") == []
 
 
-def test_alerts_and_dashboards_import_the_catalog_the_plumbing_and_dashboards_the_recording_rules():
-    assert violations("alerts") + violations("dashboards") == []
+def test_alerts_and_dashboards_import_the_catalog_the_toolkit_and_dashboards_the_recording_rules():
+    assert violations("alerts", "dashboards") == []
 
 
-def test_analytics_imports_no_alerts_dashboards_node_agent_or_command():
-    assert violations("analytics") == []
+def test_the_scorers_import_neither_the_service_nor_the_prometheus_client():
+    assert violations("scoring") == []
+    assert violations("frame") == []
 
 
-def test_validation_imports_only_the_catalog_and_the_plumbing():
+def test_analytics_layers_import_only_those_below_them():
+    assert violations("prom", "service", "evaluation", "report", "analytics") == []
+
+
+def test_validation_imports_only_the_catalog_and_the_toolkit():
     assert violations("validation") == []
-    assert "validation.store" in imported("exporters.collectors.validation")
+    assert "lockstep.validation.store" in imported("lockstep.exporters.collectors.validation")
 
 
 def test_nothing_in_the_product_imports_lockstep_but_lockstep():

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from exporter_args import exporter_config
-from exporters import cli
-from exporters.collectors.infiniband import InfinibandCollector, InfinibandOptions, parse_expected_rates
-from exporters.exposition import Encoder, render_text
+
+from lockstep.exporters import cli
+from lockstep.exporters.collectors.infiniband import InfinibandCollector, InfinibandOptions, parse_expected_rates
+from lockstep.exporters.toolkit.exposition import Encoder, render_text
 
 SYSFS = Path(__file__).parent / "fixtures" / "sysfs"
 REAL = SYSFS / "real"
@@ -114,7 +114,7 @@ def _scraped_copy(tmp_path: Path) -> tuple[Path, InfinibandCollector]:
 def test_descriptors_of_a_vanished_port_are_closed_at_rediscovery(tmp_path, monkeypatch):
     """A port that disappears while its device stays (a port unbound, a split undone) must not keep its
     held descriptors until close(): they leak one set per such event."""
-    monkeypatch.setattr("exporters.fabric.device_scan.REDISCOVER_S", 0.0)
+    monkeypatch.setattr("lockstep.exporters.fabric.device_scan.REDISCOVER_S", 0.0)
     root, collector = _scraped_copy(tmp_path)
     port2 = root / "class/infiniband/mlx4_0/ports/2"
     assert holds(collector, port2)
@@ -236,8 +236,8 @@ def test_the_class_directory_gone_reads_as_no_data_and_comes_back(tmp_path, capl
     """The RDMA core unloaded: /sys/class/infiniband itself is gone. The infiniband and roce collectors
     report success 0 (not an error in the log each scrape) and hold nothing; the rest of the scrape is
     untouched; when the directory returns (new directories, new files) they read it afresh."""
-    from exporters.collectors.roce import RoceCollector, RoceOptions
-    from exporters.scrape import Scraper
+    from lockstep.exporters.collectors.roce import RoceCollector, RoceOptions
+    from lockstep.exporters.scrape import Scraper
 
     root = writable_copy(REAL, tmp_path / "sys")
     ib = InfinibandCollector(InfinibandOptions(root))

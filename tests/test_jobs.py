@@ -7,12 +7,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from exporter_args import exporter_config
-from exporters.collectors.jobs import SlurmSource, jobs_collector, parse_mapping
-from exporters.exposition import Encoder, render_text
-from exporters.readfile import read_text
+
+from lockstep.exporters.collectors.jobs import SlurmSource, jobs_collector, parse_mapping
+from lockstep.exporters.readfile import read_text
+from lockstep.exporters.toolkit.exposition import Encoder, render_text
 
 REPO = Path(__file__).parent.parent
 SLURM = REPO / "deploy" / "slurm"
@@ -100,7 +99,7 @@ def test_a_job_id_cannot_read_outside_the_user_directory(tmp_path):
 
 
 def test_uuid_lookup_is_not_retried_on_every_scrape(tmp_path):
-    from exporters.collectors.jobs import JobsCollector
+    from lockstep.exporters.collectors.jobs import JobsCollector
 
     (tmp_path / "gpu-jobs").mkdir()
     (tmp_path / "gpu-jobs" / "0").write_text("1\n")
@@ -113,8 +112,8 @@ def test_uuid_lookup_is_not_retried_on_every_scrape(tmp_path):
 
 
 def test_a_job_on_every_gpu_has_its_user_file_read_once_per_scrape(tmp_path, monkeypatch):
-    from exporters.collectors import jobs
-    from exporters.jobs import slurm
+    from lockstep.exporters.collectors import jobs
+    from lockstep.exporters.jobs import slurm
 
     (tmp_path / "gpu-jobs").mkdir()
     (tmp_path / "users").mkdir()

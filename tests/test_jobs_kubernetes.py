@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 import yaml
 from aiohttp import web
-
 from exporter_args import exporter_config
-from exporters.collectors.jobs import jobs_collector
-from exporters.exposition import Encoder, render_text
-from exporters.scrape import Scraper
+
+from lockstep.exporters.collectors.jobs import jobs_collector
+from lockstep.exporters.scrape import Scraper
+from lockstep.exporters.toolkit.exposition import render_text
+from lockstep.simulator.kubeapi import Faults, PodStore, create_app
+from lockstep.simulator.kubelet import Kubelet
+from lockstep.simulator.kubepods import SimContainer, SimPod
 from lockstep.stack import free_port
-from simulator.kubeapi import Faults, PodStore, create_app
-from simulator.kubelet import Kubelet
-from simulator.kubepods import SimContainer, SimPod
 
 FIXTURE = Path(__file__).parent / "fixtures/gpu/node00/gpus.json"
 UUID = [f"GPU-2f6c1c1e-0b3a-4c55-9d7e-00000000000{g}" for g in range(3)]   # the fixture's; GPU 2 fell off the bus
@@ -88,7 +88,7 @@ async def node():
 
 def scraper(node: Node, *flags: str) -> Scraper:
     config = exporter_config(f"--sim.node-root={node.root / 'node00'}", "--jobs.source=kubernetes", *flags)
-    from exporters.collectors.gpu import gpu_collector
+    from lockstep.exporters.collectors.gpu import gpu_collector
     return Scraper({"gpu": gpu_collector(config), "jobs": jobs_collector(config)})
 
 
@@ -213,8 +213,8 @@ async def test_a_pod_deleted_mid_scrape_loses_only_its_gpus(node):
 
 
 def test_auto_picks_kubernetes_where_the_kubelet_socket_is_and_slurm_elsewhere(tmp_path, monkeypatch):
-    from exporters.collectors.jobs import JobsOptions
-    from exporters.config import ExporterConfig
+    from lockstep.exporters.collectors.jobs import JobsOptions
+    from lockstep.exporters.config import ExporterConfig
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     flags = {"jobs.kubernetes.kubelet-socket": str(tmp_path / "kubelet.sock")}
     assert JobsOptions.from_config(ExporterConfig(flags=flags)).source == "slurm"

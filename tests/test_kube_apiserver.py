@@ -13,10 +13,10 @@ import trustme
 import yaml
 from aiohttp import web
 
-from exporters.kube.apiserver import from_kubeconfig, in_cluster
-from exporters.kube.podwatch import PodWatcher
-from simulator.kubeapi import PodStore, create_app
-from simulator.kubepods import SimContainer, SimPod
+from lockstep.exporters.kube.apiserver import from_kubeconfig, in_cluster
+from lockstep.exporters.kube.podwatch import PodWatcher
+from lockstep.simulator.kubeapi import PodStore, create_app
+from lockstep.simulator.kubepods import SimContainer, SimPod
 
 
 def service_account(tmp_path: Path, token: str = "t1") -> Path:

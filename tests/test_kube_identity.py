@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from exporters.kube.identity import (DEFAULT_JOB_LABELS, DEFAULT_RANK_LABELS, JobIdentity, PodMeta, job_identity,
-                                     pod_meta, validate_label_keys)
-from simulator.kubepods import SimContainer, SimPod, pod_json
+from lockstep.exporters.kube.identity import (
+    DEFAULT_JOB_LABELS,
+    DEFAULT_RANK_LABELS,
+    JobIdentity,
+    PodMeta,
+    job_identity,
+    pod_meta,
+    validate_label_keys,
+)
+from lockstep.simulator.kubepods import SimContainer, SimPod, pod_json
 
 
 def pod(name: str, labels: dict, annotations: dict | None = None, owner: tuple | None = None,

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from exporters.gpu.mig import DeviceRef, device_refs
-from exporters.gpu.snapshot import MigDevice
-from exporters.jobs.devices import resolve
-from exporters.kube.podresources import ContainerGpus, KubeletUnavailable, PodResourcesClient
-from simulator.kubelet import Kubelet
-from simulator.kubepods import SimContainer, SimPod
+from lockstep.exporters.gpu.mig import DeviceRef, device_refs
+from lockstep.exporters.gpu.snapshot import MigDevice
+from lockstep.exporters.jobs.devices import resolve
+from lockstep.exporters.kube.podresources import ContainerGpus, KubeletUnavailable, PodResourcesClient
+from lockstep.simulator.kubelet import Kubelet
+from lockstep.simulator.kubepods import SimContainer, SimPod
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "exporters" / "third_party" / "podresources"

@@ -11,11 +11,11 @@ from typing import Callable
 import pytest
 from aiohttp import web
 
-from exporters.kube import podwatch
-from exporters.kube.apiserver import ApiServer
-from exporters.kube.podwatch import PodWatcher
-from simulator.kubeapi import Faults, PodStore, create_app
-from simulator.kubepods import SimContainer, SimPod
+from lockstep.exporters.kube import podwatch
+from lockstep.exporters.kube.apiserver import ApiServer
+from lockstep.exporters.kube.podwatch import PodWatcher
+from lockstep.simulator.kubeapi import Faults, PodStore, create_app
+from lockstep.simulator.kubepods import SimContainer, SimPod
 
 TOKEN = "agent-token"
 

@@ -2,7 +2,7 @@
 kubelet sockets and an API server; and a Slurm job), their node agents, one Prometheus with the generated
 rules, one Alertmanager, one analytics service. The analytics flag the Kubernetes job's straggler; when
 the job's pod on node02 is deleted mid-run TrainingJobMemberLost pages with the pod, and when a Slurm
-job's node dies (its node agent killed) it pages with the node (issue 13, "Done when")."""
+job's node dies (its node agent killed) it pages with the node."""
 from __future__ import annotations
 
 import json
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alerts import alertmanager, build, config
 from lockstep import localcluster as lc
+from lockstep.alerts import alertmanager, build, config
 from lockstep.stack import Stack, http_get, start_alertmanager, start_prometheus
 
 FIXTURES = Path(__file__).parent / "fixtures" / "alerts"
@@ -137,8 +137,8 @@ def test_the_job_dashboard_shows_a_kubernetes_job_and_a_slurm_job(clusters):
     """The job variable's values come from lockstep_gpu_job_info for both schedulers, and every panel
     of the job dashboard runs for ``ml-team/llama-pretrain`` as for ``7002`` (a slash in the id is
     nothing special to PromQL); the per-GPU panels show each job's own GPUs."""
-    from dashboards import check
-    from dashboards.build import build_all
+    from lockstep.dashboards import check
+    from lockstep.dashboards.build import build_all
     kube, slurm, _, _ = clusters
     prom = next(s for s in clusters[3] if s.name == "prometheus")
     now = time.time()

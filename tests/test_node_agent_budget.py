@@ -1,5 +1,5 @@
 """The node agent with its default collectors on a full simulated H100 node (8 GPUs, 8 HCAs, 8 NICs,
-Lustre + NFS + NVMe): the series budget of ARCHITECTURE.md (at most 1,500), every lockstep_ family in the
+Lustre + NFS + NVMe): the series budget of docs/architecture.md (at most 1,500), every lockstep_ family in the
 catalog with the catalog's labels, every line parseable by prometheus_client, and every default collector
 succeeding in a real ``lockstep exporter --sim.node-root`` process. Time budgets live in
 bench/bench_node_agent.py, not here."""
@@ -17,8 +17,8 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from exporters import cli, registry
-from exporters.catalog import CATALOG
+from lockstep.exporters import cli, registry
+from lockstep.exporters.catalog import CATALOG
 
 REPO = Path(__file__).resolve().parents[1]
 SERIES_BUDGET = 1500
@@ -108,9 +108,9 @@ def test_real_process_every_default_collector_succeeds(node: Path, stack):
 def test_encoder_reuses_a_line_only_for_an_equal_value():
     """The encoder caches each series' last value and line (most of a node's series repeat); a changed
     value, NaN (never equal to itself) and int/float twins must still print what format_value prints."""
-    from exporters.catalog import health
-    from exporters.exposition import Encoder, format_value
-    from exporters.sample import Sample
+    from lockstep.exporters.catalog import health
+    from lockstep.exporters.toolkit.exposition import Encoder, format_value
+    from lockstep.exporters.toolkit.sample import Sample
 
     encoder, metric = Encoder(), health.SCRAPE_COLLECTOR_DURATION
     for value in (1.0, 1.0, 1, 2.5, 2.5, float("nan"), float("nan"), -0.0, 0, float("inf"), 1e15, 1e15, 3):

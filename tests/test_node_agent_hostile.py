@@ -7,9 +7,9 @@ import threading
 
 import aiohttp
 
-from exporters.config import ExporterConfig
-from exporters.scrape import Scraper
-from exporters.server import MAX_WAITING, WAITING, create_app
+from lockstep.exporters.config import ExporterConfig
+from lockstep.exporters.scrape import Scraper
+from lockstep.exporters.server import MAX_WAITING, WAITING, create_app
 
 
 class Gate:

@@ -9,19 +9,20 @@ import json
 import re
 import string
 
-from hypothesis import HealthCheck, given, settings, strategies as st
-
-from alerts.quarantine import BadPayload, parse_notification
-from analytics.steptimes import parse_csv
 from conftest import FIXTURES
-from exporters.configfile import ConfigError
-from exporters.fabric.ethtool import parse_driver, parse_ethtool_stats
-from exporters.fabric.ib import parse_counter, parse_rate, parse_state
-from exporters.power import bmc, cdu, pdu
-from exporters.storage.diskstats import parse_diskstats
-from exporters.storage.llite import parse_lctl_stats, parse_llite_stats
-from exporters.storage.mounts import parse_mounts
-from exporters.storage.mountstats import parse_mountstats
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lockstep.alerts.quarantine import BadPayload, parse_notification
+from lockstep.analytics.scoring.steptimes import parse_csv
+from lockstep.exporters.fabric.ethtool import parse_driver, parse_ethtool_stats
+from lockstep.exporters.fabric.ib import parse_counter, parse_rate, parse_state
+from lockstep.exporters.power import bmc, cdu, pdu
+from lockstep.exporters.storage.diskstats import parse_diskstats
+from lockstep.exporters.storage.llite import parse_lctl_stats, parse_llite_stats
+from lockstep.exporters.storage.mounts import parse_mounts
+from lockstep.exporters.storage.mountstats import parse_mountstats
+from lockstep.exporters.toolkit.configfile import ConfigError
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PROC = FIXTURES / "procfs"

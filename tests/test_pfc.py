@@ -12,12 +12,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from exporter_args import exporter_config
-from exporters import logs
-from exporters.collectors.pfc import PfcCollector, PfcOptions, make_ethtool
-from exporters.exposition import Encoder, render_text
-from exporters.fabric.ethtool import DirEthtool
+
+from lockstep.exporters.collectors.pfc import PfcCollector, PfcOptions, make_ethtool
+from lockstep.exporters.fabric.ethtool import DirEthtool
+from lockstep.exporters.toolkit import logs
+from lockstep.exporters.toolkit.exposition import Encoder, render_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ETHTOOL = FIXTURES / "ethtool"

@@ -9,9 +9,10 @@ import copy
 import json
 
 from conftest import FIXTURES
-from exporters.power.bmc import poll_bmc
-from exporters.power.config import Target
-from exporters.power.redfish import Fetch, RedfishError
+
+from lockstep.exporters.power.bmc import poll_bmc
+from lockstep.exporters.power.config import Target
+from lockstep.exporters.power.redfish import Fetch, RedfishError
 
 SERVER = FIXTURES / "redfish/public-rackmount1"
 R = "/redfish/v1"

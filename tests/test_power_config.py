@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from exporters.configfile import ConfigError
-from exporters.power.config import load_config
+from lockstep.exporters.power.config import load_config
+from lockstep.exporters.toolkit.configfile import ConfigError
 
 GOOD = """\
 interval_s: 15

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from conftest import FIXTURES
-from exporters.power.app import POLLER, AppOptions, create_app
-from exporters.power.config import load_config
-from exporters.power.poller import Poller
-from exporters.power.redfish import HttpRedfish
+from prometheus_client.parser import text_string_to_metric_families
 from redfish_mockup import MockupService
+
+from lockstep.exporters.power.app import POLLER, AppOptions, create_app
+from lockstep.exporters.power.config import load_config
+from lockstep.exporters.power.poller import Poller
+from lockstep.exporters.power.redfish import HttpRedfish
 
 REDFISH = FIXTURES / "redfish"
 PDU, CDU, SERVER = REDFISH / "public-pdu", REDFISH / "public-cooling-unit", REDFISH / "public-rackmount1"

@@ -10,14 +10,14 @@ import shutil
 
 import aiohttp
 from aiohttp import web
-
 from conftest import FIXTURES
-from exporters.power.app import POLLER, AppOptions, create_app
-from exporters.power.config import load_config
-from exporters.power.poller import Poller
-from exporters.power.redfish import MAX_BODY_BYTES, PER_TARGET_REQUESTS, HttpRedfish
 from redfish_mockup import MockupService
 from test_power_exporter import parse, target, value, write_config
+
+from lockstep.exporters.power.app import POLLER, AppOptions, create_app
+from lockstep.exporters.power.config import load_config
+from lockstep.exporters.power.poller import Poller
+from lockstep.exporters.power.redfish import MAX_BODY_BYTES, PER_TARGET_REQUESTS, HttpRedfish
 
 SERVER = FIXTURES / "redfish/public-rackmount1"
 ROOT = "/redfish/v1/"

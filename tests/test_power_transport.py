@@ -14,13 +14,13 @@ import aiohttp
 import pytest
 import trustme
 from aiohttp import web
-
 from conftest import FIXTURES
-from exporters.power.app import POLLER, AppOptions, create_app
-from exporters.power.config import load_config
-from exporters.power.redfish import basic_auth
 from redfish_mockup import MockupService
 from test_power_exporter import parse, target, value, write_config
+
+from lockstep.exporters.power.app import POLLER, AppOptions, create_app
+from lockstep.exporters.power.config import load_config
+from lockstep.exporters.power.redfish import basic_auth
 
 SERVER = FIXTURES / "redfish/public-rackmount1"
 
@@ -145,7 +145,8 @@ async def test_power_exporter_process_polls_in_background(aiohttp_server, tmp_pa
 
 async def test_web_config_basic_auth_guards_metrics_and_probe(aiohttp_client, tmp_path):
     import bcrypt
-    from exporters.webconfig import WebConfig
+
+    from lockstep.exporters.toolkit.webconfig import WebConfig
     web_config = WebConfig("web.yml", basic_auth_users={"prom": bcrypt.hashpw(b"scrape", bcrypt.gensalt(4))})
     config = load_config(write_config(tmp_path, "", [target("n1", "ipmi", "local")]))
     client = await aiohttp_client(create_app(config, AppOptions(background=False, web_config=web_config)))

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from alerts.quarantine import FORGET_AFTER_S, BadPayload, DrainRequest, Policy, parse_notification
-from alerts.quarantine_app import QuarantineConfig, create_app
-from alerts.quarantine_cli import TOKEN_ENV
 from lockstep import cli
+from lockstep.alerts.quarantine import FORGET_AFTER_S, BadPayload, DrainRequest, Policy, parse_notification
+from lockstep.alerts.quarantine_app import QuarantineConfig, create_app
+from lockstep.alerts.quarantine_cli import TOKEN_ENV
 
 TOKEN = "t0ken"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

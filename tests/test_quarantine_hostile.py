@@ -9,12 +9,12 @@ import os
 from pathlib import Path
 
 import pytest
-
-from alerts import quarantine
-from alerts.quarantine_app import QuarantineConfig, create_app
-from alerts.quarantine_cli import TOKEN_ENV
-from lockstep import cli
 from test_quarantine import AUTH, TOKEN, _post, notification, scontrol, xid  # noqa: F401 (fixture)
+
+from lockstep import cli
+from lockstep.alerts import quarantine
+from lockstep.alerts.quarantine_app import QuarantineConfig, create_app
+from lockstep.alerts.quarantine_cli import TOKEN_ENV
 
 
 def fleet(tmp_path: Path, n: int = 20) -> Path:

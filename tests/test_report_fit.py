@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from analytics.report.coverage import Coverage
-from analytics.report.fit import adapt, query_start
-from analytics.report.queries import Steps
+from lockstep.analytics.report.coverage import Coverage
+from lockstep.analytics.report.fit import adapt, query_start
+from lockstep.analytics.report.queries import Steps
 
 DAY = 86400.0
 START = 1_790_812_800.0  # 2026-10-01T00:00Z

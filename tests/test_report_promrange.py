@@ -7,10 +7,12 @@ import json
 import threading
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from analytics.report.client import PromClient
-from analytics.report.promrange import PrometheusError, RangeQuery, fetch, parse_matrix
+from lockstep.analytics.prom.errors import PrometheusError
+from lockstep.analytics.report.client import PromClient
+from lockstep.analytics.report.promrange import RangeQuery, fetch, parse_matrix
 
 
 def _serve(body: bytes, content_type: str, status: int = 200):

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analytics.report.checkpoints import checkpoint_cost, stall_intervals
-from analytics.report.tables import counter_increase
+from lockstep.analytics.report.checkpoints import checkpoint_cost, stall_intervals
+from lockstep.analytics.report.tables import counter_increase
 
 
 def frame(rows):
@@ -44,8 +44,8 @@ def test_a_counter_born_inside_the_range_counts_its_first_value():
 def test_pdu_energy_is_a_lifetime_counter_not_born_in_the_range(tmp_path):
     # The PDU was unreachable at the month's first evaluation point: its series shows up an hour in
     # with its lifetime total (5 TJ). Only what it counted inside the range (3.6 MJ = 1 kWh) is this month's.
-    from analytics.report.monthly import ReportConfig, build_sections
-    from analytics.report.queries import Steps, monthly_queries
+    from lockstep.analytics.report.monthly import ReportConfig, build_sections
+    from lockstep.analytics.report.queries import Steps, monthly_queries
 
     start = 1_790_812_800.0  # 2026-10-01T00:00Z
     frames = {q.name: pd.DataFrame(columns=["cluster", "timestamp", "value"]) for q in monthly_queries(Steps())}
@@ -58,8 +58,8 @@ def test_pdu_energy_is_a_lifetime_counter_not_born_in_the_range(tmp_path):
 
 
 def _sections(tmp_path, start, **frames):
-    from analytics.report.monthly import ReportConfig, build_sections
-    from analytics.report.queries import Steps, monthly_queries
+    from lockstep.analytics.report.monthly import ReportConfig, build_sections
+    from lockstep.analytics.report.queries import Steps, monthly_queries
 
     all_frames = {q.name: pd.DataFrame(columns=["cluster", "timestamp", "value"]) for q in monthly_queries(Steps())}
     all_frames.update(frames)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from exporters.collectors.roce import RoceCollector, RoceOptions
-from exporters.exposition import Encoder, render_text
+from lockstep.exporters.collectors.roce import RoceCollector, RoceOptions
+from lockstep.exporters.toolkit.exposition import Encoder, render_text
 
 SYSFS = Path(__file__).parent / "fixtures" / "sysfs"
 
@@ -64,7 +64,7 @@ def test_congestion_counters(tmp_path):
 def test_counter_files_that_appear_later_are_picked_up(tmp_path, monkeypatch):
     """hw_counters created after the device (the listing does not change) are found by the periodic
     rediscovery."""
-    monkeypatch.setattr("exporters.fabric.device_scan.REDISCOVER_S", 0.0)
+    monkeypatch.setattr("lockstep.exporters.fabric.device_scan.REDISCOVER_S", 0.0)
     root = tmp_path / "sys"
     shutil.copytree(SYSFS / "real", root)
     hw = root / "class/infiniband/mlx5_0/ports/1/hw_counters"

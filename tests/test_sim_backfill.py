@@ -17,12 +17,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analytics import promql, source_prom
-from analytics.frame import INPUT_METRICS
-from exporters.catalog import CATALOG
-from lockstep.stack import Stack, http_get, query, start_prometheus
-from simulator.scenario import load_scenario
-from simulator.series import series_frame
+from lockstep.analytics.frame.inputs import INPUT_METRICS
+from lockstep.analytics.prom import api as source_prom
+from lockstep.analytics.prom import promql
+from lockstep.exporters.catalog import CATALOG
+from lockstep.simulator.scenario import load_scenario
+from lockstep.simulator.series import series_frame
+from lockstep.stack import Stack, http_get, start_prometheus
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +61,7 @@ def expected_frame() -> pd.DataFrame:
 
 async def _fetch(url: str, window: source_prom.Window) -> pd.DataFrame:
     """Every input metric's own series over ``window``, as the service reads answers (``query_range`` on
-    its grid, decoded by ``analytics.decode``), as a long frame with the catalog's labels."""
+    its grid, decoded by ``lockstep.analytics.prom.decode``), as a long frame with the catalog's labels."""
     async with aiohttp.ClientSession() as session:
         parts = [_long(m, await source_prom.query_range(session, url, promql.selector(m), window, 30.0), window)
                  for m in INPUT_METRICS]

@@ -1,4 +1,4 @@
-"""One run continues another's hardware counters (``simulator.counters``, ``sim run --counters-from``):
+"""One run continues another's hardware counters (``lockstep.simulator.counters``, ``sim run --counters-from``):
 a cluster's PDU energy, port bytes and storage traffic do not restart with a new job."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator import counters
-from simulator.model import Model
-from simulator.scenario import load_scenario
+from lockstep.simulator import counters
+from lockstep.simulator.model import Model
+from lockstep.simulator.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "simulator/scenarios/xid.yaml"     # XID 48 then 79 on node03 GPU 6

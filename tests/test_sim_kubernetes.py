@@ -9,13 +9,13 @@ from pathlib import Path
 
 import yaml
 
-from exporters.kube.identity import job_identity, pod_meta
 from lockstep import demo_config
 from lockstep.demo_stack import demo_scenario
-from simulator.kube import job_pods
-from simulator.kubepods import pod_json
-from simulator.scenario import load_scenario
-from simulator.topology import Topology
+from lockstep.exporters.kube.identity import job_identity, pod_meta
+from lockstep.simulator.kube import job_pods
+from lockstep.simulator.kubepods import pod_json
+from lockstep.simulator.scenario import load_scenario
+from lockstep.simulator.topology import Topology
 
 REPO = Path(__file__).resolve().parents[1]
 

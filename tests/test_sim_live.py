@@ -8,12 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from exporters.catalog import fabric, gpu as gpu_metrics, storage
-from simulator.live import TreeSink
-from simulator.model import Model
-from simulator.series import series_frame
 from sim_scenarios import exact
+
+from lockstep.exporters.catalog import fabric, storage
+from lockstep.exporters.catalog import gpu as gpu_metrics
+from lockstep.simulator.live import TreeSink
+from lockstep.simulator.model import Model
+from lockstep.simulator.series import series_frame
+
 PERIOD = 5.0
 
 
@@ -230,7 +232,7 @@ def test_a_reader_holding_a_counter_open_sees_new_values(tmp_path: Path) -> None
 
 
 def test_job_nodes_get_the_slurm_gpu_job_mapping_read_by_the_jobs_collector(tmp_path):
-    from exporters.collectors.jobs import JobsCollector, SlurmSource
+    from lockstep.exporters.collectors.jobs import JobsCollector, SlurmSource
 
     scenario = exact("thermal-straggler")
     next(ticks("thermal-straggler", tmp_path))
@@ -245,11 +247,12 @@ def test_job_nodes_get_the_slurm_gpu_job_mapping_read_by_the_jobs_collector(tmp_
 
 
 def test_the_sim_node_root_shorthand_points_at_what_the_simulator_writes(tmp_path):
-    """``lockstep exporter --sim.node-root DIR/<node>`` (ARCHITECTURE.md) reads the sources where the
+    """``lockstep exporter --sim.node-root DIR/<node>`` (docs/architecture.md) reads the sources where the
     live writer puts them: both take the paths from one layout, checked here against the files."""
     from exporter_args import exporter_config
-    from exporters.collectors.jobs import JobsOptions
-    from exporters.collectors.pfc import PfcOptions
+
+    from lockstep.exporters.collectors.jobs import JobsOptions
+    from lockstep.exporters.collectors.pfc import PfcOptions
 
     next(ticks("baseline", tmp_path))
     config = exporter_config(f"--sim.node-root={tmp_path / 'node02'}")

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.model import Model
-from simulator.noise import NONE, PAI_COV_DECILES, REALISTIC
-from simulator.scenario import parse_scenario
+from lockstep.simulator.model import Model
+from lockstep.simulator.noise import NONE, PAI_COV_DECILES, REALISTIC
+from lockstep.simulator.scenario import parse_scenario
 
 PAI = Path(__file__).parent / "fixtures/pai/coefficient_variation.csv"
 GROUPS = 0.2       # a job whose median CoV is above this has worker groups (modelled apart: noise.groups)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from simulator import redfish
-from simulator.model import Model
-from simulator.scenario import load_scenario
+from lockstep.simulator import redfish
+from lockstep.simulator.model import Model
+from lockstep.simulator.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "simulator" / "scenarios"
 

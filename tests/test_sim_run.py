@@ -10,11 +10,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-
-from exporters.catalog import gpu as gpu_metrics
-from exporters.configfile import Section, load_yaml
-from simulator.scenario import load_scenario
-from simulator.series import series_frame
+from lockstep.exporters.catalog import gpu as gpu_metrics
+from lockstep.exporters.toolkit.configfile import Section, load_yaml
+from lockstep.simulator.scenario import load_scenario
+from lockstep.simulator.series import series_frame
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "simulator" / "scenarios"
 LAUNCH = "import sys; from lockstep.cli import main; sys.exit(main())"

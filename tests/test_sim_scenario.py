@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lockstep.cli import main
-from simulator.scenario import FAULT_KINDS, load_scenario
+from lockstep.simulator.scenario import FAULT_KINDS, load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "simulator" / "scenarios"
 

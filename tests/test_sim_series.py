@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from sim_scenarios import SHIPPED as SCENARIOS
+from sim_scenarios import exact_file
 
-from exporters.catalog import CATALOG, analytics, gpu, storage
 from lockstep.cli import main
-from simulator.scenario import load_scenario
-from sim_scenarios import SHIPPED as SCENARIOS, exact_file
+from lockstep.exporters.catalog import CATALOG, analytics, gpu, storage
+from lockstep.simulator.scenario import load_scenario
 
 
 def series(tmp_path: Path, name: str, out: str = "s.parquet", noisy: bool = False) -> tuple[pd.DataFrame, dict]:

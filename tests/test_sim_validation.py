@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from exporters import cli
-from exporters.configfile import ConfigError
-from simulator.scenario import parse_scenario
-from simulator.validation import ALLREDUCE_BUSBW, IB_WRITE_BW
+from lockstep.exporters import cli
+from lockstep.exporters.toolkit.configfile import ConfigError
+from lockstep.simulator.scenario import parse_scenario
+from lockstep.simulator.validation import ALLREDUCE_BUSBW, IB_WRITE_BW
+from lockstep.validation.store import read_series, series_file
 from tests.conftest import FIXTURES, REPO
-from validation.store import read_series, series_file
 
 SCENARIO = FIXTURES / "validation" / "sim-degraded-link.yaml"
 

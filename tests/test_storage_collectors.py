@@ -12,15 +12,15 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
-
 from conftest import FIXTURES
 from exporter_args import exporter_config
-from exporters import cli, registry
-from exporters.collectors import lustre
-from exporters.collectors.nfs import NfsCollector, NfsOptions
-from exporters.config import ExporterConfig
-from exporters.exposition import Encoder, render_text
-from exporters.scrape import Scraper
+
+from lockstep.exporters import cli, registry
+from lockstep.exporters.collectors import lustre
+from lockstep.exporters.collectors.nfs import NfsCollector, NfsOptions
+from lockstep.exporters.config import ExporterConfig
+from lockstep.exporters.scrape import Scraper
+from lockstep.exporters.toolkit.exposition import Encoder, render_text
 
 PROC = FIXTURES / "procfs"
 # /host/proc/self in the DaemonSet: host mounts under /host/root, the container's own beside them

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from exporters import cli, registry
-from exporters.exposition import Encoder, render_text
-from exporters.scrape import Scraper
+from lockstep.exporters import cli, registry
+from lockstep.exporters.scrape import Scraper
+from lockstep.exporters.toolkit.exposition import Encoder, render_text
+from lockstep.validation.parsers import parse_file
+from lockstep.validation.result import Result, from_parsed
+from lockstep.validation.store import Store, series_file
 from tests.conftest import FIXTURES
-from validation.parsers import parse_file
-from validation.result import Result, from_parsed
-from validation.store import Store, series_file
 
 V = FIXTURES / "validation"
 T0 = 1767225600.0   # 2026-01-01

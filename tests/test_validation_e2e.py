@@ -2,7 +2,7 @@
 serving them, Prometheus with the generated rules, Alertmanager with the generated config and the
 quarantine receiver (dry run). node02's last all-reduce is 30 % below its own history: ValidationRegression
 reaches the ticket queue. node03's DCGM diagnostic fails memory on gpu3: ValidationFailed pages and the
-quarantine receiver drains node03 with the failing test as the reason (issue 14, "Done when")."""
+quarantine receiver drains node03 with the failing test as the reason."""
 from __future__ import annotations
 
 import asyncio
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from alerts import config
+from lockstep.alerts import config
 from lockstep.stack import start_on_port
 from tests import validation_results
 from tests.test_alerts_e2e import FIXTURES, Webhook, _until, start_alerting

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from lockstep.validation.store import read_series
 from tests.conftest import FIXTURES, REPO
-from validation.store import read_series
 
 V = FIXTURES / "validation"
 GATE = REPO / "deploy" / "gate" / "lockstep-gate.sh"

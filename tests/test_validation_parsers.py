@@ -12,9 +12,9 @@ import json
 import jsonschema
 import pytest
 
+from lockstep.validation.model import ParseError
+from lockstep.validation.parsers import parse, parse_file
 from tests.conftest import FIXTURES
-from validation.model import ParseError
-from validation.parsers import parse, parse_file
 
 V = FIXTURES / "validation"
 GB, MIB = 1e9, 1 << 20

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,9 +12,9 @@ import pytest
 
 from lockstep.cli import main
 from lockstep.stack import require_binary
+from lockstep.validation.runner import run_bounded
+from lockstep.validation.store import read_series
 from tests.conftest import FIXTURES
-from validation.runner import run_bounded
-from validation.store import read_series
 
 V = FIXTURES / "validation"
 # A stand-in for a tool that hangs (DCGM on a wedged GPU): it forks a child, records both pids and sleeps.

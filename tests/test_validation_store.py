@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from validation.baseline import BaselinePolicy
-from validation.model import Check, Figure
-from validation.result import Result
-from validation.store import Limits, Store, StoreError, read_series, series_file
+from lockstep.validation.baseline import BaselinePolicy
+from lockstep.validation.model import Check, Figure
+from lockstep.validation.result import Result
+from lockstep.validation.store import Limits, Store, StoreError, read_series, series_file
 
 T0 = 1767225600.0
 

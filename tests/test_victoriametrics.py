@@ -18,12 +18,20 @@ import pandas as pd
 import pytest
 import yaml
 
-from analytics.config import ServiceConfig
-from analytics.keys import REFRESHED, STATE
-from analytics.service import create_app
 from lockstep import localcluster as lc
-from lockstep.stack import (Stack, http_get, query, remote_write_to, start_prometheus, start_victoria_metrics,
-                            vmctl_from_prometheus, wait_on)
+from lockstep.analytics.service.app import create_app
+from lockstep.analytics.service.config import ServiceConfig
+from lockstep.analytics.service.keys import REFRESHED, STATE
+from lockstep.stack import (
+    Stack,
+    http_get,
+    query,
+    remote_write_to,
+    start_prometheus,
+    start_victoria_metrics,
+    vmctl_from_prometheus,
+    wait_on,
+)
 from tests import report_month as month
 
 pytestmark = pytest.mark.integration

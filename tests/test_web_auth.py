@@ -1,4 +1,4 @@
-"""Basic auth of every lockstep service (``exporters.basicauth`` through ``exporters.web``) against
+"""Basic auth of every lockstep service (``lockstep.exporters.toolkit.basicauth`` through ``lockstep.exporters.toolkit.web``) against
 hostile callers, on a real local aiohttp server: a flood of wrong passwords, unknown users, and
 passwords past bcrypt's 72 bytes."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import bcrypt
 import pytest
 from aiohttp import web
 
-from exporters import basicauth
-from exporters.web import auth_middleware
-from exporters.webconfig import WebConfig
+from lockstep.exporters.toolkit import basicauth
+from lockstep.exporters.toolkit.web import auth_middleware
+from lockstep.exporters.toolkit.webconfig import WebConfig
 
 # Slow enough (~0.5 s a check here) that a scrape answered within one check is told apart from one
 # queued behind the flood, whatever the machine's load.

@@ -10,11 +10,11 @@ from typing import Iterable
 
 import pandas as pd
 
-from exporters.collectors.validation import series_samples
+from lockstep.exporters.collectors.validation import series_samples
+from lockstep.validation.parsers import parse_file
+from lockstep.validation.result import from_parsed
+from lockstep.validation.store import Store, read_series
 from tests.conftest import FIXTURES
-from validation.parsers import parse_file
-from validation.result import from_parsed
-from validation.store import Store, read_series
 
 V = FIXTURES / "validation"
 WEEK = 7 * 86400.0

@@ -3,5 +3,5 @@ diagnostics, fio, gpu-burn), the results store the node agent's ``validation`` c
 bounded runner and the ``lockstep validate`` command.
 
 Light on purpose: the node agent imports the store's reader, so nothing here imports more than the
-standard library and ``exporters.catalog``.
+standard library and ``lockstep.exporters.catalog``.
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from validation.result import Result
+from lockstep.validation.result import Result
 
 # Figures judged against a baseline: higher is better (bandwidth, rates). Latencies and error counts are
 # reported, not baselined.

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from exporters.catalog.enums import KINDS
-from exporters.helpformat import DefaultsHelpFormatter
-from validation.store import DEFAULT_DIR
+from lockstep.exporters.catalog.enums import KINDS
+from lockstep.exporters.toolkit.helpformat import DefaultsHelpFormatter
+from lockstep.validation.store import DEFAULT_DIR
 
 
 class _ToolCommandParser(argparse.ArgumentParser):
@@ -86,7 +86,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
 
 
 def main(args: argparse.Namespace) -> int:
-    from validation import commands
+    from lockstep.validation import commands
     try:
         return {"ingest": commands.ingest, "run": commands.run, "report": commands.report}[args.validate_command](args)
     except (ValueError, OSError) as exc:

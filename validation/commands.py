@@ -8,14 +8,14 @@ import socket
 import sys
 from dataclasses import replace
 
-from validation import report as report_table
-from validation.baseline import ratios
-from validation.model import ParseError
-from validation.naming import expand_hostlist, name_from_argv
-from validation.parsers import parse, parse_file
-from validation.result import Result, default_test, from_parsed, short_node, with_gpu_count
-from validation.runner import run_bounded
-from validation.store import Store, read_series
+from lockstep.validation import report as report_table
+from lockstep.validation.baseline import ratios
+from lockstep.validation.model import ParseError
+from lockstep.validation.naming import expand_hostlist, name_from_argv
+from lockstep.validation.parsers import parse, parse_file
+from lockstep.validation.result import Result, default_test, from_parsed, short_node, with_gpu_count
+from lockstep.validation.runner import run_bounded
+from lockstep.validation.store import Store, read_series
 
 LOCAL_NAMES = {"localhost", "localhost.localdomain", "127.0.0.1", ""}
 

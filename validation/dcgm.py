@@ -10,8 +10,8 @@ could not run: no judgement, status ``error``.
 """
 from __future__ import annotations
 
-from validation.lines import json_document, require_text
-from validation.model import Check, ParseError, Parsed
+from lockstep.validation.lines import json_document, require_text
+from lockstep.validation.model import Check, Parsed, ParseError
 
 _STATUS = {"pass": "pass", "fail": "fail", "warn": "warn", "skip": "skip", "not run": "skip"}
 

@@ -7,8 +7,8 @@ notes before the document ("note: both iodepth >= 1 and synchronous I/O engine a
 """
 from __future__ import annotations
 
-from validation.lines import json_document, require_text, scaled
-from validation.model import Check, Figure, ParseError, Parsed
+from lockstep.validation.lines import json_document, require_text, scaled
+from lockstep.validation.model import Check, Figure, Parsed, ParseError
 
 DIRECTIONS = ("read", "write", "trim")
 PERCENTILES = {"50.000000": "p50", "99.000000": "p99", "99.900000": "p99_9"}

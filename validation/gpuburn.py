@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from validation.lines import last_line, numbered, require_text
-from validation.model import Check, Figure, ParseError, Parsed
+from lockstep.validation.lines import last_line, numbered, require_text
+from lockstep.validation.model import Check, Figure, Parsed, ParseError
 
 _GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: (\S+)\)$")
 _RECORD = re.compile(r"proc'd:(?P<procd>.*?)errors:(?P<errors>.*?)(?:temps:(?P<temps>.*))?$")

@@ -17,7 +17,7 @@ def numbered(text: str) -> Iterator[tuple[int, str]]:
 
 
 def require_text(text: str, source: str) -> None:
-    from validation.model import ParseError
+    from lockstep.validation.model import ParseError
     if not text.strip():
         raise ParseError(source, 1, "empty output")
     if "\x00" in text:
@@ -43,7 +43,7 @@ def to_float(token: str) -> float | None:
 
 def json_document(text: str, source: str, what: str) -> tuple[dict, int]:
     """The JSON object in ``text`` (tools print notes before it) and the line it starts on."""
-    from validation.model import ParseError
+    from lockstep.validation.model import ParseError
     start = text.find("{")
     if start < 0:
         raise ParseError(source, 1, f"no JSON document (not {what} output)")

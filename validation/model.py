@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporters.catalog.enums import CHECK_STATUSES, KINDS, RUN_STATUSES
+from lockstep.exporters.catalog.enums import CHECK_STATUSES, KINDS, RUN_STATUSES
 
 UNITS = ("bytes_per_second", "per_second", "seconds", "errors", "")
 

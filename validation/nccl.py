@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from validation.lines import last_line, numbered, require_text, scaled, to_float
-from validation.model import Check, Figure, ParseError, Parsed
+from lockstep.validation.lines import last_line, numbered, require_text, scaled, to_float
+from lockstep.validation.model import Check, Figure, Parsed, ParseError
 
 _HALF = ("time", "algbw", "busbw")
 _CHECK = ("#wrong", "error")

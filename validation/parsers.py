@@ -4,12 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from validation.dcgm import parse_dcgm_diag
-from validation.fio import parse_fio
-from validation.gpuburn import parse_gpu_burn
-from validation.model import ParseError, Parsed
-from validation.nccl import parse_nccl
-from validation.perftest import parse_perftest
+from lockstep.validation.dcgm import parse_dcgm_diag
+from lockstep.validation.fio import parse_fio
+from lockstep.validation.gpuburn import parse_gpu_burn
+from lockstep.validation.model import Parsed, ParseError
+from lockstep.validation.nccl import parse_nccl
+from lockstep.validation.perftest import parse_perftest
 
 PARSERS: dict[str, Callable[[str, str], Parsed]] = {
     "nccl": parse_nccl, "perftest": parse_perftest, "dcgm-diag": parse_dcgm_diag, "fio": parse_fio,

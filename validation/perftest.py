@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from validation.lines import last_line, numbered, require_text, scaled, to_float
-from validation.model import Figure, ParseError, Parsed
+from lockstep.validation.lines import last_line, numbered, require_text, scaled, to_float
+from lockstep.validation.model import Figure, Parsed, ParseError
 
 # perftest's MB is 2**20 bytes (format_factor 0x100000): in ib_loopback_8M_size.log, 24056.72 MB/s over
 # 8388608-byte messages is 3007 messages/s only with MB = 2**20, as its MsgRate column says (0.003007 Mpps).

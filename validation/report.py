@@ -11,8 +11,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from validation.baseline import BASELINED_UNITS
-from validation.model import figure_key
+from lockstep.validation.baseline import BASELINED_UNITS
+from lockstep.validation.model import figure_key
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from validation.model import Check, Figure, Parsed, run_status
+from lockstep.validation.model import Check, Figure, Parsed, run_status
 
 # A node directory name: one plain host name (short form, as nccl-tests prints it).
 NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")

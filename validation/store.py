@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from validation.baseline import BaselinePolicy, history_baseline, history_entry
-from validation.result import Result
+from lockstep.validation.baseline import BaselinePolicy, history_baseline, history_entry
+from lockstep.validation.result import Result
 
 log = logging.getLogger("lockstep.validation.store")
 DEFAULT_DIR = Path("/var/lib/lockstep/validation")

@@ -5,10 +5,13 @@ import argparse
 import math
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from analytics.promauth import add_flags as add_prometheus_flags
-from analytics.report.promrange import PrometheusError
+from lockstep.analytics.prom.auth import add_flags as add_prometheus_flags
+from lockstep.analytics.prom.errors import PrometheusError
+
+if TYPE_CHECKING:   # imported where used: `lockstep report --help` loads no pandas
+    from lockstep.analytics.report.monthly import ReportConfig
 
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
@@ -37,8 +40,8 @@ def run(args: argparse.Namespace) -> int:
     """Exit 2 for a bad flag or an unusable file named by one, 1 when Prometheus cannot be read (unreachable,
     refusing, or answering what is not a Prometheus answer) or the report cannot be written: one line on
     stderr either way, secrets redacted."""
-    from analytics.promsession import Credentials
-    from analytics.report.monthly import write_report
+    from lockstep.analytics.prom.session import Credentials
+    from lockstep.analytics.report.monthly import write_report
     try:
         config = config_from_args(args)
     except (ValueError, OSError) as exc:
@@ -52,10 +55,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def config_from_args(args: argparse.Namespace) -> ReportConfig:
-    from analytics.promauth import auth_from_args
-    from analytics.promsession import check_credentials
-    from analytics.report.monthly import ReportConfig, load_teams, month_range
-    from analytics.report.queries import Steps
+    from lockstep.analytics.prom.auth import auth_from_args
+    from lockstep.analytics.prom.session import check_credentials
+    from lockstep.analytics.report.monthly import ReportConfig, load_teams, month_range
+    from lockstep.analytics.report.queries import Steps
 
     if not (0 < args.step < math.inf and 0 < args.fine_step < math.inf):   # NaN fails both
         raise ValueError("--step and --fine-step must be positive, finite seconds")

@@ -1,5 +1,5 @@
 """The report's blocking client for the Prometheus HTTP API: the session every lockstep command uses to
-talk to Prometheus, Thanos or Mimir (``analytics.promsession``: authentication, TLS, extra headers,
+talk to Prometheus, Thanos or Mimir (``lockstep.analytics.prom.session``: authentication, TLS, extra headers,
 credentials re-read when they change), driven on a private event loop, as the report's code is
 synchronous."""
 from __future__ import annotations
@@ -8,19 +8,19 @@ import asyncio
 
 import aiohttp
 
-from analytics.promauth import PromAuth
-from analytics.promsession import Refused, open_session
-from analytics.report.promrange import PrometheusError
+from lockstep.analytics.prom.auth import PromAuth
+from lockstep.analytics.prom.errors import PrometheusError
+from lockstep.analytics.prom.session import Refused, open_session
 
 
 class PromClient:
     """``with PromClient(url, auth) as client: client.get(path, params, timeout) -> (status, body)``;
     PrometheusError when no answer came (unreachable, timed out, credentials refused)."""
 
-    def __init__(self, url: str, auth: PromAuth = PromAuth()) -> None:
+    def __init__(self, url: str, auth: PromAuth | None = None) -> None:
         self.url = url.rstrip("/")
         self._loop = asyncio.new_event_loop()
-        self._session = self._loop.run_until_complete(self._open(auth))
+        self._session = self._loop.run_until_complete(self._open(auth or PromAuth()))
 
     async def _open(self, auth: PromAuth) -> aiohttp.ClientSession:
         return open_session(self.url, auth)   # a ClientSession is made inside its loop

@@ -7,7 +7,7 @@ not every sample); every sample over 5-minute windows only if no hour point saw 
 than an hour, whose series Prometheus marked stale at its end); the first and last minute with data
 within an hour of the first and last hit; and the interval between one series' raw samples there.
 The report then queries from the first data on, at steps that give the covered span enough points
-and are never finer than the data (``analytics.report.fit``).
+and are never finer than the data (``lockstep.analytics.report.fit``).
 
 Every grid is made of multiples of its step, as VictoriaMetrics snaps a range query of 50 points or
 more to them, plus the range's own end (a month to date ends now, mid-step).
@@ -19,11 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analytics.promql import quote
-from analytics.report.client import PromClient
-from analytics.report.promrange import RangeQuery, fetch, instant
-from analytics.report.queries import LOOKBACK_S, present
-from exporters.catalog import gpu as G, power as P
+from lockstep.analytics.prom.promql import quote
+from lockstep.analytics.report.client import PromClient
+from lockstep.analytics.report.promrange import RangeQuery, fetch, instant
+from lockstep.analytics.report.queries import LOOKBACK_S, present
+from lockstep.exporters.catalog import gpu as G
+from lockstep.exporters.catalog import power as P
 
 # Series whose presence says the cluster was monitored: GPUs held by jobs, and rack power.
 PRESENCE_METRICS = (G.JOB_INFO.name, P.PDU_POWER.name)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analytics.report.tables import point_increases
+from lockstep.analytics.report.tables import point_increases
 
 COLUMNS = ["cluster", "node", "component", "kind", "events", "days_with_events"]
 

@@ -1,4 +1,4 @@
-"""The report fitted to the data the probe found (``analytics.report.coverage``): its steps, where its
+"""The report fitted to the data the probe found (``lockstep.analytics.report.coverage``): its steps, where its
 queries start, which counters started inside the range, and the sentence that says what it covers."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from analytics.report.coverage import EDGE_S, NICE_STEPS, Coverage
-from analytics.report.queries import Steps
+from lockstep.analytics.report.coverage import EDGE_S, NICE_STEPS, Coverage
+from lockstep.analytics.report.queries import Steps
 
 MIN_POINTS = 100          # coarse points over the covered span, at least
 

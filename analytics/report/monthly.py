@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from analytics.promauth import PromAuth, check_url
-from analytics.report import checkpoints, coverage, faults, fit, html, plots, tables
-from analytics.report.client import PromClient
-from analytics.report.progress import Progress
-from analytics.report.promrange import chunks, fetch
-from analytics.report.queries import Steps, monthly_queries
+from lockstep.analytics.prom.auth import PromAuth, check_url
+from lockstep.analytics.report import checkpoints, coverage, faults, fit, html, plots, tables
+from lockstep.analytics.report.client import PromClient
+from lockstep.analytics.report.progress import Progress
+from lockstep.analytics.report.promrange import chunks, fetch
+from lockstep.analytics.report.queries import Steps, monthly_queries
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +125,8 @@ def write_report(config: ReportConfig) -> Path:
     pd.DataFrame([covered]).to_csv(config.out / "coverage.csv", index=False)
     for s in sections:
         s.table.to_csv(config.out / s.csv_name, index=False)
-    span = f"{datetime.fromtimestamp(start, timezone.utc):%Y-%m-%d} to {datetime.fromtimestamp(end, timezone.utc):%Y-%m-%d %H:%M} UTC"
+    first, last = datetime.fromtimestamp(start, timezone.utc), datetime.fromtimestamp(end, timezone.utc)
+    span = f"{first:%Y-%m-%d} to {last:%Y-%m-%d %H:%M} UTC"
     page = html.render(f"lockstep capacity & power review {config.month}",
                        f"{span}; source {config.prometheus_url}. {fit.describe(covered)}", sections)
     path = config.out / f"report-{config.month}.html"

@@ -10,7 +10,7 @@ matplotlib.use("Agg")  # headless: the report runs on servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analytics.report.tables import CAUSES  # noqa: E402
+from lockstep.analytics.report.tables import CAUSES  # noqa: E402
 
 
 def _png(fig) -> str:

@@ -4,7 +4,7 @@ Prometheus refuses a range query of more than 11,000 points per series, so a mon
 fetched in chunks; the frames are concatenated and de-duplicated on the chunk edges. VictoriaMetrics
 also counts the points of a subquery (``[1h:30s]``) over the whole chunk (at most 30,000 by default),
 so a query with a subquery is chunked by its inner resolution as well. Requests go through
-``analytics.report.client.PromClient`` (the shared session: authentication, TLS, extra headers).
+``lockstep.analytics.report.client.PromClient`` (the shared session: authentication, TLS, extra headers).
 """
 from __future__ import annotations
 
@@ -14,16 +14,14 @@ from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
-from exporters.jsonload import load_json
+from lockstep.analytics.prom.envelope import result_of
+from lockstep.analytics.prom.errors import PrometheusError
+from lockstep.exporters.toolkit.jsonload import load_json
 
 if TYPE_CHECKING:
-    from analytics.report.client import PromClient
+    from lockstep.analytics.report.client import PromClient
 
 MAX_POINTS = 11_000  # Prometheus' own limit per series and range query
-
-
-class PrometheusError(RuntimeError):
-    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,22 +60,10 @@ def parse_matrix(payload: object) -> pd.DataFrame:
     columns. Anything that is not a matrix answer is a PrometheusError: the report's totals would be
     wrong without the series, so a malformed one fails the report rather than vanish from it."""
     rows = []
-    for i, series in enumerate(_result(payload)):
+    for i, series in enumerate(result_of(payload)):
         labels, values = _series(series, i)
         rows.extend({**labels, "timestamp": ts, "value": v} for ts, v in values)
     return pd.DataFrame(rows)
-
-
-def _result(payload: object) -> list:
-    if not isinstance(payload, dict):
-        raise PrometheusError(f"not a Prometheus API answer: JSON {type(payload).__name__}")
-    if payload.get("status") != "success":
-        raise PrometheusError(str(payload.get("error", "query failed"))[:500])
-    data = payload.get("data")
-    result = data.get("result") if isinstance(data, dict) else None
-    if not isinstance(result, list):
-        raise PrometheusError("not a Prometheus API answer: no data.result list")
-    return result
 
 
 def _series(series: object, i: int) -> tuple[dict[str, str], list[tuple[float, float]]]:
@@ -136,7 +122,7 @@ def instant(client: PromClient, promql: str, at: float, timeout: float = 60.0) -
     samples for a range selector), each series checked as ``parse_matrix`` checks them."""
     payload = _get(client, {"query": promql, "time": f"{at:.3f}"}, timeout, "/api/v1/query")
     try:
-        result = _result(payload)
+        result = result_of(payload)
         for i, series in enumerate(result):
             _series(series, i)
     except PrometheusError as exc:

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analytics.report.promrange import RangeQuery
-from exporters.catalog import analytics as A, fabric as F, gpu as G, power as P, storage as S
-from exporters.catalog.enums import CHECKPOINT, THROTTLE_REASONS
+from lockstep.analytics.report.promrange import RangeQuery
+from lockstep.exporters.catalog import analytics as A
+from lockstep.exporters.catalog import fabric as F
+from lockstep.exporters.catalog import gpu as G
+from lockstep.exporters.catalog import power as P
+from lockstep.exporters.catalog import storage as S
+from lockstep.exporters.catalog.enums import CHECKPOINT, THROTTLE_REASONS
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from exporters.catalog.enums import LOSS_CAUSES as CAUSES
+from lockstep.exporters.catalog.enums import LOSS_CAUSES as CAUSES
 
 _META = ("timestamp", "value")
 

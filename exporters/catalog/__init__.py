@@ -7,8 +7,8 @@ severities) and ``selectors`` the scrape-job selectors every query is a function
 """
 from __future__ import annotations
 
-from exporters.catalog.model import COUNTER, GAUGE, Metric
-from exporters.catalog import analytics, fabric, gpu, health, power, storage, validation
+from lockstep.exporters.catalog import analytics, fabric, gpu, health, power, storage, validation
+from lockstep.exporters.catalog.model import COUNTER, GAUGE, Metric
 
 SECTIONS = (health, gpu, fabric, storage, power, analytics, validation)
 

@@ -1,7 +1,7 @@
 """Metrics the analytics service computes from Prometheus data (and the step-time gauge a training
 job may export itself)."""
-from exporters.catalog.enums import LOSS_CAUSES, STALL_CAUSES
-from exporters.catalog.model import counter, gauge
+from lockstep.exporters.catalog.enums import LOSS_CAUSES, STALL_CAUSES
+from lockstep.exporters.catalog.model import counter, gauge
 
 STRAGGLER_SCORE = gauge(
     "lockstep_straggler_score",
@@ -21,7 +21,7 @@ RANK_STEP_SECONDS = gauge("lockstep_rank_step_seconds",
 
 METRICS = (STRAGGLER_SCORE, JOB_STALLED, JOB_LOST_GPU_SECONDS, JOB_GOODPUT, RANK_STEP_SECONDS)
 
-# Added with the analytics service (issue 7): what alerts and dashboards need beyond the core set,
+# Added with the analytics service: what alerts and dashboards need beyond the core set,
 # and the service's own health (Prometheus down or slow → results served stale).
 STRAGGLER_FLAGGED = gauge("lockstep_straggler_flagged",
                           "1 while the GPU (or the node, gpu=\"\") is flagged as holding its job back: at least two "
@@ -45,7 +45,7 @@ ANALYTICS_JOBS = gauge("lockstep_analytics_jobs", "Jobs scored by this replica (
 ANALYTICS_REJECTED_JOB_IDS = gauge("lockstep_analytics_rejected_job_ids",
                                    "Job ids seen on lockstep_gpu_job_info that failed validation and were not queried.")
 
-# Added with issue 12: imbalance, a difference some ranks have had since the job started (a heavier
+# Added with the imbalance finding: imbalance, a difference some ranks have had since the job started (a heavier
 # pipeline stage, skewed data, hardware slow before the job), reported apart from stragglers.
 JOB_IMBALANCE_LOST_GPU_SECONDS = counter(
     "lockstep_job_imbalance_lost_gpu_seconds_total",
@@ -59,10 +59,11 @@ JOB_IMBALANCE_RATIO = gauge(
 
 METRICS += (JOB_IMBALANCE_LOST_GPU_SECONDS, JOB_IMBALANCE_RATIO)
 
-METRICS += (STRAGGLER_FLAGGED, JOB_ALLOCATED_GPU_SECONDS, JOB_ACCOUNTED_UNTIL, ANALYTICS_UP, ANALYTICS_STALE, ANALYTICS_LAST_SUCCESS,
+METRICS += (STRAGGLER_FLAGGED, JOB_ALLOCATED_GPU_SECONDS, JOB_ACCOUNTED_UNTIL, ANALYTICS_UP, ANALYTICS_STALE,
+            ANALYTICS_LAST_SUCCESS,
             ANALYTICS_REFRESH_FAILURES, ANALYTICS_REFRESH_DURATION, ANALYTICS_JOBS, ANALYTICS_REJECTED_JOB_IDS)
 
-# Added with Kubernetes as a scheduler (issue 13): which member a member_lost stall is waiting for.
+# Added with Kubernetes as a scheduler: which member a member_lost stall is waiting for.
 JOB_MEMBER_MISSING = gauge(
     "lockstep_job_member_missing",
     "1 for each member of a job stalled with cause member_lost: a node whose GPUs of the job left the GPU-job "
@@ -71,7 +72,7 @@ JOB_MEMBER_MISSING = gauge(
 
 METRICS += (JOB_MEMBER_MISSING,)
 
-# Added with incremental refresh (issue 17): what each refresh asks of Prometheus.
+# Added with incremental refresh: what each refresh asks of Prometheus.
 ANALYTICS_REFRESH_SAMPLES = gauge(
     "lockstep_analytics_refresh_samples",
     "Samples the last refresh fetched from Prometheus: a job's whole window when it is new, its GPUs changed or "

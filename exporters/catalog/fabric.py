@@ -1,7 +1,7 @@
 """Compute-fabric metrics: InfiniBand/RoCE port counters (sysfs), RoCE congestion counters
 (``hw_counters``) and per-priority PFC pause frames (driver statistics)."""
-from exporters.catalog.enums import IB_PHYS_STATES, IB_PORT_STATES, numbered
-from exporters.catalog.model import counter, gauge
+from lockstep.exporters.catalog.enums import IB_PHYS_STATES, IB_PORT_STATES, numbered
+from lockstep.exporters.catalog.model import counter, gauge
 
 P = ("device", "port")
 PFC = ("interface", "priority", "direction")

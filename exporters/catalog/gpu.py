@@ -1,9 +1,16 @@
 """GPU metrics (NVML, DCGM, or the simulator's NVML-shaped state). Per-GPU series carry ``gpu``
 (the index); the UUID, model and bus id live on ``lockstep_gpu_info`` only, to keep cardinality low."""
-from exporters.catalog.enums import CLOCK_EVENT_REASONS
-from exporters.catalog.enums import (DCGM_HEALTH_SYSTEMS, HEALTH_FAILED, HEALTH_OK, HEALTH_WARNING, XID_ACTIONS,
-                                     XID_CATEGORIES, XID_SEVERITIES)
-from exporters.catalog.model import counter, gauge
+from lockstep.exporters.catalog.enums import (
+    CLOCK_EVENT_REASONS,
+    DCGM_HEALTH_SYSTEMS,
+    HEALTH_FAILED,
+    HEALTH_OK,
+    HEALTH_WARNING,
+    XID_ACTIONS,
+    XID_CATEGORIES,
+    XID_SEVERITIES,
+)
+from lockstep.exporters.catalog.model import counter, gauge
 
 G = ("gpu",)
 
@@ -57,7 +64,7 @@ JOB_INFO = gauge(
     "names them). A GPU no job holds has no series.",
     ("gpu", "uuid", "job_id", "user", "rank", "pod", "namespace", "container", "scheduler"))
 
-# Added by the GPU collector (issue 4): fields NVML/DCGM have that the core set lacks, and the
+# Added by the GPU collector: fields NVML/DCGM have that the core set lacks, and the
 # cluster-validation checks (settings that silently cost throughput or correctness).
 MEMORY_UTILIZATION = gauge("lockstep_gpu_memory_utilization_ratio",
                            "Fraction of the sample period device memory was read or written (NVML utilization.memory).",
@@ -86,7 +93,7 @@ P2P_STATUS = gauge(
     "5 not_supported, 6 unknown. Anything but 0 means NCCL falls back to staging through host memory.",
     ("gpu", "peer"))
 
-# Added by issue 15: driver-reserved memory, page retirement, MIG instances.
+# Added with the per-GPU verdict: driver-reserved memory, page retirement, MIG instances.
 MEMORY_RESERVED = gauge("lockstep_gpu_memory_reserved_bytes",
                         "Frame buffer memory the driver and firmware set aside (not in used_bytes; NVML v2 memory "
                         "info, R510+).", G, "bytes")
@@ -106,7 +113,7 @@ MIG_MEMORY_USED = gauge("lockstep_gpu_mig_memory_used_bytes", "Frame buffer memo
                         ("gpu", "gpu_instance", "profile"), "bytes")
 MIG_MEMORY_TOTAL = gauge("lockstep_gpu_mig_memory_total_bytes", "Frame buffer memory of a MIG GPU instance.",
                          ("gpu", "gpu_instance", "profile"), "bytes")
-# The per-GPU verdict (issue 15): the agent's checks, and DCGM's health-watch systems as dcgm_<system>.
+# The per-GPU verdict: the agent's checks, and DCGM's health-watch systems as dcgm_<system>.
 HEALTH = gauge(
     "lockstep_gpu_health",
     f"Verdict of one check of the GPU: {HEALTH_OK} ok, {HEALTH_WARNING} warning, {HEALTH_FAILED} failed; absent where "

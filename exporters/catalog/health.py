@@ -1,5 +1,5 @@
 """Exporter self-health metrics, emitted by the core for every collector on every scrape."""
-from exporters.catalog.model import gauge
+from lockstep.exporters.catalog.model import gauge
 
 SCRAPE_COLLECTOR_SUCCESS = gauge(
     "lockstep_scrape_collector_success",

@@ -1,5 +1,5 @@
 """Rack power and cooling metrics from the power exporter (Redfish BMCs, PDUs, CDUs; IPMI DCMI)."""
-from exporters.catalog.model import gauge, counter
+from lockstep.exporters.catalog.model import counter, gauge
 
 T = ("target",)
 PDU = ("pdu", "rack")
@@ -39,7 +39,8 @@ PDU_MAINS_CURRENT = gauge("lockstep_pdu_mains_current_amperes",
 PDU_MAINS_VOLTAGE = gauge("lockstep_pdu_mains_voltage_volts",
                           "Voltage on one line of a PDU mains input circuit.", PDU + ("circuit", "line"))
 COOLANT_FLOW = gauge("lockstep_coolant_flow_cubic_meters_per_second",
-                     "Coolant flow through a CDU loop (Redfish reports L/min). loop: rack, facility.", ("target", "loop"), "cubic_meters_per_second")
+                     "Coolant flow through a CDU loop (Redfish reports L/min). loop: rack, facility.", ("target", "loop"),
+                     "cubic_meters_per_second")
 COOLANT_PRESSURE = gauge("lockstep_coolant_pressure_pascals",
                          "Coolant pressure at a CDU (Redfish reports kPa). loop: supply, return (rack side), "
                          "facility_supply, facility_return.", ("target", "loop"), "pascals")

@@ -2,7 +2,7 @@
 
 A file-format contract, like the metric names: the simulator's writers build every path from it,
 and ``lockstep exporter --sim.node-root DIR/<node>`` expands into the collectors' own flags with
-it (``exporters.cli``). It lives in the catalog because both sides may import it: the simulator
+it (``lockstep.exporters.cli``). It lives in the catalog because both sides may import it: the simulator
 depends on nothing but the catalog, and the exporters never import the simulator. Below ``sys``,
 ``proc`` and ``ethtool`` the layout is the kernel's and the drivers' own, known to their readers.
 """

@@ -1,6 +1,6 @@
 """Storage metrics: Lustre and NFS clients per mount, local disks per device. Mount labels name the
 mount point, the filesystem type and the filesystem name, nothing else."""
-from exporters.catalog.model import counter
+from lockstep.exporters.catalog.model import counter
 
 M = ("mount", "fstype", "fsname")
 OP = M + ("op",)

@@ -5,7 +5,7 @@ One *run* is identified by ``kind`` (the tool), ``test`` (what it ran: ``all_red
 run's latest result is served; Prometheus keeps the history. Every label is bounded: tests and scales are
 what a site chooses to run, subjects are a node's GPUs, HCAs or fio jobs, figures are fixed per tool.
 """
-from exporters.catalog.model import gauge
+from lockstep.exporters.catalog.model import gauge
 
 RUN = ("kind", "test", "scale")
 FIGURE = RUN + ("subject", "figure")

@@ -23,9 +23,14 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporters.catalog.enums import (XID_ACTIONS as ACTIONS, XID_CATEGORIES as CATEGORIES, XID_CRITICAL,  # noqa: F401
-                                     XID_DRAIN_ACTIONS as DRAIN_ACTIONS, XID_INFO, XID_SEVERITIES as SEVERITIES,
-                                     XID_WARNING)
+from lockstep.exporters.catalog.enums import (
+    XID_CRITICAL,
+    XID_INFO,
+    XID_WARNING,
+)
+from lockstep.exporters.catalog.enums import (
+    XID_DRAIN_ACTIONS as DRAIN_ACTIONS,
+)
 
 BUCKETS = {"IGNORE": "none", "RESTART_APP": "restart_app", "RESET_GPU": "reset_gpu", "RESTART_BM": "reboot_node",
            "RESTART_VM": "reboot_node", "CHECK_MECHANICALS": "service_hardware", "UPDATE_SWFW": "update_software",

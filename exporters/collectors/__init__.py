@@ -1,2 +1,2 @@
 """Built-in collectors of the node agent. Every module here registers itself with
-``exporters.registry.register``; modules starting with ``_`` are helpers, not collectors."""
+``lockstep.exporters.registry.register``; modules starting with ``_`` are helpers, not collectors."""

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from exporters.catalog import storage as m
-from exporters.config import ExporterConfig, regex_flag
-from exporters.logs import once
-from exporters.registry import add_flag, register
-from exporters.sample import Sample
-from exporters.storage.diskstats import DEFAULT_INCLUDE, parse_diskstats
-from exporters.readfile import read_text
+from lockstep.exporters.catalog import storage as m
+from lockstep.exporters.config import ExporterConfig, regex_flag
+from lockstep.exporters.readfile import read_text
+from lockstep.exporters.registry import add_flag, register
+from lockstep.exporters.storage.diskstats import DEFAULT_INCLUDE, parse_diskstats
+from lockstep.exporters.toolkit.logs import once
+from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.collector.disk")
 

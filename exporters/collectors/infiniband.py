@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Sequence
 
-from exporters.catalog import fabric as m
-from exporters.catalog.enums import IB_PORT_ACTIVE
-from exporters.catalog.model import Metric
-from exporters.config import ExporterConfig
-from exporters.fabric import ib
-from exporters.fabric.device_scan import DeviceScan
-from exporters.fabric.topology import IbDevice, IbPort, rails
-from exporters.logs import once
-from exporters.registry import add_flag, register
-from exporters.sample import Sample
+from lockstep.exporters.catalog import fabric as m
+from lockstep.exporters.catalog.enums import IB_PORT_ACTIVE
+from lockstep.exporters.catalog.model import Metric
+from lockstep.exporters.config import ExporterConfig
+from lockstep.exporters.fabric import ib
+from lockstep.exporters.fabric.device_scan import DeviceScan
+from lockstep.exporters.fabric.topology import IbDevice, IbPort, rails
+from lockstep.exporters.registry import add_flag, register
+from lockstep.exporters.toolkit.logs import once
+from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.collector.infiniband")
 

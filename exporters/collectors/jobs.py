@@ -1,16 +1,16 @@
 """``jobs`` collector: which training job holds which GPU → ``lockstep_gpu_job_info``.
 
-``--jobs.source=slurm`` reads the prolog's mapping directory (``exporters.jobs.slurm``);
+``--jobs.source=slurm`` reads the prolog's mapping directory (``lockstep.exporters.jobs.slurm``);
 ``kubernetes`` asks the kubelet which container holds which GPU and names the pod's job from its
-labels, kept current by a watch of this node's pods (``exporters.kube``); ``auto`` (the default) is
+labels, kept current by a watch of this node's pods (``lockstep.exporters.kube``); ``auto`` (the default) is
 Kubernetes on a node with a kubelet PodResources socket or inside a pod, else Slurm. The job is
 joined on this info metric, never copied onto every GPU series. While the API server is away after a
 first successful list, the mapping keeps coming from the pods it last knew (the kubelet still says
 which GPUs they hold) and the collector reports failure in ``lockstep_scrape_collector_success``.
 
 Both sources name devices as the scheduler handed them out (index, GPU UUID, MIG UUID, a device
-plugin's index or replica forms); one map from the GPU backend (``exporters.gpu.mig.read_device_refs``)
-and ``exporters.jobs.devices.resolve`` turn them into the collector's labels. A MIG device's job carries
+plugin's index or replica forms); one map from the GPU backend (``lockstep.exporters.gpu.mig.read_device_refs``)
+and ``lockstep.exporters.jobs.devices.resolve`` turn them into the collector's labels. A MIG device's job carries
 its parent GPU's index and the MIG UUID, which joins ``lockstep_gpu_mig_info`` for the GPU instance.
 """
 from __future__ import annotations
@@ -23,20 +23,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from exporters.catalog import gpu as m
-from exporters.gpu.backend import GpuOptions, open_backend
-from exporters.gpu.mig import DeviceRef, read_device_refs
-from exporters.jobs.rows import KUBERNETES, SLURM, JobRow
-from exporters.jobs.slurm import JobMapping, SlurmSource, parse_mapping, read_dir  # noqa: F401 (the tests' API)
-from exporters.kube.mapping import KubernetesSource
-from exporters.kube.options import KubernetesOptions
-from exporters.logs import once
-from exporters.registry import add_flag, register
-from exporters.sample import Sample
-from exporters.scrape import PartialFailure
+from lockstep.exporters.catalog import gpu as m
+from lockstep.exporters.gpu.backend import GpuOptions, open_backend
+from lockstep.exporters.gpu.mig import DeviceRef, read_device_refs
+from lockstep.exporters.jobs.rows import KUBERNETES, SLURM, JobRow
+from lockstep.exporters.jobs.slurm import (  # noqa: F401 (the tests' API)
+    JobMapping,
+    SlurmSource,
+    parse_mapping,
+    read_dir,
+)
+from lockstep.exporters.kube.mapping import KubernetesSource
+from lockstep.exporters.kube.options import KubernetesOptions
+from lockstep.exporters.registry import add_flag, register
+from lockstep.exporters.scrape import PartialFailure
+from lockstep.exporters.toolkit.logs import once
+from lockstep.exporters.toolkit.sample import Sample
 
 if TYPE_CHECKING:
-    from exporters.config import ExporterConfig
+    from lockstep.exporters.config import ExporterConfig
 
 log = logging.getLogger("lockstep.jobs")
 DEFAULT_DIR = Path("/var/run/lockstep/gpu-jobs")

@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from exporters.catalog import storage as m
-from exporters.config import ExporterConfig
-from exporters.logs import once
-from exporters.registry import add_flag, register
-from exporters.sample import Sample
-from exporters.storage.llite import LliteStats, fsname_of, parse_lctl_stats, parse_llite_stats
-from exporters.storage.mounts import Mount, host_mounts, lustre_mountpoint, parse_mounts
-from exporters.readfile import read_text
+from lockstep.exporters.catalog import storage as m
+from lockstep.exporters.config import ExporterConfig
+from lockstep.exporters.readfile import read_text
+from lockstep.exporters.registry import add_flag, register
+from lockstep.exporters.storage.llite import LliteStats, fsname_of, parse_lctl_stats, parse_llite_stats
+from lockstep.exporters.storage.mounts import Mount, host_mounts, lustre_mountpoint, parse_mounts
+from lockstep.exporters.toolkit.logs import once
+from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.collector.lustre")
 # A killed process exits within milliseconds unless it sleeps uninterruptibly in the kernel (lctl

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from exporters.catalog import storage as m
-from exporters.config import ExporterConfig
-from exporters.logs import once
-from exporters.registry import register
-from exporters.sample import Sample
-from exporters.storage.mounts import host_mounts
-from exporters.storage.mountstats import NfsMount, parse_mountstats
-from exporters.readfile import read_text
+from lockstep.exporters.catalog import storage as m
+from lockstep.exporters.config import ExporterConfig
+from lockstep.exporters.readfile import read_text
+from lockstep.exporters.registry import register
+from lockstep.exporters.storage.mounts import host_mounts
+from lockstep.exporters.storage.mountstats import NfsMount, parse_mountstats
+from lockstep.exporters.toolkit.logs import once
+from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.collector.nfs")
 

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from exporters.config import ExporterConfig, regex_flag
-from exporters.fabric.ethtool import DirEthtool, Ethtool, NicStats
-from exporters.fabric.pfc_table import Slot, infer_driver, plan
-from exporters.fabric.topology import class_dir, listing
-from exporters.logs import once
-from exporters.registry import add_flag, register
-from exporters.sample import Sample
+from lockstep.exporters.config import ExporterConfig, regex_flag
+from lockstep.exporters.fabric.ethtool import DirEthtool, Ethtool, NicStats
+from lockstep.exporters.fabric.pfc_table import Slot, infer_driver, plan
+from lockstep.exporters.fabric.topology import class_dir, listing
+from lockstep.exporters.registry import add_flag, register
+from lockstep.exporters.toolkit.logs import once
+from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.collector.pfc")
 
@@ -123,7 +123,7 @@ class PfcCollector:
 
 def make_ethtool(options: PfcOptions) -> Ethtool:
     if options.source == "ioctl":
-        from exporters.fabric.ethtool_ioctl import IoctlEthtool
+        from lockstep.exporters.fabric.ethtool_ioctl import IoctlEthtool
         return IoctlEthtool()
     return DirEthtool(Path(options.source), infer_driver)
 

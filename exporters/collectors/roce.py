@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from exporters.catalog import fabric as m
-from exporters.catalog.model import Metric
-from exporters.config import ExporterConfig
-from exporters.fabric.device_scan import DeviceScan
-from exporters.logs import once
-from exporters.registry import register
-from exporters.sample import Sample
+from lockstep.exporters.catalog import fabric as m
+from lockstep.exporters.catalog.model import Metric
+from lockstep.exporters.config import ExporterConfig
+from lockstep.exporters.fabric.device_scan import DeviceScan
+from lockstep.exporters.registry import register
+from lockstep.exporters.toolkit.logs import once
+from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.collector.roce")
 

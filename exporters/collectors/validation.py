@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from exporters.catalog import validation as m
-from exporters.config import ExporterConfig
-from exporters.logs import once
-from exporters.registry import add_flag, register
-from exporters.sample import Sample
-from validation.model import figure_key
-from validation.result import short_node
-from validation.store import DEFAULT_DIR, read_series
+from lockstep.exporters.catalog import validation as m
+from lockstep.exporters.config import ExporterConfig
+from lockstep.exporters.registry import add_flag, register
+from lockstep.exporters.toolkit.logs import once
+from lockstep.exporters.toolkit.sample import Sample
+from lockstep.validation.model import figure_key
+from lockstep.validation.result import short_node
+from lockstep.validation.store import DEFAULT_DIR, read_series
 
 log = logging.getLogger("lockstep.collector.validation")
 

@@ -16,10 +16,10 @@ import logging
 import time
 from pathlib import Path
 
-from exporters.fabric.sysfs import HeldFiles
-from exporters.fabric.topology import IbDevice, class_dir, class_listing, discover
-from exporters.logs import kv
-from exporters.registry import NoData
+from lockstep.exporters.fabric.sysfs import HeldFiles
+from lockstep.exporters.fabric.topology import IbDevice, class_dir, class_listing, discover
+from lockstep.exporters.registry import NoData
+from lockstep.exporters.toolkit.logs import kv
 
 log = logging.getLogger("lockstep.fabric.devices")
 REDISCOVER_S = 60.0

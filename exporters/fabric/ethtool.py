@@ -14,8 +14,8 @@ from itertools import repeat
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
-from exporters.numbers import U64_DIGITS, is_uint
-from exporters.readfile import read_text
+from lockstep.exporters.numbers import U64_DIGITS, is_uint
+from lockstep.exporters.readfile import read_text
 
 _HEADER = "NIC statistics:"
 _HEADER_TOKENS = _HEADER.split()

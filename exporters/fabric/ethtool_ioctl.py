@@ -14,7 +14,7 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from exporters.fabric.ethtool import NicStats
+from lockstep.exporters.fabric.ethtool import NicStats
 
 SIOCETHTOOL = 0x8946
 ETHTOOL_GDRVINFO = 0x03

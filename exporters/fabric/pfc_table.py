@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
-from exporters.catalog import fabric as m
-from exporters.catalog.model import Metric
+from lockstep.exporters.catalog import fabric as m
+from lockstep.exporters.catalog.model import Metric
 
 
 @dataclass(frozen=True, slots=True)

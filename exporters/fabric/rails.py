@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
-from exporters.fabric.pci import bdf_key
+from lockstep.exporters.fabric.pci import bdf_key
 
 # A chain shared down to the port below the root port: the upstream port of a switch both sit under
 # (the root port alone has one link, so two endpoints below it are always below such a switch).

@@ -1,7 +1,7 @@
 """Small attribute files read through descriptors held open between scrapes.
 
 sysfs regenerates an attribute's value on every read at offset 0, so ``os.pread(fd, n, 0)`` on a held
-descriptor returns the current value for ~1 µs instead of ~13 µs for ``open().read()`` (ARCHITECTURE.md,
+descriptor returns the current value for ~1 µs instead of ~13 µs for ``open().read()`` (docs/architecture.md,
 performance). A descriptor goes stale when the device goes away (``ENODEV``/``ENXIO`` on hot-unplug or
 driver reload): it is reopened once, and a path that is gone reads as absent.
 
@@ -18,7 +18,7 @@ import errno
 import logging
 import os
 
-from exporters.logs import once
+from lockstep.exporters.toolkit.logs import once
 
 log = logging.getLogger("lockstep.fabric.sysfs")
 

@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporters.fabric.pci import BDF, bdf_key, parse_pci_chain
-from exporters.fabric.rails import infer
-from exporters.fabric.sysfs import read_once
+from lockstep.exporters.fabric.pci import BDF, bdf_key, parse_pci_chain
+from lockstep.exporters.fabric.rails import infer
+from lockstep.exporters.fabric.sysfs import read_once
 
 CLASS_DIR = ("class", "infiniband")
 PCI_DIR = ("bus", "pci", "devices")

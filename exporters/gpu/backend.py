@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from exporters.registry import add_flag
+from lockstep.exporters.registry import add_flag
 
 if TYPE_CHECKING:
-    from exporters.config import ExporterConfig
-    from exporters.gpu.protocol import Nvml, ProfSource
+    from lockstep.exporters.config import ExporterConfig
+    from lockstep.exporters.gpu.protocol import Nvml, ProfSource
 
 BACKENDS = ("nvml", "dcgm", "sim:PATH", "replay:FILE.xml")
 NAME_SETS = ("lockstep", "dcgm")
@@ -88,15 +88,15 @@ def parse_expected(text: str | None) -> int | str | None:
 
 def open_backend(options: GpuOptions) -> "tuple[Nvml, ProfSource | None]":
     if options.backend == "sim":
-        from exporters.gpu.dcgm import SimProf
-        from exporters.gpu.sim import SimNvml
+        from lockstep.exporters.gpu.dcgm import SimProf
+        from lockstep.exporters.gpu.sim import SimNvml
         sim = SimNvml(options.sim_path)
         return sim, SimProf(sim)
     if options.backend == "replay":
-        from exporters.gpu.replay import ReplayNvml
+        from lockstep.exporters.gpu.replay import ReplayNvml
         return ReplayNvml(options.sim_path), None
     import pynvml
     if options.backend == "dcgm":
-        from exporters.gpu.dcgm import open_dcgm
+        from lockstep.exporters.gpu.dcgm import open_dcgm
         return pynvml, open_dcgm()
     return pynvml, None

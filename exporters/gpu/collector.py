@@ -14,19 +14,19 @@ from typing import Any, Mapping
 
 import pynvml
 
-from exporters.catalog import gpu as m
-from exporters.gpu.backend import GpuOptions
-from exporters.gpu.dcgm_names import dcgm_labels, dcgm_samples
-from exporters.gpu.errors import GpuLost, NvmlGuard, error_code
-from exporters.gpu.expected import slurm_gpu_count
-from exporters.gpu.health import HealthTracker, health_samples
-from exporters.gpu.protocol import Nvml, ProfSource
-from exporters.gpu.read import read_snapshot, read_static
-from exporters.gpu.samples import identity_samples, snapshot_samples
-from exporters.gpu.snapshot import GpuStatic
-from exporters.gpu.xid import XidWatcher, xid_samples
-from exporters.logs import once
-from exporters.sample import Sample
+from lockstep.exporters.catalog import gpu as m
+from lockstep.exporters.gpu.backend import GpuOptions
+from lockstep.exporters.gpu.dcgm_names import dcgm_labels, dcgm_samples
+from lockstep.exporters.gpu.errors import GpuLost, NvmlGuard, error_code
+from lockstep.exporters.gpu.expected import slurm_gpu_count
+from lockstep.exporters.gpu.health import HealthTracker, health_samples
+from lockstep.exporters.gpu.protocol import Nvml, ProfSource
+from lockstep.exporters.gpu.read import read_snapshot, read_static
+from lockstep.exporters.gpu.samples import identity_samples, snapshot_samples
+from lockstep.exporters.gpu.snapshot import GpuStatic
+from lockstep.exporters.gpu.xid import XidWatcher, xid_samples
+from lockstep.exporters.toolkit.logs import once
+from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.gpu")
 RETRY_INIT_S = 60.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from exporters.catalog.enums import DCGM_HEALTH_SYSTEMS
+from lockstep.exporters.catalog.enums import DCGM_HEALTH_SYSTEMS
 
 log = logging.getLogger("lockstep.gpu.dcgm")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from exporters.catalog.model import COUNTER, GAUGE, Metric
-from exporters.gpu.snapshot import GpuSnapshot
-from exporters.sample import Sample
+from lockstep.exporters.catalog.model import COUNTER, GAUGE, Metric
+from lockstep.exporters.gpu.snapshot import GpuSnapshot
+from lockstep.exporters.toolkit.sample import Sample
 
 LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")
 MIB = 1024 * 1024

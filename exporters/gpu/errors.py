@@ -1,4 +1,4 @@
-"""The one place NVML errors are interpreted (STYLE rule 7).
+"""The one place NVML errors are interpreted (docs/style.md, rule 7).
 
 NVML reports failure per call (an ``NVMLError`` subclass) or per field (``nvmlReturn`` of a field value).
 Both go through ``NvmlGuard``: unsupported features become ``None`` (absent, not zero) with one debug
@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import pynvml
 
-from exporters.logs import once
+from lockstep.exporters.toolkit.logs import once
 
 log = logging.getLogger("lockstep.gpu")
 

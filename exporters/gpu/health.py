@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Mapping
 
-from exporters.catalog import gpu as m
-from exporters.catalog.enums import HEALTH_FAILED, HEALTH_OK, HEALTH_WARNING, THERMAL_REASONS, reason_bits
-from exporters.gpu.snapshot import GpuSnapshot
-from exporters.sample import Sample
+from lockstep.exporters.catalog import gpu as m
+from lockstep.exporters.catalog.enums import HEALTH_FAILED, HEALTH_OK, HEALTH_WARNING, THERMAL_REASONS, reason_bits
+from lockstep.exporters.gpu.snapshot import GpuSnapshot
+from lockstep.exporters.toolkit.sample import Sample
 
 OK, WARNING, FAILED = HEALTH_OK, HEALTH_WARNING, HEALTH_FAILED
 PCIE_REPLAYS_PER_MINUTE = 8

@@ -13,9 +13,9 @@ from typing import Any, Iterable
 
 import pynvml
 
-from exporters.gpu.errors import GpuLost, NvmlGuard, error_code
-from exporters.gpu.protocol import Nvml
-from exporters.gpu.snapshot import MigDevice
+from lockstep.exporters.gpu.errors import GpuLost, NvmlGuard, error_code
+from lockstep.exporters.gpu.protocol import Nvml
+from lockstep.exporters.gpu.snapshot import MigDevice
 
 
 def profile_name(attributes: Any) -> str:
@@ -71,7 +71,7 @@ class DeviceRef:
 def device_refs(gpus: Iterable[tuple[int, str, Iterable[MigDevice]]]) -> dict[str, DeviceRef]:
     """``{device id: DeviceRef}`` for every id a scheduler may hand out: the GPU index and UUID, each MIG
     device's UUID, its pre-R470 ``MIG-GPU-<uuid>/<gi>/<ci>`` name and its ``<gpu>:<NVML slot>`` index (the
-    k8s device plugin's ``--device-id-strategy=index``; ``exporters.jobs.devices`` reads the other forms).
+    k8s device plugin's ``--device-id-strategy=index``; ``lockstep.exporters.jobs.devices`` reads the other forms).
     ``gpus``: (index, UUID, MIG devices) of each GPU, as the collector read them."""
     out: dict[str, DeviceRef] = {}
     for index, uuid, migs in gpus:

@@ -10,10 +10,10 @@ from typing import Any, Sequence
 
 import pynvml
 
-from exporters.gpu.errors import NvmlGuard, error_code
-from exporters.gpu.mig import read_migs
-from exporters.gpu.protocol import Nvml
-from exporters.gpu.snapshot import GpuSnapshot, GpuStatic, NvLinkCounters
+from lockstep.exporters.gpu.errors import NvmlGuard, error_code
+from lockstep.exporters.gpu.mig import read_migs
+from lockstep.exporters.gpu.protocol import Nvml
+from lockstep.exporters.gpu.snapshot import GpuSnapshot, GpuStatic, NvLinkCounters
 
 FIELDS = {
     "memory_temperature_c": pynvml.NVML_FI_DEV_MEMORY_TEMP,

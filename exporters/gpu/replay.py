@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import pynvml
 
-from exporters.gpu.smi_xml import NOT_CAPTURED, NotCaptured, Refused, SmiGpu, parse_smi_log
+from lockstep.exporters.gpu.smi_xml import NOT_CAPTURED, NotCaptured, Refused, SmiGpu, parse_smi_log
 
 _FIELDS = {pynvml.NVML_FI_DEV_MEMORY_TEMP: "temp_memory", pynvml.NVML_FI_DEV_POWER_INSTANT: "power_instant",
            pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER: "pcie_replay", pynvml.NVML_FI_DEV_ECC_CURRENT: "ecc_current",

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from exporters.catalog import gpu as m
-from exporters.sample import Sample
-from exporters.gpu.snapshot import CLOCK_EVENT_REASONS, GpuSnapshot, GpuStatic, MigDevice
+from lockstep.exporters.catalog import gpu as m
+from lockstep.exporters.gpu.snapshot import CLOCK_EVENT_REASONS, GpuSnapshot, GpuStatic, MigDevice
+from lockstep.exporters.toolkit.sample import Sample
 
 # (multiplier, divisor) from NVML's units; dividing keeps 41 % → 0.41 exact in the exposition.
 MHZ = (1e6, 1)      # NVML clocks are MHz

@@ -17,8 +17,8 @@ from typing import Any, Sequence
 
 import pynvml
 
-from exporters.gpu.simevents import SimEvents
-from exporters.gpu.simfields import field_values
+from lockstep.exporters.gpu.simevents import SimEvents
+from lockstep.exporters.gpu.simfields import field_values
 
 P2P_CODES = {"ok": pynvml.NVML_P2P_STATUS_OK, "chipset_not_supported": pynvml.NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED,
              "gpu_not_supported": pynvml.NVML_P2P_STATUS_GPU_NOT_SUPPORTED,

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import pynvml
 
-from exporters.catalog.enums import CLOCK_EVENT_BITS
+from lockstep.exporters.catalog.enums import CLOCK_EVENT_BITS
 
 MIB = 1 << 20
 

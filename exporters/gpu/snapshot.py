@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporters.catalog.enums import CLOCK_EVENT_BITS
+from lockstep.exporters.catalog.enums import CLOCK_EVENT_BITS
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,13 +17,20 @@ from typing import Any, Sequence
 
 import pynvml
 
-from exporters.catalog import gpu as m
-from exporters.catalog.enums import HEALTH_FAILED, HEALTH_OK, HEALTH_WARNING, XID_CRITICAL, XID_INFO, XID_WARNING
-from exporters.catalog.xid import lookup
-from exporters.gpu.errors import error_code
-from exporters.gpu.protocol import Nvml
-from exporters.logs import kv, once
-from exporters.sample import Sample
+from lockstep.exporters.catalog import gpu as m
+from lockstep.exporters.catalog.enums import (
+    HEALTH_FAILED,
+    HEALTH_OK,
+    HEALTH_WARNING,
+    XID_CRITICAL,
+    XID_INFO,
+    XID_WARNING,
+)
+from lockstep.exporters.catalog.xid import lookup
+from lockstep.exporters.gpu.errors import error_code
+from lockstep.exporters.gpu.protocol import Nvml
+from lockstep.exporters.toolkit.logs import kv, once
+from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.gpu.xid")
 WAIT_MS = 500

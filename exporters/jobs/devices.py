@@ -5,7 +5,7 @@ plugin names GPUs by UUID (``GPU-...``; ``MIG-...`` for a MIG device, ``MIG-GPU-
 driver R470) or, with ``--device-id-strategy=index``, by index (``3``, ``3:1`` for the MIG device in NVML
 slot 1 of GPU 3); a time-sliced replica gets ``::<replica>`` appended (k8s-device-plugin ``AnnotatedID``);
 GKE's plugin says ``nvidia3``, ``nvidia3/gi1`` for GPU instance 1 of GPU 3, and ``/vgpu<n>`` after either
-for a shared GPU (dcgm-exporter's ``gkeMigDeviceIDRegex``). ``exporters.gpu.mig.device_refs`` knows the ids
+for a shared GPU (dcgm-exporter's ``gkeMigDeviceIDRegex``). ``lockstep.exporters.gpu.mig.device_refs`` knows the ids
 NVML can name; ``resolve`` reads the other forms and says what an id alone says where NVML doesn't know it.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from exporters.gpu.mig import DeviceRef
+from lockstep.exporters.gpu.mig import DeviceRef
 
 _SHARED = re.compile(r"(::\d+|/vgpu\d+)$")            # a time-sliced replica, a GKE shared GPU
 _GPU_INDEX = re.compile(r"^(?:nvidia)?(\d+)$")        # 3 (index strategy), nvidia3 (GKE)

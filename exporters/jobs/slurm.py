@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from exporters.gpu.mig import DeviceRef
-from exporters.jobs.devices import resolve
-from exporters.jobs.rows import JobRow
-from exporters.logs import once
-from exporters.readfile import read_text
+from lockstep.exporters.gpu.mig import DeviceRef
+from lockstep.exporters.jobs.devices import resolve
+from lockstep.exporters.jobs.rows import JobRow
+from lockstep.exporters.readfile import read_text
+from lockstep.exporters.toolkit.logs import once
 
 log = logging.getLogger("lockstep.jobs")
 _JOB_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")   # Slurm: 123, 123_4 (arrays), 123+1 (het jobs)

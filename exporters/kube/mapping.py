@@ -11,12 +11,12 @@ import logging
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
-from exporters.gpu.mig import DeviceRef
-from exporters.jobs.devices import resolve
-from exporters.jobs.rows import JobRow
-from exporters.kube.identity import PodMeta, job_identity
-from exporters.kube.podresources import ContainerGpus, PodResourcesClient
-from exporters.kube.podwatch import PodWatcher
+from lockstep.exporters.gpu.mig import DeviceRef
+from lockstep.exporters.jobs.devices import resolve
+from lockstep.exporters.jobs.rows import JobRow
+from lockstep.exporters.kube.identity import PodMeta, job_identity
+from lockstep.exporters.kube.podresources import ContainerGpus, PodResourcesClient
+from lockstep.exporters.kube.podwatch import PodWatcher
 
 log = logging.getLogger("lockstep.kube")
 

@@ -7,16 +7,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from exporters.gpu.mig import DeviceRef
-from exporters.kube.apiserver import ApiServer, from_kubeconfig, in_cluster
-from exporters.kube.identity import DEFAULT_JOB_LABELS, DEFAULT_RANK_LABELS, validate_label_keys
-from exporters.kube.mapping import KubernetesSource, Rules
-from exporters.kube.podresources import DEFAULT_SOCKET, PodResourcesClient
-from exporters.kube.podwatch import PodWatcher
-from exporters.registry import add_flag
+from lockstep.exporters.gpu.mig import DeviceRef
+from lockstep.exporters.kube.apiserver import ApiServer, from_kubeconfig, in_cluster
+from lockstep.exporters.kube.identity import DEFAULT_JOB_LABELS, DEFAULT_RANK_LABELS, validate_label_keys
+from lockstep.exporters.kube.mapping import KubernetesSource, Rules
+from lockstep.exporters.kube.podresources import DEFAULT_SOCKET, PodResourcesClient
+from lockstep.exporters.kube.podwatch import PodWatcher
+from lockstep.exporters.registry import add_flag
 
 if TYPE_CHECKING:
-    from exporters.config import ExporterConfig
+    from lockstep.exporters.config import ExporterConfig
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import grpc
 
-from exporters.third_party.podresources import api_pb2, api_pb2_grpc
+from lockstep.exporters.third_party.podresources import api_pb2, api_pb2_grpc
 
 DEFAULT_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
 # Resource names of NVIDIA GPUs: whole GPUs (and MIG devices with the "single" strategy), time-sliced

@@ -22,9 +22,9 @@ from typing import Any, AsyncIterator, Mapping
 
 import aiohttp
 
-from exporters.kube.apiserver import ApiServer
-from exporters.kube.identity import PodMeta, pod_meta
-from exporters.logs import kv
+from lockstep.exporters.kube.apiserver import ApiServer
+from lockstep.exporters.kube.identity import PodMeta, pod_meta
+from lockstep.exporters.toolkit.logs import kv
 
 log = logging.getLogger("lockstep.kube")
 PAGE = 500

@@ -11,16 +11,17 @@ from typing import Iterable
 import aiohttp
 from aiohttp import web
 
-from exporters.catalog import health, power as m
-from exporters.exposition import Encoder, render_families
-from exporters.httpmetrics import metrics_response
-from exporters.power.config import PowerConfig
-from exporters.power.poller import Poller
-from exporters.power.redfish import HttpRedfish
-from exporters.sample import Sample
-from exporters.version import VERSION
-from exporters.web import auth_middleware, landing_page
-from exporters.webconfig import WebConfig
+from lockstep.exporters.catalog import health
+from lockstep.exporters.catalog import power as m
+from lockstep.exporters.power.config import PowerConfig
+from lockstep.exporters.power.poller import Poller
+from lockstep.exporters.power.redfish import HttpRedfish
+from lockstep.exporters.toolkit.exposition import Encoder, render_families
+from lockstep.exporters.toolkit.httpmetrics import metrics_response
+from lockstep.exporters.toolkit.sample import Sample
+from lockstep.exporters.toolkit.version import VERSION
+from lockstep.exporters.toolkit.web import auth_middleware, landing_page
+from lockstep.exporters.toolkit.webconfig import WebConfig
 
 POLLER = web.AppKey("poller", Poller)
 ENCODER = web.AppKey("encoder", Encoder)

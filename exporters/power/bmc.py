@@ -19,12 +19,27 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from exporters.catalog import power as m
-from exporters.logs import once
-from exporters.power.config import Target
-from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, array, collection, gather, link, maybe,
-                                     member_id, members, number, obj, odata_id, reading, text)
-from exporters.sample import Sample
+from lockstep.exporters.catalog import power as m
+from lockstep.exporters.power.config import Target
+from lockstep.exporters.power.redfish import (
+    SERVICE_ROOT,
+    Fetch,
+    RedfishError,
+    array,
+    collection,
+    gather,
+    link,
+    maybe,
+    member_id,
+    members,
+    number,
+    obj,
+    odata_id,
+    reading,
+    text,
+)
+from lockstep.exporters.toolkit.logs import once
+from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.power")
 

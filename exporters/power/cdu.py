@@ -13,11 +13,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from exporters.catalog import power as m
-from exporters.power.config import Target
-from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, array, collection, gather, link, lowest_id,
-                                     maybe, member_id, members, obj, reading, text)
-from exporters.sample import Sample
+from lockstep.exporters.catalog import power as m
+from lockstep.exporters.power.config import Target
+from lockstep.exporters.power.redfish import (
+    SERVICE_ROOT,
+    Fetch,
+    RedfishError,
+    array,
+    collection,
+    gather,
+    link,
+    lowest_id,
+    maybe,
+    member_id,
+    members,
+    obj,
+    reading,
+    text,
+)
+from lockstep.exporters.toolkit.sample import Sample
 
 LEAK_STATES = ("OK", "Warning", "Critical")  # DetectorState is a Resource.Health value
 # Primary connectors face the facility water, secondary ones the racks' loop.

@@ -9,11 +9,12 @@ import logging
 import sys
 from typing import Sequence
 
-from exporters.helpformat import DefaultsHelpFormatter
-from exporters.configfile import ConfigError
-from exporters.listen import parse_listen_address
-from exporters.logs import add_flags as add_log_flags, kv, setup_from_args
-from exporters.webconfig import add_flags as add_web_flags
+from lockstep.exporters.toolkit.configfile import ConfigError
+from lockstep.exporters.toolkit.helpformat import DefaultsHelpFormatter
+from lockstep.exporters.toolkit.listen import parse_listen_address
+from lockstep.exporters.toolkit.logs import add_flags as add_log_flags
+from lockstep.exporters.toolkit.logs import kv, setup_from_args
+from lockstep.exporters.toolkit.webconfig import add_flags as add_web_flags
 
 log = logging.getLogger("lockstep.power")
 
@@ -25,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
                     "metrics: /metrics (background polls) and /probe?target=NAME.",
         allow_abbrev=False, formatter_class=DefaultsHelpFormatter)
     p.add_argument("--config", dest="config", required=True, metavar="FILE",
-                   help="YAML config: interval_s, timeout_s, targets (see ARCHITECTURE.md)")
+                   help="YAML config: interval_s, timeout_s, targets (see docs/architecture.md)")
     p.add_argument("--config.check", dest="config.check", action="store_true",
                    help="validate the config (and read its credential files) and exit")
     add_web_flags(p, ":9841")
@@ -36,11 +37,11 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    from exporters.power.app import AppOptions, create_app
-    from exporters.power.config import load_config
-    from exporters.web import serve
-    from exporters.webconfig import load_web_config
-    from exporters.version import VERSION
+    from lockstep.exporters.power.app import AppOptions, create_app
+    from lockstep.exporters.power.config import load_config
+    from lockstep.exporters.toolkit.version import VERSION
+    from lockstep.exporters.toolkit.web import serve
+    from lockstep.exporters.toolkit.webconfig import load_web_config
 
     setup_from_args(args)
     try:

@@ -1,4 +1,4 @@
-"""The power exporter's YAML config (ARCHITECTURE.md, "Power exporter config"), loaded once into
+"""The power exporter's YAML config (docs/architecture.md, "Power exporter config"), loaded once into
 frozen objects. Credentials come from files or the environment; they are never logged or printed."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from exporters.configfile import ConfigError, Section, load_yaml, one_of, positive
+from lockstep.exporters.toolkit.configfile import ConfigError, Section, load_yaml, one_of, positive
 
 KINDS = ("bmc", "pdu", "cdu", "ipmi")
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
@@ -121,7 +121,7 @@ def parse_config(data: object, file: str | Path) -> PowerConfig:
     concurrency = top.get("max_concurrency", int, 100, check=positive)
     targets: list[Target] = []
     budgets: dict[str, float] = {}
-    for i, section in enumerate(top.sections("targets")):
+    for section in top.sections("targets"):
         target = _target(section)
         if any(t.name == target.name for t in targets):
             raise section.error("name", f"duplicate target name {target.name!r}")

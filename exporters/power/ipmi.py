@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from exporters.catalog import power as m
-from exporters.power.config import Target
-from exporters.sample import Sample
+from lockstep.exporters.catalog import power as m
+from lockstep.exporters.power.config import Target
+from lockstep.exporters.toolkit.sample import Sample
 
 # ipmitool: "Instantaneous power reading: 220 Watts"; ipmi-dcmi: "Current Power : 378 Watts"
 _CURRENT = ("instantaneous power reading", "current power")

@@ -11,12 +11,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from exporters.catalog import power as m
-from exporters.power.bmc import KWH_JOULES
-from exporters.power.config import Target
-from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, collection, gather, link, lowest_id, maybe,
-                                     member_id, members, reading, text)
-from exporters.sample import Sample
+from lockstep.exporters.catalog import power as m
+from lockstep.exporters.power.bmc import KWH_JOULES
+from lockstep.exporters.power.config import Target
+from lockstep.exporters.power.redfish import (
+    SERVICE_ROOT,
+    Fetch,
+    RedfishError,
+    collection,
+    gather,
+    link,
+    lowest_id,
+    maybe,
+    member_id,
+    members,
+    reading,
+    text,
+)
+from lockstep.exporters.toolkit.sample import Sample
 
 
 @dataclass(frozen=True, slots=True)

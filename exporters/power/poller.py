@@ -9,15 +9,15 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterable
 
-from exporters.catalog import power as m
-from exporters.logs import kv
-from exporters.power.bmc import poll_bmc
-from exporters.power.cdu import poll_cdu
-from exporters.power.config import PowerConfig, Target
-from exporters.power.ipmi import poll_ipmi
-from exporters.power.pdu import poll_pdu
-from exporters.power.redfish import Fetch, Redfish, RedfishError
-from exporters.sample import Sample
+from lockstep.exporters.catalog import power as m
+from lockstep.exporters.power.bmc import poll_bmc
+from lockstep.exporters.power.cdu import poll_cdu
+from lockstep.exporters.power.config import PowerConfig, Target
+from lockstep.exporters.power.ipmi import poll_ipmi
+from lockstep.exporters.power.pdu import poll_pdu
+from lockstep.exporters.power.redfish import Fetch, Redfish, RedfishError
+from lockstep.exporters.toolkit.logs import kv
+from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.power")
 # Structural resources (service root, collections, chassis/PDU/CDU documents) are re-read this

@@ -20,8 +20,8 @@ from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
-from exporters.jsonload import load_json
-from exporters.power.config import Target
+from lockstep.exporters.power.config import Target
+from lockstep.exporters.toolkit.jsonload import load_json
 
 SERVICE_ROOT = "/redfish/v1/"
 # Requests in flight to one device at a time: embedded BMC/PDU web servers serve few connections

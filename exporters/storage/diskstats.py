@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from exporters.numbers import uint
+from lockstep.exporters.numbers import uint
 
 # iostats.rst: sector counts are always in 512-byte units, whatever the device's sector size.
 SECTOR_BYTES = 512

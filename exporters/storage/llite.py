@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from exporters.numbers import is_uint
+from lockstep.exporters.numbers import is_uint
 
 # Entries of the llite stats that are metadata operations (lprocfs_llite_stats names). Data path
 # entries (read, write, mmap, page_fault, seek, ioctl) and derived ones (opencount,

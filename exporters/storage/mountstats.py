@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from exporters.numbers import uint
-from exporters.storage.mounts import unescape
+from lockstep.exporters.numbers import uint
+from lockstep.exporters.storage.mounts import unescape
 
 _DEVICE = re.compile(r"(?P<device>\S+) mounted on (?P<mount>\S+) with fstype (?P<fstype>\S+)")
 _BYTES = re.compile(r"^\s*bytes:(.*)$", re.M)

@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import os
 
-from exporters.catalog.simlayout import SimNode
-from simulator.model import State
-from simulator.signals import PFC, STORM, WORDS
-from simulator.topology import BASE_PRIORITY, Topology
-from simulator.tree.files import TreeWriter
-
+from lockstep.exporters.catalog.simlayout import SimNode
+from lockstep.simulator.signals import PFC, STORM, WORDS
+from lockstep.simulator.state import State
+from lockstep.simulator.topology import BASE_PRIORITY, Topology
+from lockstep.simulator.tree.files import TreeWriter
 
 DIRECTIONS = ("rx", "tx")
 _PFC = {d: tuple(signal for signal in PFC if signal.label("direction") == d) for d in DIRECTIONS}
 
 
 def statistics(topo: Topology, s: State, g: int) -> bytes:
-    port = lambda name: int(s.port[name][g])
+    def port(name):
+        return int(s.port[name][g])
     rx_b, tx_b = WORDS(port("port_rcv_data")), WORDS(port("port_xmit_data"))
     rx_p, tx_p = port("port_rcv_packets"), port("port_xmit_packets")
     rows = [("rx_packets", 0), ("tx_packets", 0), ("rx_bytes", 0), ("tx_bytes", 0),

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import os
 
-from exporters.catalog.simlayout import SimNode
-from simulator import hardware as hw
-from simulator.model import State
-from simulator.signals import GPU
-from simulator.topology import Topology
-from simulator.tree.files import TreeWriter
+from lockstep.exporters.catalog.simlayout import SimNode
+from lockstep.simulator import hardware as hw
+from lockstep.simulator.signals import GPU
+from lockstep.simulator.state import State
+from lockstep.simulator.topology import Topology
+from lockstep.simulator.tree.files import TreeWriter
 
 DRIVER, CUDA = "550.90.07", 12040
 _FIELDS = tuple((signal, tuple(signal.field.split("."))) for signal in GPU)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 
-from exporters.catalog import storage as S
-from exporters.catalog.simlayout import SimNode
-from simulator.model import State
-from simulator.signals import LUSTRE, NFS, STORAGE
-from simulator.topology import Topology
-from simulator.tree.files import TreeWriter
+from lockstep.exporters.catalog import storage as S
+from lockstep.exporters.catalog.simlayout import SimNode
+from lockstep.simulator.signals import LUSTRE, NFS, STORAGE
+from lockstep.simulator.state import State
+from lockstep.simulator.topology import Topology
+from lockstep.simulator.tree.files import TreeWriter
 
 RPC = 1 << 20
 # The Lustre metadata ops of the table, by the name of their stats line
@@ -24,7 +24,8 @@ def llite_dir(topo: Topology, node_index: int) -> str:
 
 
 def lustre_stats(s: State, n: int, timestamp: float) -> bytes:
-    st = lambda k: int(s.storage[k][n])
+    def st(k):
+        return int(s.storage[k][n])
     lines = [f"{'snapshot_time':<25} {timestamp:.9f} secs.nsecs"]
     for kind in ("read", "write"):
         samples, total = st(f"lustre_{kind}_samples"), st(f"lustre_{kind}_bytes")
@@ -37,7 +38,8 @@ def lustre_stats(s: State, n: int, timestamp: float) -> bytes:
 
 
 def mountstats(s: State, n: int, age: int) -> bytes:
-    st = lambda k: int(s.storage[k][n])
+    def st(k):
+        return int(s.storage[k][n])
     rd, wr = st("nfs_read_bytes"), st("nfs_write_bytes")
     ops = {op: st(f"nfs_{op}") for op in ("READ", "WRITE", "GETATTR", "ACCESS", "OPEN", "CLOSE")}
     per_op = "".join(
@@ -73,7 +75,8 @@ def mounts() -> bytes:
 
 
 def diskstats(s: State, n: int) -> bytes:
-    st = lambda k: int(s.storage[k][n])
+    def st(k):
+        return int(s.storage[k][n])
     r, rs, rms = st("nvme_reads"), st("nvme_read_sectors"), st("nvme_read_ms")
     w, ws, wms, io = st("nvme_writes"), st("nvme_write_sectors"), st("nvme_write_ms"), st("nvme_io_ms")
     return (

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 
-from exporters.catalog.simlayout import SimNode
-from simulator.topology import Topology
-from simulator.tree.files import TreeWriter
+from lockstep.exporters.catalog.simlayout import SimNode
+from lockstep.simulator.topology import Topology
+from lockstep.simulator.tree.files import TreeWriter
 
 USER = "sim"
 

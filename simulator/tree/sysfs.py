@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 
-from exporters.catalog.simlayout import SimNode
-from simulator.model import State
-from simulator.signals import PORT
-from simulator.topology import NIC_BUS, Topology
-from simulator.tree.files import TreeWriter
+from lockstep.exporters.catalog.simlayout import SimNode
+from lockstep.simulator.signals import PORT
+from lockstep.simulator.state import State
+from lockstep.simulator.topology import NIC_BUS, Topology
+from lockstep.simulator.tree.files import TreeWriter
 
 STATE = {False: b"4: ACTIVE\n", True: b"1: DOWN\n"}
 PHYS = {False: b"5: LinkUp\n", True: b"2: Polling\n"}

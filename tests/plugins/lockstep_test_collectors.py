@@ -1,8 +1,8 @@
 """Collectors used by the core tests through ``--collector.extra-module``: one that works and one
 that raises on every scrape."""
-from exporters.catalog import gpu
-from exporters.registry import register
-from exporters.sample import Sample
+from lockstep.exporters.catalog import gpu
+from lockstep.exporters.registry import register
+from lockstep.exporters.toolkit.sample import Sample
 
 
 class _Ok:

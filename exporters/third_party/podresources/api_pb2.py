@@ -30,7 +30,7 @@ DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,exporters/third_p
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'exporters.third_party.podresources.api_pb2', _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'lockstep.exporters.third_party.podresources.api_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z\'k8s.io/kubelet/pkg/apis/podresources/v1'

@@ -5,7 +5,7 @@
 import grpc
 import warnings
 
-from exporters.third_party.podresources import api_pb2 as exporters_dot_third__party_dot_podresources_dot_api__pb2
+from lockstep.exporters.third_party.podresources import api_pb2 as exporters_dot_third__party_dot_podresources_dot_api__pb2
 
 GRPC_GENERATED_VERSION = '1.73.1'
 GRPC_VERSION = grpc.__version__

@@ -1,0 +1,163 @@
+"""The answer Prometheus gives to an input's query (``lockstep.analytics.frame.inputs``), computed from a simulator frame.
+
+The evaluation harness, the monthly report and tests score simulated series without a TSDB; this is
+where their frame (simulator/FORMATS.md, counters cumulative) becomes the same ``Block``s the service
+decodes from ``query_range``, so everything after is shared. Each query is followed as Prometheus
+2.x evaluates it on a grid of scrapes: ``irate`` over two steps takes the last two samples at or
+before each step (a missed scrape leaves a rate across the gap; a counter that went down restarts
+from zero), ``sum by`` skips absent series, ``max by`` keeps the largest. One thing is not
+followed: a gauge's five-minute lookback (a missed scrape stays absent here, as the scorers expect
+of the simulator's missed scrapes).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from lockstep.analytics.frame.inputs import Input
+from lockstep.analytics.prom.decode import Block
+from lockstep.analytics.prom.grid import Window
+from lockstep.exporters.catalog import fabric
+from lockstep.exporters.catalog.enums import IB_PORT_ACTIVE
+
+
+def frame_block(by_metric: dict[str, pd.DataFrame], inp: Input, grid: Window, job_id: str | None = None,
+                nodes: tuple[str, ...] | None = None) -> Block:
+    """``inp``'s answer over ``grid`` from a frame's rows grouped by metric (``job_id``: the job an input
+    that carries job_id is asked for, None: every job; ``nodes``: the nodes the others are selected on,
+    None: every node)."""
+    # two rows before the grid: a rate at its first row reads the samples up to two steps back
+    wide = Window(grid.start - 2 * grid.step, grid.end, grid.step)
+    if nodes is not None and not inp.own_job_id:
+        by_metric = {m: rows[rows["node"].astype(str).isin(nodes)] for m, rows in by_metric.items()
+                     if m in inp.metrics or m == fabric.IB_STATE.name}
+    # a ratio's divisor is read with its dividend
+    parts = [_part(by_metric, inp, metric, wide, job_id) for metric in inp.metrics[:1 if inp.kind == "ratio" else None]]
+    if inp.name == "link":
+        parts.append(_link_state(by_metric, wide))
+    keys, matrix = _group(parts, inp)
+    return _block(keys, matrix[2:], inp.by)
+
+
+def _part(by_metric: dict[str, pd.DataFrame], inp: Input, metric: str, wide: Window,
+          job_id: str | None) -> tuple[pd.DataFrame, np.ndarray]:
+    """One metric's series on the wide grid as the query transforms them: (their labels, rows × series)."""
+    rows = by_metric.get(metric)
+    if rows is None or rows.empty:
+        return pd.DataFrame(columns=list(inp.by)), np.full((wide.rows, 0), np.nan)
+    if inp.own_job_id and job_id is not None:
+        rows = rows[rows["job_id"].astype(str) == job_id]
+    for name, allowed in _matchers(inp.match).items():
+        rows = rows[rows[name].astype(str).str.fullmatch(allowed)]
+    labels, matrix = series_matrix(rows, wide)
+    if inp.kind == "ratio":
+        den_labels, den = series_matrix(by_metric.get(inp.metrics[1], rows.iloc[:0]), wide)
+        den = _aligned(den_labels, den, labels)
+        matrix = matrix / np.where(den > 0, den, np.nan)
+    elif inp.kind == "rate":
+        matrix = irate(matrix, wide.step)
+    elif inp.name == "link":
+        matrix = np.where(irate(matrix, wide.step) > 0, 1.0, np.nan)
+    elif inp.kind == "present":
+        matrix = np.where(matrix > 0, 1.0, np.nan)
+    return labels, matrix
+
+
+def _link_state(by_metric: dict[str, pd.DataFrame], wide: Window) -> tuple[pd.DataFrame, np.ndarray]:
+    rows = by_metric.get(fabric.IB_STATE.name)
+    if rows is None or rows.empty:
+        return pd.DataFrame(columns=["node", "device"]), np.full((wide.rows, 0), np.nan)
+    labels, matrix = series_matrix(rows, wide)
+    return labels, np.where(np.isfinite(matrix) & (matrix != IB_PORT_ACTIVE), 1.0, np.nan)
+
+
+def _matchers(match: str) -> dict[str, str]:
+    """``reason=~"a|b"`` → {"reason": "a|b"} (the only form the inputs use)."""
+    return {m.group(1): m.group(2) for m in re.finditer(r'(\w+)=~"([^"]*)"', match)}
+
+
+def series_matrix(rows: pd.DataFrame, grid: Window) -> tuple[pd.DataFrame, np.ndarray]:
+    """One metric's rows → (the label values of each series, grid rows × series); samples off the grid
+    are dropped, absent ones are NaN. Built from integer codes: a 1,024-GPU hour has millions of rows."""
+    keys = [c for c in rows.columns if c not in ("timestamp", "metric", "value")]
+    at = grid.row_of(rows["timestamp"].to_numpy(dtype=float))
+    rows, at = rows[at >= 0], at[at >= 0]
+    if not len(rows):
+        return pd.DataFrame(columns=keys), np.full((grid.rows, 0), np.nan)
+    coded = [_codes(rows[k]) for k in keys]
+    varying = [c for c, _ in coded if len(c) and c.max() > c.min()]
+    flat = np.ravel_multi_index(varying, [c.max() + 1 for c in varying]) if varying else np.zeros(len(rows), int)
+    series, used = pd.factorize(flat)
+    first = np.unique(series, return_index=True)[1]
+    labels = pd.DataFrame({k: values[codes[first]] for k, (codes, values) in zip(keys, coded)})
+    matrix = np.full((grid.rows, len(used)), np.nan)
+    matrix[at, series] = rows["value"].to_numpy(dtype=float)
+    return labels, matrix
+
+
+def _codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes and their string values (categorical columns cost nothing here)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        values = np.append(column.cat.categories.astype(str).to_numpy(), "")
+        codes = column.cat.codes.to_numpy()
+        return np.where(codes < 0, len(values) - 1, codes), values      # missing reads as ""
+    codes, values = pd.factorize(column.astype(str))
+    return codes, np.asarray(values, dtype=object)
+
+
+def _aligned(labels: pd.DataFrame, matrix: np.ndarray, to: pd.DataFrame) -> np.ndarray:
+    """``matrix``'s columns reordered to the series of ``to`` (one-to-one on every label; NaN: none)."""
+    if not len(to.columns):
+        return np.full((matrix.shape[0], len(to)), np.nan)
+    index = pd.MultiIndex.from_frame(labels[list(to.columns)]) if len(labels) else None
+    at = index.get_indexer(pd.MultiIndex.from_frame(to)) if index is not None and len(to) else np.full(len(to), -1)
+    out = np.full((matrix.shape[0], len(to)), np.nan)
+    out[:, at >= 0] = matrix[:, at[at >= 0]]
+    return out
+
+
+def irate(matrix: np.ndarray, step: float) -> np.ndarray:
+    """Prometheus' ``irate(x[2 * step])`` at each row: the last two samples in the two steps up to it; a
+    value lower than the one before is a counter restarted from zero."""
+    n = matrix.shape[0]
+    present = np.isfinite(matrix)
+    last = np.maximum.accumulate(np.where(present, np.arange(n)[:, None], -1), axis=0)
+    before = np.vstack([np.full((1, matrix.shape[1]), -1), last[:-1]])
+    cols = np.arange(matrix.shape[1])
+    prev = np.where(last >= 1, before[np.maximum(last, 0), cols], -1)
+    ok = (last >= np.arange(n)[:, None] - 2) & (prev >= np.arange(n)[:, None] - 2) & (prev >= 0)
+    v1 = matrix[np.maximum(last, 0), cols]
+    v0 = matrix[np.maximum(prev, 0), cols]
+    dt = np.round((last - prev) * step * 1000) / 1000
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(v1 < v0, v1, v1 - v0) / dt
+    return np.where(ok, rate, np.nan)
+
+
+def _group(parts: list[tuple[pd.DataFrame, np.ndarray]], inp: Input) -> tuple[pd.DataFrame, np.ndarray]:
+    """``max by``, ``sum by`` (absent series skipped) or ``group by`` over the series of every part."""
+    labels = pd.concat([p[0].reindex(columns=list(inp.by), fill_value="") for p in parts], ignore_index=True)
+    matrix = np.hstack([p[1] for p in parts])
+    if not len(labels):
+        return labels, matrix
+    group, keys = pd.MultiIndex.from_frame(labels.astype(str)).factorize()
+    order = np.argsort(group, kind="stable")
+    starts = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1]])
+    values, finite = matrix[:, order], np.isfinite(matrix[:, order])
+    seen = np.logical_or.reduceat(finite, starts, axis=1)
+    if inp.kind == "rate":
+        reduced = np.add.reduceat(np.where(finite, values, 0.0), starts, axis=1)
+    elif inp.kind == "present":
+        reduced = np.ones(seen.shape)
+    else:
+        reduced = np.maximum.reduceat(np.where(finite, values, -np.inf), starts, axis=1)
+    return keys.to_frame(index=False, name=list(inp.by)), np.where(seen, reduced, np.nan)
+
+
+def _block(keys: pd.DataFrame, matrix: np.ndarray, by: tuple[str, ...]) -> Block:
+    rows, series = np.nonzero(np.isfinite(matrix))
+    order = np.lexsort((rows, series))
+    labels = [{k: v for k, v in zip(by, values) if v != ""} for values in keys.itertuples(index=False)]
+    return Block(labels, series[order], rows[order], matrix[rows[order], series[order]])

@@ -1,0 +1,96 @@
+"""What the scorers read, as one PromQL query per input and job, reduced server-side.
+
+Each input answers on a window's grid with one series per key of ``by``: per GPU (``node, gpu``),
+per HCA (``node, device``, summed over its ports) or per node, selected on the job's nodes (a
+``node=~`` matcher: an index lookup, where a join with the job's ``lockstep_gpu_job_info`` costs
+Prometheus a third more CPU per refresh; samples of a GPU while it does not hold the job are
+dropped when placed, ``lockstep.analytics.frame.window``). Counters arrive as per-second rates
+(``irate`` over two steps: the last two samples up to each step), so every row of an answer stands
+on its own and a window can be fetched piece by piece. Reductions the scorers do not need per
+series happen in the TSDB: node-wide counters are summed per node (a node has 128 PFC series), the
+SM clock arrives as its ratio to the maximum, and clock-event reasons and link trouble arrive only
+while present (a healthy GPU returns no sample for them). ``lockstep.analytics.evaluation.emulate`` computes the same
+answers from a simulator frame; tests hold the two to each other on a real Prometheus.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from lockstep.analytics.prom import promql
+from lockstep.exporters.catalog import analytics, fabric, gpu, storage
+from lockstep.exporters.catalog.enums import IB_PORT_ACTIVE, THROTTLE_REASONS
+
+GPU_KEY = ("node", "gpu")
+HCA_KEY = ("node", "device")
+NODE_KEY = ("node",)
+LINK_COUNTERS = (fabric.IB_LINK_DOWNED.name, fabric.IB_LINK_ERROR_RECOVERY.name, fabric.IB_SYMBOL_ERRORS.name)
+
+
+@dataclass(frozen=True)
+class Input:
+    """One query per job. ``kind``: ``gauge`` (the value, max per key), ``ratio`` (metrics[0] over
+    metrics[1] where that is positive, max per key), ``rate`` (per-second rate of counters, summed per
+    key) or ``present`` (1 per key while any of ``metrics`` is above 0 or, for ``link``, while a port
+    is not ACTIVE or one of its link error counters rose; no sample otherwise)."""
+
+    name: str
+    kind: str
+    metrics: tuple[str, ...]
+    by: tuple[str, ...]
+    match: str = ""            # extra label matchers
+    own_job_id: bool = False   # the metric carries job_id itself (else: selected on the job's nodes)
+    fanout: int = 1            # series per GPU (per node for node-wide inputs): sizes the pieces of a window
+
+    def promql(self, job_id: str, step: float, nodes: Sequence[str] = ()) -> str:
+        """The query for ``job_id`` on its ``nodes`` (the job's own series need none); ``step``: the
+        query_range step (a rate spans two of them)."""
+        where = f"job_id={promql.quote(promql.validate_job_id(job_id))}" if self.own_job_id else \
+            f"node=~{promql.quote(promql.alternatives(nodes))}"
+        if self.kind == "ratio":
+            num, den = (self._selector(m, where) for m in self.metrics)
+            inner = f"{num} / ({den} > 0)"
+        elif self.kind == "rate":
+            inner = self._rate(self.metrics[0], where, step)
+        elif self.kind == "present" and self.name == "link":
+            state = f"{promql.selector(fabric.IB_STATE.name, where)} != {IB_PORT_ACTIVE}"
+            inner = " or ".join([state] + [f"{self._rate(m, where, step)} > 0" for m in self.metrics])
+        else:
+            inner = self._selector(self.metrics[0], where) + (" > 0" if self.kind == "present" else "")
+        op = {"gauge": "max", "ratio": "max", "rate": "sum", "present": "group"}[self.kind]
+        return f"{op} by ({', '.join(self.by)}) ({inner})"
+
+    def _selector(self, metric: str, where: str) -> str:
+        return promql.selector(metric, ",".join(m for m in (self.match, where) if m))
+
+    def _rate(self, metric: str, where: str, step: float) -> str:
+        return f"irate({self._selector(metric, where)}[{rate_range(step)}])"
+
+
+def rate_range(step: float) -> str:
+    """Two steps, in milliseconds: the last two samples at or before each step (a missed scrape
+    still leaves one rate, across the gap)."""
+    return f"{round(2 * step * 1000)}ms"
+
+
+# the pod holding each GPU for the job, where Kubernetes runs it (none under Slurm)
+MEMBER = Input("member", "present", (gpu.JOB_INFO.name,), GPU_KEY + ("pod",), own_job_id=True)
+INPUTS = (
+    MEMBER,
+    Input("sm", "gauge", (gpu.SM_ACTIVE.name,), GPU_KEY),
+    Input("tensor", "gauge", (gpu.TENSOR_ACTIVE.name,), GPU_KEY),
+    # per-rank step time (compute + all-reduce, no waiting) where the training job exports it
+    Input("step", "gauge", (analytics.RANK_STEP_SECONDS.name,), GPU_KEY, own_job_id=True),
+    Input("clock", "ratio", (gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name), GPU_KEY),
+    Input("reasons", "present", (gpu.CLOCK_EVENT.name,), GPU_KEY + ("reason",),
+          match=f'reason=~"{"|".join(THROTTLE_REASONS)}"', fanout=len(THROTTLE_REASONS)),
+    Input("tx", "rate", (fabric.IB_TRANSMIT_BYTES.name,), HCA_KEY),
+    Input("xmit_wait", "rate", (fabric.IB_TRANSMIT_WAIT.name,), HCA_KEY),
+    Input("link", "present", LINK_COUNTERS, HCA_KEY),
+    Input("read", "rate", (storage.READ_BYTES.name,), NODE_KEY),
+    Input("write", "rate", (storage.WRITE_BYTES.name,), NODE_KEY),
+    Input("pause", "rate", (fabric.PFC_PAUSE_DURATION.name,), NODE_KEY),
+    Input("cnp", "rate", (fabric.ROCE_CNP_HANDLED.name,), NODE_KEY),
+)
+# Every metric the inputs read (what a simulator frame needs to hold for the scorers).
+INPUT_METRICS = tuple(dict.fromkeys([m for i in INPUTS for m in i.metrics] + [fabric.IB_STATE.name]))

@@ -1,0 +1,157 @@
+"""A job's window held as float32 matrices (grid rows × the job's GPUs, one per signal), filled from
+the inputs' answers and moved on by appending rows.
+
+Every row stands on its own (counters arrive as rates, reductions are per row), so rows fetched at
+different refreshes are the rows a full fetch would give: a window moved on equals a window fetched
+whole (tests hold them to it on a real Prometheus). Per-HCA answers go to the GPU on the same rail
+(GPU i ↔ ``mlx5_i``, FORMATS.md), node-wide ones to every GPU of the node.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from lockstep.analytics.frame.features import SIGNALS, Features
+from lockstep.analytics.frame.inputs import GPU_KEY, HCA_KEY, MEMBER, NODE_KEY, REASON_PREFIX, Input
+from lockstep.analytics.prom.decode import Block
+from lockstep.analytics.prom.grid import Window
+
+MEMBER_SIGNAL = MEMBER.name    # 1 while the GPU holds the job (lockstep_gpu_job_info), NaN otherwise
+
+
+def rail_of(device: str) -> str:
+    digits = re.search(r"(\d+)$", device)
+    return digits.group(1) if digits else ""
+
+
+@dataclass
+class JobWindow:
+    grid: Window
+    columns: pd.MultiIndex              # (job_id, node, gpu), sorted by node then gpu (numeric)
+    signals: dict[str, np.ndarray]      # grid rows × columns, float32; NaN: absent
+    seen: np.ndarray                    # grid rows where the job held GPUs (its rows: the others are not scored)
+    pods: np.ndarray                    # per column: the pod that last held the GPU for the job ("" under Slurm)
+    pod_rows: np.ndarray                # per column: the row ``pods`` was seen at (-1: none)
+    fetched: int = 0                    # samples placed by the fetch that made this window
+    _lookup: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def empty(cls, grid: Window, columns: pd.MultiIndex) -> JobWindow:
+        shape = (grid.rows, len(columns))
+        signals = {name: np.full(shape, np.nan, np.float32) for name in SIGNALS}
+        signals["link"][:] = 0.0      # a rail is up unless its port state or error counters say otherwise
+        return cls(grid, columns, signals, np.zeros(grid.rows, bool), np.full(len(columns), "", dtype=object),
+                   np.full(len(columns), -1))
+
+    def place(self, inp: Input, block: Block, first: int = 0, job_id: str | None = None) -> None:
+        """``block`` (an answer on the grid rows ``first``...) into the matrices its input fills
+        (``job_id``: only into that job's columns), where the GPU held the job (members first)."""
+        if not block.samples:
+            return
+        rows = block.rows + first
+        if inp is MEMBER:
+            self.seen[rows] = True
+        col = self._columns_of(inp.by, block.labels)[block.series]
+        if job_id is not None:
+            col = np.where(np.asarray(self.columns.get_level_values("job_id") == job_id)[col] & (col >= 0), col, -1)
+        keep = col >= 0
+        rows, col, values, series = rows[keep], col[keep], block.values[keep], block.series[keep]
+        if inp is not MEMBER and inp.by != NODE_KEY:
+            held = np.isfinite(self.signals[MEMBER_SIGNAL][rows, col])
+            rows, col, values, series = rows[held], col[held], values[held], series[held]
+        if inp is MEMBER:
+            self._place_pods(rows, col, series, block.labels)
+        if inp.by == NODE_KEY:
+            self._place_nodes(inp.name, rows, col, values)
+        elif inp.name == "reasons":
+            reason = np.asarray([labels.get("reason", "") for labels in block.labels])[series]
+            for name in np.unique(reason):
+                hit = reason == name
+                self.signal(REASON_PREFIX + name)[rows[hit], col[hit]] = 1.0
+            self.signals["throttle"][rows, col] = 1.0
+        elif inp.by == HCA_KEY and inp.kind == "rate":
+            self._sum_into(self.signals[inp.name], rows, col, values)
+        elif inp.by == HCA_KEY:
+            self.signals[inp.name][rows, col] = 1.0
+        else:
+            self.signals[inp.name][rows, col] = values
+
+    def signal(self, name: str) -> np.ndarray:
+        """The matrix of ``name``, created absent where it is new (a clock-event reason first seen)."""
+        if name not in self.signals:
+            self.signals[name] = np.full((self.grid.rows, len(self.columns)), np.nan, np.float32)
+        return self.signals[name]
+
+    def _columns_of(self, by: tuple[str, ...], labels: list[dict[str, str]]) -> np.ndarray:
+        """Per series: its GPU column, or for node-wide series the node's index (-1: none of the job's)."""
+        if not self._lookup:
+            nodes = self.columns.get_level_values("node")
+            self._lookup["gpu"] = {(n, g): i for i, (_, n, g) in enumerate(self.columns)}
+            self._lookup["node"] = {n: i for i, n in enumerate(dict.fromkeys(nodes))}
+            self._lookup["node_of_column"] = np.asarray([self._lookup["node"][n] for n in nodes], dtype=np.int64)
+        if by == NODE_KEY:
+            return np.asarray([self._lookup["node"].get(s.get("node", ""), -1) for s in labels], dtype=np.int64)
+        gpu_of = (lambda s: s.get("gpu", "")) if by[:2] == GPU_KEY else (lambda s: rail_of(s.get("device", "")))
+        return np.asarray([self._lookup["gpu"].get((s.get("node", ""), gpu_of(s)), -1) for s in labels],
+                          dtype=np.int64)
+
+    def _place_pods(self, rows: np.ndarray, col: np.ndarray, series: np.ndarray, labels: list[dict]) -> None:
+        """Each column's pod as of its latest row (a pod replaced within the window: the new one)."""
+        order = np.lexsort((rows, col))
+        last = order[np.r_[col[order][1:] != col[order][:-1], True]] if len(order) else order
+        newer = rows[last] > self.pod_rows[col[last]]
+        for i in last[newer]:
+            self.pods[col[i]], self.pod_rows[col[i]] = labels[series[i]].get("pod", ""), rows[i]
+
+    def _place_nodes(self, name: str, rows: np.ndarray, nodes: np.ndarray, values: np.ndarray) -> None:
+        """Node-wide rates, repeated on every GPU column of the node that holds the job (all matrices
+        share one shape)."""
+        if not len(rows):
+            return
+        first = rows.min()
+        per_node = np.full((rows.max() - first + 1, len(self._lookup["node"])), np.nan)
+        self._sum_into(per_node, rows - first, nodes, values)
+        touched = np.unique(rows)
+        held = np.isfinite(self.signals[MEMBER_SIGNAL][touched])
+        per_column = per_node[touched - first][:, self._lookup["node_of_column"]]
+        self.signals[name][touched] = np.where(held, per_column, np.nan)
+
+    @staticmethod
+    def _sum_into(out: np.ndarray, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
+        """``out[rows, cols]`` = the sum of the values landing there (several HCAs on one rail), in float64."""
+        flat = rows * out.shape[1] + cols
+        cells, at = np.unique(flat, return_inverse=True)
+        total = np.zeros(len(cells))
+        np.add.at(total, at, values)
+        out.flat[cells] = total
+
+    def members(self) -> np.ndarray:
+        """Per column: the GPU held the job at some row of the window."""
+        return np.isfinite(self.signals[MEMBER_SIGNAL]).any(axis=0)
+
+    def features(self) -> Features:
+        """The rows the job has data in, as the scorers read them (a clock-event reason only where held)."""
+        keep = slice(None) if self.seen.all() else self.seen
+        signals = {name: m[keep] for name, m in self.signals.items()
+                   if not name.startswith(REASON_PREFIX) or np.isfinite(m).any()}
+        return Features(self.grid.times()[keep], self.columns, signals, tuple(self.pods))
+
+    def moved_to(self, window: Window, rows: JobWindow) -> JobWindow:
+        """This window's rows from ``window.start`` up to where ``rows`` (fetched on the same lattice,
+        same columns) begin, then ``rows``: the window ending at ``window.end``."""
+        skip = round((window.start - self.grid.start) / self.grid.step)
+        upto = round((rows.grid.start - self.grid.start) / self.grid.step)
+        signals = {}
+        for name in dict.fromkeys([*self.signals, *rows.signals]):
+            old = self.signal(name)[skip:upto]
+            signals[name] = np.concatenate([old, rows.signal(name)])
+        # the pod held earlier stays where no newer row says otherwise (rows past the window's start kept too)
+        newer = rows.pod_rows >= 0
+        pods = np.where(newer, rows.pods, self.pods)
+        kept = np.where(self.pod_rows >= skip, self.pod_rows - skip, -1)
+        pod_rows = np.where(newer, rows.pod_rows + upto - skip, kept)
+        return JobWindow(window, self.columns, signals, np.concatenate([self.seen[skip:upto], rows.seen]), pods,
+                         pod_rows)

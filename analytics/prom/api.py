@@ -1,0 +1,86 @@
+"""Prometheus HTTP API (``/api/v1/query``, ``/api/v1/query_range``) → job ids and decoded answers.
+
+Works unchanged against Thanos, Mimir or VictoriaMetrics (the base URL may carry a path prefix).
+Range answers are decoded straight into arrays (``lockstep.analytics.prom.decode``), off the event loop when they
+are large; instant answers (job lists, resumed counters) are small and read as JSON.
+"""
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+
+from lockstep.analytics.prom import promql
+from lockstep.analytics.prom.decode import Block, decode_matrix
+from lockstep.analytics.prom.envelope import result_of
+from lockstep.analytics.prom.errors import MalformedAnswer, PrometheusError
+from lockstep.analytics.prom.grid import Window
+from lockstep.exporters.toolkit.jsonload import load_json
+
+__all__ = ["PrometheusError", "MalformedAnswer", "Window", "api_get", "list_jobs", "query_range"]
+
+_DECODE_INLINE_BYTES = 256 * 1024   # below this, a thread hop costs more than the decoding
+
+
+async def _get(session: aiohttp.ClientSession, url: str, params: dict, timeout: float,
+               post: bool = False) -> tuple[int, bytes]:
+    """GET with ``params``, or POST them as a form (a query naming a large job's nodes is longer than
+    the 8 KiB request line proxies accept)."""
+    request = session.post(url, data=params, timeout=aiohttp.ClientTimeout(total=timeout)) if post else \
+        session.get(url, params=params, timeout=aiohttp.ClientTimeout(total=timeout))
+    try:
+        async with request as resp:
+            return resp.status, await resp.read()
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+        raise PrometheusError(f"{url}: {type(exc).__name__}: {exc}") from None
+
+
+def _refused(url: str, status: int, body: bytes) -> PrometheusError:
+    """An answer other than 200: Prometheus' own error message when the body carries one."""
+    try:
+        message = load_json(body).get("error", "")
+    except (ValueError, AttributeError):
+        message = body[:200].decode(errors="replace")
+    return PrometheusError(f"{url}: HTTP {status}: {message}")
+
+
+async def api_get(session: aiohttp.ClientSession, base_url: str, path: str, params: dict, timeout: float) -> list:
+    """GET ``base_url + path`` (a small answer); returns ``data.result`` or raises PrometheusError with the cause."""
+    url = base_url.rstrip("/") + path
+    status, body = await _get(session, url, params, timeout)
+    try:
+        payload = load_json(body) if len(body) < _DECODE_INLINE_BYTES else await asyncio.to_thread(load_json, body)
+    except ValueError as exc:
+        raise PrometheusError(f"{url}: HTTP {status}: {type(exc).__name__}: {exc}") from None
+    if status != 200:
+        error = payload.get("error", "") if isinstance(payload, dict) else ""
+        raise PrometheusError(f"{url}: HTTP {status}: {error}")
+    try:
+        return result_of(payload)
+    except PrometheusError as exc:
+        raise type(exc)(f"{url}: {exc}") from None
+
+
+async def query_range(session: aiohttp.ClientSession, base_url: str, query: str, window: Window,
+                      timeout: float) -> Block:
+    """The matrix answer of ``query`` on ``window``'s grid, decoded (MalformedAnswer when it is not one)."""
+    url = base_url.rstrip("/") + "/api/v1/query_range"
+    params = {"query": query, "start": f"{window.start:.3f}", "end": f"{window.end:.3f}", "step": f"{window.step:g}"}
+    status, body = await _get(session, url, params, timeout, post=True)
+    if status != 200:
+        raise _refused(url, status, body)
+    try:
+        # a large job's answer is tens of MB: decoded off the event loop, which keeps serving /metrics
+        return decode_matrix(body, window) if len(body) < _DECODE_INLINE_BYTES else \
+            await asyncio.to_thread(decode_matrix, body, window)
+    except MalformedAnswer as exc:
+        raise MalformedAnswer(f"{url}: {exc}") from None
+
+
+async def list_jobs(session: aiohttp.ClientSession, base_url: str, at: float, timeout: float,
+                    lookback_s: float = 0.0) -> list[str]:
+    """Every ``job_id`` on ``lockstep_gpu_job_info`` at ``at`` (or at any time in the ``lookback_s``
+    before it), as Prometheus reports it (unvalidated)."""
+    query = promql.jobs_within(lookback_s) if lookback_s > 0 else promql.JOBS_QUERY
+    result = await api_get(session, base_url, "/api/v1/query", {"query": query, "time": f"{at:.3f}"}, timeout)
+    return sorted({r["metric"].get("job_id", "") for r in result} - {""})

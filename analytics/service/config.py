@@ -1,0 +1,93 @@
+"""``lockstep analytics serve`` flags → one frozen, validated ``ServiceConfig``."""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+from lockstep.analytics.prom.auth import PromAuth, auth_from_args, check_url
+from lockstep.analytics.prom.auth import add_flags as add_prometheus_flags
+from lockstep.exporters.toolkit.listen import ListenAddress, parse_listen_address
+from lockstep.exporters.toolkit.webconfig import WebConfig
+from lockstep.exporters.toolkit.webconfig import add_flags as add_web_flags
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    count: int
+
+    def owns(self, job_id: str) -> bool:
+        """Stable across replicas and restarts (crc32, not Python's salted ``hash``)."""
+        return zlib.crc32(job_id.encode()) % self.count == self.index
+
+
+def parse_shard(text: str) -> Shard:
+    index, sep, count = text.partition("/")
+    if not sep or not index.isdigit() or not count.isdigit() or not 0 <= int(index) < int(count):
+        raise ValueError(f"--shard {text!r}: want i/n with 0 <= i < n, e.g. 0/2")
+    return Shard(int(index), int(count))
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    prometheus_url: str
+    listen: ListenAddress = ListenAddress("127.0.0.1", 9842)
+    interval_s: float = 30.0           # between refreshes
+    window_s: float = 900.0            # data scored per refresh
+    step_s: float = 5.0                # query_range step: the sample period of the node agents
+    timeout_s: float = 20.0            # per Prometheus request
+    max_backoff_s: float = 300.0
+    resume_lookback_s: float = 86400.0  # how old the exported counters of a job may be to resume them (0: never)
+    refetch_steps: int = 1             # trailing steps of a held window asked for again (samples stored late)
+    shard: Shard = Shard(0, 1)
+    web_config: WebConfig | None = None
+    prometheus_auth: PromAuth = PromAuth()   # how requests to prometheus_url authenticate
+    now: Callable[[], float] = field(default=time.time, compare=False)   # injected by tests
+
+    def __post_init__(self) -> None:
+        check_url(self.prometheus_url, self.prometheus_auth)
+        for name in ("interval_s", "window_s", "step_s", "timeout_s"):
+            if not 0 < getattr(self, name) < math.inf:   # NaN fails too
+                raise ValueError(f"{name} must be positive and finite, got {getattr(self, name)!r}")
+        if not 0 <= self.resume_lookback_s < math.inf:
+            raise ValueError(f"--resume-lookback must be >= 0 and finite, got {self.resume_lookback_s!r}")
+        if self.window_s < self.interval_s:
+            raise ValueError(f"--window ({self.window_s}s) must be at least --interval ({self.interval_s}s): "
+                             "the time between refreshes would never be scored")
+        if self.window_s < 4 * self.step_s:
+            raise ValueError(f"--window ({self.window_s}s) must hold at least 4 steps of {self.step_s}s")
+        if not 1 <= self.refetch_steps <= self.window_s / self.step_s:
+            raise ValueError(f"--refetch-steps must be from 1 to the steps of --window, got {self.refetch_steps!r}")
+
+
+def add_serve_flags(p: argparse.ArgumentParser) -> None:
+    add_prometheus_flags(p)
+    add_web_flags(p, ":9842")
+    p.add_argument("--interval", type=float, default=30.0, help="seconds between refreshes")
+    p.add_argument("--window", type=float, default=900.0, help="seconds of data scored per refresh")
+    p.add_argument("--step", type=float, default=5.0, help="query_range step (the scrape interval)")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds per Prometheus request")
+    p.add_argument("--resume-lookback", type=float, default=86400.0,
+                   help="seconds back to look for a job's loss counters as this service last exported them "
+                        "(scraped into Prometheus), to continue them after a restart or a shard move; 0 disables")
+    p.add_argument("--shard", default="0/1", help="score only the jobs of shard i of n (stable hash of job_id)")
+    p.add_argument("--refetch-steps", type=int, default=1,
+                   help="trailing steps of each job's held window asked for again on every refresh, for samples that "
+                        "reach the store late (a slow scrape; remote_write batching: its batch_send_deadline in steps, "
+                        "plus one)")
+
+
+def config_from_args(args: argparse.Namespace) -> ServiceConfig:
+    from lockstep.exporters.toolkit.webconfig import load_web_config
+
+    web_file = getattr(args, "web.config.file")
+    return ServiceConfig(
+        prometheus_url=args.prometheus_url, listen=parse_listen_address(getattr(args, "web.listen-address")),
+        interval_s=args.interval, window_s=args.window, step_s=args.step, timeout_s=args.timeout,
+        resume_lookback_s=args.resume_lookback, refetch_steps=args.refetch_steps,
+        shard=parse_shard(args.shard), web_config=load_web_config(web_file) if web_file else None,
+        prometheus_auth=auth_from_args(args))

@@ -1,0 +1,238 @@
+"""One refresh of the analytics service, as plain code over a ``Source`` of job ids and answers.
+
+A refresh at ``now`` scores the window that ends at the last whole step: it lists the jobs, keeps
+the valid ids of this replica's shard, continues the loss counters of jobs it has not seen before,
+catches up a gap in a job's counters, fetches and scores each job, and replaces the results as a
+whole (readers never see half an update). Each job's window is held between refreshes and moved on
+with the rows that are new (``lockstep.analytics.service.fetch``). The service drives it every interval against
+Prometheus (``lockstep.analytics.service.source``, ``lockstep.analytics.service.app``), the post-mortem once over a past window
+(``lockstep.analytics.evaluation.postmortem``); any ``Source`` can drive it at any ``now``.
+"""
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import pandas as pd
+
+from lockstep.analytics.frame.features import Features
+from lockstep.analytics.frame.inputs import Input
+from lockstep.analytics.frame.window import JobWindow
+from lockstep.analytics.prom import promql
+from lockstep.analytics.prom.decode import Block
+from lockstep.analytics.prom.errors import PrometheusError
+from lockstep.analytics.prom.grid import Window
+from lockstep.analytics.scoring.score import JobResult, score_features
+from lockstep.analytics.service.config import Shard
+from lockstep.analytics.service.fetch import advance, fetch_window
+from lockstep.analytics.service.state import Health, LossCounters
+from lockstep.analytics.service.views import JobView, job_view
+from lockstep.exporters.toolkit.logs import kv
+
+log = logging.getLogger("lockstep.analytics")
+
+
+class Source(Protocol):
+    """What a refresh reads. Each method raises ``PrometheusError`` when its answer cannot be had."""
+
+    async def list_jobs(self, at: float, lookback_s: float = 0.0) -> list[str]:
+        """Every job id running at ``at`` (or at any time in the ``lookback_s`` before), as reported (unvalidated)."""
+
+    async def series(self, inp: Input, job_id: str, window: Window, nodes: tuple[str, ...]) -> Block:
+        """``inp``'s answer for ``job_id`` on its ``nodes``, on ``window``'s grid (``lockstep.analytics.frame.inputs``)."""
+
+    async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
+        """The loss counters last exported for those of ``job_ids`` that have any (none: start afresh)."""
+
+
+class Settings(Protocol):
+    """What a refresh reads of the configuration (``ServiceConfig`` has it)."""
+    window_s: float     # data scored per refresh
+    step_s: float       # the sample period
+    shard: Shard        # the jobs this replica scores
+    refetch_steps: int  # trailing steps of a held window asked for again
+
+
+@dataclass(frozen=True)
+class Results:
+    jobs: dict[str, JobView]
+    updated: float | None = None
+    # Copies of the loss counters as of this refresh: /metrics renders in a worker thread while the
+    # next refresh adds to (and drops finished jobs from) the live ones.
+    losses: dict[str, LossCounters] = field(default_factory=dict)
+
+
+@dataclass
+class RefreshState:
+    results: Results = field(default_factory=lambda: Results({}))   # replaced as a whole by each refresh
+    health: Health = field(default_factory=Health)
+    losses: dict[str, LossCounters] = field(default_factory=dict)   # live, per job still running
+    baselines: dict[str, float] = field(default_factory=dict)       # a job's last learned productive level
+    learned: dict[str, pd.DataFrame] = field(default_factory=dict)  # each job's GPUs' usual pace, job-long
+    windows: dict[str, JobWindow] = field(default_factory=dict)     # each job's matrices, moved on each refresh
+
+
+def window_ending(now: float, settings: Settings) -> Window:
+    """The window a refresh at ``now`` scores: ``window_s`` up to the last whole step."""
+    end = math.floor(now / settings.step_s) * settings.step_s
+    return Window(end - settings.window_s + settings.step_s, end, settings.step_s)
+
+
+def score_window(jobs: dict[str, Features], start: float, step: float, baselines: dict[str, float],
+                 learned: dict[str, pd.DataFrame]) -> dict[str, JobResult]:
+    """Blocking: score each job's features (runs in a worker thread); a job without GPUs is not scored.
+    ``baselines`` and ``learned``: what earlier windows taught of each job (``RefreshState``)."""
+    out = {}
+    for job_id, features in jobs.items():
+        if job_id in features.jobs():
+            out[job_id] = score_features(features, start, step, [job_id], baselines, learned)[job_id]
+    return out
+
+
+def split_job_ids(seen: list[str], shard: Shard) -> tuple[list[str], list[str]]:
+    """This shard's valid job ids, and every invalid one (never queried: a crafted id could rewrite
+    a query)."""
+    valid, rejected = [], []
+    for job_id in seen:
+        (valid if promql.JOB_ID.fullmatch(job_id) else rejected).append(job_id)
+    return [j for j in valid if shard.owns(j)], rejected
+
+
+@dataclass
+class Refresher:
+    source: Source
+    settings: Settings
+    state: RefreshState = field(default_factory=RefreshState)
+    # this refresh's fetching: samples placed, jobs fetched whole (the rest moved on)
+    _fetched: int = field(default=0, init=False, repr=False)
+    _full: int = field(default=0, init=False, repr=False)
+
+    async def refresh(self, now: float) -> None:
+        """Score the window ending at ``now``; raises when no job could be fetched (the source is down)."""
+        state = self.state
+        started = time.monotonic()
+        self._fetched = self._full = 0
+        window = window_ending(now, self.settings)
+        mine, rejected = split_job_ids(await self.source.list_jobs(window.end), self.settings.shard)
+        if rejected and rejected != list(state.health.rejected_job_ids):
+            log.warning("job ids rejected (not queried)", extra=kv(job_ids=repr(rejected)[:500]))
+        state.losses.update(await self.source.resume([j for j in mine if j not in state.losses], window.end))
+        await self._catch_up(mine, window)
+        scored, failed = await self.score(mine, window)
+        views = self._account(scored, failed, window)
+        self._forget_all_but(views)
+        state.results = Results(views, time.time(), {j: copy.deepcopy(state.losses[j]) for j in views})
+        state.health = Health(up=True, stale=False, last_success=time.time(), failures=state.health.failures,
+                              duration_s=time.monotonic() - started, rejected_job_ids=tuple(rejected),
+                              last_error="; ".join(f"job {j}: {e}" for j, e in failed.items())[:2000],
+                              fetched_samples=self._fetched, full_fetches=self._full)
+
+    async def score(self, jobs: list[str], window: Window) -> tuple[dict[str, JobResult], dict[str, str]]:
+        """Each job's window (moved on from the one held, else fetched whole) scored, and the errors of the
+        jobs that could not be fetched; raises when every job fails (the source itself is the problem)."""
+        features, failed = await self._fetch_jobs(jobs, window)
+        scored = await asyncio.to_thread(score_window, features, window.start, self.settings.step_s,
+                                         dict(self.state.baselines), dict(self.state.learned))
+        return scored, failed
+
+    def failed(self, exc: Exception) -> None:
+        """A refresh that raised: the last results stay, marked stale."""
+        h = self.state.health
+        h.up, h.stale, h.failures = False, bool(self.state.results.jobs), h.failures + 1
+        h.last_error = f"{type(exc).__name__}: {exc}"
+
+    def _account(self, scored: dict[str, JobResult], failed: dict[str, str], window: Window) -> dict[str, JobView]:
+        """Each scored job's new samples counted and its view; a job whose queries failed keeps its last
+        view and counters (failure stays local)."""
+        state, step = self.state, self.settings.step_s
+        views = {j: state.results.jobs[j] for j in failed if j in state.results.jobs}
+        for job_id, res in scored.items():
+            self._remember_baseline(job_id, res)
+            counters = state.losses.setdefault(job_id, LossCounters())
+            if not counters.behind(window.start):   # else the gap before it is caught up first
+                counters.add(res, step)
+            views[job_id] = job_view(res, counters)
+        return views
+
+    def _remember_baseline(self, job_id: str, res: JobResult) -> None:
+        """A job's peer baseline, kept for the windows a straggler fills completely, and its GPUs' usual
+        pace among their peers, kept for the job's life: a slowdown that began before the current window
+        is still a straggler, not imbalance (GPUs absent from this window keep theirs)."""
+        if res.baseline is not None:
+            self.state.baselines[job_id] = res.baseline
+        old = self.state.learned.get(job_id)
+        self.state.learned[job_id] = res.learned if old is None else res.learned.combine_first(old)
+
+    def _forget_all_but(self, jobs: dict[str, JobView]) -> None:
+        """Finished jobs (and those no longer this shard's): forget them (label churn, held windows)."""
+        for gone in (set(self.state.losses) | set(self.state.windows)) - set(jobs):
+            self.state.losses.pop(gone, None)
+            self.state.baselines.pop(gone, None)
+            self.state.learned.pop(gone, None)
+            self.state.windows.pop(gone, None)
+
+    async def _catch_up(self, jobs: list[str], window: Window) -> None:
+        """Account the time between a job's last counted sample and ``window``'s first (the source was unreachable
+        for longer than a window): one window-sized chunk per job and refresh, oldest first, so a long gap
+        costs extra refreshes, never one huge query; the job's counters skip the current window until the
+        gap is closed. A chunk without data (Prometheus itself was down) is passed over: no data, no
+        account; a chunk that fails is retried next time."""
+        step = self.settings.step_s
+        for job_id in jobs:
+            counters = self.state.losses.get(job_id)
+            if counters is None or not counters.behind(window.start):
+                continue
+            # From the last counted sample to the current window's first: counters become rates over the
+            # step before each sample, so the first sample of any window is context only (never new to the
+            # counters), and the chunk before it counts it.
+            first = counters.accounted_until
+            chunk = Window(first, min(first + self.settings.window_s - step, window.start), step)
+            try:
+                held = await fetch_window(self.source, job_id, chunk)
+            except PrometheusError as exc:
+                log.warning("catch-up failed; retried next refresh", extra=kv(job_id=job_id, err=str(exc)[:500]))
+                continue
+            self._fetched += held.fetched
+            scored = await asyncio.to_thread(score_window, {job_id: held.features()}, chunk.start, step,
+                                             dict(self.state.baselines), dict(self.state.learned))
+            if job_id in scored:
+                res = scored[job_id]
+                self._remember_baseline(job_id, res)   # older than the current window's, which replaces it after
+                counters.add(res, step)
+            counters.accounted_until = max(counters.accounted_until, chunk.end)
+            log.info("caught up", extra=kv(job_id=job_id, start=chunk.start, end=chunk.end,
+                                           behind_s=window.start - chunk.end))
+
+    async def _fetch_jobs(self, jobs: list[str], window: Window) -> tuple[dict[str, Features], dict[str, str]]:
+        """Features of ``jobs``, one job at a time (a 16,384-GPU job's window is large enough on its own),
+        and the errors of those that failed; when every job fails, the source itself is the problem."""
+        features, failed = {}, {}
+        for job_id in jobs:
+            try:
+                held = await self._window(job_id, window)
+            except PrometheusError as exc:
+                failed[job_id] = str(exc)
+                continue
+            features[job_id] = held.features()
+        if failed and not features:
+            raise PrometheusError(next(iter(failed.values())))
+        if failed:
+            log.warning("jobs not refreshed; serving their last results", extra=kv(errors=repr(failed)[:500]))
+        return features, failed
+
+    async def _window(self, job_id: str, window: Window) -> JobWindow:
+        """The job's window held, moved on to ``window``; fetched whole when it cannot be."""
+        held = self.state.windows.get(job_id)
+        moved = await advance(self.source, held, job_id, window, self.settings.refetch_steps) \
+            if held is not None else None
+        if moved is None:
+            moved = await fetch_window(self.source, job_id, window)
+            self._full += 1
+        self._fetched += moved.fetched
+        self.state.windows[job_id] = moved
+        return moved

@@ -1,0 +1,94 @@
+"""Loss counters that outlive a replica. A job first seen by this replica (it started, restarted, or the
+job moved to it from another shard) continues from the counters last exported for it, as Prometheus
+scraped them, instead of starting from zero: the report's increases then neither count the window
+before the restart twice (a fresh counter would account the whole window again) nor miss the time the
+replica was down (``Refresher._catch_up`` in analytics.refresh accounts it from ``accounted_until``)."""
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from typing import Sequence
+
+import aiohttp
+
+from lockstep.analytics.prom import api as source_prom
+from lockstep.analytics.prom import promql
+from lockstep.analytics.service.state import LOSS_CAUSES, LossCounters
+from lockstep.exporters.catalog import analytics as cat
+
+_NAMES = frozenset(m.name for m in (cat.JOB_ACCOUNTED_UNTIL, cat.JOB_ALLOCATED_GPU_SECONDS, cat.JOB_LOST_GPU_SECONDS,
+                                    cat.JOB_IMBALANCE_LOST_GPU_SECONDS))
+
+
+# Jobs asked for in one query: a replica restarting beside hundreds of running jobs makes a few queries,
+# not hundreds, and each URL stays far below the 8 KiB request line most proxies accept.
+BATCH = 50
+
+
+def resume_query(job_ids: Sequence[str], lookback_s: float) -> str:
+    """The last exported loss counters of ``job_ids`` (validated, and escaped as regex alternatives:
+    Slurm's ``4242+0`` and dotted names must match only themselves)."""
+    alternatives = "|".join(re.escape(promql.validate_job_id(j)) for j in job_ids)
+    return (f'last_over_time({{__name__=~"{"|".join(sorted(_NAMES))}",job_id=~{promql.quote(alternatives)}}}'
+            f"[{int(lookback_s)}s])")
+
+
+def sample(series: object) -> tuple[dict[str, str], float] | None:
+    """The labels and value of one series of an instant vector; None when it is not one (a malformed
+    answer loses that series, which then reads as not exported)."""
+    labels = series.get("metric") if isinstance(series, dict) else None
+    value = series.get("value") if isinstance(series, dict) else None
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()) \
+            or not isinstance(value, list) or len(value) != 2 or not isinstance(value[1], str):
+        return None
+    try:
+        number = float(value[1])
+    except ValueError:
+        return None
+    return (labels, number) if math.isfinite(number) else None
+
+
+def counters_from(result: list) -> LossCounters | None:
+    """The counters of the exporter (``job``/``instance``) that accounted furthest, from an instant
+    vector of ``resume_query``; None when none were exported."""
+    by_exporter: dict[tuple, dict[str, float]] = defaultdict(dict)
+    for labels, value in filter(None, map(sample, result)):
+        if labels.get("__name__") not in _NAMES:
+            continue  # not an answer to resume_query (a proxy, a recording rule): not ours to continue
+        exporter = tuple(sorted((k, v) for k, v in labels.items() if k not in ("__name__", "cause")))
+        key = labels["__name__"] + ("/" + labels["cause"] if "cause" in labels else "")
+        by_exporter[exporter][key] = value
+    found = [v for v in by_exporter.values() if cat.JOB_ACCOUNTED_UNTIL.name in v]
+    if not found:
+        return None
+    last = max(found, key=lambda v: v[cat.JOB_ACCOUNTED_UNTIL.name])
+    allocated = last.get(cat.JOB_ALLOCATED_GPU_SECONDS.name)
+    if allocated is None:
+        return None
+    # A cause missing from the export (one added since) has lost nothing yet.
+    lost = {c: last.get(f"{cat.JOB_LOST_GPU_SECONDS.name}/{c}", 0.0) for c in LOSS_CAUSES}
+    return LossCounters(accounted_until=last[cat.JOB_ACCOUNTED_UNTIL.name], allocated=allocated, lost=lost,
+                        imbalance=last.get(cat.JOB_IMBALANCE_LOST_GPU_SECONDS.name, 0.0))
+
+
+def counters_by_job(result: list) -> dict[str, LossCounters]:
+    """``counters_from`` for each job of an instant vector of ``resume_query``."""
+    by_job: dict[str, list[dict]] = defaultdict(list)
+    for series in result if isinstance(result, list) else ():
+        if (found := sample(series)) is not None and (job_id := found[0].get("job_id")) is not None:
+            by_job[job_id].append(series)
+    return {job_id: counters for job_id, rows in by_job.items() if (counters := counters_from(rows)) is not None}
+
+
+async def resume(session: aiohttp.ClientSession, base_url: str, jobs: list[str], at: float, lookback_s: float,
+                 timeout: float) -> dict[str, LossCounters]:
+    """Counters to continue for ``jobs`` (those with none exported within ``lookback_s`` start afresh)."""
+    out: dict[str, LossCounters] = {}
+    for first in range(0, len(jobs), BATCH):
+        batch = jobs[first:first + BATCH]
+        result = await source_prom.api_get(session, base_url, "/api/v1/query",
+                                           {"query": resume_query(batch, lookback_s), "time": f"{at:.3f}"}, timeout)
+        found = counters_by_job(result)
+        out.update((job_id, found[job_id]) for job_id in batch if job_id in found)
+    return out

@@ -1,0 +1,66 @@
+"""What the service keeps between refreshes, as plain data: each job's cumulative loss counters, and its
+own health.
+
+The loss counters add only samples newer than the last ones already accounted, so overlapping windows
+are never counted twice.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Protocol
+
+import numpy as np
+import pandas as pd
+
+from lockstep.exporters.catalog.enums import LOSS_CAUSES
+
+
+class Accounted(Protocol):
+    """What the loss counters read of a job's scored window (a ``JobResult`` is one)."""
+
+    times: np.ndarray
+    columns: pd.Index
+    lost: Mapping[str, np.ndarray]
+    imbalance_lost: np.ndarray
+
+
+@dataclass
+class Health:
+    up: bool = False
+    stale: bool = False
+    last_success: float | None = None
+    failures: int = 0
+    duration_s: float = 0.0
+    rejected_job_ids: tuple[str, ...] = ()
+    last_error: str = ""
+    fetched_samples: int = 0    # samples the last refresh fetched (the held windows moved on: the new rows only)
+    full_fetches: int = 0       # jobs whose window the last refresh fetched whole (new, changed, or after a gap)
+
+
+@dataclass
+class LossCounters:
+    accounted_until: float = float("-inf")
+    allocated: float = 0.0
+    lost: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LOSS_CAUSES, 0.0))
+    imbalance: float = 0.0      # GPU-seconds spent waiting for ranks slow since they started (no loss cause)
+
+    def add(self, res: Accounted, period: float) -> None:
+        if self.accounted_until == float("-inf") and len(res.times):
+            self.accounted_until = float(res.times[0])   # its interval lies before the data
+        new = res.times > self.accounted_until
+        if not new.any():
+            return
+        self.allocated += float(new.sum()) * period * len(res.columns)
+        for cause in LOSS_CAUSES:
+            self.lost[cause] += float(res.lost[cause][new].sum())
+        self.imbalance += float(res.imbalance_lost[new].sum())
+        self.accounted_until = float(res.times[new][-1])
+
+    def behind(self, window_start: float) -> bool:
+        """Counted before, but not up to ``window_start``: a gap to catch up first. A window's first sample
+        is context only (its counters' rates need the sample before), so a window counts from its second
+        sample on and its first must already be counted, by an earlier window that held the one before."""
+        return float("-inf") < self.accounted_until < window_start
+
+    def goodput(self) -> float | None:
+        return 1.0 - sum(self.lost.values()) / self.allocated if self.allocated else None

@@ -1,0 +1,33 @@
+"""The simulated cluster at one tick, in the units each real source reports: what ``model`` produces and
+``signals`` maps to file fields and catalog metrics."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lockstep.simulator.job import CAUSES
+
+
+@dataclass
+class State:
+    k: int
+    t: float
+    timestamp: float
+    gpu: dict[str, np.ndarray]            # NVML units: util %, MHz, mW, C, bytes, bitmask
+    energy_mj: np.ndarray                 # per GPU, since driver load
+    lost: np.ndarray                      # per GPU: fell off the bus (XID 79)
+    xid_events: list[tuple[int, int, int, float]]   # (seq, flat gpu, xid, timestamp)
+    memory: dict[str, np.ndarray]         # per GPU: ecc_uncorrected, remap_uncorrectable, remap_pending, remap_failed
+    missing: np.ndarray                   # per GPU: not enumerated by NVML (gpu_missing)
+    port: dict[str, np.ndarray]           # per rail port: sysfs counter name -> int64
+    port_down: np.ndarray
+    pfc: dict[str, np.ndarray]            # per NIC x priority: rx/tx pause frames, duration (us)
+    storm: dict[str, np.ndarray]          # per NIC: warning / error events, seconds storming
+    storage: dict[str, np.ndarray]        # per node: counter name -> int64
+    power: dict[str, np.ndarray]          # chassis_w/_j per node, pdu_w/_j per rack (W, J)
+    coolant: dict[str, float]             # supply_c, return_c, flow_lpm, heat_w
+    rank_busy_s: np.ndarray               # per job GPU
+    steps: float                          # job steps since start
+    lost_gpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0.0))
+    imbalance_gpu_s: float = 0.0          # waiting for the static spread and jitter (noise; no cause)
