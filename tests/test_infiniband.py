@@ -126,8 +126,8 @@ def test_descriptors_of_a_vanished_port_are_closed_at_rediscovery(tmp_path, monk
 PERMISSION_SCRIPT = """
 import sys
 from pathlib import Path
-from exporters.collectors.infiniband import InfinibandCollector, InfinibandOptions
-from exporters.exposition import Encoder, render_text
+from lockstep.exporters.collectors.infiniband import InfinibandCollector, InfinibandOptions
+from lockstep.exporters.toolkit.exposition import Encoder, render_text
 families = {}
 Encoder().add(families, InfinibandCollector(InfinibandOptions(Path(sys.argv[1]))).collect())
 sys.stdout.write(render_text(families))

@@ -138,7 +138,7 @@ def test_one_unreadable_mapping_file_loses_only_that_gpu(tmp_path):
     (mapping / "1").write_text("4343\n")
     (mapping / "1").chmod(0)
     # root reads anything: run the collector without the capability that bypasses file permissions
-    code = ("from pathlib import Path; from exporters.collectors.jobs import JobsCollector, SlurmSource; "
+    code = ("from pathlib import Path; from lockstep.exporters.collectors.jobs import JobsCollector, SlurmSource; "
             f"c = JobsCollector(SlurmSource(Path({str(mapping)!r}), Path({str(tmp_path / 'users')!r})), None, "
             "lambda: {}); "
             "print(sorted((s.labels[0], s.labels[2]) for s in c.collect()))")

@@ -119,7 +119,7 @@ def test_flags(tmp_path):
 
 IOCTL_SCRIPT = """
 import json, sys
-from exporters.fabric.ethtool_ioctl import IoctlEthtool
+from lockstep.exporters.fabric.ethtool_ioctl import IoctlEthtool
 e = IoctlEthtool()
 out = {}
 for name in sys.argv[1:]:
@@ -174,7 +174,7 @@ def test_ioctl_matches_ethtool_s_on_veth(netns):
 
 CHANNELS_SCRIPT = """
 import json, subprocess
-from exporters.fabric.ethtool_ioctl import IoctlEthtool
+from lockstep.exporters.fabric.ethtool_ioctl import IoctlEthtool
 e = IoctlEthtool()
 first = e.stats("lsa0")
 subprocess.run(["ethtool", "-L", "lsa0", "rx", "2", "tx", "2"], check=True)
@@ -199,8 +199,8 @@ COLLECTOR_SCRIPT = """
 import logging, sys
 from pathlib import Path
 logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
-from exporters.collectors.pfc import PfcCollector, PfcOptions
-from exporters.fabric.ethtool_ioctl import IoctlEthtool
+from lockstep.exporters.collectors.pfc import PfcCollector, PfcOptions
+from lockstep.exporters.fabric.ethtool_ioctl import IoctlEthtool
 c = PfcCollector(IoctlEthtool(), PfcOptions("ioctl", None, Path(sys.argv[1])))
 print(c.selected(), list(c.collect()))
 """

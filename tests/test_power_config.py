@@ -98,7 +98,7 @@ def test_open_files_soft_limit_is_lifted_towards_the_hard_limit():
     import subprocess
     import sys
 
-    code = ("import resource; from exporters.power.cli import raise_open_files_limit; "
+    code = ("import resource; from lockstep.exporters.power.cli import raise_open_files_limit; "
             "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE); "
             "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)); "
             "print(raise_open_files_limit(cap=4096), resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard)")
