@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lockstep.analytics.frame.features import SIGNALS, Features
-from lockstep.analytics.frame.inputs import GPU_KEY, HCA_KEY, MEMBER, NODE_KEY, REASON_PREFIX, Input
+from lockstep.analytics.frame.features import REASON_PREFIX, SIGNALS, Features
+from lockstep.analytics.frame.inputs import GPU_KEY, HCA_KEY, MEMBER, NODE_KEY, Input
 from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.grid import Window
 
