@@ -1,6 +1,7 @@
 """The Prometheus rule file: recording rules first, then every alert of the contract.
 
-Each alert is defined once, in ``rules_hardware`` or ``rules_ops``, with its severity and its ``for:``;
+Each alert is defined once, in ``rules_hardware``, ``rules_ops`` or ``rules_validation``, with its severity and
+its ``for:``;
 its runbook is docs/runbooks/<name>.md. An alert name may have several rules (one per signal): they
 share the severity and the ``for:``.
 """

@@ -1,8 +1,8 @@
 """Small attribute files read through descriptors held open between scrapes.
 
 sysfs regenerates an attribute's value on every read at offset 0, so ``os.pread(fd, n, 0)`` on a held
-descriptor returns the current value for ~1 µs instead of ~13 µs for ``open().read()`` (docs/architecture.md,
-performance). A descriptor goes stale when the device goes away (``ENODEV``/``ENXIO`` on hot-unplug or
+descriptor returns the current value at a small fraction of what ``open().read()`` costs (the figures:
+docs/architecture.md, performance notes). A descriptor goes stale when the device goes away (``ENODEV``/``ENXIO`` on hot-unplug or
 driver reload): it is reopened once, and a path that is gone reads as absent.
 
 Fixture and simulator trees are regular files. Writers that replace one atomically (``os.replace``)

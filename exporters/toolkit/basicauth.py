@@ -1,10 +1,10 @@
 """HTTP basic auth against the bcrypt hashes of the exporter-toolkit web config, safe to expose.
 
-bcrypt is slow on purpose (60-250 ms of CPU per check at the usual costs), so every wrong password
+bcrypt is slow on purpose (tens to hundreds of milliseconds of CPU per check at the usual costs), so every wrong password
 is an attacker's lever. The checks run on an executor of their own, one at a time, with at most
 ``MAX_PENDING`` waiting: a flood of bad passwords gets 503 answers instead of queueing on the
-shared default executor, where it delayed every scrape that renders in a thread (24 bad requests
-once made a 1.2 ms scrape take 619 ms on two cores). Credentials once verified are remembered, so
+shared default executor, where it delayed every scrape that renders in a thread by hundreds of times
+its own cost. Credentials once verified are remembered, so
 a good scrape costs one bcrypt check per process lifetime. An unknown user is checked against a
 dummy hash of the same cost, so timing does not tell which users exist; a password past bcrypt's
 72 bytes is refused without a check (bcrypt >= 5 raises on it)."""
