@@ -8,9 +8,9 @@ severities) and ``selectors`` the scrape-job selectors every query is a function
 from __future__ import annotations
 
 from exporters.catalog.model import COUNTER, GAUGE, Metric
-from exporters.catalog import analytics, fabric, gpu, health, power, storage, validation
+from exporters.catalog import analytics, fabric, gpu, health, nccl, power, storage, validation
 
-SECTIONS = (health, gpu, fabric, storage, power, analytics, validation)
+SECTIONS = (health, gpu, fabric, storage, power, analytics, validation, nccl)
 
 
 def _build() -> dict[str, Metric]:
