@@ -14,7 +14,8 @@ from exporters.version import VERSION
 SUBCOMMANDS = {
     "exporter": ("exporters.cli", "run the node agent (GPU, fabric, storage collectors) serving /metrics"),
     "power-exporter": ("exporters.power.cli", "poll Redfish/IPMI BMCs, PDUs and CDUs; serve rack power and cooling"),
-    "analytics": ("analytics.cli", "straggler, stall and utilization-loss scoring: serve, evaluate, steptimes"),
+    "analytics": ("analytics.cli", "straggler, stall and utilization-loss scoring: serve, evaluate, steptimes; "
+                                   "hang localisation"),
     "sim": ("lockstep.simcli", "simulated GPU training cluster with fault injection: run, series, backfill"),
     "dashboards": ("dashboards.cli", "generate the Grafana dashboards (grafanalib)"),
     "alerts": ("alerts.cli", "generate Prometheus rules and Alertmanager config; quarantine receiver"),
