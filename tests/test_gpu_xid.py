@@ -7,7 +7,7 @@ import logging
 import pytest
 from test_gpu_nvml import fake, h100, render, wait_for_xids
 
-from lockstep.exporters.catalog import xid
+from lockstep.exporters.catalog import enums, xid
 from lockstep.exporters.gpu import xid as xid_module
 from lockstep.exporters.gpu.backend import GpuOptions
 from lockstep.exporters.gpu.collector import GpuCollector
@@ -22,7 +22,8 @@ def test_catalog_covers_every_code_nvidia_documents_and_cites_it():
 @pytest.mark.parametrize("entry", xid.CATALOG.values(), ids=lambda e: str(e.code))
 def test_every_row_is_classified(entry):
     assert entry.mnemonic and entry.description
-    assert entry.category in xid.CATEGORIES and entry.action in xid.ACTIONS and entry.severity in xid.SEVERITIES
+    assert entry.category in enums.XID_CATEGORIES and entry.action in enums.XID_ACTIONS
+    assert entry.severity in enums.XID_SEVERITIES
     assert set(entry.applies_to) <= {"A100", "H100", "B100", "GB200"}
     bucket = xid.BUCKETS.get(entry.nvidia_immediate_action)
     if bucket is not None:   # a plain resolution bucket maps one way
