@@ -1,17 +1,21 @@
-"""Shared test plumbing: golden files, fixture paths, and real Prometheus-stack processes."""
+"""Fixtures every folder of the tests shares: golden files, real Prometheus-stack processes, a refused
+port, the analytics service's test run, a network namespace. Plain helpers live in tests/helpers/."""
 from __future__ import annotations
 
 import difflib
+import json
+import os
+import shutil
 import socket
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
 from lockstep import stack as _stack
-
-TESTS = Path(__file__).parent
-FIXTURES = TESTS / "fixtures"
-REPO = TESTS.parent
+from tests.helpers.paths import GOLDEN, REPO
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -25,7 +29,7 @@ def golden(request: pytest.FixtureRequest):
     update = request.config.getoption("--update-golden")
 
     def check(relpath: str, text: str) -> None:
-        path = TESTS / "golden" / relpath
+        path = GOLDEN / relpath
         if update:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
@@ -39,19 +43,6 @@ def golden(request: pytest.FixtureRequest):
             pytest.fail(f"output differs from {path.relative_to(REPO)}:\n{diff[:6000]}")
 
     return check
-
-
-def write_server_tls(directory: Path):
-    """A fresh CA (``ca.crt``) and a certificate it signed for 127.0.0.1 and localhost (``server.crt``,
-    ``server.key``) under ``directory``; returns the CA (a ``trustme.CA``) to sign more."""
-    import trustme
-
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    cert.cert_chain_pems[0].write_to_path(directory / "server.crt")
-    cert.private_key_pem.write_to_path(directory / "server.key")
-    ca.cert_pem.write_to_path(directory / "ca.crt")
-    return ca
 
 
 @pytest.fixture
@@ -81,3 +72,61 @@ def _root_logging_restored():
     handlers, level = root.handlers[:], root.level
     yield
     root.handlers[:], root.level = handlers, level
+
+
+@pytest.fixture(scope="module")
+def service_sim():
+    """The analytics service's test run (tests/helpers/analytics_service.py), simulated in process."""
+    from lockstep.analytics.evaluation.evaluate import simulate
+    from tests.helpers.analytics_service import SCENARIO
+
+    return simulate(SCENARIO)
+
+
+@pytest.fixture(scope="module")
+def service_datadir(service_sim, tmp_path_factory):
+    """TSDB blocks of the service's test run, plus one job_info series on a node outside the job whose
+    job_id is a PromQL injection attempt."""
+    from tests.helpers.analytics_service import backfill_with_evil_job
+
+    workdir = tmp_path_factory.mktemp("prom")
+    backfill_with_evil_job(service_sim, workdir)
+    return workdir
+
+
+@pytest.fixture
+def netns():
+    """A network namespace of the test's own holding a veth pair, lsa0 and lsb0 (4 queues each), up."""
+    for tool in ("ip", "ethtool"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed (Debian packages iproute2 and ethtool)")
+    name = f"lockstep-test-{uuid.uuid4().hex[:8]}"
+    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot create a network namespace here (needs CAP_SYS_ADMIN): {made.stderr.strip()}")
+    try:
+        queues = ["numrxqueues", "4", "numtxqueues", "4"]
+        subprocess.run(["ip", "-n", name, "link", "add", "lsa0", *queues, "type", "veth", "peer", "name", "lsb0",
+                        *queues], check=True, capture_output=True, timeout=30)
+        subprocess.run(["ip", "-n", name, "link", "set", "lsa0", "up"], check=True, capture_output=True)
+        subprocess.run(["ip", "-n", name, "link", "set", "lsb0", "up"], check=True, capture_output=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+@pytest.fixture
+def scontrol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A fake ``scontrol`` first on PATH; returns a function giving the argv lists it was called with."""
+    log = tmp_path / "scontrol.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "scontrol"
+    script.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                      f"open({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+                      f"open({str(tmp_path / 'scontrol.pids')!r}, 'a').write(str(os.getpid()) + '\\n')\n"
+                      "import time; time.sleep(float(os.environ.get('FAKE_SCONTROL_SLEEP', '0')))\n"
+                      "sys.exit(int(os.environ.get('FAKE_SCONTROL_RC', '0')))\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return lambda: [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []

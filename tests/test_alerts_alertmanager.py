@@ -17,8 +17,9 @@ from aiohttp import web
 from lockstep.alerts import alertmanager, config
 from lockstep.alerts.config import Routing
 from lockstep.stack import free_port, require_binary, start_alertmanager, start_on_port
+from tests.helpers.paths import REPO
 
-DEPLOY = Path(__file__).parent.parent / "deploy" / "prometheus" / "alertmanager.yml"
+DEPLOY = REPO / "deploy" / "prometheus" / "alertmanager.yml"
 
 
 def _amtool(*args: str) -> subprocess.CompletedProcess:

@@ -12,58 +12,19 @@ from pathlib import Path
 
 import pytest
 import yaml
-from aiohttp import web
 
 from lockstep import localcluster as lc
 from lockstep.alerts import alertmanager, build, config
 from lockstep.stack import http_get, start_alertmanager, start_prometheus
+from tests.helpers.alerting import ALERTS, Webhook, until
 
-FIXTURES = Path(__file__).parent / "fixtures" / "alerts"
-SCENARIO = FIXTURES / "e2e-pause-storm.yaml"
+SCENARIO = ALERTS / "e2e-pause-storm.yaml"
 STORM = next(f for f in yaml.safe_load(SCENARIO.read_text())["faults"] if f["kind"] == "pause_storm")
 STORM_NODE, STORM_RAIL, JOB = STORM["node"], STORM["nic"], "7001"
 PAGE_WITHIN_S = 90.0
 JOB_ALERTS = ("TrainingJobStraggler", "TrainingJobStalled")
 
 pytestmark = pytest.mark.integration
-
-
-class Webhook:
-    """What Alertmanager posts to the pager and queue receivers, with arrival times."""
-
-    def __init__(self) -> None:
-        self.received: list[tuple[float, str, dict]] = []
-        self.app = web.Application()
-        self.app.router.add_post("/{receiver}", self.handle)
-
-    async def handle(self, request: web.Request) -> web.Response:
-        for alert in (await request.json())["alerts"]:
-            self.received.append((time.time(), request.match_info["receiver"], alert))
-        return web.Response()
-
-    def alerts(self, alertname: str, status: str) -> list[tuple[float, dict]]:
-        return [(t, a) for t, _, a in self.received
-                if a["labels"]["alertname"] == alertname and a["status"] == status]
-
-
-async def _until(check, deadline: float, what: str, stack_services=()):
-    while (result := check()) in (None, False, [], {}):
-        if time.time() > deadline:
-            logs = "\n".join(f"--- {s.name}\n{s.log_tail(15)}" for s in stack_services)
-            pytest.fail(f"timed out waiting for {what}\n{logs}")
-        await asyncio.sleep(0.5)
-    return result
-
-
-async def start_alerting(cfg, agents: dict, stack, workdir: Path) -> tuple:
-    """A real Alertmanager with ``cfg``'s routing, and a Prometheus evaluating ``cfg``'s rules on the node
-    agents scraped every second and sending to it: (prometheus, alertmanager)."""
-    am = stack.add(await asyncio.to_thread(start_alertmanager, alertmanager.render(cfg), workdir / "am"))
-    build.write(cfg, workdir / "rules")
-    prom_config = lc.prometheus_config({node: lc.host_port(a) for node, a in agents.items()},
-                                       rule_files=[workdir / "rules" / build.RULES_FILE],
-                                       alertmanager=lc.host_port(am), scrape_interval="1s")
-    return stack.add(await asyncio.to_thread(start_prometheus, prom_config, workdir / "prom")), am
 
 
 async def test_pause_storm_pages_with_interface_and_priority_mutes_the_job_and_resolves(
@@ -79,7 +40,7 @@ async def test_pause_storm_pages_with_interface_and_priority_mutes_the_job_and_r
     agents = await asyncio.to_thread(lc.start_node_agents, root, stack)
 
     base = f"http://127.0.0.1:{server.port}"
-    cfg = config.load(FIXTURES / "e2e-config.yaml")
+    cfg = config.load(ALERTS / "e2e-config.yaml")
     cfg = replace(cfg, routing=replace(cfg.routing, pager_webhook_url=f"{base}/pager",
                                        queue_webhook_url=f"{base}/queue"))
     am = stack.add(await asyncio.to_thread(start_alertmanager, alertmanager.render(cfg), tmp_path / "am"))
@@ -98,7 +59,7 @@ async def test_pause_storm_pages_with_interface_and_priority_mutes_the_job_and_r
     def storm_page():
         return [(t, a) for t, a in hook.alerts("PFCPauseStorm", "firing")
                 if a["labels"].get("signal") == "paused_time"]
-    paged_at, page = (await _until(storm_page, storm_start + PAGE_WITHIN_S, "the PFCPauseStorm page", services))[0]
+    paged_at, page = (await until(storm_page, storm_start + PAGE_WITHIN_S, "the PFCPauseStorm page", services))[0]
     assert paged_at - storm_start < PAGE_WITHIN_S
     labels = page["labels"]
     assert (labels["node"], labels["interface"], labels["priority"]) == (STORM_NODE, storm_interface, "3")
@@ -118,7 +79,7 @@ async def test_pause_storm_pages_with_interface_and_priority_mutes_the_job_and_r
         return (storms, muted) if storms and present == set(JOB_ALERTS) else None
     # Deadline past the storm's end: its alert outlives it by the rate window, and the check itself
     # requires the storm alert to be active.
-    storms, muted = await _until(job_alerts_suppressed, storm_end + 15,
+    storms, muted = await until(job_alerts_suppressed, storm_end + 15,
                                  "the job's straggler and stall alerts during the storm", services)
     checked_at = time.time()
     for alert in muted:
@@ -129,7 +90,7 @@ async def test_pause_storm_pages_with_interface_and_priority_mutes_the_job_and_r
                 if a["labels"].get("job_id") == JOB and paged_at <= t <= checked_at]
 
     # 3. Storm over: the page resolves.
-    resolved = await _until(lambda: [a for t, a in hook.alerts("PFCPauseStorm", "resolved")
+    resolved = await until(lambda: [a for t, a in hook.alerts("PFCPauseStorm", "resolved")
                                      if a["labels"].get("signal") == "paused_time"],
                             storm_end + 60, "PFCPauseStorm to resolve", services)
     assert (resolved[0]["labels"]["interface"], resolved[0]["labels"]["priority"]) == (storm_interface, "3")

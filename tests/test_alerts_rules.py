@@ -15,11 +15,11 @@ from lockstep.alerts import build, config, rules
 from lockstep.exporters.catalog import CATALOG
 from lockstep.exporters.toolkit.configfile import ConfigError
 from lockstep.stack import require_binary
+from tests.helpers.alerting import ALERTS
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).parent.parent
-FIXTURES = Path(__file__).parent / "fixtures" / "alerts"
-UNIT_TESTS = sorted(FIXTURES.glob("*_test.yml"))
-PROMTOOL_CONFIG = FIXTURES / "promtool-config.yaml"
+UNIT_TESTS = sorted(ALERTS.glob("*_test.yml"))
+PROMTOOL_CONFIG = ALERTS / "promtool-config.yaml"
 # docs/architecture.md "Alert names": the contract, with the severity each one must carry.
 CONTRACT = {
     "PFCPauseStorm": "page", "InfiniBandLinkDown": "page", "InfiniBandLinkFlapping": "ticket",

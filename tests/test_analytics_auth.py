@@ -20,16 +20,16 @@ import aiohttp
 import bcrypt
 import pytest
 from aiohttp import web
-from conftest import write_server_tls
-from test_analytics_service import PROM_CONFIG, _config, _next_refresh, datadir, sim  # noqa: F401 (fixtures)
 
 from lockstep.analytics.prom.auth import PromAuth
 from lockstep.analytics.service.app import create_app
 from lockstep.analytics.service.keys import STATE
 from lockstep.stack import Stack, start_on_port, start_prometheus
+from tests.helpers.analytics_service import PROM_CONFIG, next_refresh, service_config
+from tests.helpers.paths import REPO
+from tests.helpers.tls import write_server_tls
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parent.parent
 PASSWORD, TOKEN = "pw-6c1f0e-first", "tok-7d2a91-first"
 
 
@@ -55,16 +55,16 @@ def _web_config(pki: Path, password: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def secure(datadir, pki, tmp_path_factory):  # noqa: F811 (fixture)
+def secure(service_datadir, pki, tmp_path_factory):  # noqa: F811 (fixture)
     work = tmp_path_factory.mktemp("secure-prom")
-    shutil.copytree(datadir / "data", work / "data")
+    shutil.copytree(service_datadir / "data", work / "data")
     with Stack() as stack:
         yield stack.add(start_prometheus(PROM_CONFIG, work, web_config=_web_config(pki, PASSWORD)))
 
 
-def _light(url: str, sim, auth: PromAuth):  # noqa: F811 (fixture name)
+def _light(url: str, service_sim, auth: PromAuth):  # noqa: F811 (fixture name)
     """The service's test config with a one-minute window: these tests are about the requests, not the scores."""
-    return dataclasses.replace(_config(url, sim), window_s=60.0, prometheus_auth=auth)
+    return dataclasses.replace(service_config(url, service_sim), window_s=60.0, prometheus_auth=auth)
 
 
 def _auth(pki: Path, **kw) -> PromAuth:
@@ -72,14 +72,14 @@ def _auth(pki: Path, **kw) -> PromAuth:
                        "cert_file": str(pki / "client.crt"), "key_file": str(pki / "client.key"), **kw})
 
 
-async def test_scores_read_through_tls_client_certificate_and_basic_auth(secure, pki, sim,  # noqa: F811
+async def test_scores_read_through_tls_client_certificate_and_basic_auth(secure, pki, service_sim,  # noqa: F811
                                                                         aiohttp_client):
     assert secure.url.startswith("https://")
-    app = create_app(dataclasses.replace(_config(secure.url, sim), prometheus_auth=_auth(pki)))
+    app = create_app(dataclasses.replace(service_config(secure.url, service_sim), prometheus_auth=_auth(pki)))
     client = await aiohttp_client(app)
-    await _next_refresh(app)
+    await next_refresh(app)
     assert app[STATE].health.up, app[STATE].health.last_error
-    (s,) = sim.truth["stragglers"]
+    (s,) = service_sim.truth["stragglers"]
     body = await (await client.get("/api/v1/jobs/7300")).json()
     assert [(g["node"], g["gpu"]) for g in body["data"]["stragglers"]] == [(s["node"], s["gpu"])]
     page = await (await client.get("/")).text()
@@ -91,14 +91,14 @@ async def test_scores_read_through_tls_client_certificate_and_basic_auth(secure,
     ({"cert_file": None, "key_file": None}, "certificate"),   # no client certificate: the handshake fails
     ({"ca_file": None}, "certificate verify failed"),         # the server's CA is not the system's
 ])
-async def test_each_missing_credential_is_refused_and_reported(secure, pki, sim, aiohttp_client, tmp_path,
+async def test_each_missing_credential_is_refused_and_reported(secure, pki, service_sim, aiohttp_client, tmp_path,
                                                               change, expect):  # noqa: F811
     if change.get("password_file") == "wrong":
         (tmp_path / "wrong").write_text("not-the-password\n")
         change = {"password_file": str(tmp_path / "wrong")}
-    app = create_app(_light(secure.url, sim, _auth(pki, **change)))
+    app = create_app(_light(secure.url, service_sim, _auth(pki, **change)))
     client = await aiohttp_client(app)
-    await _next_refresh(app)
+    await next_refresh(app)
     body = await (await client.get("/api/v1/jobs")).json()
     assert body["up"] is False and expect in body["last_error"], body["last_error"]
     assert "not-the-password" not in body["last_error"]
@@ -110,16 +110,16 @@ def _replace(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-async def test_a_rotated_password_is_read_without_a_restart(datadir, pki, sim, tmp_path, stack,
+async def test_a_rotated_password_is_read_without_a_restart(service_datadir, pki, service_sim, tmp_path, stack,
                                                            aiohttp_client):  # noqa: F811
     """Prometheus re-reads its web config on every request: both sides change, analytics keeps reading."""
-    shutil.copytree(datadir / "data", tmp_path / "data")
+    shutil.copytree(service_datadir / "data", tmp_path / "data")
     prom = stack.add(start_prometheus(PROM_CONFIG, tmp_path, web_config=_web_config(pki, PASSWORD)))
     password = tmp_path / "password"
     password.write_text(PASSWORD + "\n")
-    app = create_app(_light(prom.url, sim, _auth(pki, password_file=str(password))))
+    app = create_app(_light(prom.url, service_sim, _auth(pki, password_file=str(password))))
     await aiohttp_client(app)
-    await _next_refresh(app)
+    await next_refresh(app)
     assert app[STATE].health.up, app[STATE].health.last_error
     _replace(tmp_path / "web.yml", json.dumps(_web_config(pki, "pw-second")))
     _replace(password, "pw-second\n")
@@ -136,7 +136,7 @@ async def _up_after_change(app) -> None:
     succeeded."""
     changed = time.time()
     for _ in range(10):
-        await _next_refresh(app)
+        await next_refresh(app)
         health = app[STATE].health
         if health.up and health.last_success - health.duration_s > changed:
             return
@@ -182,16 +182,16 @@ def _projected(directory: Path, token: str, generation: int) -> Path:
     return directory / "token"
 
 
-async def test_a_rotated_bearer_token_is_read_without_a_restart(secure, pki, sim, tmp_path, aiohttp_server,
+async def test_a_rotated_bearer_token_is_read_without_a_restart(secure, pki, service_sim, tmp_path, aiohttp_server,
                                                                aiohttp_client):  # noqa: F811
     expected, seen = tmp_path / "expected-token", []
     expected.write_text(TOKEN)
     gateway = await aiohttp_server(_gateway(secure.url, pki, expected, seen))
     token = _projected(tmp_path, TOKEN, 1)
     auth = PromAuth(bearer_token_file=str(token), headers=(("X-Scope-OrgID", "tenant-a"),))
-    app = create_app(_light(str(gateway.make_url("")).rstrip("/"), sim, auth))
+    app = create_app(_light(str(gateway.make_url("")).rstrip("/"), service_sim, auth))
     client = await aiohttp_client(app)
-    await _next_refresh(app)
+    await next_refresh(app)
     assert app[STATE].health.up, app[STATE].health.last_error
     expected.write_text("tok-second")
     _projected(tmp_path, "tok-second", 2)
@@ -201,13 +201,13 @@ async def test_a_rotated_bearer_token_is_read_without_a_restart(secure, pki, sim
     assert set(seen) == {"Bearer tok-second"}
     # the gateway now wants a token the file does not hold: refused, and its echo of the token redacted
     expected.write_text("tok-third")
-    await _next_refresh(app)
+    await next_refresh(app)
     body = await (await client.get("/api/v1/jobs")).json()
     assert body["up"] is False and "<redacted>" in body["last_error"], body["last_error"]
     assert "tok-second" not in json.dumps(body) and "tok-second" not in await (await client.get("/")).text()
 
 
-async def test_serve_redacts_the_token_in_its_logs_and_pages(secure, pki, sim, tmp_path, aiohttp_server):  # noqa: F811
+async def test_serve_redacts_the_token_in_its_logs_and_pages(secure, pki, service_sim, tmp_path, aiohttp_server):  # noqa: F811
     expected, seen = tmp_path / "expected-token", []
     expected.write_text("what-the-gateway-wants")
     gateway = await aiohttp_server(_gateway(secure.url, pki, expected, seen))
@@ -243,8 +243,8 @@ def test_credentials_in_the_url_are_refused_naming_the_file_flags(command, capsy
     assert "hunter2" not in err and "--prometheus-password-file" in err and "--prometheus-bearer-token-file" in err
 
 
-def test_report_monthly_through_tls_client_certificate_and_basic_auth(secure, pki, sim, tmp_path):  # noqa: F811
-    month = datetime.fromtimestamp(sim.start, timezone.utc).strftime("%Y-%m")
+def test_report_monthly_through_tls_client_certificate_and_basic_auth(secure, pki, service_sim, tmp_path):  # noqa: F811
+    month = datetime.fromtimestamp(service_sim.start, timezone.utc).strftime("%Y-%m")
     common = [sys.executable, "-m", "lockstep", "report", "monthly", "--prometheus-url", secure.url, "--month", month,
               "--prometheus-username", "lockstep", "--prometheus-ca-file", str(pki / "ca.crt"),
               "--prometheus-cert-file", str(pki / "client.crt"), "--prometheus-key-file", str(pki / "client.key")]

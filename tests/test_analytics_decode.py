@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +14,9 @@ from hypothesis import strategies as st
 from lockstep.analytics.prom.decode import decode_matrix
 from lockstep.analytics.prom.errors import MalformedAnswer
 from lockstep.analytics.prom.grid import Window
+from tests.helpers.paths import FIXTURES
 
-ANSWERS = Path(__file__).parent / "fixtures/analytics/answers"
+ANSWERS = FIXTURES / "analytics/answers"
 GRID = Window(1767225890.0, 1767225910.0, 5.0)
 
 

@@ -13,12 +13,13 @@ import pickle
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO
 
 from lockstep.analytics.hang import dump, match, placement, report
 from lockstep.simulator.flightrecorder import Group, Mismatch, write_dumps
+from tests.helpers.paths import FIXTURES, REPO
 
 GLOO = FIXTURES / "flightrecorder" / "torch-2.13.0-gloo"
 SIMULATED = FIXTURES / "flightrecorder" / "simulated-pipeline"

@@ -9,12 +9,12 @@ import json
 import pickle
 import tempfile
 
-from conftest import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lockstep.analytics.hang import dump, match, report
 from lockstep.simulator.flightrecorder import Mismatch, write_dumps
+from tests.helpers.paths import FIXTURES
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 REAL = [p.read_bytes() for p in sorted((FIXTURES / "flightrecorder" / "torch-2.13.0-gloo").glob("*/*"))]

@@ -33,10 +33,11 @@ from lockstep.analytics.service.fetch import fetch_window
 from lockstep.analytics.service.source import PrometheusSource
 from lockstep.exporters.catalog import analytics, fabric
 from lockstep.stack import Stack, query, start_prometheus, wait_on
+from tests.helpers.paths import FIXTURES
 
 pytestmark = pytest.mark.integration
 
-SCENARIO = Path(__file__).parent / "fixtures/analytics/parity-live.yaml"
+SCENARIO = FIXTURES / "analytics/parity-live.yaml"
 JOB = "5150"
 # Simulated seconds per wall second: the 220 s scenario (5 s samples) runs in 44 s, one tick a second.
 SPEED = 5.0

@@ -10,7 +10,6 @@ import dataclasses
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import aiohttp
 import pandas as pd
@@ -24,10 +23,11 @@ from lockstep.analytics.service import fetch
 from lockstep.analytics.service.refresh import Refresher
 from lockstep.analytics.service.source import PrometheusSource
 from lockstep.stack import Stack, start_prometheus
-from tests.test_analytics_refresh import Settings
+from tests.helpers.analytics_service import Settings
+from tests.helpers.paths import FIXTURES
 
 pytestmark = pytest.mark.integration
-SCENARIO = Path(__file__).parent / "fixtures/analytics/postmortem.yaml"
+SCENARIO = FIXTURES / "analytics/postmortem.yaml"
 LEAVE_S, JOIN_S = 1500, 1650
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -22,18 +20,9 @@ from lockstep.analytics.prom.decode import Block, decode_matrix
 from lockstep.analytics.service.config import Shard
 from lockstep.analytics.service.refresh import Refresher
 from lockstep.analytics.service.state import LossCounters
+from tests.helpers.analytics_service import EVIL, SCENARIO, Settings
 
-SCENARIO = Path(__file__).parent / "fixtures/analytics/service.yaml"
-EVIL = 'x"} or vector(1) or lockstep_gpu_job_info{job_id="'
 GPUS = 32
-
-
-@dataclass(frozen=True)
-class Settings:
-    window_s: float
-    step_s: float = 5.0
-    shard: Shard = Shard(0, 1)
-    refetch_steps: int = 1
 
 
 @pytest.fixture(scope="module")

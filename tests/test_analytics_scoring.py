@@ -15,8 +15,8 @@ import pytest
 
 from lockstep.analytics.evaluation import truthcheck
 from lockstep.analytics.evaluation.evaluate import evaluate
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).parent.parent
 SCENARIOS = sorted((REPO / "tests/fixtures/analytics/scenarios").glob("*.yaml")) + \
     sorted((REPO / "simulator/scenarios").glob("*.yaml"))
 

@@ -10,97 +10,56 @@ import dataclasses
 import re
 import shutil
 import subprocess
-from pathlib import Path
 from urllib.parse import quote as urlquote
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from lockstep import localcluster
-from lockstep.analytics.evaluation.evaluate import simulate
 from lockstep.analytics.evaluation.simframe import build_features
 from lockstep.analytics.prom import api as source_prom
 from lockstep.analytics.prom import promql
 from lockstep.analytics.scoring.score import score_features
 from lockstep.analytics.service.app import create_app
-from lockstep.analytics.service.config import ServiceConfig
 from lockstep.analytics.service.fetch import fetch_window
-from lockstep.analytics.service.keys import REFRESHED, STATE
+from lockstep.analytics.service.keys import STATE
 from lockstep.analytics.service.source import PrometheusSource
 from lockstep.stack import Stack, query, require_binary, start_prometheus
+from tests.helpers.analytics_service import EVIL, PROM_CONFIG, assert_the_whole_run_accounted, next_refresh, service_config
 
 pytestmark = pytest.mark.integration
-SCENARIO = Path(__file__).parent / "fixtures/analytics/service.yaml"
-EVIL = 'x"} or vector(1) or lockstep_gpu_job_info{job_id="'
 
 
 @pytest.fixture(scope="module")
-def sim():
-    return simulate(SCENARIO)
-
-
-@pytest.fixture(scope="module")
-def datadir(sim, tmp_path_factory):
-    """TSDB blocks of the scenario, plus one job_info series on a node outside the job whose job_id
-    is a PromQL injection attempt."""
-    frame = sim.frame
-    info = frame[(frame["metric"] == "lockstep_gpu_job_info") & (frame["node"] == "node00") & (frame["gpu"] == "0")]
-    evil = info.astype({c: str for c in info.columns if c not in ("timestamp", "value")})
-    evil = evil.assign(node="node04", job_id=EVIL)
-    both = pd.concat([frame.astype({c: str for c in frame.columns if c not in ("timestamp", "value")}), evil],
-                     ignore_index=True)
-    workdir = tmp_path_factory.mktemp("prom")
-    localcluster.backfill(both, workdir, max_block_duration="24h")
-    return workdir
-
-
-PROM_CONFIG = {"global": {"scrape_interval": "5s"}, "scrape_configs": []}
-
-
-@pytest.fixture(scope="module")
-def prometheus(datadir):
+def prometheus(service_datadir):
     """Shared by the tests that only read; start_prometheus keeps 400 days (the series lie in 2026-01)."""
     with Stack() as stack:
-        yield stack.add(start_prometheus(PROM_CONFIG, datadir))
+        yield stack.add(start_prometheus(PROM_CONFIG, service_datadir))
 
 
 @pytest.fixture
-def own_prometheus(datadir, tmp_path, stack):
+def own_prometheus(service_datadir, tmp_path, stack):
     """A Prometheus this test may stop: its own copy of the blocks."""
-    shutil.copytree(datadir / "data", tmp_path / "data")
+    shutil.copytree(service_datadir / "data", tmp_path / "data")
     return stack.add(start_prometheus(PROM_CONFIG, tmp_path))
-
-
-def _config(url: str, sim, **kw) -> ServiceConfig:
-    end = sim.start + sim.truth["duration_s"]
-    return ServiceConfig(prometheus_url=url, interval_s=0.3, window_s=sim.truth["duration_s"] + sim.period,
-                         step_s=sim.period, timeout_s=5.0, max_backoff_s=0.6, now=lambda: end, **kw)
-
-
-async def _next_refresh(app) -> None:
-    refreshed = app[REFRESHED]
-    refreshed.clear()
-    await asyncio.wait_for(refreshed.wait(), 30)
 
 
 def _samples(text: str, name: str) -> dict[str, float]:
     return {m.group(1): float(m.group(2)) for m in re.finditer(rf"^{name}(\{{.*?\}})? (\S+)$", text, re.M)}
 
 
-async def test_scores_from_real_prometheus_match_truth(prometheus, sim, aiohttp_client):
-    app = create_app(_config(prometheus.url, sim))
+async def test_scores_from_real_prometheus_match_truth(prometheus, service_sim, aiohttp_client):
+    app = create_app(service_config(prometheus.url, service_sim))
     client = await aiohttp_client(app)
-    await _next_refresh(app)
+    await next_refresh(app)
     text = await (await client.get("/metrics")).text()
     assert _samples(text, "lockstep_analytics_up") == {None: 1.0}
     flagged = {k for k, v in _samples(text, "lockstep_straggler_flagged").items() if v == 1}
-    (s,) = sim.truth["stragglers"]
+    (s,) = service_sim.truth["stragglers"]
     assert flagged == {f'{{job_id="7300",node="{s["node"]}",gpu="{s["gpu"]}"}}'}
     lost = _samples(text, "lockstep_job_lost_gpu_seconds_total")
-    for cause, want in sim.truth["loss"]["lost_gpu_seconds"].items():
+    for cause, want in service_sim.truth["loss"]["lost_gpu_seconds"].items():
         got = lost[f'{{job_id="7300",cause="{cause}"}}']
-        assert abs(got - want) <= max(0.1 * want, 0.002 * sim.truth["loss"]["allocated_gpu_seconds"]), cause
+        assert abs(got - want) <= max(0.1 * want, 0.002 * service_sim.truth["loss"]["allocated_gpu_seconds"]), cause
     body = await (await client.get("/api/v1/jobs/7300")).json()
     assert body["status"] == "success" and body["stale"] is False
     assert [(g["node"], g["gpu"]) for g in body["data"]["stragglers"]] == [(s["node"], s["gpu"])]
@@ -114,18 +73,18 @@ async def test_scores_from_real_prometheus_match_truth(prometheus, sim, aiohttp_
     assert _samples(text, "lockstep_job_imbalance_lost_gpu_seconds_total") == {'{job_id="7300"}': 0.0}
 
 
-async def test_malicious_job_id_is_never_queried_and_rejected_by_the_api(prometheus, sim, aiohttp_client):
+async def test_malicious_job_id_is_never_queried_and_rejected_by_the_api(prometheus, service_sim, aiohttp_client):
     # The crafted id is really in Prometheus, and quote() matches exactly it and nothing else.
-    seen = query(prometheus.url, "count by (job_id) (lockstep_gpu_job_info)", sim.start + 300)
+    seen = query(prometheus.url, "count by (job_id) (lockstep_gpu_job_info)", service_sim.start + 300)
     assert {r["metric"]["job_id"] for r in seen} == {"7300", EVIL}
     exact = query(prometheus.url, f"lockstep_gpu_job_info{{job_id={promql.quote(EVIL)}}}",
-                  sim.start + 300)
+                  service_sim.start + 300)
     assert {r["metric"]["job_id"] for r in exact} == {EVIL} and len(exact) == 1
     with pytest.raises(promql.InvalidJobId):
         promql.job_selector(EVIL)
-    app = create_app(_config(prometheus.url, sim))
+    app = create_app(service_config(prometheus.url, service_sim))
     client = await aiohttp_client(app)
-    await _next_refresh(app)
+    await next_refresh(app)
     jobs = await (await client.get("/api/v1/jobs")).json()
     assert [j["job_id"] for j in jobs["data"]] == ["7300"]
     text = await (await client.get("/metrics")).text()
@@ -135,11 +94,11 @@ async def test_malicious_job_id_is_never_queried_and_rejected_by_the_api(prometh
     assert (await client.get("/api/v1/jobs/4242")).status == 404
 
 
-async def test_prometheus_stopped_mid_run_serves_stale_results(own_prometheus, sim, aiohttp_client):
+async def test_prometheus_stopped_mid_run_serves_stale_results(own_prometheus, service_sim, aiohttp_client):
     prometheus = own_prometheus
-    app = create_app(_config(prometheus.url, sim))
+    app = create_app(service_config(prometheus.url, service_sim))
     client = await aiohttp_client(app)
-    await _next_refresh(app)
+    await next_refresh(app)
     before = await (await client.get("/metrics")).text()
     failures = app[STATE].health.failures
     prometheus.stop()
@@ -147,7 +106,7 @@ async def test_prometheus_stopped_mid_run_serves_stale_results(own_prometheus, s
     deadline = asyncio.get_running_loop().time() + 30
     while app[STATE].health.failures < failures + 2:
         assert asyncio.get_running_loop().time() < deadline, "refreshes never failed after Prometheus stopped"
-        await _next_refresh(app)
+        await next_refresh(app)
     after = await (await client.get("/metrics")).text()
     assert _samples(after, "lockstep_analytics_up") == {None: 0.0}
     assert _samples(after, "lockstep_analytics_results_stale") == {None: 1.0}
@@ -160,30 +119,21 @@ async def test_prometheus_stopped_mid_run_serves_stale_results(own_prometheus, s
     assert [(g["node"], g["gpu"]) for g in body["data"]["stragglers"]] == [("node01", "3")]
 
 
-def _assert_the_whole_run_accounted(counters, sim, end: float) -> None:
-    """Loss counters up to ``end`` that match the truth of the whole run, as one window covering it."""
-    truth = sim.truth["loss"]
-    assert counters.accounted_until == end
-    assert counters.allocated == pytest.approx(truth["allocated_gpu_seconds"])
-    for cause, want in truth["lost_gpu_seconds"].items():
-        assert abs(counters.lost[cause] - want) <= max(0.1 * want, 0.002 * truth["allocated_gpu_seconds"]), cause
-
-
-async def test_time_missed_while_prometheus_was_unreachable_is_caught_up(prometheus, sim, aiohttp_client):
+async def test_time_missed_while_prometheus_was_unreachable_is_caught_up(prometheus, service_sim, aiohttp_client):
     """A refresh 2 min into the run, the next one (Prometheus unreachable in between) at its end, with a
     2 min window: the 6 min between them are accounted chunk by chunk, and the loss account of the whole
     run matches the truth as when one window covers it."""
-    start, end = sim.start, sim.start + sim.truth["duration_s"]
+    start, end = service_sim.start, service_sim.start + service_sim.truth["duration_s"]
     clock = [start + 120]
-    app = create_app(dataclasses.replace(_config(prometheus.url, sim), window_s=125, now=lambda: clock[0]))
+    app = create_app(dataclasses.replace(service_config(prometheus.url, service_sim), window_s=125, now=lambda: clock[0]))
     await aiohttp_client(app)
-    await _next_refresh(app)
-    gpus = sim.truth["loss"]["allocated_gpu_seconds"] / sim.truth["duration_s"]
+    await next_refresh(app)
+    gpus = service_sim.truth["loss"]["allocated_gpu_seconds"] / service_sim.truth["duration_s"]
     assert app[STATE].losses["7300"].allocated == pytest.approx(120 * gpus)
     clock[0] = end
     for _ in range(4):   # three chunks of the gap, then the current window
-        await _next_refresh(app)
-    _assert_the_whole_run_accounted(app[STATE].losses["7300"], sim, end)
+        await next_refresh(app)
+    assert_the_whole_run_accounted(app[STATE].losses["7300"], service_sim, end)
 
 
 RESUMED = ("lockstep_job_accounted_until_timestamp_seconds", "lockstep_job_allocated_gpu_seconds_total",
@@ -202,51 +152,51 @@ def _as_scraped(exposition: str, at: float) -> str:
 
 
 async def test_a_restarted_replica_continues_the_counters_prometheus_scraped_from_it(
-        prometheus, datadir, sim, tmp_path, stack, aiohttp_client):
+        prometheus, service_datadir, service_sim, tmp_path, stack, aiohttp_client):
     """Replica A accounts the first 2 min and is scraped; replica B starts at the end of the run. B
     continues A's counters (a fresh counter would recount its first window on top of A's) and
     catches up the time in between: the account of the whole run matches the truth."""
-    start, end = sim.start, sim.start + sim.truth["duration_s"]
-    a = create_app(dataclasses.replace(_config(prometheus.url, sim), window_s=125, now=lambda: start + 120))
+    start, end = service_sim.start, service_sim.start + service_sim.truth["duration_s"]
+    a = create_app(dataclasses.replace(service_config(prometheus.url, service_sim), window_s=125, now=lambda: start + 120))
     client = await aiohttp_client(a)
-    await _next_refresh(a)
+    await next_refresh(a)
     scraped = tmp_path / "scraped.om"
     scraped.write_text(_as_scraped(await (await client.get("/metrics")).text(), start + 125))
-    shutil.copytree(datadir / "data", tmp_path / "data")
+    shutil.copytree(service_datadir / "data", tmp_path / "data")
     promtool = subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics",
                                str(scraped), str(tmp_path / "data")], capture_output=True, text=True)
     assert promtool.returncode == 0, promtool.stderr
     store = stack.add(start_prometheus(PROM_CONFIG, tmp_path))
 
-    b = create_app(dataclasses.replace(_config(store.url, sim), window_s=125, now=lambda: end))
+    b = create_app(dataclasses.replace(service_config(store.url, service_sim), window_s=125, now=lambda: end))
     await aiohttp_client(b)
-    await _next_refresh(b)
+    await next_refresh(b)
     resumed, first = a[STATE].losses["7300"], b[STATE].losses["7300"]
-    gpus = sim.truth["loss"]["allocated_gpu_seconds"] / sim.truth["duration_s"]
+    gpus = service_sim.truth["loss"]["allocated_gpu_seconds"] / service_sim.truth["duration_s"]
     assert start + 120 < first.accounted_until < end   # continued from A's counters, still catching up
     assert first.allocated == pytest.approx(resumed.allocated + (first.accounted_until - start - 120) * gpus)
     for _ in range(3):
-        await _next_refresh(b)
-    _assert_the_whole_run_accounted(b[STATE].losses["7300"], sim, end)
+        await next_refresh(b)
+    assert_the_whole_run_accounted(b[STATE].losses["7300"], service_sim, end)
 
 
-async def test_parity_prometheus_path_equals_direct_path(prometheus, sim):
+async def test_parity_prometheus_path_equals_direct_path(prometheus, service_sim):
     """Same scenario, same scorer: the inputs' answers from Prometheus' query_range, and the same
     answers computed from the simulator's frame, give the same matrices bit for bit, and so the same
     scores."""
     import aiohttp
 
-    end = sim.start + sim.truth["duration_s"]
-    window = source_prom.Window(sim.start, end, sim.period)
+    end = service_sim.start + service_sim.truth["duration_s"]
+    window = source_prom.Window(service_sim.start, end, service_sim.period)
     async with aiohttp.ClientSession() as session:
         held = await fetch_window(PrometheusSource(session, prometheus.url, 10.0), "7300", window)
-    prom_features, direct_features = held.features(), build_features(sim.frame)
+    prom_features, direct_features = held.features(), build_features(service_sim.frame)
     assert sorted(prom_features.signals) == sorted(direct_features.signals)
     for name, matrix in prom_features.signals.items():
         assert matrix.dtype == np.float32
         np.testing.assert_array_equal(matrix, direct_features.signals[name], err_msg=name)
-    via_prom = score_features(prom_features, sim.start, sim.period)["7300"]
-    direct = score_features(direct_features, sim.start, sim.period)["7300"]
+    via_prom = score_features(prom_features, service_sim.start, service_sim.period)["7300"]
+    direct = score_features(direct_features, service_sim.start, service_sim.period)["7300"]
     assert list(via_prom.columns) == list(direct.columns)
     np.testing.assert_allclose(via_prom.stragglers.scores, direct.stragglers.scores, atol=1e-9)
     assert (via_prom.stragglers.flagged == direct.stragglers.flagged).all()
@@ -254,20 +204,20 @@ async def test_parity_prometheus_path_equals_direct_path(prometheus, sim):
     assert via_prom.loss == direct.loss
 
 
-async def test_slow_prometheus_times_out_and_is_reported(prometheus, sim, aiohttp_client):
-    app = create_app(dataclasses.replace(_config(prometheus.url, sim), timeout_s=1e-4))
+async def test_slow_prometheus_times_out_and_is_reported(prometheus, service_sim, aiohttp_client):
+    app = create_app(dataclasses.replace(service_config(prometheus.url, service_sim), timeout_s=1e-4))
     client = await aiohttp_client(app)
-    await _next_refresh(app)
+    await next_refresh(app)
     text = await (await client.get("/metrics")).text()
     assert _samples(text, "lockstep_analytics_up") == {None: 0.0}
     assert "TimeoutError" in app[STATE].health.last_error
 
 
-async def test_metrics_exposition_golden(prometheus, sim, aiohttp_client, golden):
+async def test_metrics_exposition_golden(prometheus, service_sim, aiohttp_client, golden):
     """The served families, names and label sets (reviewed file; values from the scored scenario)."""
-    app = create_app(_config(prometheus.url, sim))
+    app = create_app(service_config(prometheus.url, service_sim))
     client = await aiohttp_client(app)
-    await _next_refresh(app)
+    await next_refresh(app)
     text = await (await client.get("/metrics")).text()
     text = re.sub(r"^(lockstep_analytics_(last_success_timestamp_seconds|refresh_duration_seconds)) .*$",
                   r"\1 <time>", text, flags=re.M)
@@ -308,11 +258,11 @@ def _proxy_with_a_failing_job(upstream: str):
     return app
 
 
-async def test_one_job_failing_to_fetch_does_not_stale_the_others(prometheus, sim, aiohttp_server, aiohttp_client):
+async def test_one_job_failing_to_fetch_does_not_stale_the_others(prometheus, service_sim, aiohttp_server, aiohttp_client):
     proxy = await aiohttp_server(_proxy_with_a_failing_job(prometheus.url))
-    app = create_app(_config(str(proxy.make_url("")).rstrip("/"), sim))
+    app = create_app(service_config(str(proxy.make_url("")).rstrip("/"), service_sim))
     client = await aiohttp_client(app)
-    await _next_refresh(app)
+    await next_refresh(app)
     text = await (await client.get("/metrics")).text()
     assert _samples(text, "lockstep_analytics_up") == {None: 1.0}
     jobs = await (await client.get("/api/v1/jobs")).json()

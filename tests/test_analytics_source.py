@@ -7,7 +7,6 @@ query is reported with Prometheus' own message; a malformed answer fails with on
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -17,8 +16,9 @@ from lockstep.analytics.prom import api as source_prom
 from lockstep.analytics.prom import decode
 from lockstep.analytics.prom.errors import MalformedAnswer, PrometheusError
 from lockstep.analytics.prom.grid import Window
+from tests.helpers.paths import FIXTURES
 
-ANSWERS = Path(__file__).parent / "fixtures/analytics/answers"
+ANSWERS = FIXTURES / "analytics/answers"
 GRID = Window(1767225890.0, 1767225910.0, 5.0)
 
 

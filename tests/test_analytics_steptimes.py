@@ -8,7 +8,6 @@ the file (tests/fixtures/pai/README.md).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,6 +16,7 @@ import pytest
 from lockstep.analytics.scoring.steptimes import parse_csv, result, stragglers
 from lockstep.cli import main
 from lockstep.exporters.toolkit.configfile import ConfigError
+from tests.helpers.paths import FIXTURES
 
 SLOW_WORKER, SLOW_FROM, SLOWDOWN = "6", 2100, 1.3
 
@@ -56,7 +56,7 @@ def test_cli_json_contract(tmp_path, capsys):
     assert out["imbalance"] == []          # 16 identical workers
 
 
-PAI = Path(__file__).parent / "fixtures/pai/job_3_norm.csv"
+PAI = FIXTURES / "pai/job_3_norm.csv"
 
 
 def test_real_pai_job_stragglers_late_and_imbalance_from_the_start(capsys):

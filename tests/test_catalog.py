@@ -1,14 +1,13 @@
 """The metric catalog: contract names present, Prometheus naming rules enforced."""
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from lockstep.exporters.catalog import CATALOG, enums, get
 from lockstep.exporters.catalog.model import Metric
+from tests.helpers.paths import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
 CONTRACT = """lockstep_gpu_info lockstep_gpu_utilization_ratio lockstep_gpu_sm_active_ratio
 lockstep_gpu_tensor_active_ratio lockstep_gpu_sm_clock_hertz lockstep_gpu_sm_clock_max_hertz lockstep_gpu_power_watts
 lockstep_gpu_power_limit_watts lockstep_gpu_energy_joules_total lockstep_gpu_temperature_celsius

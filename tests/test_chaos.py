@@ -1,4 +1,4 @@
-"""Chaos on real processes (tests/chaos.py), time-compressed: Prometheus SIGKILLed and restarted under
+"""Chaos on real processes (tests/helpers/chaos.py), time-compressed: Prometheus SIGKILLed and restarted under
 the analytics service, Alertmanager down while a page starts firing. The same scenarios at their real
 durations, with figures: bench/bench_chaos.py."""
 from __future__ import annotations
@@ -7,28 +7,28 @@ import dataclasses
 import shutil
 
 import pytest
-from chaos import PAGE_LABELS, alertmanager_outage, prometheus_outage
-from test_analytics_service import PROM_CONFIG, _assert_the_whole_run_accounted, _config, datadir, sim  # noqa: F401
 
 from lockstep.stack import start_prometheus
+from tests.helpers.analytics_service import PROM_CONFIG, assert_the_whole_run_accounted, service_config
+from tests.helpers.chaos import PAGE_LABELS, alertmanager_outage, prometheus_outage
 
 pytestmark = pytest.mark.integration
 
 
 async def test_prometheus_killed_mid_run_serves_stale_then_catches_up_losing_no_gpu_second(
-        datadir, sim, tmp_path, stack):  # noqa: F811 (fixtures)
+        service_datadir, service_sim, tmp_path, stack):  # noqa: F811 (fixtures)
     """A refresh 2 min into the run; Prometheus SIGKILLed; refreshes 6 min in fail and the results of
     before are served, marked stale; Prometheus restarted on the same port and data; refreshes at the
     end catch up the gap chunk by chunk, and the loss account of the whole run matches the truth."""
-    shutil.copytree(datadir / "data", tmp_path / "data")
+    shutil.copytree(service_datadir / "data", tmp_path / "data")
     prom = stack.add(start_prometheus(PROM_CONFIG, tmp_path))
     port = int(prom.url.rsplit(":", 1)[1])
-    start, end = sim.start, sim.start + sim.truth["duration_s"]
-    config = dataclasses.replace(_config(prom.url, sim), window_s=125)
+    start, end = service_sim.start, service_sim.start + service_sim.truth["duration_s"]
+    config = dataclasses.replace(service_config(prom.url, service_sim), window_s=125)
     out = await prometheus_outage(prom, lambda: stack.add(start_prometheus(PROM_CONFIG, tmp_path, port)), config,
                                   "7300", (start + 120, start + 360, end), chunks=4)
     assert out.stale_served and out.same_results and out.failed_refreshes >= 2
-    _assert_the_whole_run_accounted(out.counters, sim, end)
+    assert_the_whole_run_accounted(out.counters, service_sim, end)
 
 
 async def test_a_page_fired_while_alertmanager_is_down_arrives_when_it_is_back(tmp_path):

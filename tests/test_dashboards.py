@@ -3,7 +3,6 @@ point at it, and the seven dashboards have the variables and links the issue ask
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -13,8 +12,8 @@ from lockstep.dashboards import job
 from lockstep.dashboards.build import build_all
 from lockstep.dashboards.grafana import DATASOURCE, to_text
 from lockstep.exporters.catalog import enums
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).parent.parent
 DEPLOY = REPO / "deploy" / "grafana"
 EXPECTED = {  # uid -> (title, variables after the datasource)
     "lockstep-overview": ("lockstep / Cluster overview", []),

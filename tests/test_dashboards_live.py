@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from pathlib import Path
 
 import pytest
 
@@ -21,11 +20,12 @@ from lockstep.alerts import build, config
 from lockstep.dashboards import check
 from lockstep.dashboards.build import build_all
 from lockstep.stack import start_prometheus
-from tests import validation_results
+from tests.helpers import validation_results
+from tests.helpers.paths import FIXTURES
 
 pytestmark = pytest.mark.integration
 
-SCENARIO = Path(__file__).parent / "fixtures" / "dashboards" / "live.yaml"
+SCENARIO = FIXTURES / "dashboards" / "live.yaml"
 # Scraped every second: a 4 s rate window holds four samples, as $__rate_interval would.
 VALUES = {"datasource": "prometheus", "job_id": "4242", "node": "node0[01]|node99", "instance": ".*", "rail": ".*",
           "__rate_interval": "4s", "__interval": "1s", "__range": "20s", "__range_s": "20"}

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,7 +25,8 @@ from lockstep.exporters.catalog import analytics as A
 from lockstep.simulator.scenario import load_scenario
 from lockstep.simulator.series import series_frame
 from lockstep.stack import Stack, start_prometheus
-from tests import validation_results
+from tests.helpers import validation_results
+from tests.helpers.paths import FIXTURES
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +58,7 @@ def test_a_broken_query_is_reported_with_prometheus_message(tmp_path, stack):
 
 # --- the same queries on a Prometheus filled from the simulator ---------------------------------
 
-SCENARIO = Path(__file__).parent / "fixtures" / "dashboards" / "every-fault.yaml"
+SCENARIO = FIXTURES / "dashboards" / "every-fault.yaml"
 # What Grafana would substitute for the scenario's 15-minute window; node and rail as regexes (the
 # multi-value "All" form) so one pass covers the nodes where the faults are.
 SIM_VALUES = {**VALUES, "node": "node0[0-3]", "__range": "900s", "__range_s": "900", "__rate_interval": "20s"}

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from lockstep.stack import http_get
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 HISTORY_DAYS = 0.5
 FREE_PORTS = [f"--{p}-port=0" for p in ("prometheus", "alertmanager", "power", "analytics", "pager", "redfish",
                                         "grafana")] + ["--base-port=0", "--no-grafana"]

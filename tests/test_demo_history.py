@@ -17,10 +17,10 @@ import yaml
 from lockstep.demo_history import STEP_S, backfill_month
 from lockstep.demo_jobs import JOBS
 from lockstep.stack import Stack, query, start_prometheus
+from tests.helpers.paths import REPO
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parent.parent
 END = pd.Timestamp("2026-10-20T00:00Z").timestamp()   # the two days lie inside October
 DAYS = 2.0
 

@@ -11,8 +11,8 @@ import yaml
 
 from lockstep import deploy_gen
 from lockstep.stack import require_binary
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 K8S = REPO / "deploy" / "kubernetes"
 
 

@@ -10,11 +10,12 @@ import subprocess
 import helm_python
 import pytest
 import yaml
-from deploy_manifests import CASES, CHART, REPO, named, objects, of_kind, pod_spec, rendered, values
 
 from lockstep import deploy_gen
 from lockstep.exporters.catalog.selectors import ANALYTICS_JOB, NODE_JOB, POWER_JOB
 from lockstep.stack import require_binary
+from tests.helpers.deploy_manifests import CASES, CHART, named, objects, of_kind, pod_spec, rendered, values
+from tests.helpers.paths import REPO
 
 KUBE_VERSIONS = ("v1.35.0", "v1.36.0", "v1.37.0")   # as tests/test_deploy_schemas.py validates
 WORKLOADS = ("DaemonSet", "Deployment", "StatefulSet")

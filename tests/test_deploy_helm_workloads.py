@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from deploy_manifests import CASES, container, named, objects, of_kind, pod_spec, values
 
 from lockstep import deploy_gen
 from lockstep.analytics.service.config import Shard, parse_shard
 from lockstep.cli import build_parser
+from tests.helpers.deploy_manifests import CASES, container, named, objects, of_kind, pod_spec, values
 
 WORKLOADS = ("DaemonSet", "Deployment", "StatefulSet")
 ENV_REF = re.compile(r"\$\((\w+)\)")

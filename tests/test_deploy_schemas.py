@@ -13,7 +13,9 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from deploy_manifests import CASES, HELM_VALUES_FILES, K8S, REPO, named, objects, plain_manifest_files, yaml_docs
+
+from tests.helpers.deploy_manifests import CASES, HELM_VALUES_FILES, K8S, named, objects, plain_manifest_files, yaml_docs
+from tests.helpers.paths import REPO
 
 # The three most recent minor versions kubernetes-validate ships schemas for (docs/deploy.md).
 KUBERNETES_VERSIONS = ("1.35", "1.36", "1.37")

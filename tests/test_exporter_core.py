@@ -9,15 +9,15 @@ import sys
 import urllib.error
 import urllib.request
 from base64 import b64encode
-from pathlib import Path
 
 import bcrypt
 import pytest
-from conftest import write_server_tls
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import REPO
+from tests.helpers.tls import write_server_tls
+
 PLUGIN = ["--collector.disable-defaults", "--collector.extra-module=lockstep_test_collectors",
           "--collector.test_ok", "--collector.test_fail"]
 

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_fabric_differential import assert_agree, scrape_both
 
 from lockstep.exporters import cli
+from tests.helpers.node_exporter import assert_agree, scrape_both
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).parent.parent
 SCENARIO = REPO / "simulator" / "scenarios" / "pause-storm.yaml"
 
 

@@ -2,9 +2,8 @@
 handled (the parser's own error type or a result). Kept under tests/fuzz_regressions/<target>/."""
 from __future__ import annotations
 
-from conftest import TESTS
-
 from fuzz.targets import TARGETS
+from tests.helpers.paths import TESTS
 
 CASES = sorted(p for p in (TESTS / "fuzz_regressions").glob("*/*") if p.is_file() and p.name != "README.md")
 

@@ -6,11 +6,11 @@ import importlib.util
 import logging
 
 import pynvml
-from test_gpu_nvml import fake, h100, render
 
 from lockstep.exporters.gpu.backend import GpuOptions, open_backend
 from lockstep.exporters.gpu.collector import GpuCollector
 from lockstep.exporters.gpu.dcgm import DcgmProf, open_dcgm, parse_dcgm_values
+from tests.helpers.gpu import DcgmReader, fake, h100, render
 
 
 def test_without_bindings_falls_back_to_nvml_and_says_so(caplog):
@@ -24,23 +24,8 @@ def test_without_bindings_falls_back_to_nvml_and_says_so(caplog):
     assert 'lockstep_gpu_up{gpu="0"} 1' in text and "lockstep_gpu_sm_active_ratio" not in text
 
 
-class Reader:
-    """DcgmReader's API as the collector uses it: constructor keywords and the latest-values call,
-    keyed by DCGM GPU id then field id; DCGM_FP64_BLANK marks a field not sampled yet."""
-
-    def __init__(self, fieldIds, updateFrequency):
-        self.fieldIds, self.updateFrequency = fieldIds, updateFrequency
-        self.shutdown = False
-
-    def GetLatestGpuValuesAsFieldIdDict(self):
-        return {0: {1002: 0.81, 1003: 0.4, 1004: 0.62, 1005: 0.3, 1011: 1.5e11, 1012: 140737488355328.0}}
-
-    def Shutdown(self):
-        self.shutdown = True
-
-
 def test_dcgm_fields_become_lockstep_metrics():
-    prof = open_dcgm(Reader)
+    prof = open_dcgm(DcgmReader)
     assert prof._reader.fieldIds == [1002, 1003, 1004, 1005, 1011, 1012]
     collector = GpuCollector(fake.FakeNvml([h100(0)]), prof, GpuOptions("dcgm"), watch_xid=False)
     text = render(collector)
@@ -108,7 +93,7 @@ def test_dcgm_health_watches_become_checks():
     response.incidents[0] = incident(0x1, 10, 1, 0, b"Detected more than 8 PCIe replays per minute for GPU 0")
     response.incidents[1] = incident(0x10, 20, 1, 1, b"Uncorrectable ECC errors on GPU 1")
     response.incidents[2] = incident(0x800, 20, 3, 0, b"NVSwitch fatal error")   # an NVSwitch entity: not a GPU
-    reader = Reader(fieldIds=[], updateFrequency=1)
+    reader = DcgmReader(fieldIds=[], updateFrequency=1)
     reader.m_dcgmGroup = HealthGroup(response)
     collector = GpuCollector(fake.FakeNvml([h100(0), h100(1)]), DcgmProf(reader), GpuOptions("dcgm"), watch_xid=False)
     text = render(collector)

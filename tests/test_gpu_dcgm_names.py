@@ -5,17 +5,15 @@ Tesla T4: our side replays the real T4 nvidia-smi capture)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
-
-from test_gpu_dcgm import Reader
-from test_gpu_replay import render
 
 from lockstep.exporters.gpu.backend import GpuOptions
 from lockstep.exporters.gpu.collector import GpuCollector
 from lockstep.exporters.gpu.dcgm import DcgmProf
 from lockstep.exporters.gpu.replay import ReplayNvml
+from tests.helpers import paths
+from tests.helpers.gpu import DcgmReader, render
 
-FIXTURES = Path(__file__).parent / "fixtures/gpu"
+FIXTURES = paths.FIXTURES / "gpu"
 CORE_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")
 # Upper bounds in dcgm-exporter's units for a Tesla T4 (from the T4 capture: max clocks 1590/5001 MHz,
 # 70 W limit, 15360 MiB, 96 C shutdown): a value exported in Hz, mW or bytes would overshoot by 1e3-1e6.
@@ -47,7 +45,7 @@ def default_counters() -> dict[str, tuple[str, str]]:
 
 
 def ours() -> dict[str, dict]:
-    reader = Reader(fieldIds=[], updateFrequency=1)
+    reader = DcgmReader(fieldIds=[], updateFrequency=1)
     reader.GetLatestGpuValuesAsFieldIdDict = lambda: {0: {1002: 0.5, 1003: 0.25, 1004: 0.125, 1005: 0.0625}}
     collector = GpuCollector(ReplayNvml(FIXTURES / "nvidia-smi/tesla-t4.xml"), DcgmProf(reader),
                              GpuOptions("dcgm", dcgm_names=True, hostname="node00"), watch_xid=False)

@@ -21,15 +21,15 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from test_alerts_e2e import FIXTURES, Webhook, _until, start_alerting
 
 from lockstep import localcluster as lc
 from lockstep.alerts import config
 from lockstep.alerts.quarantine import parse_notification
 from lockstep.stack import http_get
+from tests.helpers.alerting import ALERTS, Webhook, start_alerting, until
 
 pytestmark = pytest.mark.integration
-SCENARIO = FIXTURES / "e2e-gpu-health.yaml"
+SCENARIO = ALERTS / "e2e-gpu-health.yaml"
 SPEED = 5.0   # the ECC error at 60 s simulated comes 12 s after the start: Prometheus scrapes it clean before
 
 
@@ -49,7 +49,7 @@ async def test_missing_gpu_uncorrectable_ecc_and_pending_remap_end_to_end(aiohtt
     agents = await asyncio.to_thread(lc.start_node_agents, root, stack)   # each expects 2 GPUs (cluster.json)
 
     # Rules as in the pause-storm e2e (1 s evaluation, short group waits), GPUMissing without its 2 m hold.
-    cfg = config.load(FIXTURES / "e2e-config.yaml")
+    cfg = config.load(ALERTS / "e2e-config.yaml")
     cfg = replace(cfg, for_={**cfg.for_, "GPUMissing": "1s"}, routing=replace(
         cfg.routing, pager_webhook_url=f"{base}/pager", queue_webhook_url=f"{base}/queue",
         quarantine_webhook_url=f"{base}/quarantine"))
@@ -64,7 +64,7 @@ async def test_missing_gpu_uncorrectable_ecc_and_pending_remap_end_to_end(aiohtt
         got = {(a["labels"]["alertname"], receiver, a["labels"]["node"], a["labels"].get("gpu"))
                for _, receiver, a in hook.received if a["status"] == "firing" and receiver != "quarantine"}
         return got if expected <= got else None
-    got = await _until(notified, time.time() + 90, "the GPU alerts", services)
+    got = await until(notified, time.time() + 90, "the GPU alerts", services)
     assert got == expected   # nothing else fired
     xid = next(a for _, r, a in hook.received if a["labels"]["alertname"] == "GPUXidCritical")
     assert (xid["labels"]["xid"], xid["labels"]["action"]) == ("48", "reset_gpu")

@@ -7,13 +7,13 @@ import stat
 
 import pynvml
 import pytest
-from test_gpu_nvml import ULL, fake, h100, render, wait_for_xids
 
 from lockstep.exporters.gpu import health
 from lockstep.exporters.gpu.backend import GpuOptions, parse_duration, parse_expected
 from lockstep.exporters.gpu.collector import GpuCollector
 from lockstep.exporters.gpu.expected import parse_slurm_gres
 from lockstep.exporters.gpu.snapshot import GpuSnapshot, GpuStatic, NvLinkCounters
+from tests.helpers.gpu import ULL, fake, h100, render, wait_for_xids
 
 STATIC = GpuStatic(0, "GPU-0", "NVIDIA H100 80GB HBM3", "00000000:18:00.0", pcie_width_max=16)
 

@@ -6,32 +6,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-import time
-from pathlib import Path
 
-from lockstep import stack
+from tests.helpers.agent import start_exporter
+from tests.helpers.paths import FIXTURES, REPO
 
-REPO = Path(__file__).parent.parent
 SCRIPT = REPO / "deploy/slurm/epilog-gpu-healthcheck.sh"
-FIXTURE = Path(__file__).parent / "fixtures/gpu/node00/gpus.json"
-
-
-def start_exporter(node_root: Path, workdir: Path, *flags: str, ready: bool = True) -> stack.Service:
-    """``lockstep exporter --sim.node-root NODE`` on a free 127.0.0.1 port, ready once /metrics answers
-    (``ready=False``: once it listens, for an agent that answers 401 without credentials)."""
-    service = stack.start_on_port("lockstep-exporter", lambda port: [
-        str(Path(sys.executable).parent / "lockstep"), "exporter", f"--sim.node-root={node_root}",
-        f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults", "--collector.gpu", *flags],
-        workdir, ready_path="/metrics" if ready else None, timeout=30)
-    deadline = time.monotonic() + 30
-    while not ready and time.monotonic() < deadline:
-        try:
-            stack.http_get(service.url + "/metrics", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.2)
-    return service
+FIXTURE = FIXTURES / "gpu/node00/gpus.json"
 
 
 def healthcheck(url: str, **extra_env: str) -> subprocess.CompletedProcess:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pynvml
 import pytest
-from test_gpu_nvml import NS, fake, h100, render
-from test_jobs import run_script
 
 from lockstep.exporters.collectors.jobs import JobsCollector, SlurmSource
 from lockstep.exporters.gpu.backend import GpuOptions
 from lockstep.exporters.gpu.collector import GpuCollector
 from lockstep.exporters.gpu.mig import DeviceRef, profile_name, read_device_refs
+from tests.helpers.gpu import NS, fake, h100, render
+from tests.helpers.slurm import run_script
 
 PARENT = "GPU-5e0b1b1a-7c3d-4f0e-8a55-91c3d2e4f600"
 MIG_A = "MIG-4d5b1a2c-0b6e-5c0f-9a1b-2c3d4e5f6a7b"

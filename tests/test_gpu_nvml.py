@@ -3,12 +3,9 @@ golden exposition, NotSupported / GPU_IS_LOST / FunctionNotFound handling, XID e
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import logging
-import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pynvml
@@ -21,44 +18,8 @@ from lockstep.exporters.gpu.read import read_snapshot
 from lockstep.exporters.gpu.samples import identity_samples, snapshot_samples
 from lockstep.exporters.gpu.snapshot import GpuSnapshot, GpuStatic
 from lockstep.exporters.toolkit import logs
-from lockstep.exporters.toolkit.exposition import Encoder, render_text
-
-_spec = importlib.util.spec_from_file_location("fake_pynvml", Path(__file__).parent / "fixtures/gpu/fake_pynvml.py")
-fake = sys.modules.setdefault("fake_pynvml", importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(fake)
-Err = fake.Err
-NS = Err(pynvml.NVML_ERROR_NOT_SUPPORTED)
-ULL, DBL = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, pynvml.NVML_VALUE_TYPE_DOUBLE
-
-
-def h100(index: int, **over) -> dict:
-    """What an H100 SXM answers (values in NVML units: MHz, mW, mJ, %, bytes). Like the real driver it
-    answers v2 memory info with the reservation apart, and MIG mode [0, 0] (MIG-capable, disabled)."""
-    dev = {
-        "uuid": f"GPU-5e0b1b1a-7c3d-4f0e-8a55-91c3d2e4f60{index}", "name": "NVIDIA H100 80GB HBM3",
-        "busId": f"00000000:{0x18 + 0x10 * index:02X}:00.0", "minor": index, "util": (100, 38),
-        "clocks": {pynvml.NVML_CLOCK_SM: 1980, pynvml.NVML_CLOCK_MEM: 2619},
-        "max_clocks": {pynvml.NVML_CLOCK_SM: 1980, pynvml.NVML_CLOCK_MEM: 2619},
-        "power": 650000, "power_limit": 700000, "energy": 98765432, "temp": 74,
-        # v1 (total, free, used with the reservation); v2 reports 869 MiB of it apart (the A100-80GB capture's).
-        "mem": (85520809984, 12345678848, 73175131136), "mem_reserved": 869 << 20, "mig": [0, 0],
-        "reasons": 0x0, "ecc_mode": [1, 1],
-        "ecc": {0: 5, 1: 0}, "rows": (2, 0, 0, 0), "replay": 1, "width": 16, "max_width": 16, "gen": 5, "max_gen": 5,
-        "nvlink": [[0, 0, 1, 0], None, [0, 2, 0, 0]], "persistence": 1,
-        "p2p": {peer: pynvml.NVML_P2P_STATUS_OK for peer in range(3) if peer != index},
-        "fields": {pynvml.NVML_FI_DEV_MEMORY_TEMP: (ULL, 66), pynvml.NVML_FI_DEV_POWER_INSTANT: (ULL, 702500),
-                   pynvml.NVML_FI_DEV_ENERGY: (ULL, 98765432), pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER: (ULL, 1),
-                   pynvml.NVML_FI_DEV_ECC_CURRENT: (ULL, 1), pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL: (ULL, 5),
-                   pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL: (ULL, 0), pynvml.NVML_FI_DEV_REMAPPED_COR: (ULL, 2),
-                   pynvml.NVML_FI_DEV_REMAPPED_UNC: (ULL, 0), pynvml.NVML_FI_DEV_REMAPPED_PENDING: (ULL, 0),
-                   pynvml.NVML_FI_DEV_REMAPPED_FAILURE: (ULL, 0),
-                   pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: (ULL, 0),
-                   pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL: (ULL, 2),
-                   pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: (ULL, 1),
-                   pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL: (ULL, 0)},
-    }
-    dev.update(over)
-    return dev
+from tests.helpers.gpu import NS, Err, fake, h100, render, wait_for_xids
+from tests.helpers.paths import FIXTURES
 
 
 def node() -> list[dict]:
@@ -75,19 +36,6 @@ def node() -> list[dict]:
                  clocks={pynvml.NVML_CLOCK_SM: 1410, pynvml.NVML_CLOCK_MEM: 2619},
                  p2p={0: pynvml.NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED, 2: NS}),
             h100(2, lost=True)]
-
-
-def render(collector: GpuCollector) -> str:
-    families: dict = {}
-    Encoder().add(families, collector.collect())
-    return render_text(families)
-
-
-def wait_for_xids(collector: GpuCollector, expected: dict) -> None:
-    deadline = time.monotonic() + 10
-    while collector._xid is None or collector._xid.counts() != expected:
-        assert time.monotonic() < deadline, f"XID counts {collector._xid and collector._xid.counts()} != {expected}"
-        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -268,7 +216,7 @@ def test_fake_h100_takes_the_paths_a_real_hopper_driver_took():
     functions one collector run called and which fields came back absent (nvml-busy.json). The fake's
     H100 must lead the collector down the same calls (the XID watcher's apart: watch_xid is off here)
     and refuse the same fields: Hopper retires no pages, it remaps rows."""
-    record = json.loads((Path(__file__).parent / "fixtures/gpu/nvml-h200/nvml-busy.json").read_text())
+    record = json.loads((FIXTURES / "gpu/nvml-h200/nvml-busy.json").read_text())
     xid_watcher = ("nvmlEvent", "nvmlDeviceRegisterEvents")
     real_calls = {name for name in record["nvml_calls"] if not name.startswith(xid_watcher)}
     calls = _Calls(fake.FakeNvml([h100(0)]))

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pynvml
 import pytest
-from test_gpu_nvml import fake
 
 from lockstep.exporters.gpu.backend import GpuOptions
 from lockstep.exporters.gpu.collector import GpuCollector
@@ -16,9 +15,10 @@ from lockstep.exporters.gpu.replay import ReplayNvml
 from lockstep.exporters.gpu.sim import SimNvml
 from lockstep.exporters.gpu.smi_xml import Refused, SmiFormatError, parse_smi_log
 from lockstep.exporters.scrape import Scraper
-from lockstep.exporters.toolkit.exposition import Encoder, render_text
+from tests.helpers.gpu import fake, render
+from tests.helpers.paths import FIXTURES
 
-CAPTURES = sorted((Path(__file__).parent / "fixtures/gpu/nvidia-smi").glob("*.xml"))
+CAPTURES = sorted((FIXTURES / "gpu/nvidia-smi").glob("*.xml"))
 # Capture value → the series it must leave absent when NVML refused it.
 ABSENT_WHEN_REFUSED = {
     "util_gpu": "lockstep_gpu_utilization_ratio{", "temp_memory": "lockstep_gpu_memory_temperature_celsius{",
@@ -33,12 +33,6 @@ ABSENT_WHEN_REFUSED = {
 def replay(path: Path, **options) -> GpuCollector:
     return GpuCollector(ReplayNvml(path), None, GpuOptions("replay", path, hostname="node00", **options),
                         watch_xid=False)
-
-
-def render(collector: GpuCollector) -> str:
-    families: dict = {}
-    Encoder().add(families, collector.collect())
-    return render_text(families)
 
 
 @pytest.mark.parametrize("path", CAPTURES, ids=[p.stem for p in CAPTURES])
@@ -107,7 +101,7 @@ def test_refusals_raise_pynvml_error_classes():
     assert nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle) == 0x1   # gpu_idle Active
 
 
-H200 = Path(__file__).parent / "fixtures/gpu/nvml-h200"
+H200 = FIXTURES / "gpu/nvml-h200"
 # What `nvidia-smi -q` cannot give the replay: it prints no energy counter, and the replay runs no XID watcher.
 NOT_IN_A_CAPTURE = {'lockstep_gpu_energy_joules_total{gpu="0"}', 'lockstep_gpu_health{gpu="0",check="xid"}'}
 # Readings that move between two looks at a loaded GPU (the capture and the scrape were seconds apart).

@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import shutil
-import time
 from pathlib import Path
 
 import pynvml
@@ -14,32 +13,13 @@ import pytest
 
 from lockstep.exporters import cli
 from lockstep.exporters.gpu import simevents
-from lockstep.exporters.gpu.backend import GpuOptions, open_backend
+from lockstep.exporters.gpu.backend import GpuOptions
 from lockstep.exporters.gpu.collector import GpuCollector
 from lockstep.exporters.gpu.sim import SimFormatError, SimNvml
-from lockstep.exporters.toolkit.exposition import Encoder, render_openmetrics, render_text
+from tests.helpers.gpu import render, scrape_until_xids, sim_collector
+from tests.helpers.paths import FIXTURES
 
-FIXTURE = Path(__file__).parent / "fixtures/gpu/node00/gpus.json"
-
-
-def collector_for(path: Path, dcgm: bool = False, watch_xid: bool = True) -> GpuCollector:
-    options = GpuOptions("sim", path, dcgm_names=dcgm, hostname="node00")
-    nvml, prof = open_backend(options)
-    return GpuCollector(nvml, prof, options, watch_xid=watch_xid)
-
-
-def render(collector: GpuCollector, openmetrics: bool = False) -> str:
-    families: dict = {}
-    Encoder().add(families, collector.collect())
-    return render_openmetrics(families) if openmetrics else render_text(families)
-
-
-def wait_for_xids(collector: GpuCollector, expected: dict) -> None:
-    deadline = time.monotonic() + 10
-    while collector._xid is None or collector._xid.counts() != expected:
-        assert time.monotonic() < deadline, f"XID counts {collector._xid and collector._xid.counts()} != {expected}"
-        render(collector)
-        time.sleep(0.02)
+FIXTURE = FIXTURES / "gpu/node00/gpus.json"
 
 
 def rewrite(path: Path, doc: dict) -> None:
@@ -59,9 +39,9 @@ def gpus_json(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("names", ["lockstep", "dcgm"])
 def test_sim_golden(golden, gpus_json, names):
-    collector = collector_for(gpus_json, dcgm=names == "dcgm")
+    collector = sim_collector(gpus_json, dcgm=names == "dcgm")
     try:
-        wait_for_xids(collector, {(0, 13): 2, (2, 79): 1})
+        scrape_until_xids(collector, {(0, 13): 2, (2, 79): 1})
         text = render(collector)
     finally:
         collector.close()
@@ -69,7 +49,7 @@ def test_sim_golden(golden, gpus_json, names):
 
 
 def test_lost_gpu_is_down_and_others_unaffected(gpus_json):
-    collector = collector_for(gpus_json, watch_xid=False)
+    collector = sim_collector(gpus_json, watch_xid=False)
     text = render(collector)
     collector.close()
     assert 'lockstep_gpu_up{gpu="2"} 0' in text
@@ -81,14 +61,14 @@ def test_lost_gpu_is_down_and_others_unaffected(gpus_json):
 
 
 def test_repeated_xid_is_counted_again(gpus_json):
-    collector = collector_for(gpus_json)
+    collector = sim_collector(gpus_json)
     try:
-        wait_for_xids(collector, {(0, 13): 2, (2, 79): 1})
+        scrape_until_xids(collector, {(0, 13): 2, (2, 79): 1})
         doc = json.loads(gpus_json.read_text())
         doc["gpus"][1]["xid_events"] = [{"seq": 4, "xid": 79, "timestamp": 1.0}, {"seq": 5, "xid": 79, "timestamp": 2.0}]
         doc["gpus"][1]["lost"] = True
         rewrite(gpus_json, doc)
-        wait_for_xids(collector, {(0, 13): 2, (2, 79): 1, (1, 79): 2})
+        scrape_until_xids(collector, {(0, 13): 2, (2, 79): 1, (1, 79): 2})
         text = render(collector)
     finally:
         collector.close()
@@ -114,7 +94,7 @@ def test_gpu_whose_handle_comes_late_gets_its_xids_counted(gpus_json):
     nvml = LateHandleSim(gpus_json, late=1)
     collector = GpuCollector(nvml, None, GpuOptions("sim", gpus_json, hostname="node00"))
     try:
-        wait_for_xids(collector, {(0, 13): 2, (2, 79): 1})
+        scrape_until_xids(collector, {(0, 13): 2, (2, 79): 1})
         assert 'lockstep_gpu_up{gpu="1"} 0' in render(collector)
         watcher = collector._xid
         nvml.late = None
@@ -122,7 +102,7 @@ def test_gpu_whose_handle_comes_late_gets_its_xids_counted(gpus_json):
         doc = json.loads(gpus_json.read_text())
         doc["gpus"][1]["xid_events"] = [{"seq": 7, "xid": 48, "timestamp": 1767227300.0}]
         rewrite(gpus_json, doc)
-        wait_for_xids(collector, {(0, 13): 2, (2, 79): 1, (1, 48): 1})
+        scrape_until_xids(collector, {(0, 13): 2, (2, 79): 1, (1, 48): 1})
         assert collector._xid is watcher
     finally:
         collector.close()
@@ -150,7 +130,7 @@ def test_event_wait_leaves_a_file_the_scrape_just_checked(gpus_json, monkeypatch
 
 
 def test_malformed_file_names_file_and_line_then_recovers(gpus_json):
-    collector = collector_for(gpus_json, watch_xid=False)
+    collector = sim_collector(gpus_json, watch_xid=False)
     good = gpus_json.read_text()
     gpus_json.write_text(good.replace('"index": 1,', '"index": 1', 1))
     with pytest.raises(SimFormatError, match=rf"{gpus_json}:\d+: invalid JSON"):
@@ -167,7 +147,7 @@ def test_malformed_file_names_file_and_line_then_recovers(gpus_json):
 
 def test_missing_file_means_no_gpus_until_it_appears(tmp_path):
     path = tmp_path / "gpus.json"
-    collector = collector_for(path, watch_xid=False)
+    collector = sim_collector(path, watch_xid=False)
     assert render(collector).splitlines()[-1] == "lockstep_node_gpus_visible 0"
     shutil.copy(FIXTURE, path)
     assert 'lockstep_gpu_up{gpu="1"} 1' in render(collector)
@@ -175,7 +155,7 @@ def test_missing_file_means_no_gpus_until_it_appears(tmp_path):
 
 
 def test_openmetrics_marks_dcgm_counters_without_total_as_unknown(gpus_json):
-    collector = collector_for(gpus_json, dcgm=True, watch_xid=False)
+    collector = sim_collector(gpus_json, dcgm=True, watch_xid=False)
     text = render(collector, openmetrics=True)
     collector.close()
     assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION unknown" in text
@@ -208,7 +188,7 @@ def test_lockstep_names_pass_promtool_lint(gpus_json):
 
     from lockstep.exporters.scrape import Scraper
     from lockstep.stack import require_binary
-    scraper = Scraper({"gpu": collector_for(gpus_json, watch_xid=False)})
+    scraper = Scraper({"gpu": sim_collector(gpus_json, watch_xid=False)})
     result = subprocess.run([require_binary("promtool"), "check", "metrics"], input=scraper.render(),
                             capture_output=True, text=True, timeout=30)
     scraper.close()

@@ -11,15 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
-from test_gpu_healthcheck import start_exporter
-from test_gpu_sim import collector_for, wait_for_xids
 
 from lockstep.stack import query, start_prometheus
+from tests.helpers.agent import start_exporter
+from tests.helpers.gpu import scrape_until_xids, sim_collector
+from tests.helpers.paths import FIXTURES, REPO
 
-REPO = Path(__file__).parent.parent
 SCENARIOS = REPO / "simulator/scenarios"
 LOCKSTEP = str(Path(sys.executable).parent / "lockstep")
-DASHBOARD = Path(__file__).parent / "fixtures/gpu/dcgm-exporter-dashboard.json"
+DASHBOARD = FIXTURES / "gpu/dcgm-exporter-dashboard.json"
 
 
 def values(collector, metric: str, **labels: str) -> dict[str, float]:
@@ -42,9 +42,9 @@ def xid_tree(tmp_path_factory) -> Path:
 
 
 def test_xid_79_counts_and_marks_only_that_gpu_lost(xid_tree):
-    collector = collector_for(xid_tree / "node03/gpus.json")
+    collector = sim_collector(xid_tree / "node03/gpus.json")
     try:
-        wait_for_xids(collector, {(6, 48): 1, (6, 79): 1})
+        scrape_until_xids(collector, {(6, 48): 1, (6, 79): 1})
         up = values(collector, "lockstep_gpu_up")
         temps = values(collector, "lockstep_gpu_temperature_celsius")
         gpu6 = [s for s in collector.collect() if s.labels[:1] == ("6",)]
@@ -65,7 +65,7 @@ def test_thermal_straggler_shows_on_the_throttled_gpu_only(tmp_path):
     sim = subprocess.Popen([LOCKSTEP, "sim", "run", str(SCENARIOS / "thermal-straggler.yaml"), "--root",
                             str(tmp_path), "--speed", "100", "--duration", "0"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    collector = collector_for(tmp_path / "node05/gpus.json", watch_xid=False)
+    collector = sim_collector(tmp_path / "node05/gpus.json", watch_xid=False)
     try:
         deadline = time.monotonic() + 90
         while values(collector, "lockstep_gpu_clock_event_active", reason="hw_thermal_slowdown").get("3") != 1:
@@ -76,7 +76,7 @@ def test_thermal_straggler_shows_on_the_throttled_gpu_only(tmp_path):
         temps = values(collector, "lockstep_gpu_temperature_celsius")
         thermal = {reason: values(collector, "lockstep_gpu_clock_event_active", reason=reason)
                    for reason in ("sw_thermal_slowdown", "hw_thermal_slowdown")}
-        neighbour = collector_for(tmp_path / "node04/gpus.json", watch_xid=False)
+        neighbour = sim_collector(tmp_path / "node04/gpus.json", watch_xid=False)
         neighbour_thermal = values(neighbour, "lockstep_gpu_clock_event_active", reason="hw_thermal_slowdown")
     finally:
         sim.terminate()
@@ -152,7 +152,7 @@ def test_simulated_gpu_health_faults_in_gpus_json(tmp_path):
     from lockstep.simulator.scenario import load_scenario
     from lockstep.simulator.tree.gpus import document
 
-    scenario = load_scenario(Path(__file__).parent / "fixtures/alerts/e2e-gpu-health.yaml")
+    scenario = load_scenario(FIXTURES / "alerts/e2e-gpu-health.yaml")
     model = Model(scenario)
     state = next(s for s in model.states() if s.t >= 61)
     missing, ecc, remap = (document(model.topo, state, n)["gpus"] for n in range(3))

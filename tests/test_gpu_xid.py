@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 
 import pytest
-from test_gpu_nvml import fake, h100, render, wait_for_xids
 
 from lockstep.exporters.catalog import enums, xid
 from lockstep.exporters.gpu import xid as xid_module
 from lockstep.exporters.gpu.backend import GpuOptions
 from lockstep.exporters.gpu.collector import GpuCollector
 from lockstep.exporters.toolkit import logs
+from tests.helpers.gpu import fake, h100, render, wait_for_xids
 
 
 def test_catalog_covers_every_code_nvidia_documents_and_cites_it():

@@ -15,7 +15,8 @@ import ast
 from functools import cache
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import REPO
+
 # repository folder → the package the wheel installs it as
 FOLDERS = {"lockstep": "lockstep", **{f: f"lockstep.{f}" for f in
                                       ("exporters", "analytics", "alerts", "dashboards", "simulator", "validation")}}

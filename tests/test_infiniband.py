@@ -9,13 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from exporter_args import exporter_config
 
 from lockstep.exporters import cli
 from lockstep.exporters.collectors.infiniband import InfinibandCollector, InfinibandOptions, parse_expected_rates
 from lockstep.exporters.toolkit.exposition import Encoder, render_text
+from tests.helpers.exporter_args import exporter_config
+from tests.helpers.paths import FIXTURES, REPO
 
-SYSFS = Path(__file__).parent / "fixtures" / "sysfs"
+SYSFS = FIXTURES / "sysfs"
 REAL = SYSFS / "real"
 VARIANTS = SYSFS / "variants"
 
@@ -146,7 +147,7 @@ def test_permission_denied_is_absent(tmp_path, golden):
     caps = "-dac_override,-dac_read_search"
     proc = subprocess.run([setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", sys.executable, "-c",
                            PERMISSION_SCRIPT, str(root)], capture_output=True, text=True, timeout=60,
-                          cwd=Path(__file__).parent.parent)
+                          cwd=REPO)
     if proc.returncode != 0 and "setpriv" in proc.stderr:
         pytest.skip(f"cannot drop capabilities here: {proc.stderr.strip()}")
     assert proc.returncode == 0, proc.stderr

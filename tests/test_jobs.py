@@ -4,30 +4,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
-
-from exporter_args import exporter_config
 
 from lockstep.exporters.collectors.jobs import SlurmSource, jobs_collector, parse_mapping
 from lockstep.exporters.readfile import read_text
 from lockstep.exporters.toolkit.exposition import Encoder, render_text
+from tests.helpers.exporter_args import exporter_config
+from tests.helpers.paths import FIXTURES
+from tests.helpers.slurm import run_script
 
-REPO = Path(__file__).parent.parent
-SLURM = REPO / "deploy" / "slurm"
-FIXTURE = Path(__file__).parent / "fixtures/gpu/node00/gpus.json"
+FIXTURE = FIXTURES / "gpu/node00/gpus.json"
 UUID1 = "GPU-2f6c1c1e-0b3a-4c55-9d7e-000000000001"
-
-
-def run_script(name: str, env: dict, tmp_path: Path) -> subprocess.CompletedProcess:
-    smi = tmp_path / "nvidia-smi"
-    if not smi.exists():  # nvidia-smi's output for --query-gpu=index,uuid --format=csv,noheader
-        smi.write_text("#!/bin/sh\nprintf '0, GPU-2f6c1c1e-0b3a-4c55-9d7e-000000000000\\n"
-                       "1, GPU-2f6c1c1e-0b3a-4c55-9d7e-000000000001\\n'\n")
-        smi.chmod(0o755)
-    full = {"PATH": os.environ["PATH"], "LOCKSTEP_GPU_JOB_DIR": str(tmp_path / "node00/gpu-jobs"),
-            "LOCKSTEP_NVIDIA_SMI": str(smi), **env}
-    return subprocess.run(["bash", str(SLURM / name)], env=full, capture_output=True, text=True, timeout=30)
 
 
 def listing(path: Path) -> dict[str, str]:

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import yaml
 from aiohttp import web
-from exporter_args import exporter_config
 
 from lockstep.exporters.collectors.jobs import jobs_collector
 from lockstep.exporters.scrape import Scraper
@@ -24,8 +23,10 @@ from lockstep.simulator.kubeapi import Faults, PodStore, create_app
 from lockstep.simulator.kubelet import Kubelet
 from lockstep.simulator.kubepods import SimContainer, SimPod
 from lockstep.stack import free_port
+from tests.helpers.exporter_args import exporter_config
+from tests.helpers.paths import FIXTURES
 
-FIXTURE = Path(__file__).parent / "fixtures/gpu/node00/gpus.json"
+FIXTURE = FIXTURES / "gpu/node00/gpus.json"
 UUID = [f"GPU-2f6c1c1e-0b3a-4c55-9d7e-00000000000{g}" for g in range(3)]   # the fixture's; GPU 2 fell off the bus
 TOKEN = "node-agent"
 

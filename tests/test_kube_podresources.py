@@ -18,8 +18,8 @@ from lockstep.exporters.jobs.devices import resolve
 from lockstep.exporters.kube.podresources import ContainerGpus, KubeletUnavailable, PodResourcesClient
 from lockstep.simulator.kubelet import Kubelet
 from lockstep.simulator.kubepods import SimContainer, SimPod
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "exporters" / "third_party" / "podresources"
 U0, U1 = "GPU-2f6c1c1e-0b3a-4c55-9d7e-000000000000", "GPU-2f6c1c1e-0b3a-4c55-9d7e-000000000001"
 MIG = "MIG-5c1d2a3b-0000-5a6b-8c9d-00000000000a"

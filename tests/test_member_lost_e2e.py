@@ -18,9 +18,9 @@ import yaml
 from lockstep import localcluster as lc
 from lockstep.alerts import alertmanager, build, config
 from lockstep.stack import Stack, http_get, start_alertmanager, start_prometheus
+from tests.helpers.alerting import ALERTS
 
-FIXTURES = Path(__file__).parent / "fixtures" / "alerts"
-KUBE, SLURM = FIXTURES / "e2e-member-lost-kubernetes.yaml", FIXTURES / "e2e-member-lost-slurm.yaml"
+KUBE, SLURM = ALERTS / "e2e-member-lost-kubernetes.yaml", ALERTS / "e2e-member-lost-slurm.yaml"
 KUBE_JOB, SLURM_JOB = "ml-team/llama-pretrain", "7002"
 SLURM_PREFIX = "slurm-"      # the Slurm cluster's nodes, as its targets are labelled in the shared Prometheus
 
@@ -71,7 +71,7 @@ def clusters(tmp_path_factory):
     with Stack() as stack:
         kube = Cluster(tmp, KUBE, stack, "", "--scheduler", "kubernetes")
         slurm = Cluster(tmp, SLURM, stack, SLURM_PREFIX)
-        cfg = config.load(FIXTURES / "e2e-config.yaml")
+        cfg = config.load(ALERTS / "e2e-config.yaml")
         cfg = replace(cfg, routing=replace(cfg.routing, pager_webhook_url=f"{base}/pager",
                                            queue_webhook_url=f"{base}/queue"))
         am = stack.add(start_alertmanager(alertmanager.render(cfg), tmp / "am"))

@@ -19,7 +19,7 @@ from lockstep.exporters.collectors.nccl_ras import NcclRasCollector, NcclRasOpti
 from lockstep.exporters.nccl.rasclient import RasAnswer, RasTimeout
 from lockstep.exporters.toolkit.exposition import Encoder, render_text
 from lockstep.simulator.ncclras import RasJob, RasService, render_json
-from tests.exporter_args import exporter_config
+from tests.helpers.exporter_args import exporter_config
 
 NODES = ["10.0.0.1", "10.0.0.2"]
 VOLATILE = re.compile(r"^lockstep_nccl_ras_(answer_age|poll_duration)_seconds .*\n", re.M)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from lockstep.exporters.nccl.node import parse_fib_trie, parse_if_inet6, slurm_job_of_cgroup, slurm_job_of_pid
 from lockstep.exporters.nccl.ras import RasParseError, normal_hash, parse, parse_json, parse_text, rank_state
 from lockstep.exporters.nccl.rasclient import parse_address
-from tests.conftest import FIXTURES
+from tests.helpers.paths import FIXTURES
 
 RAS = FIXTURES / "nccl-ras"
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

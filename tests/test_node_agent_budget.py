@@ -19,8 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 
 from lockstep.exporters import cli, registry
 from lockstep.exporters.catalog import CATALOG
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SERIES_BUDGET = 1500
 # The collectors the budget was set for; a new default collector must be weighed against it
 # (validation: 50 tests add about 500 series, bench/bench_validation.py).

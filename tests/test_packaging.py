@@ -5,7 +5,7 @@ import subprocess
 import sys
 import tomllib
 
-from conftest import REPO
+from tests.helpers.paths import REPO
 
 
 def test_license_is_an_spdx_expression():

@@ -9,13 +9,12 @@ import subprocess
 import threading
 
 import pytest
-from conftest import FIXTURES
-from test_pfc import netns  # noqa: F401 (fixture)
 
 from lockstep.exporters.fabric.ethtool import DirEthtool, parse_driver, parse_ethtool_stats
 from lockstep.exporters.storage.diskstats import DEFAULT_INCLUDE, parse_diskstats
 from lockstep.exporters.storage.llite import parse_llite_stats
 from lockstep.exporters.storage.mountstats import parse_mountstats
+from tests.helpers.paths import FIXTURES
 
 PROC = FIXTURES / "procfs"
 LLITE = PROC / "fs/lustre/llite/lustrefs-ffff88105db50000/stats"

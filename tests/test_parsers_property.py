@@ -9,7 +9,6 @@ import json
 import re
 import string
 
-from conftest import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +22,7 @@ from lockstep.exporters.storage.llite import parse_lctl_stats, parse_llite_stats
 from lockstep.exporters.storage.mounts import parse_mounts
 from lockstep.exporters.storage.mountstats import parse_mountstats
 from lockstep.exporters.toolkit.configfile import ConfigError
+from tests.helpers.paths import FIXTURES
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PROC = FIXTURES / "procfs"

@@ -12,16 +12,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-from exporter_args import exporter_config
 
 from lockstep.exporters.collectors.pfc import PfcCollector, PfcOptions, make_ethtool
 from lockstep.exporters.fabric.ethtool import DirEthtool
 from lockstep.exporters.toolkit import logs
 from lockstep.exporters.toolkit.exposition import Encoder, render_text
+from tests.helpers.exporter_args import exporter_config
+from tests.helpers.paths import FIXTURES, REPO
 
-FIXTURES = Path(__file__).parent / "fixtures"
 ETHTOOL = FIXTURES / "ethtool"
-REPO = Path(__file__).parent.parent
 
 
 def collector(root: Path, regex: str | None = None) -> PfcCollector:
@@ -136,26 +135,6 @@ def ethtool_s(netns: str, interface: str) -> dict[str, int]:
                           capture_output=True, text=True, timeout=30).stdout
     pairs = [line.strip().rsplit(":", 1) for line in text.splitlines()[1:] if line.strip()]
     return {name.strip(): int(value) for name, value in pairs}
-
-
-@pytest.fixture
-def netns():
-    for tool in ("ip", "ethtool"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} not installed (Debian packages iproute2 and ethtool)")
-    name = f"lockstep-test-{uuid.uuid4().hex[:8]}"
-    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot create a network namespace here (needs CAP_SYS_ADMIN): {made.stderr.strip()}")
-    try:
-        queues = ["numrxqueues", "4", "numtxqueues", "4"]
-        subprocess.run(["ip", "-n", name, "link", "add", "lsa0", *queues, "type", "veth", "peer", "name", "lsb0",
-                        *queues], check=True, capture_output=True, timeout=30)
-        subprocess.run(["ip", "-n", name, "link", "set", "lsa0", "up"], check=True, capture_output=True)
-        subprocess.run(["ip", "-n", name, "link", "set", "lsb0", "up"], check=True, capture_output=True)
-        yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
 def test_ioctl_matches_ethtool_s_on_veth(netns):

@@ -8,11 +8,10 @@ from __future__ import annotations
 import copy
 import json
 
-from conftest import FIXTURES
-
 from lockstep.exporters.power.bmc import poll_bmc
 from lockstep.exporters.power.config import Target
 from lockstep.exporters.power.redfish import Fetch, RedfishError
+from tests.helpers.paths import FIXTURES
 
 SERVER = FIXTURES / "redfish/public-rackmount1"
 R = "/redfish/v1"

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from conftest import FIXTURES
-from prometheus_client.parser import text_string_to_metric_families
-from redfish_mockup import MockupService
 
 from lockstep.exporters.power.app import POLLER, AppOptions, create_app
 from lockstep.exporters.power.config import load_config
 from lockstep.exporters.power.poller import Poller
 from lockstep.exporters.power.redfish import HttpRedfish
+from tests.helpers.paths import FIXTURES
+from tests.helpers.power import parse, target, value, write_config
+from tests.helpers.redfish_mockup import MockupService
 
 REDFISH = FIXTURES / "redfish"
 PDU, CDU, SERVER = REDFISH / "public-pdu", REDFISH / "public-cooling-unit", REDFISH / "public-rackmount1"
@@ -27,29 +27,6 @@ def resource(mockup: Path, path: str) -> dict:
 
 def members(mockup: Path, path: str) -> list[str]:
     return [m["@odata.id"].removeprefix("/redfish/v1/") for m in resource(mockup, path)["Members"]]
-
-
-def parse(text: str) -> dict[tuple, float]:
-    """Exposition text -> {(name, (label pairs...)): value}, by prometheus_client's own parser."""
-    values = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            values[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return values
-
-
-def value(values: dict, name: str, **labels) -> float:
-    return values[(name, tuple(sorted(labels.items())))]
-
-
-def write_config(tmp_path: Path, base: str, targets: list[str], timeout_s: float = 0.5) -> Path:
-    path = tmp_path / "power.yaml"
-    path.write_text(f"interval_s: 30\ntimeout_s: {timeout_s}\nretries: 1\ntargets:\n" + "".join(targets))
-    return path
-
-
-def target(name: str, kind: str, url: str, rack: str = "r1", extra: str = "") -> str:
-    return f"  - name: {name}\n    kind: {kind}\n    url: {url}\n    rack: {rack}\n{extra}"
 
 
 @pytest.fixture

@@ -10,14 +10,14 @@ import shutil
 
 import aiohttp
 from aiohttp import web
-from conftest import FIXTURES
-from redfish_mockup import MockupService
-from test_power_exporter import parse, target, value, write_config
 
 from lockstep.exporters.power.app import POLLER, AppOptions, create_app
 from lockstep.exporters.power.config import load_config
 from lockstep.exporters.power.poller import Poller
 from lockstep.exporters.power.redfish import MAX_BODY_BYTES, PER_TARGET_REQUESTS, HttpRedfish
+from tests.helpers.paths import FIXTURES
+from tests.helpers.power import parse, target, value, write_config
+from tests.helpers.redfish_mockup import MockupService
 
 SERVER = FIXTURES / "redfish/public-rackmount1"
 ROOT = "/redfish/v1/"

@@ -10,13 +10,13 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
 
 from lockstep.exporters.power.bmc import poll_bmc
 from lockstep.exporters.power.cdu import poll_cdu
 from lockstep.exporters.power.config import Target
 from lockstep.exporters.power.pdu import poll_pdu
 from lockstep.exporters.power.redfish import Fetch, RedfishError, lowest_id
+from tests.helpers.paths import FIXTURES
 
 REDFISH = FIXTURES / "redfish"
 CONNECTORS = "ThermalEquipment/CDUs/1/SecondaryCoolantConnectors"

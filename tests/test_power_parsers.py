@@ -4,13 +4,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FIXTURES
 
 from lockstep.exporters.power.bmc import chassis_power, parse_legacy_psus, parse_psu
 from lockstep.exporters.power.cdu import parse_connector, parse_leak_detection, parse_pump
 from lockstep.exporters.power.config import Credentials, Target
 from lockstep.exporters.power.ipmi import command, parse_dcmi_power
 from lockstep.exporters.power.pdu import parse_circuit, parse_metrics, parse_outlet
+from tests.helpers.paths import FIXTURES
 
 IPMI = FIXTURES / "ipmi"
 RACKMOUNT = FIXTURES / "redfish/public-rackmount1/Chassis/1U"

@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 import yaml
-from conftest import REPO
-from test_power_exporter import parse, value
 
 from lockstep.exporters.power.app import POLLER, AppOptions, create_app
 from lockstep.exporters.power.config import load_config
+from tests.helpers.paths import REPO
+from tests.helpers.power import parse, value
 
 SCENARIO = REPO / "simulator/scenarios/checkpoint.yaml"
 

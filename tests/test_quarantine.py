@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,23 +13,7 @@ from lockstep import cli
 from lockstep.alerts.quarantine import FORGET_AFTER_S, BadPayload, DrainRequest, Policy, parse_notification
 from lockstep.alerts.quarantine_app import QuarantineConfig, create_app
 from lockstep.alerts.quarantine_cli import TOKEN_ENV
-
-TOKEN = "t0ken"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-def notification(*alerts: dict, status: str = "firing") -> dict:
-    """An Alertmanager webhook payload (version 4) as Alertmanager 0.25 posts it; an alert's ``status``
-    of firing or resolved is its state, any other value its ``status`` label (ValidationFailed has one)."""
-    return {"version": "4", "groupKey": "{}:{alertname=\"x\"}", "truncatedAlerts": 0, "status": status,
-            "receiver": "quarantine", "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {},
-            "externalURL": "http://am:9093", "alerts": [
-                {"status": a.pop("status") if a.get("status") in ("firing", "resolved") else status, "labels": a, "annotations": {}, "startsAt": "2026-01-01T00:00:00Z",
-                 "endsAt": "0001-01-01T00:00:00Z", "generatorURL": "", "fingerprint": "f"} for a in alerts]}
-
-
-def xid(node: str, gpu: str, code: str, **extra: str) -> dict:
-    return {"alertname": "GPUXidCritical", "severity": "page", "node": node, "gpu": gpu, "xid": code, **extra}
+from tests.helpers.quarantine import AUTH, TOKEN, notification, post, xid
 
 
 def test_parse_picks_firing_hardware_faults_one_per_node() -> None:
@@ -102,37 +85,15 @@ def test_parse_refuses_a_node_label_that_is_not_one_slurm_node_name(node: str) -
 
 async def test_hostlist_node_label_is_400_and_never_reaches_scontrol(aiohttp_client, scontrol) -> None:
     client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False)))
-    status, body = await _post(client, notification(xid("node[01-64]", "3", "79")))
+    status, body = await post(client, notification(xid("node[01-64]", "3", "79")))
     assert status == 400 and "node" in body["error"]
     assert scontrol() == []
-
-
-@pytest.fixture
-def scontrol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """A fake ``scontrol`` first on PATH; returns a function giving the argv lists it was called with."""
-    log = tmp_path / "scontrol.log"
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    script = bin_dir / "scontrol"
-    script.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
-                      f"open({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
-                      f"open({str(tmp_path / 'scontrol.pids')!r}, 'a').write(str(os.getpid()) + '\\n')\n"
-                      "import time; time.sleep(float(os.environ.get('FAKE_SCONTROL_SLEEP', '0')))\n"
-                      "sys.exit(int(os.environ.get('FAKE_SCONTROL_RC', '0')))\n")
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    return lambda: [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-
-async def _post(client, payload: dict, headers: dict | None = None):
-    resp = await client.post("/alerts", data=json.dumps(payload), headers=AUTH if headers is None else headers)
-    return resp.status, await resp.json()
 
 
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}])
 async def test_wrong_or_missing_token_is_401_and_drains_nothing(aiohttp_client, scontrol, headers) -> None:
     client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False)))
-    status, body = await _post(client, notification(xid("node01", "3", "79")), headers)
+    status, body = await post(client, notification(xid("node01", "3", "79")), headers)
     assert (status, body) == (401, {"error": "unauthorized"})
     assert scontrol() == []
 
@@ -140,7 +101,7 @@ async def test_wrong_or_missing_token_is_401_and_drains_nothing(aiohttp_client, 
 async def test_dry_run_logs_and_never_runs_scontrol(aiohttp_client, scontrol, caplog) -> None:
     client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN)))
     with caplog.at_level(logging.INFO, "lockstep.quarantine"):
-        status, body = await _post(client, notification(xid("node01", "3", "79")))
+        status, body = await post(client, notification(xid("node01", "3", "79")))
     assert status == 200 and body["dry_run"] is True
     assert [a["action"] for a in body["actions"]] == ["dry_run"]
     assert scontrol() == []
@@ -150,16 +111,16 @@ async def test_dry_run_logs_and_never_runs_scontrol(aiohttp_client, scontrol, ca
 async def test_execute_drains_once_per_node(aiohttp_client, scontrol) -> None:
     client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False)))
     payload = notification(xid("node01", "3", "79"))
-    assert (await _post(client, payload))[1]["actions"][0]["action"] == "drain"
+    assert (await post(client, payload))[1]["actions"][0]["action"] == "drain"
     # Alertmanager re-sends a firing group every repeat_interval: the node is not drained twice.
-    assert (await _post(client, payload))[1]["actions"][0]["action"] == "already"
+    assert (await post(client, payload))[1]["actions"][0]["action"] == "already"
     assert scontrol() == [["update", "NodeName=node01", "State=DRAIN", "Reason=lockstep GPUXidCritical gpu=3 xid=79"]]
 
 
 async def test_dry_run_of_the_documented_xids(aiohttp_client, scontrol) -> None:
     """Dry run (the default): XID 79 and 48 are logged as drains, 94 and 13 not at all; nothing runs."""
     client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN)))
-    status, body = await _post(client, notification(
+    status, body = await post(client, notification(
         xid("node01", "3", "79", action="reboot_node"), xid("node02", "1", "48", action="reset_gpu"),
         xid("node03", "2", "94", action="restart_app", alertname="GPUXidWarning"),
         xid("node04", "0", "13", action="restart_app")))
@@ -172,7 +133,7 @@ async def test_hourly_cap_refuses_further_drains_and_logs_them(aiohttp_client, s
     client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False, max_drains_per_hour=2)))
     alerts = [{"alertname": "GPUUncorrectableECC", "node": f"node0{i}", "gpu": "0"} for i in range(4)]
     with caplog.at_level(logging.INFO, "lockstep.quarantine"):
-        status, body = await _post(client, notification(*alerts))
+        status, body = await post(client, notification(*alerts))
     assert status == 200
     assert [a["action"] for a in body["actions"]] == ["drain", "drain", "rate_limited", "rate_limited"]
     assert [argv[1] for argv in scontrol()] == ["NodeName=node00", "NodeName=node01"]
@@ -185,19 +146,19 @@ async def test_failed_scontrol_is_502_and_retried_on_the_next_notification(aioht
     client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False)))
     payload = notification({"alertname": "InfiniBandLinkDown", "node": "node07", "device": "mlx5_1", "port": "1"})
     monkeypatch.setenv("FAKE_SCONTROL_RC", "1")
-    status, body = await _post(client, payload)
+    status, body = await post(client, payload)
     assert status == 502 and body["actions"][0]["action"] == "failed"
     monkeypatch.setenv("FAKE_SCONTROL_RC", "0")
-    assert (await _post(client, payload))[1]["actions"][0]["action"] == "drain"
+    assert (await post(client, payload))[1]["actions"][0]["action"] == "drain"
     assert len(scontrol()) == 2
 
 
 async def test_state_file_keeps_drains_across_restarts(aiohttp_client, scontrol, tmp_path: Path) -> None:
     cfg = QuarantineConfig(token=TOKEN, dry_run=False, max_drains_per_hour=1, state_file=tmp_path / "state.json")
     first = await aiohttp_client(create_app(cfg))
-    await _post(first, notification(xid("node01", "3", "79")))
+    await post(first, notification(xid("node01", "3", "79")))
     second = await aiohttp_client(create_app(cfg))
-    body = (await _post(second, notification(xid("node01", "3", "79"), xid("node02", "1", "79"))))[1]
+    body = (await post(second, notification(xid("node01", "3", "79"), xid("node02", "1", "79"))))[1]
     assert [a["action"] for a in body["actions"]] == ["already", "rate_limited"]
     assert len(scontrol()) == 1
 
@@ -244,7 +205,7 @@ async def test_hung_scontrol_is_killed_and_reported_failed(aiohttp_client, scont
     monkeypatch.setenv("FAKE_SCONTROL_SLEEP", "120")
     # long enough for the fake (a Python script) to start and write its pid on a loaded machine
     client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False, timeout_s=5.0)))
-    status, body = await _post(client, notification(xid("node01", "3", "79")))
+    status, body = await post(client, notification(xid("node01", "3", "79")))
     assert status == 502 and body["actions"][0]["action"] == "failed"
     (pid,) = map(int, (tmp_path / "scontrol.pids").read_text().split())
     alive = _alive(pid)
@@ -258,9 +219,9 @@ async def test_dry_run_does_not_poison_the_state_file_of_a_later_live_run(aiohtt
     """Trying the receiver in dry run first must not make the live run believe those nodes are drained."""
     state = tmp_path / "state.json"
     dry = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, state_file=state)))
-    assert (await _post(dry, notification(xid("node01", "3", "79"))))[1]["actions"][0]["action"] == "dry_run"
+    assert (await post(dry, notification(xid("node01", "3", "79"))))[1]["actions"][0]["action"] == "dry_run"
     live = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False, state_file=state)))
-    assert (await _post(live, notification(xid("node01", "3", "79"))))[1]["actions"][0]["action"] == "drain"
+    assert (await post(live, notification(xid("node01", "3", "79"))))[1]["actions"][0]["action"] == "drain"
     assert scontrol() == [["update", "NodeName=node01", "State=DRAIN", "Reason=lockstep GPUXidCritical gpu=3 xid=79"]]
 
 

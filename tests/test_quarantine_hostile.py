@@ -9,12 +9,12 @@ import os
 from pathlib import Path
 
 import pytest
-from test_quarantine import AUTH, TOKEN, _post, notification, scontrol, xid  # noqa: F401 (fixture)
 
 from lockstep import cli
 from lockstep.alerts import quarantine
 from lockstep.alerts.quarantine_app import QuarantineConfig, create_app
 from lockstep.alerts.quarantine_cli import TOKEN_ENV
+from tests.helpers.quarantine import AUTH, TOKEN, notification, post, xid
 
 
 def fleet(tmp_path: Path, n: int = 20) -> Path:
@@ -33,10 +33,10 @@ async def test_a_name_outside_the_inventory_never_reaches_scontrol_nor_spends_th
     """Before: fake names reached scontrol, and used the hourly cap up for real faults."""
     client = await aiohttp_client(create_app(live(tmp_path, max_drains_per_hour=1)))
     with caplog.at_level(logging.WARNING, "lockstep.quarantine"):
-        _, body = await _post(client, notification(xid("evil01", "0", "79"), xid("gpu-imposter", "0", "79")))
+        _, body = await post(client, notification(xid("evil01", "0", "79"), xid("gpu-imposter", "0", "79")))
     assert [a["action"] for a in body["actions"]] == ["unknown_node", "unknown_node"]
     assert scontrol() == []
-    _, body = await _post(client, notification(xid("node03", "0", "79")))
+    _, body = await post(client, notification(xid("node03", "0", "79")))
     assert [a["action"] for a in body["actions"]] == ["drain"]
     assert [r.fields["node"] for r in caplog.records if r.fields.get("action") == "unknown_node"] == \
         ["evil01", "gpu-imposter"]
@@ -46,9 +46,9 @@ async def test_case_variants_are_one_node_drained_as_the_inventory_spells_it(aio
                                                                               tmp_path):  # noqa: F811
     """Before: ``Node06`` and ``node06`` counted as two nodes (two drains of the cap)."""
     client = await aiohttp_client(create_app(live(tmp_path)))
-    _, body = await _post(client, notification(xid("Node06", "0", "79"), xid("node06", "1", "79")))
+    _, body = await post(client, notification(xid("Node06", "0", "79"), xid("node06", "1", "79")))
     assert [a["action"] for a in body["actions"]] == ["drain"]
-    _, body = await _post(client, notification(xid("NODE06", "2", "79")))
+    _, body = await post(client, notification(xid("NODE06", "2", "79")))
     assert [a["action"] for a in body["actions"]] == ["already"]
     assert [argv[1] for argv in scontrol()] == ["NodeName=node06"]
 
@@ -58,7 +58,7 @@ async def test_huge_and_multiline_labels_make_a_bounded_one_line_reason(aiohttp_
     """Before: a 128 KiB label made scontrol's argv too long to start (502, retried by Alertmanager
     forever), and a newline passed into Reason=."""
     client = await aiohttp_client(create_app(live(tmp_path)))
-    status, body = await _post(client, notification(
+    status, body = await post(client, notification(
         {"alertname": "InfiniBandLinkDown", "node": "node01", "device": "x" * (128 << 10), "port": "1"},
         {"alertname": "GPUUncorrectableECC", "node": "node02", "gpu": "3\nState=RESUME\r\x1b[2J"}))
     assert status == 200 and [a["action"] for a in body["actions"]] == ["drain", "drain"]
@@ -84,12 +84,12 @@ async def test_the_circuit_breaker_stops_draining_past_a_share_of_the_fleet(aioh
     client = await aiohttp_client(create_app(live(tmp_path, max_drained_fraction=0.1)))
     alerts = [{"alertname": "GPUUncorrectableECC", "node": f"node{i:02d}", "gpu": "0"} for i in range(5)]
     with caplog.at_level(logging.INFO, "lockstep.quarantine"):
-        _, body = await _post(client, notification(*alerts))
+        _, body = await post(client, notification(*alerts))
     assert [a["action"] for a in body["actions"]] == ["drain", "drain"] + ["circuit_open"] * 3
     assert len(scontrol()) == 2
     assert {r.levelno for r in caplog.records if r.fields.get("action") == "circuit_open"} == {logging.ERROR}
     small = await aiohttp_client(create_app(live(tmp_path / "..", max_drained_fraction=0.01)))
-    _, body = await _post(small, notification(*alerts[3:]))
+    _, body = await post(small, notification(*alerts[3:]))
     assert [a["action"] for a in body["actions"]] == ["drain", "circuit_open"]
 
 
@@ -98,11 +98,11 @@ async def test_an_unreadable_inventory_drains_nothing_and_is_retried(aiohttp_cli
     config = live(tmp_path)
     config.inventory.unlink()
     client = await aiohttp_client(create_app(config))
-    status, body = await _post(client, notification(xid("node01", "0", "79")))
+    status, body = await post(client, notification(xid("node01", "0", "79")))
     assert status == 502 and body["actions"][0]["action"] == "failed"
     assert "node inventory" in body["actions"][0]["error"]
     fleet(tmp_path)  # back: read again on the next notification
-    assert (await _post(client, notification(xid("node01", "0", "79"))))[1]["actions"][0]["action"] == "drain"
+    assert (await post(client, notification(xid("node01", "0", "79"))))[1]["actions"][0]["action"] == "drain"
     assert len(scontrol()) == 1
 
 
@@ -125,7 +125,7 @@ async def test_the_state_file_is_synced_before_it_replaces_the_old_one(aiohttp_c
     monkeypatch.setattr(Path, "replace", replace)
     state = tmp_path / "state.json"
     client = await aiohttp_client(create_app(live(tmp_path, state_file=state)))
-    await _post(client, notification(xid("node01", "0", "79")))
+    await post(client, notification(xid("node01", "0", "79")))
     assert synced == [str(tmp_path / "state.tmp"), "rename state.tmp -> state.json", str(tmp_path)]
     assert "node01" in state.read_text()
 

@@ -14,9 +14,9 @@ import pytest
 
 from lockstep import stack as st
 from lockstep.localcluster import backfill
-from tests import report_month as month
+from tests.helpers import report_month as month
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "tests" / "artifacts"
 
 

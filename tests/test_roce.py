@@ -9,8 +9,9 @@ import pytest
 
 from lockstep.exporters.collectors.roce import RoceCollector, RoceOptions
 from lockstep.exporters.toolkit.exposition import Encoder, render_text
+from tests.helpers.paths import FIXTURES
 
-SYSFS = Path(__file__).parent / "fixtures" / "sysfs"
+SYSFS = FIXTURES / "sysfs"
 
 
 def render(root: Path) -> str:

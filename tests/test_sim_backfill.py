@@ -24,10 +24,10 @@ from lockstep.exporters.catalog import CATALOG
 from lockstep.simulator.scenario import load_scenario
 from lockstep.simulator.series import series_frame
 from lockstep.stack import Stack, http_get, start_prometheus
+from tests.helpers.paths import REPO
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "simulator/scenarios/xid.yaml"      # 4 nodes x 8 GPUs, 300 s at 5 s
 START = "2026-03-01T00:00:00Z"
 STEP, MINUTES = 10.0, 10                               # coarser than the scenario, longer than its 300 s

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,8 @@ import pytest
 from lockstep.simulator import counters
 from lockstep.simulator.model import Model
 from lockstep.simulator.scenario import load_scenario
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "simulator/scenarios/xid.yaml"     # XID 48 then 79 on node03 GPU 6
 
 

@@ -5,7 +5,6 @@ the Kubernetes way."""
 from __future__ import annotations
 
 from argparse import ArgumentParser
-from pathlib import Path
 
 import yaml
 
@@ -16,8 +15,7 @@ from lockstep.simulator.kube import job_pods
 from lockstep.simulator.kubepods import pod_json
 from lockstep.simulator.scenario import load_scenario
 from lockstep.simulator.topology import Topology
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import REPO
 
 
 def test_the_jobs_pods_carry_the_job_and_the_rank_and_a_lost_member_has_none():

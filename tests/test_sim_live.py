@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sim_scenarios import exact
 
 from lockstep.exporters.catalog import fabric, storage
 from lockstep.exporters.catalog import gpu as gpu_metrics
 from lockstep.simulator.live import TreeSink
 from lockstep.simulator.model import Model
 from lockstep.simulator.series import series_frame
+from tests.helpers.sim_scenarios import exact
 
 PERIOD = 5.0
 
@@ -249,10 +249,9 @@ def test_job_nodes_get_the_slurm_gpu_job_mapping_read_by_the_jobs_collector(tmp_
 def test_the_sim_node_root_shorthand_points_at_what_the_simulator_writes(tmp_path):
     """``lockstep exporter --sim.node-root DIR/<node>`` (docs/architecture.md) reads the sources where the
     live writer puts them: both take the paths from one layout, checked here against the files."""
-    from exporter_args import exporter_config
-
     from lockstep.exporters.collectors.jobs import JobsOptions
     from lockstep.exporters.collectors.pfc import PfcOptions
+    from tests.helpers.exporter_args import exporter_config
 
     next(ticks("baseline", tmp_path))
     config = exporter_config(f"--sim.node-root={tmp_path / 'node02'}")

@@ -9,7 +9,6 @@ and within a job the CoV wanders from iteration to iteration as much as it does 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,8 +17,9 @@ import pytest
 from lockstep.simulator.model import Model
 from lockstep.simulator.noise import NONE, PAI_COV_DECILES, REALISTIC
 from lockstep.simulator.scenario import parse_scenario
+from tests.helpers.paths import FIXTURES
 
-PAI = Path(__file__).parent / "fixtures/pai/coefficient_variation.csv"
+PAI = FIXTURES / "pai/coefficient_variation.csv"
 GROUPS = 0.2       # a job whose median CoV is above this has worker groups (modelled apart: noise.groups)
 JOBS = 60
 

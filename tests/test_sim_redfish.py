@@ -2,15 +2,14 @@
 power: server = GPUs + base load, PDU = sum of its rack, CDU coolant temperatures."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from lockstep.simulator import redfish
 from lockstep.simulator.model import Model
 from lockstep.simulator.scenario import load_scenario
+from tests.helpers.paths import REPO
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "simulator" / "scenarios"
+SCENARIOS = REPO / "simulator" / "scenarios"
 
 
 @pytest.fixture

@@ -14,8 +14,9 @@ from lockstep.exporters.catalog import gpu as gpu_metrics
 from lockstep.exporters.toolkit.configfile import Section, load_yaml
 from lockstep.simulator.scenario import load_scenario
 from lockstep.simulator.series import series_frame
+from tests.helpers.paths import REPO
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "simulator" / "scenarios"
+SCENARIOS = REPO / "simulator" / "scenarios"
 LAUNCH = "import sys; from lockstep.cli import main; sys.exit(main())"
 
 

@@ -2,14 +2,13 @@
 and nothing is written."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from lockstep.cli import main
 from lockstep.simulator.scenario import FAULT_KINDS, load_scenario
+from tests.helpers.paths import REPO
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "simulator" / "scenarios"
+SCENARIOS = REPO / "simulator" / "scenarios"
 
 GOOD = """\
 name: t

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from sim_scenarios import SHIPPED as SCENARIOS
-from sim_scenarios import exact_file
 
 from lockstep.cli import main
 from lockstep.exporters.catalog import CATALOG, analytics, gpu, storage
 from lockstep.simulator.scenario import load_scenario
+from tests.helpers.sim_scenarios import SHIPPED as SCENARIOS
+from tests.helpers.sim_scenarios import exact_file
 
 
 def series(tmp_path: Path, name: str, out: str = "s.parquet", noisy: bool = False) -> tuple[pd.DataFrame, dict]:

@@ -14,7 +14,7 @@ from lockstep.exporters.toolkit.configfile import ConfigError
 from lockstep.simulator.scenario import parse_scenario
 from lockstep.simulator.validation import ALLREDUCE_BUSBW, IB_WRITE_BW
 from lockstep.validation.store import read_series, series_file
-from tests.conftest import FIXTURES, REPO
+from tests.helpers.paths import FIXTURES, REPO
 
 SCENARIO = FIXTURES / "validation" / "sim-degraded-link.yaml"
 

@@ -12,8 +12,6 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
-from conftest import FIXTURES
-from exporter_args import exporter_config
 
 from lockstep.exporters import cli, registry
 from lockstep.exporters.collectors import lustre
@@ -21,6 +19,8 @@ from lockstep.exporters.collectors.nfs import NfsCollector, NfsOptions
 from lockstep.exporters.config import ExporterConfig
 from lockstep.exporters.scrape import Scraper
 from lockstep.exporters.toolkit.exposition import Encoder, render_text
+from tests.helpers.exporter_args import exporter_config
+from tests.helpers.paths import FIXTURES
 
 PROC = FIXTURES / "procfs"
 # /host/proc/self in the DaemonSet: host mounts under /host/root, the container's own beside them

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import re
 
-from conftest import FIXTURES
-
 from lockstep.exporters.storage.diskstats import DEFAULT_INCLUDE, parse_diskstats
 from lockstep.exporters.storage.llite import fsname_of, parse_lctl_stats, parse_llite_stats
 from lockstep.exporters.storage.mounts import host_mountpoint, host_mounts, lustre_mountpoint, parse_mounts
 from lockstep.exporters.storage.mountstats import parse_mountstats
+from tests.helpers.paths import FIXTURES
 
 PROC = FIXTURES / "procfs"
 LLITE = PROC / "fs/lustre/llite/lustrefs-ffff88105db50000/stats"

@@ -13,7 +13,7 @@ from lockstep.exporters.toolkit.exposition import Encoder, render_text
 from lockstep.validation.parsers import parse_file
 from lockstep.validation.result import Result, from_parsed
 from lockstep.validation.store import Store, series_file
-from tests.conftest import FIXTURES
+from tests.helpers.paths import FIXTURES
 
 V = FIXTURES / "validation"
 T0 = 1767225600.0   # 2026-01-01

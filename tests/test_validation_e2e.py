@@ -16,8 +16,8 @@ import pytest
 
 from lockstep.alerts import config
 from lockstep.stack import start_on_port
-from tests import validation_results
-from tests.test_alerts_e2e import FIXTURES, Webhook, _until, start_alerting
+from tests.helpers import validation_results
+from tests.helpers.alerting import ALERTS, Webhook, start_alerting, until
 
 pytestmark = pytest.mark.integration
 NODES = ("node01", "node02", "node03")
@@ -43,7 +43,7 @@ async def test_regression_tickets_and_failed_diagnostic_pages_and_drains(aiohttp
     agents = {node: await asyncio.to_thread(start_agent, stack, results, node, tmp_path) for node in NODES}
 
     base = f"http://127.0.0.1:{server.port}"
-    cfg = config.load(FIXTURES / "e2e-config.yaml")
+    cfg = config.load(ALERTS / "e2e-config.yaml")
     cfg = replace(cfg, for_={**cfg.for_, "ValidationRegression": "1s"}, routing=replace(
         cfg.routing, pager_webhook_url=f"{base}/pager", queue_webhook_url=f"{base}/queue",
         quarantine_webhook_url=f"{quarantine.url}/alerts", quarantine_bearer_token_file=str(token)))
@@ -51,14 +51,14 @@ async def test_regression_tickets_and_failed_diagnostic_pages_and_drains(aiohttp
     services = (prom, am, quarantine, *agents.values())
     deadline = time.time() + 90
 
-    ticket = (await _until(lambda: hook.alerts("ValidationRegression", "firing"), deadline,
+    ticket = (await until(lambda: hook.alerts("ValidationRegression", "firing"), deadline,
                            "ValidationRegression in the queue", services))[0][1]
     assert (ticket["labels"]["node"], ticket["labels"]["test"], ticket["labels"]["figure"],
             ticket["labels"]["baseline"], ticket["labels"]["severity"]) == (
         "node02", "all_reduce_perf", "avg_busbw", "history", "ticket")
     assert "at 70% of its history baseline" in ticket["annotations"]["summary"]
 
-    page = (await _until(lambda: hook.alerts("ValidationFailed", "firing"), deadline,
+    page = (await until(lambda: hook.alerts("ValidationFailed", "firing"), deadline,
                          "ValidationFailed on the pager", services))[0][1]
     assert {k: page["labels"][k] for k in ("node", "kind", "test", "check", "subject", "severity")} == {
         "node": "node03", "kind": "dcgm-diag", "test": "diag-r3", "check": "memory", "subject": "gpu3",
@@ -68,5 +68,5 @@ async def test_regression_tickets_and_failed_diagnostic_pages_and_drains(aiohttp
     def drained() -> list[str]:
         return re.findall(r"action=dry_run node=(\S+) alertname=ValidationFailed reason=\"([^\"]+)\"",
                           quarantine.log_tail(200))
-    assert await _until(drained, deadline, "the quarantine receiver's dry-run drain", services) == [("node03", reason)]
+    assert await until(drained, deadline, "the quarantine receiver's dry-run drain", services) == [("node03", reason)]
     assert {a["labels"]["node"] for _, _, a in hook.received} == {"node02", "node03"}

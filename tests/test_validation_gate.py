@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lockstep.validation.store import read_series
-from tests.conftest import FIXTURES, REPO
+from tests.helpers.paths import FIXTURES, REPO
 
 V = FIXTURES / "validation"
 GATE = REPO / "deploy" / "gate" / "lockstep-gate.sh"

@@ -14,7 +14,7 @@ import pytest
 
 from lockstep.validation.model import ParseError
 from lockstep.validation.parsers import parse, parse_file
-from tests.conftest import FIXTURES
+from tests.helpers.paths import FIXTURES
 
 V = FIXTURES / "validation"
 GB, MIB = 1e9, 1 << 20

@@ -14,7 +14,7 @@ from lockstep.cli import main
 from lockstep.stack import require_binary
 from lockstep.validation.runner import run_bounded
 from lockstep.validation.store import read_series
-from tests.conftest import FIXTURES
+from tests.helpers.paths import FIXTURES
 
 V = FIXTURES / "validation"
 # A stand-in for a tool that hangs (DCGM on a wedged GPU): it forks a child, records both pids and sleeps.

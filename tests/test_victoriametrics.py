@@ -32,12 +32,12 @@ from lockstep.stack import (
     vmctl_from_prometheus,
     wait_on,
 )
-from tests import report_month as month
+from tests.helpers import report_month as month
+from tests.helpers.paths import FIXTURES, REPO
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parent.parent
-SCENARIO = Path(__file__).parent / "fixtures/analytics/victoriametrics.yaml"
+SCENARIO = FIXTURES / "analytics/victoriametrics.yaml"
 JOB, THROTTLED = "6100", ("node01", "5")
 DURATION_S = yaml.safe_load(SCENARIO.read_text())["duration_s"]
 SPEED = 5.0                  # 310 simulated seconds in 62 s, one tick (and one scrape) a second

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import REPO
+
 pytestmark = pytest.mark.integration
 
 

@@ -11,7 +11,6 @@ import yaml
 
 from lockstep import deploy_gen
 
-REPO = Path(__file__).resolve().parent.parent
 CHART = deploy_gen.CHART
 K8S = deploy_gen.KUSTOMIZE
 # Helm values in deploy/kubernetes, not manifests (checked: no apiVersion/kind in them)

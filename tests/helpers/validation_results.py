@@ -14,7 +14,7 @@ from lockstep.exporters.collectors.validation import series_samples
 from lockstep.validation.parsers import parse_file
 from lockstep.validation.result import from_parsed
 from lockstep.validation.store import Store, read_series
-from tests.conftest import FIXTURES
+from tests.helpers.paths import FIXTURES
 
 V = FIXTURES / "validation"
 WEEK = 7 * 86400.0

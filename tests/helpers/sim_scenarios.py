@@ -8,8 +8,9 @@ from pathlib import Path
 
 from lockstep.simulator.noise import NONE
 from lockstep.simulator.scenario import Scenario, load_scenario
+from tests.helpers.paths import REPO
 
-SHIPPED = Path(__file__).resolve().parents[1] / "simulator" / "scenarios"
+SHIPPED = REPO / "simulator" / "scenarios"
 
 
 def exact_file(name: str, directory: Path) -> Path:
