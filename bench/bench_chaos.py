@@ -1,4 +1,4 @@
-"""Chaos figures (tests/helpers/chaos.py; behaviour checks of the same, time-compressed: tests/test_chaos.py).
+"""Chaos figures (tests/helpers/chaos.py; behaviour checks of the same, time-compressed: tests/integration/test_chaos.py).
 
 1. Prometheus SIGKILLed under the analytics service and restarted on the same port and data, on the
    service test's simulated run (backfilled blocks; the service's clock is injected: a refresh 2 min

@@ -1,6 +1,6 @@
 """One fuzz target per text parser: bytes in, the parser's own error type allowed out. Anything else
 escaping is a crash (``make fuzz`` keeps it under tests/fuzz_regressions/<target>/, and
-tests/test_fuzz_regressions.py replays every kept case on each ``make test``)."""
+tests/fuzz/test_regressions.py replays every kept case on each ``make test``)."""
 from __future__ import annotations
 
 import json

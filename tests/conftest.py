@@ -1,15 +1,10 @@
-"""Fixtures every folder of the tests shares: golden files, real Prometheus-stack processes, a refused
-port, the analytics service's test run, a network namespace. Plain helpers live in tests/helpers/."""
+"""Fixtures the tests of several folders share: golden files, real Prometheus-stack processes, a refused
+port, the analytics service's test run. A folder's own fixtures live in its conftest.py; plain helpers
+live in tests/helpers/."""
 from __future__ import annotations
 
 import difflib
-import json
-import os
-import shutil
 import socket
-import subprocess
-import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -92,41 +87,3 @@ def service_datadir(service_sim, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("prom")
     backfill_with_evil_job(service_sim, workdir)
     return workdir
-
-
-@pytest.fixture
-def netns():
-    """A network namespace of the test's own holding a veth pair, lsa0 and lsb0 (4 queues each), up."""
-    for tool in ("ip", "ethtool"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} not installed (Debian packages iproute2 and ethtool)")
-    name = f"lockstep-test-{uuid.uuid4().hex[:8]}"
-    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot create a network namespace here (needs CAP_SYS_ADMIN): {made.stderr.strip()}")
-    try:
-        queues = ["numrxqueues", "4", "numtxqueues", "4"]
-        subprocess.run(["ip", "-n", name, "link", "add", "lsa0", *queues, "type", "veth", "peer", "name", "lsb0",
-                        *queues], check=True, capture_output=True, timeout=30)
-        subprocess.run(["ip", "-n", name, "link", "set", "lsa0", "up"], check=True, capture_output=True)
-        subprocess.run(["ip", "-n", name, "link", "set", "lsb0", "up"], check=True, capture_output=True)
-        yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
-
-
-@pytest.fixture
-def scontrol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """A fake ``scontrol`` first on PATH; returns a function giving the argv lists it was called with."""
-    log = tmp_path / "scontrol.log"
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    script = bin_dir / "scontrol"
-    script.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
-                      f"open({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
-                      f"open({str(tmp_path / 'scontrol.pids')!r}, 'a').write(str(os.getpid()) + '\\n')\n"
-                      "import time; time.sleep(float(os.environ.get('FAKE_SCONTROL_SLEEP', '0')))\n"
-                      "sys.exit(int(os.environ.get('FAKE_SCONTROL_RC', '0')))\n")
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    return lambda: [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []

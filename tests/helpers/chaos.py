@@ -1,4 +1,4 @@
-"""Chaos scenarios on real processes, shared by tests/test_chaos.py (time-compressed, asserting behaviour)
+"""Chaos scenarios on real processes, shared by tests/integration/test_chaos.py (time-compressed, asserting behaviour)
 and bench/bench_chaos.py (the real durations, printing figures).
 
 - ``prometheus_outage``: the analytics service reads a real Prometheus holding a simulated run

@@ -1,4 +1,4 @@
-"""The Kubernetes manifests lockstep ships, for tests/test_deploy_*.py: the Helm chart rendered by
+"""The Kubernetes manifests lockstep ships, for tests/lockstep/test_deploy_*.py: the Helm chart rendered by
 Helm's own engine (helm-python-sdk) for its default values and each values file under
 deploy/helm/lockstep/ci/, and the plain manifests under deploy/kubernetes/."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The quarantine receiver's tests: Alertmanager's webhook payloads, the token, and a post to the app.
-The fake ``scontrol`` the receiver drives is the ``scontrol`` fixture (tests/conftest.py)."""
+The fake ``scontrol`` the receiver drives is the ``scontrol`` fixture (tests/alerts/conftest.py)."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,5 @@
 """A month of telemetry with known answers, as a simulator-shaped long frame (simulator/FORMATS.md)
-for ``lockstep.localcluster.backfill`` (used by tests/test_report_monthly.py).
+for ``lockstep.localcluster.backfill`` (used by tests/analytics/report/test_monthly.py).
 
 Every expected figure in EXPECTED is derived from the parameters below, not from the report code.
 """

@@ -1,4 +1,4 @@
-"""``lockstep report monthly`` against a real Prometheus holding a backfilled month (tests/report_month.py)."""
+"""``lockstep report monthly`` against a real Prometheus holding a backfilled month (tests/helpers/report_month.py)."""
 from __future__ import annotations
 
 import base64

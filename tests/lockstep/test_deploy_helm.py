@@ -17,7 +17,7 @@ from lockstep.stack import require_binary
 from tests.helpers.deploy_manifests import CASES, CHART, named, objects, of_kind, pod_spec, rendered, values
 from tests.helpers.paths import REPO
 
-KUBE_VERSIONS = ("v1.35.0", "v1.36.0", "v1.37.0")   # as tests/test_deploy_schemas.py validates
+KUBE_VERSIONS = ("v1.35.0", "v1.36.0", "v1.37.0")   # as tests/lockstep/test_deploy_schemas.py validates
 WORKLOADS = ("DaemonSet", "Deployment", "StatefulSet")
 
 

@@ -1,5 +1,5 @@
 """deploy/: the generated Kubernetes files match the code and the chart (the chart itself: test_deploy_helm*.py;
-schemas: test_deploy_schemas.py), compose and Prometheus configs are valid, systemd units verify and harden."""
+schemas: test_deploy_schemas.py, beside this file), compose and Prometheus configs are valid, systemd units verify and harden."""
 from __future__ import annotations
 
 import shutil

@@ -1,6 +1,6 @@
 """The Prometheus client's authentication flags and session, without a Prometheus: what is refused at
 start, where credentials go, and what is hidden. (Against a real Prometheus demanding TLS and basic
-auth: tests/test_analytics_auth.py.)"""
+auth: tests/analytics/test_prometheus_auth.py.)"""
 from __future__ import annotations
 
 import argparse

@@ -2,7 +2,7 @@
 simulated cluster and remote_writes everything into VictoriaMetrics. The analytics service and the
 monthly report, pointed at VictoriaMetrics' Prometheus-compatible query API unchanged, give the same
 scores and the same report tables as pointed at Prometheus. So does a month of history moved out of
-Prometheus' TSDB with vmctl (a migration), whose report has known answers (tests/report_month.py).
+Prometheus' TSDB with vmctl (a migration), whose report has known answers (tests/helpers/report_month.py).
 """
 from __future__ import annotations
 
@@ -186,7 +186,7 @@ def test_the_monthly_report_is_the_same_from_either_backend(live, tmp_path):
 
 @pytest.fixture(scope="module")
 def migrated(tmp_path_factory):
-    """A month of history (tests/report_month.py) in Prometheus' TSDB, and copied into VictoriaMetrics."""
+    """A month of history (tests/helpers/report_month.py) in Prometheus' TSDB, and copied into VictoriaMetrics."""
     work = tmp_path_factory.mktemp("vm-month")
     data = lc.backfill(month.frame(), work / "prom", max_block_duration="744h")
     with Stack() as stack:

@@ -1,6 +1,6 @@
 """The demo's history (``lockstep.demo_history``), two days of it on half the demo cluster, in a real
 Prometheus: the monthly report has data in every section and its plots render (headless Chromium,
-as tests/test_report_monthly.py checks), the jobs' counters carry over from one job to the next,
+as tests/analytics/report/test_monthly.py checks), the jobs' counters carry over from one job to the next,
 and the dashboards' recorded series cover it. ``lockstep demo`` writes the same, over 30 days."""
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Checks the issue's "done when": all components up within 3 minutes, every Prometheus target up, the
 analytics API lists the demo job with the thermal straggler (node05 GPU 3) flagged, the pause storm
 pages the demo receiver, and after SIGINT no process the demo started is left. The history is half a
-day here (the month ``make demo`` backfills is tests/test_demo_history.py's, at a smaller size).
+day here (the month ``make demo`` backfills is tests/lockstep/test_demo_history.py's, at a smaller size).
 """
 from __future__ import annotations
 

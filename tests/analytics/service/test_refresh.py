@@ -3,7 +3,7 @@ the inputs' queries over a simulated run (tests/fixtures/analytics/service.yaml:
 600 s, a checkpoint every 240 s, GPU node01/3 throttled from 300 s to the end) the way ``query_range``
 answers them (``lockstep.analytics.evaluation.emulate``), and records the windows the refresh asked for. Jobs' windows
 are held between refreshes: a window fetched whole, then only its last step again and what is new.
-tests/test_analytics_service.py runs the same code against a real Prometheus."""
+tests/analytics/service/test_app.py runs the same code against a real Prometheus."""
 from __future__ import annotations
 
 import dataclasses

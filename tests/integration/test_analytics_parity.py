@@ -1,7 +1,7 @@
 """Parity, all live: scores from a real Prometheus scraping one real node agent per node of a running
 ``lockstep sim run`` agree with the scores of the simulator's own series for the same scenario.
 
-tests/test_analytics_service.py holds the scorer to bit-for-bit parity on a Prometheus filled by
+tests/analytics/service/test_app.py holds the scorer to bit-for-bit parity on a Prometheus filled by
 promtool backfill; here the exporters, the scrapes and their timing are in the path too. Gauges
 reach Prometheus unchanged, but each target is scraped at its own offset within a tick, so one node
 may be a tick behind another in the same query sample: the check is the one an operator cares

@@ -125,7 +125,7 @@ def test_panel_queries_on_simulated_data(simulated):
     recorded = {name for q in queries for name in metric_names(q.expr) if ":" in name}
     assert recorded and not recorded & absent, f"recorded series missing: {sorted(recorded & absent)}"
     if absent:
-        warnings.warn(f"not in the simulated series (see test_dashboards_live.py): {sorted(absent)}")
+        warnings.warn(f"not in the simulated series (see tests/dashboards/test_live.py): {sorted(absent)}")
 
 
 def test_panels_show_the_scenario_faults(simulated):

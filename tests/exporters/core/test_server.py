@@ -1,6 +1,6 @@
 """The node agent's HTTP layer in process (``aiohttp_client``): the basic-auth middleware of
 ``lockstep.exporters.toolkit.web`` and the ``/metrics`` handler of ``lockstep.exporters.server``. The real process, TLS and the
-web config file are tested in test_exporter_core.py."""
+web config file are tested in tests/exporters/core/test_process.py."""
 from __future__ import annotations
 
 import gzip
