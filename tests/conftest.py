@@ -1,6 +1,9 @@
 """Fixtures the tests of several folders share: golden files, real Prometheus-stack processes, a refused
 port, the analytics service's test run. A folder's own fixtures live in its conftest.py; plain helpers
-live in tests/helpers/."""
+live in tests/helpers/.
+
+And the guard of the ``integration`` marker: a test without it may start no process
+(tests/helpers/processes.py), so ``make test-fast`` (``-m "not integration"``) never waits on one."""
 from __future__ import annotations
 
 import difflib
@@ -11,6 +14,55 @@ import pytest
 
 from lockstep import stack as _stack
 from tests.helpers.paths import GOLDEN, REPO
+from tests.helpers.processes import processes_refused
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """What a library runs to probe the machine, once per process or until it has a cache, runs here before
+    the first test, so the guard blames no test for it: joblib counts the physical cores with ``lscpu``
+    the first time scikit-learn fits a model (the imbalance scorer's GaussianMixture), and matplotlib
+    asks ``fc-list`` for the system's fonts while it has no font cache (the report's plots)."""
+    import matplotlib.font_manager  # noqa: F401 (builds the font cache on import)
+    from joblib import cpu_count
+
+    cpu_count(only_physical_cores=True)
+
+
+def _guarded(item: pytest.Item, phase: str):
+    """A hook wrapper's body: the phase runs with processes refused unless the test is marked integration."""
+    if item.get_closest_marker("integration") is not None:
+        return (yield)
+    with processes_refused(item.nodeid) as started:
+        try:
+            result = yield
+        except BaseException:
+            if started:
+                pytest.fail(_refusal(item, phase, started), pytrace=False)
+            raise
+    if started:
+        pytest.fail(_refusal(item, phase, started), pytrace=False)
+    return result
+
+
+def _refusal(item: pytest.Item, phase: str, started: list[str]) -> str:
+    return (f"{item.nodeid} started a process in its {phase} ({', '.join(started)}) but is not marked "
+            "integration: mark it (pytestmark = pytest.mark.integration, or @pytest.mark.integration) "
+            "so that `make test-fast` leaves it out")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    return (yield from _guarded(item, "setup"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    return (yield from _guarded(item, "call"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    return (yield from _guarded(item, "teardown"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -19,6 +19,8 @@ from lockstep.alerts.config import Routing
 from lockstep.stack import free_port, require_binary, start_alertmanager, start_on_port
 from tests.helpers.paths import REPO
 
+pytestmark = pytest.mark.integration
+
 DEPLOY = REPO / "deploy" / "prometheus" / "alertmanager.yml"
 
 

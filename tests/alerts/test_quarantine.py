@@ -108,6 +108,7 @@ async def test_dry_run_logs_and_never_runs_scontrol(aiohttp_client, scontrol, ca
     assert [r.fields["node"] for r in caplog.records if r.fields.get("action") == "dry_run"] == ["node01"]
 
 
+@pytest.mark.integration
 async def test_execute_drains_once_per_node(aiohttp_client, scontrol) -> None:
     client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False)))
     payload = notification(xid("node01", "3", "79"))
@@ -129,6 +130,7 @@ async def test_dry_run_of_the_documented_xids(aiohttp_client, scontrol) -> None:
     assert scontrol() == []
 
 
+@pytest.mark.integration
 async def test_hourly_cap_refuses_further_drains_and_logs_them(aiohttp_client, scontrol, caplog) -> None:
     client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False, max_drains_per_hour=2)))
     alerts = [{"alertname": "GPUUncorrectableECC", "node": f"node0{i}", "gpu": "0"} for i in range(4)]
@@ -141,6 +143,7 @@ async def test_hourly_cap_refuses_further_drains_and_logs_them(aiohttp_client, s
     assert [r.levelno for r in refused] == [logging.ERROR, logging.ERROR]
 
 
+@pytest.mark.integration
 async def test_failed_scontrol_is_502_and_retried_on_the_next_notification(aiohttp_client, scontrol,
                                                                           monkeypatch) -> None:
     client = await aiohttp_client(create_app(QuarantineConfig(token=TOKEN, dry_run=False)))
@@ -153,6 +156,7 @@ async def test_failed_scontrol_is_502_and_retried_on_the_next_notification(aioht
     assert len(scontrol()) == 2
 
 
+@pytest.mark.integration
 async def test_state_file_keeps_drains_across_restarts(aiohttp_client, scontrol, tmp_path: Path) -> None:
     cfg = QuarantineConfig(token=TOKEN, dry_run=False, max_drains_per_hour=1, state_file=tmp_path / "state.json")
     first = await aiohttp_client(create_app(cfg))
@@ -198,6 +202,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.integration
 async def test_hung_scontrol_is_killed_and_reported_failed(aiohttp_client, scontrol, tmp_path: Path,
                                                           monkeypatch) -> None:
     """slurmctld unreachable: scontrol hangs. Left running it could still drain later, behind the
@@ -214,6 +219,7 @@ async def test_hung_scontrol_is_killed_and_reported_failed(aiohttp_client, scont
     assert not alive, "the timed-out scontrol is still running"
 
 
+@pytest.mark.integration
 async def test_dry_run_does_not_poison_the_state_file_of_a_later_live_run(aiohttp_client, scontrol,
                                                                          tmp_path: Path) -> None:
     """Trying the receiver in dry run first must not make the live run believe those nodes are drained."""

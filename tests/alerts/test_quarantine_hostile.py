@@ -28,6 +28,7 @@ def live(tmp_path: Path, **options) -> QuarantineConfig:
                                "inventory": fleet(tmp_path), **options})
 
 
+@pytest.mark.integration
 async def test_a_name_outside_the_inventory_never_reaches_scontrol_nor_spends_the_cap(
         aiohttp_client, scontrol, tmp_path, caplog):  # noqa: F811
     """Before: fake names reached scontrol, and used the hourly cap up for real faults."""
@@ -42,6 +43,7 @@ async def test_a_name_outside_the_inventory_never_reaches_scontrol_nor_spends_th
         ["evil01", "gpu-imposter"]
 
 
+@pytest.mark.integration
 async def test_case_variants_are_one_node_drained_as_the_inventory_spells_it(aiohttp_client, scontrol,
                                                                               tmp_path):  # noqa: F811
     """Before: ``Node06`` and ``node06`` counted as two nodes (two drains of the cap)."""
@@ -53,6 +55,7 @@ async def test_case_variants_are_one_node_drained_as_the_inventory_spells_it(aio
     assert [argv[1] for argv in scontrol()] == ["NodeName=node06"]
 
 
+@pytest.mark.integration
 async def test_huge_and_multiline_labels_make_a_bounded_one_line_reason(aiohttp_client, scontrol,
                                                                          tmp_path):  # noqa: F811
     """Before: a 128 KiB label made scontrol's argv too long to start (502, retried by Alertmanager
@@ -77,6 +80,7 @@ async def test_deeply_nested_json_is_400_not_500(aiohttp_client, scontrol, tmp_p
     assert scontrol() == []
 
 
+@pytest.mark.integration
 async def test_the_circuit_breaker_stops_draining_past_a_share_of_the_fleet(aiohttp_client, scontrol,
                                                                              tmp_path, caplog):  # noqa: F811
     """A rule gone wrong (or a forger) firing on many nodes at once: with 20 nodes and a 10 % breaker,
@@ -93,6 +97,7 @@ async def test_the_circuit_breaker_stops_draining_past_a_share_of_the_fleet(aioh
     assert [a["action"] for a in body["actions"]] == ["drain", "circuit_open"]
 
 
+@pytest.mark.integration
 async def test_an_unreadable_inventory_drains_nothing_and_is_retried(aiohttp_client, scontrol,
                                                                       tmp_path):  # noqa: F811
     config = live(tmp_path)
@@ -106,6 +111,7 @@ async def test_an_unreadable_inventory_drains_nothing_and_is_retried(aiohttp_cli
     assert len(scontrol()) == 1
 
 
+@pytest.mark.integration
 async def test_the_state_file_is_synced_before_it_replaces_the_old_one(aiohttp_client, scontrol, tmp_path,
                                                                          monkeypatch):  # noqa: F811
     """Before: written without fsync, a power loss right after a drain could leave an empty state file

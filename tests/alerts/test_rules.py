@@ -47,6 +47,7 @@ def _unit_test_dir(tmp_path: Path, cfg: config.AlertsConfig) -> Path:
     return tmp_path
 
 
+@pytest.mark.integration
 def test_generated_rules_pass_promtool_check(tmp_path: Path) -> None:
     build.write(config.load(None), tmp_path)
     result = _promtool("check", "rules", build.RULES_FILE, cwd=tmp_path)
@@ -54,12 +55,14 @@ def test_generated_rules_pass_promtool_check(tmp_path: Path) -> None:
     assert "SUCCESS" in result.stdout
 
 
+@pytest.mark.integration
 def test_promtool_unit_tests_pass(tmp_path: Path) -> None:
     workdir = _unit_test_dir(tmp_path, config.load(PROMTOOL_CONFIG))
     result = _promtool("test", "rules", *(t.name for t in UNIT_TESTS), cwd=workdir)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.integration
 def test_unit_tests_catch_a_wrong_threshold(tmp_path: Path) -> None:
     """The same tests against rules whose PFC threshold is above the storm's 50 % must fail."""
     override = tmp_path / "override.yaml"
@@ -202,6 +205,7 @@ XID_FIRST_EVENT = """\
 """
 
 
+@pytest.mark.integration
 def test_first_xid_of_a_gpu_pages_although_its_series_starts_at_one(tmp_path: Path) -> None:
     _assert_promtool_passes(tmp_path, "xid_first_test.yml", XID_FIRST_EVENT)
 
@@ -229,5 +233,6 @@ NODE_TARGETS_GONE = """\
 """
 
 
+@pytest.mark.integration
 def test_exporter_down_fires_when_every_node_agent_target_disappears(tmp_path: Path) -> None:
     _assert_promtool_passes(tmp_path, "targets_gone_test.yml", NODE_TARGETS_GONE)

@@ -45,6 +45,7 @@ def prometheus(tmp_path_factory):
         yield stack.add(start_prometheus({"scrape_configs": []}, workdir)), start + 10
 
 
+@pytest.mark.integration
 def test_a_query_for_one_kubernetes_job_selects_it_and_no_neighbour(prometheus):
     service, at = prometheus
     for job_id in NEIGHBOURS:

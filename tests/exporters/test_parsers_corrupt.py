@@ -86,6 +86,7 @@ def test_the_ethtool_parser_is_linear_on_a_long_line_of_blanks():
     assert "line 3" in str(outcome[0])
 
 
+@pytest.mark.integration
 def test_ethtool_dash_i_saved_as_the_driver_file(tmp_path, netns):  # noqa: F811
     """Before: the whole ``ethtool -i`` output became the driver name, so no counter table matched.
     The output here is the real tool's, on a veth pair of the test's own namespace."""

@@ -21,6 +21,8 @@ import pytest
 from lockstep.stack import http_get
 from tests.helpers.paths import REPO
 
+pytestmark = pytest.mark.integration
+
 HISTORY_DAYS = 0.5
 FREE_PORTS = [f"--{p}-port=0" for p in ("prometheus", "alertmanager", "power", "analytics", "pager", "redfish",
                                         "grafana")] + ["--base-port=0", "--no-grafana"]
@@ -66,7 +68,6 @@ def pages(path: Path) -> list[dict]:
     return [a for r in rows if r["receiver"] == "pager" for a in r["payload"]["alerts"]]
 
 
-@pytest.mark.integration
 def test_demo_end_to_end(tmp_path):
     workdir, out = tmp_path / "demo", tmp_path / "demo.out"
     with open(out, "w") as fh:

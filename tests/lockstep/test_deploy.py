@@ -46,6 +46,7 @@ def test_kustomization_applies_every_generated_file():
     assert all(o in applied for o in rendered) and len(rendered) >= 15
 
 
+@pytest.mark.integration
 def test_kustomize_builds_offline():
     kubectl = shutil.which("kubectl")
     if kubectl is None:
@@ -57,6 +58,7 @@ def test_kustomize_builds_offline():
     assert all(d["metadata"].get("namespace") == "lockstep" for d in built if d["kind"] not in cluster_scoped)
 
 
+@pytest.mark.integration
 def test_compose_services_mounts_and_prometheus_config():
     compose_dir = REPO / "deploy" / "compose"
     compose = yaml.safe_load((compose_dir / "docker-compose.yml").read_text())
@@ -85,6 +87,7 @@ HARDENING = ("NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "
              "CapabilityBoundingSet=", "DynamicUser=yes", "RestrictAddressFamilies=", "SystemCallFilter=@system-service")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("unit", ["lockstep-exporter.service", "lockstep-power-exporter.service",
                                   "lockstep-analytics.service"])
 def test_systemd_units_verify_and_are_hardened(unit, tmp_path):

@@ -105,6 +105,7 @@ def test_node_series_get_the_node_label_from_the_pod():
         sm["spec"]["endpoints"][0]["relabelings"]
 
 
+@pytest.mark.integration
 def test_prometheusrule_holds_the_alerts_package_rules(tmp_path):
     from lockstep.alerts.build import RULES_FILE, outputs
     from lockstep.alerts.config import load

@@ -5,6 +5,8 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
+
 from tests.helpers.paths import REPO
 
 
@@ -16,6 +18,7 @@ def test_license_is_an_spdx_expression():
     assert "setuptools>=77" in pyproject["build-system"]["requires"]
 
 
+@pytest.mark.integration
 def test_a_switch_shows_no_default_in_help():
     """``--no-background ... (default: True)`` read as "on by default", the opposite of the truth."""
     for command in ("power-exporter", "exporter"):

@@ -43,6 +43,7 @@ def test_time_wait_connections_of_a_stopped_server_do_not_block_a_restart():
     assert not port_in_use(port)
 
 
+@pytest.mark.integration
 def test_a_free_port_taken_before_the_server_binds_it_is_replaced_by_another(taken_port, stack, tmp_path: Path,
                                                                              monkeypatch):
     """The race every ephemeral-port start runs: the port was free when picked, another process bound it
@@ -55,11 +56,13 @@ def test_a_free_port_taken_before_the_server_binds_it_is_replaced_by_another(tak
     assert "address already in use" in am.log_path.read_text()  # the first attempt did meet the taken port
 
 
+@pytest.mark.integration
 def test_a_port_given_by_the_caller_is_not_swapped_for_another(taken_port, tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="address already in use"):
         start_alertmanager(AM_CONFIG, tmp_path / "am", port=taken_port)
 
 
+@pytest.mark.integration
 def test_a_reload_applies_the_new_config_or_says_why_prometheus_refused_it(stack, tmp_path: Path) -> None:
     """How a target known only once it has bound (the analytics service) joins a running Prometheus."""
     prom = stack.add(start_prometheus({"global": {"scrape_interval": "15s"}}, tmp_path / "prom"))

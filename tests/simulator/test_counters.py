@@ -49,6 +49,7 @@ def test_a_document_for_another_cluster_is_refused_by_name():
         next(Model(scenario, counters={"xid_events": [[1, 99, 48, 0.0]]}).states(1))
 
 
+@pytest.mark.integration
 def test_sim_run_refuses_a_bad_counters_file_before_writing_anything(tmp_path):
     bad = tmp_path / "counters.json"
     bad.write_text(json.dumps({"counters": {"storage": {"lustre_write_bytes": [1, 2]}}}))

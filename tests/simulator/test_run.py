@@ -10,11 +10,15 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from lockstep.exporters.catalog import gpu as gpu_metrics
 from lockstep.exporters.toolkit.configfile import Section, load_yaml
 from lockstep.simulator.scenario import load_scenario
 from lockstep.simulator.series import series_frame
 from tests.helpers.paths import REPO
+
+pytestmark = pytest.mark.integration
 
 SCENARIOS = REPO / "simulator" / "scenarios"
 LAUNCH = "import sys; from lockstep.cli import main; sys.exit(main())"

@@ -33,6 +33,7 @@ def latest_and_baseline(root: Path, node: str, kind: str, test: str, scale: int,
     return doc["latest"]["figures"][figure], doc["baseline"]["history"][figure]
 
 
+@pytest.mark.integration
 def test_a_degraded_link_shows_as_a_low_all_reduce_on_both_nodes_of_its_pair(root):
     nominal = 8 * ALLREDUCE_BUSBW
     for node in ("node02", "node03"):
@@ -43,12 +44,14 @@ def test_a_degraded_link_shows_as_a_low_all_reduce_on_both_nodes_of_its_pair(roo
     assert read_series(root / "validation/node02/nccl/all_reduce_perf@2.json")["latest"]["nodes"] == ["node02", "node03"]
 
 
+@pytest.mark.integration
 def test_and_as_a_low_ib_write_bw_on_that_hca_only(root):
     bw = {hca: latest_and_baseline(root, "node03", "perftest", f"ib_write_bw/mlx5_{hca}", 1,
                                    "bw_average_bytes_per_second")[0] / IB_WRITE_BW for hca in range(8)}
     assert bw[2] == pytest.approx(0.5, rel=0.01) and all(v == pytest.approx(1, rel=0.01) for h, v in bw.items() if h != 2)
 
 
+@pytest.mark.integration
 def test_the_node_agent_serves_them_under_sim_node_root(root):
     parser = argparse.ArgumentParser()
     cli.add_parser(parser.add_subparsers(), [])

@@ -16,6 +16,8 @@ from lockstep.validation.runner import run_bounded
 from lockstep.validation.store import read_series
 from tests.helpers.paths import FIXTURES
 
+pytestmark = pytest.mark.integration
+
 V = FIXTURES / "validation"
 # A stand-in for a tool that hangs (DCGM on a wedged GPU): it forks a child, records both pids and sleeps.
 HANG = textwrap.dedent("""

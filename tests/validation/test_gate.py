@@ -12,6 +12,8 @@ import pytest
 from lockstep.validation.store import read_series
 from tests.helpers.paths import FIXTURES, REPO
 
+pytestmark = pytest.mark.integration
+
 V = FIXTURES / "validation"
 GATE = REPO / "deploy" / "gate" / "lockstep-gate.sh"
 PROLOG = REPO / "deploy" / "slurm" / "prolog-validation.sh"

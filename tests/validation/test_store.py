@@ -98,6 +98,7 @@ def _writer(root: str, offset: int) -> None:
         store.write(result(day=offset + day))
 
 
+@pytest.mark.integration
 def test_concurrent_writers_lose_no_run(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_writer, args=(str(tmp_path), offset)) for offset in (0, 100)]

@@ -273,6 +273,7 @@ def _hostile(kind: str, target: Path) -> bytes:
     return pickle.dumps(doc, protocol=2)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("kind", ["os.system", "open", "class"])
 def test_hostile_pickle_is_refused_without_running(tmp_path, kind):
     if kind != "class":  # the payload is live: plain pickle.loads does create the file
@@ -333,6 +334,7 @@ def test_malformed_fields_make_the_dump_unreadable(doc, reason):
 
 # --- the command -------------------------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_exit_codes_through_the_real_command(tmp_path):
     write_dumps(tmp_path / "hang", 4, {"tp": [[0, 1], [2, 3]]}, stop_rank=3, at_seq=2)
     write_dumps(tmp_path / "ok", 4, {"tp": [[0, 1], [2, 3]]})
@@ -347,6 +349,7 @@ def test_exit_codes_through_the_real_command(tmp_path):
         assert result.returncode == 2 and "error" in result.stderr and result.stdout == ""
 
 
+@pytest.mark.integration
 def test_json_shape_and_placement(tmp_path):
     write_dumps(tmp_path / "d", 16, TP16, stop_rank=6, at_seq=3, stop_pg="tp")
     (tmp_path / "nodes").write_text("gpu-a17\ngpu-b03\n")
@@ -367,6 +370,7 @@ def test_json_shape_and_placement(tmp_path):
     assert doc["dumps"]["formats"] == {"json": 16} and doc["world"] == list(range(16))
 
 
+@pytest.mark.integration
 def test_ranks_file(tmp_path):
     write_dumps(tmp_path / "d", 4, {}, stop_rank=2, at_seq=2)
     (tmp_path / "ranks.csv").write_text("rank,node,gpu,pid\n0,n7,0,11\n1,n7,1,12\n2,n9,0,13\n3,n9,1,14\n")

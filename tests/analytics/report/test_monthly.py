@@ -17,6 +17,8 @@ from lockstep.localcluster import backfill
 from tests.helpers import report_month as month
 from tests.helpers.paths import REPO
 
+pytestmark = pytest.mark.integration
+
 ARTIFACTS = REPO / "tests" / "artifacts"
 
 

@@ -10,6 +10,7 @@ import pytest
 from lockstep.analytics.service.config import Shard, parse_shard
 
 
+@pytest.mark.integration
 def test_shards_split_jobs_stably_and_completely():
     jobs = [str(i) for i in range(1000, 1200)]
     owners = [[j for j in jobs if Shard(i, 3).owns(j)] for i in range(3)]

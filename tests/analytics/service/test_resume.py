@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from lockstep.analytics.service import resume as resume_module
 from lockstep.analytics.service.resume import counters_from, resume
@@ -31,6 +32,7 @@ def test_resumed_counters_come_from_the_exporter_that_accounted_furthest():
     assert counters_from([series("lockstep_job_accounted_until_timestamp_seconds", 900, "x")]) is None
 
 
+@pytest.mark.integration
 async def test_one_query_per_batch_of_jobs_finds_each_jobs_own_counters_in_a_real_prometheus(
         stack, tmp_path: Path, monkeypatch) -> None:
     """Jobs are asked for in batches, as regex alternatives: Slurm's ``4242+0`` and a dotted name must

@@ -74,6 +74,7 @@ def test_no_series_carries_a_node_or_hostname_label_from_the_agent():
             assert "node" not in metric.labels and "hostname" not in metric.labels, metric.name
 
 
+@pytest.mark.integration
 def test_importing_the_catalog_stays_light():
     code = ("import sys, exporters.catalog; "
             "print(','.join(m for m in ('pynvml','aiohttp','pandas','sklearn') if m in sys.modules))")

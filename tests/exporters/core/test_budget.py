@@ -69,6 +69,7 @@ def test_default_collectors_are_the_budgeted_set():
     assert defaults() == BUDGETED_DEFAULTS
 
 
+@pytest.mark.integration
 def test_series_within_budget_and_every_family_in_catalog(node: Path):
     families = list(parse_text(render(node)))
     samples = [s for f in families for s in f.samples]
@@ -85,6 +86,7 @@ def test_series_within_budget_and_every_family_in_catalog(node: Path):
     assert gpus == {str(i) for i in range(8)}
 
 
+@pytest.mark.integration
 def test_real_process_every_default_collector_succeeds(node: Path, stack):
     from lockstep.stack import start_on_port
     service = stack.add(start_on_port("lockstep", lambda port: [

@@ -18,6 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 from tests.helpers.paths import REPO
 from tests.helpers.tls import write_server_tls
 
+pytestmark = pytest.mark.integration
+
 PLUGIN = ["--collector.disable-defaults", "--collector.extra-module=lockstep_test_collectors",
           "--collector.test_ok", "--collector.test_fail"]
 

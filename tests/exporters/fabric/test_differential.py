@@ -7,6 +7,8 @@ import pytest
 from tests.helpers.node_exporter import assert_agree, scrape_both
 from tests.helpers.paths import FIXTURES
 
+pytestmark = pytest.mark.integration
+
 SYSFS = FIXTURES / "sysfs"
 
 

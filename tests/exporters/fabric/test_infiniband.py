@@ -135,6 +135,7 @@ sys.stdout.write(render_text(families))
 """
 
 
+@pytest.mark.integration
 def test_permission_denied_is_absent(tmp_path, golden):
     """Unreadable files (0000, read without CAP_DAC_OVERRIDE) are absent, the rest of the device is kept."""
     setpriv = shutil.which("setpriv")
@@ -276,6 +277,7 @@ def veth():
     subprocess.run(["ip", "link", "del", name], capture_output=True)
 
 
+@pytest.mark.integration
 def test_descriptors_of_a_reloaded_device_fail_with_enodev_and_reopen(tmp_path, veth):
     """Real kernfs: a held descriptor of a deleted device's attribute fails with ENODEV (what an HCA
     does on driver reload). A device that went and came back between two scrapes (same name, same

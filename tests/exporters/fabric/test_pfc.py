@@ -137,6 +137,7 @@ def ethtool_s(netns: str, interface: str) -> dict[str, int]:
     return {name.strip(): int(value) for name, value in pairs}
 
 
+@pytest.mark.integration
 def test_ioctl_matches_ethtool_s_on_veth(netns):
     proc = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", IOCTL_SCRIPT, "lsa0", "lsb0", "lo",
                            "nosuch0"], capture_output=True, text=True, timeout=60, cwd=REPO)
@@ -162,6 +163,7 @@ print(json.dumps([list(first.names), dict(zip(second.names, second.values))]))
 """
 
 
+@pytest.mark.integration
 def test_ioctl_rereads_names_when_the_count_changes(netns):
     """Fewer channels, fewer per-queue statistics: the cached names must not be reused."""
     proc = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", CHANNELS_SCRIPT],
@@ -185,6 +187,7 @@ print(c.selected(), list(c.collect()))
 """
 
 
+@pytest.mark.integration
 def test_ioctl_collector_reads_the_netdevs_behind_rdma_devices(netns, tmp_path):
     net = tmp_path / "sys/class/infiniband/mlx5_0/device/net/lsa0"
     net.mkdir(parents=True)

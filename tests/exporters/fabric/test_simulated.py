@@ -14,6 +14,8 @@ from lockstep.exporters import cli
 from tests.helpers.node_exporter import assert_agree, scrape_both
 from tests.helpers.paths import REPO
 
+pytestmark = pytest.mark.integration
+
 SCENARIO = REPO / "simulator" / "scenarios" / "pause-storm.yaml"
 
 

@@ -87,6 +87,7 @@ def test_slurm_gres_counts():
     assert parse_slurm_gres("NodeName=n Gres=pfsdir:ess:1,ime:1 NodeAddr=n") is None
 
 
+@pytest.mark.integration
 def test_expected_count_from_slurm_runs_scontrol_once(tmp_path, monkeypatch):
     calls = tmp_path / "calls"
     scontrol = tmp_path / "scontrol"

@@ -7,8 +7,12 @@ import os
 import shutil
 import subprocess
 
+import pytest
+
 from tests.helpers.agent import start_exporter
 from tests.helpers.paths import FIXTURES, REPO
+
+pytestmark = pytest.mark.integration
 
 SCRIPT = REPO / "deploy/slurm/epilog-gpu-healthcheck.sh"
 FIXTURE = FIXTURES / "gpu/node00/gpus.json"

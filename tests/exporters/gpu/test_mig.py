@@ -66,6 +66,7 @@ def test_device_ids_resolve_to_gpu_and_instance():
     assert refs["1"].gpu_instance == ""
 
 
+@pytest.mark.integration
 def test_slurm_mapping_keyed_by_mig_uuid(tmp_path):
     """The prolog files a job on a MIG device under its UUID; the jobs collector maps it to the parent GPU
     and keeps the MIG UUID, which joins lockstep_gpu_mig_info for the instance."""

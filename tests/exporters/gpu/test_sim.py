@@ -182,6 +182,7 @@ def test_flags(tmp_path):
         GpuOptions.from_config(cli.config_from_args(parse(["--gpu.backend=sim:"])))
 
 
+@pytest.mark.integration
 def test_lockstep_names_pass_promtool_lint(gpus_json):
     """promtool's metric linter (units, _total, snake_case, HELP) on a whole GPU scrape."""
     import subprocess

@@ -41,6 +41,7 @@ def xid_tree(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.integration
 def test_xid_79_counts_and_marks_only_that_gpu_lost(xid_tree):
     collector = sim_collector(xid_tree / "node03/gpus.json")
     try:
@@ -59,6 +60,7 @@ def test_xid_79_counts_and_marks_only_that_gpu_lost(xid_tree):
     assert {s.labels[1]: s.value for s in gpu6 if s.metric.name == "lockstep_gpu_health"} == {"bus": 2, "xid": 2}
 
 
+@pytest.mark.integration
 def test_thermal_straggler_shows_on_the_throttled_gpu_only(tmp_path):
     """thermal-straggler.yaml throttles node05 GPU 3 (clock x0.7, thermal) from 300 s to 900 s: at
     --speed 100, 6 s of wall time for the reads below, made once the throttle shows."""
@@ -123,6 +125,7 @@ def wait_for(url: str, promql: str, timeout: float = 30.0) -> None:
         time.sleep(0.25)
 
 
+@pytest.mark.integration
 def test_every_dcgm_dashboard_query_returns_data(xid_tree, tmp_path, stack):
     agents = [stack.add(start_exporter(xid_tree / node, tmp_path / node, "--gpu.metric-names=dcgm"))
               for node in ("node00", "node03")]

@@ -6,6 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from lockstep.exporters.collectors.jobs import SlurmSource, jobs_collector, parse_mapping
 from lockstep.exporters.readfile import read_text
 from lockstep.exporters.toolkit.exposition import Encoder, render_text
@@ -21,6 +23,7 @@ def listing(path: Path) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted(path.iterdir()) if not p.name.startswith(".")}
 
 
+@pytest.mark.integration
 def test_prolog_and_epilog_maintain_the_mapping(tmp_path):
     jobs = tmp_path / "node00/gpu-jobs"
     assert run_script("prolog-gpu-jobs.sh", {"SLURM_JOB_ID": "4242", "SLURM_JOB_GPUS": "0,1",
@@ -35,6 +38,7 @@ def test_prolog_and_epilog_maintain_the_mapping(tmp_path):
     assert listing(tmp_path / "node00/gpu-jobs-users") == {"4343": "bob\n"}
 
 
+@pytest.mark.integration
 def test_prolog_never_fails_the_job(tmp_path):
     result = run_script("prolog-gpu-jobs.sh", {"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "GPU-ffff"}, tmp_path)
     assert result.returncode == 0 and "cannot map GPU 'GPU-ffff'" in result.stderr
@@ -115,6 +119,7 @@ def test_a_job_on_every_gpu_has_its_user_file_read_once_per_scrape(tmp_path, mon
     assert read.count(str(tmp_path / "users" / "4242")) == 1
 
 
+@pytest.mark.integration
 def test_one_unreadable_mapping_file_loses_only_that_gpu(tmp_path):
     import subprocess
     import sys

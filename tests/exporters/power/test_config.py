@@ -86,6 +86,7 @@ def test_conflicting_rack_budgets(tmp_path):
         load_config(write(tmp_path, text))
 
 
+@pytest.mark.integration
 def test_cli_reports_config_errors_with_exit_2(tmp_path):
     path = write(tmp_path, GOOD.replace("kind: bmc", "kind: bmcc"))
     bad = subprocess.run([sys.executable, "-m", "lockstep", "power-exporter", "--config", str(path), "--config.check"],
@@ -94,6 +95,7 @@ def test_cli_reports_config_errors_with_exit_2(tmp_path):
     assert f"{path}:13: targets[1].kind: must be one of" in bad.stderr
 
 
+@pytest.mark.integration
 def test_open_files_soft_limit_is_lifted_towards_the_hard_limit():
     import subprocess
     import sys

@@ -6,12 +6,15 @@ import asyncio
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from lockstep.exporters.power.app import POLLER, AppOptions, create_app
 from lockstep.exporters.power.config import load_config
 from tests.helpers.paths import REPO
 from tests.helpers.power import parse, value
+
+pytestmark = pytest.mark.integration
 
 SCENARIO = REPO / "simulator/scenarios/checkpoint.yaml"
 

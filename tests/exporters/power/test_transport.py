@@ -84,6 +84,7 @@ def fake_ipmitool(tmp_path, text_file, exit_code=0, sleep_s=0):
     return script
 
 
+@pytest.mark.integration
 async def test_ipmi_target_runs_the_tool(aiohttp_client, tmp_path):
     good = fake_ipmitool(tmp_path, FIXTURES / "ipmi/ipmitool-1.8.18.txt")
     (tmp_path / "u").write_text("admin")
@@ -96,6 +97,7 @@ async def test_ipmi_target_runs_the_tool(aiohttp_client, tmp_path):
     assert argv_and_env.endswith("]ipmi-pw") and "ipmi-pw" not in argv_and_env[:-len("ipmi-pw")]
 
 
+@pytest.mark.integration
 async def test_ipmi_deactivated_reading_and_hung_tool_are_down(aiohttp_client, tmp_path):
     off = fake_ipmitool(tmp_path, FIXTURES / "ipmi/ipmitool-deactivated.txt")
     values = await scrape_once(aiohttp_client, write_config(tmp_path, "", [
@@ -109,6 +111,7 @@ async def test_ipmi_deactivated_reading_and_hung_tool_are_down(aiohttp_client, t
     assert value(values, "lockstep_redfish_up", target="hung") == 0
 
 
+@pytest.mark.integration
 async def test_power_exporter_process_polls_in_background(aiohttp_server, tmp_path):
     svc = MockupService()
     svc.add("node00", SERVER, basic_auth=("root", "hunter2-secret"))

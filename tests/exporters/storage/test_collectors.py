@@ -56,6 +56,7 @@ def test_golden_on_fixture_procfs(name, golden):
     golden(f"storage/{name}.prom", render(build(name, config())))
 
 
+@pytest.mark.integration
 def test_lustre_from_lctl_command_output(golden):
     cmd = shlex.join([sys.executable, "-c", "import sys; sys.stdout.write(open(sys.argv[1]).read())",
                       str(LCTL_DUMP)])
@@ -106,6 +107,7 @@ def test_rootfs_flag_reaches_the_collectors():
         exporter_config("--path.rootfs=host/root")
 
 
+@pytest.mark.integration
 def test_lctl_timeout_and_failure_fail_only_the_lustre_collector():
     slow = build("lustre", config(**{"lustre.lctl-command": "sleep 30", "lustre.lctl-timeout": 0.2}))
     failing = build("lustre", config(**{"lustre.lctl-command": "false"}))
@@ -126,6 +128,7 @@ def kill_and_wait(pid: int) -> None:
         os.close(pidfd)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("case", ["wrapper", "unkillable"])
 def test_an_lctl_that_outlives_its_kill_is_reported_and_not_started_again(case, tmp_path, monkeypatch):
     if case == "unkillable":

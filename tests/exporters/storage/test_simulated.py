@@ -10,11 +10,15 @@ import time
 from pathlib import Path
 from types import MappingProxyType
 
+import pytest
+
 from lockstep.exporters import registry
 from lockstep.exporters.catalog import storage
 from lockstep.exporters.config import ExporterConfig
 from tests.helpers.exporter_args import exporter_config
 from tests.helpers.paths import REPO
+
+pytestmark = pytest.mark.integration
 
 SCENARIO = REPO / "simulator/scenarios/checkpoint.yaml"  # checkpoints block 100-130 s and 200-230 s
 # 300 simulated seconds in 12 s: a tick every 0.2 s, so a window of 5 ticks survives a test process
