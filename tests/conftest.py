@@ -7,6 +7,7 @@ And the guard of the ``integration`` marker: a test without it may start no proc
 from __future__ import annotations
 
 import difflib
+import importlib
 import socket
 from pathlib import Path
 
@@ -22,9 +23,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     the first test, so the guard blames no test for it: joblib counts the physical cores with ``lscpu``
     the first time scikit-learn fits a model (the imbalance scorer's GaussianMixture), and matplotlib
     asks ``fc-list`` for the system's fonts while it has no font cache (the report's plots)."""
-    import matplotlib.font_manager  # noqa: F401 (builds the font cache on import)
     from joblib import cpu_count
 
+    importlib.import_module("matplotlib.font_manager")   # builds the font cache on import
     cpu_count(only_physical_cores=True)
 
 

@@ -30,7 +30,7 @@ def live(tmp_path: Path, **options) -> QuarantineConfig:
 
 @pytest.mark.integration
 async def test_a_name_outside_the_inventory_never_reaches_scontrol_nor_spends_the_cap(
-        aiohttp_client, scontrol, tmp_path, caplog):  # noqa: F811
+        aiohttp_client, scontrol, tmp_path, caplog):
     """Before: fake names reached scontrol, and used the hourly cap up for real faults."""
     client = await aiohttp_client(create_app(live(tmp_path, max_drains_per_hour=1)))
     with caplog.at_level(logging.WARNING, "lockstep.quarantine"):
@@ -45,7 +45,7 @@ async def test_a_name_outside_the_inventory_never_reaches_scontrol_nor_spends_th
 
 @pytest.mark.integration
 async def test_case_variants_are_one_node_drained_as_the_inventory_spells_it(aiohttp_client, scontrol,
-                                                                              tmp_path):  # noqa: F811
+                                                                              tmp_path):
     """Before: ``Node06`` and ``node06`` counted as two nodes (two drains of the cap)."""
     client = await aiohttp_client(create_app(live(tmp_path)))
     _, body = await post(client, notification(xid("Node06", "0", "79"), xid("node06", "1", "79")))
@@ -57,7 +57,7 @@ async def test_case_variants_are_one_node_drained_as_the_inventory_spells_it(aio
 
 @pytest.mark.integration
 async def test_huge_and_multiline_labels_make_a_bounded_one_line_reason(aiohttp_client, scontrol,
-                                                                         tmp_path):  # noqa: F811
+                                                                         tmp_path):
     """Before: a 128 KiB label made scontrol's argv too long to start (502, retried by Alertmanager
     forever), and a newline passed into Reason=."""
     client = await aiohttp_client(create_app(live(tmp_path)))
@@ -71,7 +71,7 @@ async def test_huge_and_multiline_labels_make_a_bounded_one_line_reason(aiohttp_
     assert all(c.isprintable() for argv in (first, second) for c in argv[3])
 
 
-async def test_deeply_nested_json_is_400_not_500(aiohttp_client, scontrol, tmp_path):  # noqa: F811
+async def test_deeply_nested_json_is_400_not_500(aiohttp_client, scontrol, tmp_path):
     client = await aiohttp_client(create_app(live(tmp_path)))
     for body in (b"[" * 100_000 + b"]" * 100_000, b'{"alerts": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"):
         response = await client.post("/alerts", data=body, headers=AUTH)
@@ -82,7 +82,7 @@ async def test_deeply_nested_json_is_400_not_500(aiohttp_client, scontrol, tmp_p
 
 @pytest.mark.integration
 async def test_the_circuit_breaker_stops_draining_past_a_share_of_the_fleet(aiohttp_client, scontrol,
-                                                                             tmp_path, caplog):  # noqa: F811
+                                                                             tmp_path, caplog):
     """A rule gone wrong (or a forger) firing on many nodes at once: with 20 nodes and a 10 % breaker,
     two stand drained and the third is refused, logged as an error; a smaller share still drains one."""
     client = await aiohttp_client(create_app(live(tmp_path, max_drained_fraction=0.1)))
@@ -99,7 +99,7 @@ async def test_the_circuit_breaker_stops_draining_past_a_share_of_the_fleet(aioh
 
 @pytest.mark.integration
 async def test_an_unreadable_inventory_drains_nothing_and_is_retried(aiohttp_client, scontrol,
-                                                                      tmp_path):  # noqa: F811
+                                                                      tmp_path):
     config = live(tmp_path)
     config.inventory.unlink()
     client = await aiohttp_client(create_app(config))
@@ -113,7 +113,7 @@ async def test_an_unreadable_inventory_drains_nothing_and_is_retried(aiohttp_cli
 
 @pytest.mark.integration
 async def test_the_state_file_is_synced_before_it_replaces_the_old_one(aiohttp_client, scontrol, tmp_path,
-                                                                         monkeypatch):  # noqa: F811
+                                                                         monkeypatch):
     """Before: written without fsync, a power loss right after a drain could leave an empty state file
     (the rename reaches the disk before the data), and the receiver would then refuse to start."""
     synced: list[str] = []

@@ -202,7 +202,7 @@ XID_FIRST_EVENT = """\
       - eval_time: 30m
         alertname: GPUXidCritical
         exp_alerts: []
-"""
+"""  # noqa: E501 (promtool's test YAML: series selectors and alert texts are compared as written)
 
 
 @pytest.mark.integration
@@ -230,7 +230,7 @@ NODE_TARGETS_GONE = """\
               summary: no lockstep-node target is scraped
               description: "Prometheus has no target left for job=\\"lockstep-node\\": service discovery lost every node agent, so every GPU and fabric alert is blind."
               runbook_url: https://runbooks.test/ExporterDown.md
-"""
+"""  # noqa: E501 (promtool's test YAML: series selectors and alert texts are compared as written)
 
 
 @pytest.mark.integration

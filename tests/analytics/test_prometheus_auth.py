@@ -55,14 +55,14 @@ def _web_config(pki: Path, password: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def secure(service_datadir, pki, tmp_path_factory):  # noqa: F811 (fixture)
+def secure(service_datadir, pki, tmp_path_factory):
     work = tmp_path_factory.mktemp("secure-prom")
     shutil.copytree(service_datadir / "data", work / "data")
     with Stack() as stack:
         yield stack.add(start_prometheus(PROM_CONFIG, work, web_config=_web_config(pki, PASSWORD)))
 
 
-def _light(url: str, service_sim, auth: PromAuth):  # noqa: F811 (fixture name)
+def _light(url: str, service_sim, auth: PromAuth):
     """The service's test config with a one-minute window: these tests are about the requests, not the scores."""
     return dataclasses.replace(service_config(url, service_sim), window_s=60.0, prometheus_auth=auth)
 
@@ -72,7 +72,7 @@ def _auth(pki: Path, **kw) -> PromAuth:
                        "cert_file": str(pki / "client.crt"), "key_file": str(pki / "client.key"), **kw})
 
 
-async def test_scores_read_through_tls_client_certificate_and_basic_auth(secure, pki, service_sim,  # noqa: F811
+async def test_scores_read_through_tls_client_certificate_and_basic_auth(secure, pki, service_sim,
                                                                         aiohttp_client):
     assert secure.url.startswith("https://")
     app = create_app(dataclasses.replace(service_config(secure.url, service_sim), prometheus_auth=_auth(pki)))
@@ -92,7 +92,7 @@ async def test_scores_read_through_tls_client_certificate_and_basic_auth(secure,
     ({"ca_file": None}, "certificate verify failed"),         # the server's CA is not the system's
 ])
 async def test_each_missing_credential_is_refused_and_reported(secure, pki, service_sim, aiohttp_client, tmp_path,
-                                                              change, expect):  # noqa: F811
+                                                              change, expect):
     if change.get("password_file") == "wrong":
         (tmp_path / "wrong").write_text("not-the-password\n")
         change = {"password_file": str(tmp_path / "wrong")}
@@ -111,7 +111,7 @@ def _replace(path: Path, text: str) -> None:
 
 
 async def test_a_rotated_password_is_read_without_a_restart(service_datadir, pki, service_sim, tmp_path, stack,
-                                                           aiohttp_client):  # noqa: F811
+                                                           aiohttp_client):
     """Prometheus re-reads its web config on every request: both sides change, analytics keeps reading."""
     shutil.copytree(service_datadir / "data", tmp_path / "data")
     prom = stack.add(start_prometheus(PROM_CONFIG, tmp_path, web_config=_web_config(pki, PASSWORD)))
@@ -183,7 +183,7 @@ def _projected(directory: Path, token: str, generation: int) -> Path:
 
 
 async def test_a_rotated_bearer_token_is_read_without_a_restart(secure, pki, service_sim, tmp_path, aiohttp_server,
-                                                               aiohttp_client):  # noqa: F811
+                                                               aiohttp_client):
     expected, seen = tmp_path / "expected-token", []
     expected.write_text(TOKEN)
     gateway = await aiohttp_server(_gateway(secure.url, pki, expected, seen))
@@ -207,7 +207,7 @@ async def test_a_rotated_bearer_token_is_read_without_a_restart(secure, pki, ser
     assert "tok-second" not in json.dumps(body) and "tok-second" not in await (await client.get("/")).text()
 
 
-async def test_serve_redacts_the_token_in_its_logs_and_pages(secure, pki, service_sim, tmp_path, aiohttp_server):  # noqa: F811
+async def test_serve_redacts_the_token_in_its_logs_and_pages(secure, pki, service_sim, tmp_path, aiohttp_server):
     expected, seen = tmp_path / "expected-token", []
     expected.write_text("what-the-gateway-wants")
     gateway = await aiohttp_server(_gateway(secure.url, pki, expected, seen))
@@ -243,7 +243,7 @@ def test_credentials_in_the_url_are_refused_naming_the_file_flags(command, capsy
     assert "hunter2" not in err and "--prometheus-password-file" in err and "--prometheus-bearer-token-file" in err
 
 
-def test_report_monthly_through_tls_client_certificate_and_basic_auth(secure, pki, service_sim, tmp_path):  # noqa: F811
+def test_report_monthly_through_tls_client_certificate_and_basic_auth(secure, pki, service_sim, tmp_path):
     month = datetime.fromtimestamp(service_sim.start, timezone.utc).strftime("%Y-%m")
     common = [sys.executable, "-m", "lockstep", "report", "monthly", "--prometheus-url", secure.url, "--month", month,
               "--prometheus-username", "lockstep", "--prometheus-ca-file", str(pki / "ca.crt"),

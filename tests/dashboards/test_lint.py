@@ -140,7 +140,8 @@ def test_metric_names(expr, names):
 def test_substitute_and_variables():
     expr = 'x{a="$job_id", b=~"${node:regex}"}[$__rate_interval] * $__range_s / $__range'
     assert grafana_variables(expr) == {"job_id", "node", "__rate_interval", "__range_s", "__range"}
-    values = {"job_id": "4242", "node": "node0.", "instance": ".*", "__rate_interval": "1m", "__range_s": "1800", "__range": "30m"}
+    values = {"job_id": "4242", "node": "node0.", "instance": ".*", "__rate_interval": "1m", "__range_s": "1800",
+              "__range": "30m"}
     assert substitute(expr, values) == 'x{a="4242", b=~"node0."}[1m] * 1800 / 30m'
     with pytest.raises(KeyError, match=r"\$job_id"):
         substitute(expr, {})

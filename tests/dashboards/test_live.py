@@ -86,4 +86,5 @@ def test_panel_queries_on_a_live_simulated_cluster(tmp_path, stack):
     assert stats["Links degraded"][0]["values"][-1][1] in ("7", "8")
     assert {r["metric"]["rail"] for r in stats["Throughput per rail"]} == {str(i) for i in range(8)}
     if absent:
-        warnings.warn(f"not served by the live node agents (see tests/dashboards/test_queries.py): {sorted(absent)}")
+        warnings.warn(f"not served by the live node agents (see tests/dashboards/test_queries.py): {sorted(absent)}",
+                      stacklevel=1)

@@ -69,8 +69,9 @@ def analytics_frame(frame: pd.DataFrame) -> pd.DataFrame:
     same pure scorer it runs (``lockstep.analytics.scoring.score.score_frame``), as series-frame rows: straggler
     score and flag per GPU, stalled per cause, cumulative lost GPU-seconds per cause, cumulative
     allocated GPU-seconds, goodput, imbalance (GPU-seconds waited, each imbalanced GPU's ratio)."""
-    rows = []
+    records = []
     for job, res in score_frame(frame).items():
+        rows = []
         period = float(res.times[1] - res.times[0])
         for j, (_, node, gpu) in enumerate(res.columns):
             rows += [(t, A.STRAGGLER_SCORE.name, node, {"gpu": gpu}, v) for t, v in zip(res.times, res.stragglers.scores[:, j])]
@@ -89,9 +90,9 @@ def analytics_frame(frame: pd.DataFrame) -> pd.DataFrame:
                  for t, v in zip(res.times, np.cumsum(res.imbalance_lost))]
         rows += [(t, A.JOB_IMBALANCE_RATIO.name, r["node"], {"gpu": r["gpu"]}, r["ratio"])
                  for r in res.imbalance["ranks"] for t in res.times]
-    out = pd.DataFrame([{"timestamp": t, "metric": m, "node": n, "job_id": job, **labels, "value": v}
-                        for t, m, n, labels, v in rows])
-    return out
+        records += [{"timestamp": t, "metric": m, "node": n, "job_id": job, **labels, "value": v}
+                    for t, m, n, labels, v in rows]
+    return pd.DataFrame(records)
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +126,7 @@ def test_panel_queries_on_simulated_data(simulated):
     recorded = {name for q in queries for name in metric_names(q.expr) if ":" in name}
     assert recorded and not recorded & absent, f"recorded series missing: {sorted(recorded & absent)}"
     if absent:
-        warnings.warn(f"not in the simulated series (see tests/dashboards/test_live.py): {sorted(absent)}")
+        warnings.warn(f"not in the simulated series (see tests/dashboards/test_live.py): {sorted(absent)}", stacklevel=1)
 
 
 def test_panels_show_the_scenario_faults(simulated):

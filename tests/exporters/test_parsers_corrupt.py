@@ -87,7 +87,7 @@ def test_the_ethtool_parser_is_linear_on_a_long_line_of_blanks():
 
 
 @pytest.mark.integration
-def test_ethtool_dash_i_saved_as_the_driver_file(tmp_path, netns):  # noqa: F811
+def test_ethtool_dash_i_saved_as_the_driver_file(tmp_path, netns):
     """Before: the whole ``ethtool -i`` output became the driver name, so no counter table matched.
     The output here is the real tool's, on a veth pair of the test's own namespace."""
     info = subprocess.run(["ip", "netns", "exec", netns, "ethtool", "-i", "lsa0"], check=True,

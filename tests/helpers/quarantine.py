@@ -14,8 +14,9 @@ def notification(*alerts: dict, status: str = "firing") -> dict:
     return {"version": "4", "groupKey": "{}:{alertname=\"x\"}", "truncatedAlerts": 0, "status": status,
             "receiver": "quarantine", "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {},
             "externalURL": "http://am:9093", "alerts": [
-                {"status": a.pop("status") if a.get("status") in ("firing", "resolved") else status, "labels": a, "annotations": {}, "startsAt": "2026-01-01T00:00:00Z",
-                 "endsAt": "0001-01-01T00:00:00Z", "generatorURL": "", "fingerprint": "f"} for a in alerts]}
+                {"status": a.pop("status") if a.get("status") in ("firing", "resolved") else status, "labels": a,
+                 "annotations": {}, "startsAt": "2026-01-01T00:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
+                 "generatorURL": "", "fingerprint": "f"} for a in alerts]}
 
 
 def xid(node: str, gpu: str, code: str, **extra: str) -> dict:

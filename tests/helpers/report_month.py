@@ -62,12 +62,14 @@ def _events(days_counts: dict[int, float]) -> list[tuple[int, float]]:
 
 def rows() -> list[dict]:
     """One dict per sample of every metric the report reads."""
-    job_info = [l for n, g in (("node00", 0), ("node00", 1), ("node01", 0), ("node01", 1))
-                for l in _series("lockstep_gpu_job_info", {"node": n, "gpu": str(g), "uuid": f"GPU-{n}-{g}",
-                                                          "job_id": "100", "user": "alice"},
-                                 ((k, 1) for k in range(N)))]
-    job_info += [l for g in (0, 1) for l in _series("lockstep_gpu_job_info", {"node": "node02", "gpu": str(g),
-                                                   "uuid": f"GPU-node02-{g}", "job_id": "200", "user": "bob"}, ((k, 1) for k in range(JOB200_SAMPLES)))]
+    job_info = [sample for n, g in (("node00", 0), ("node00", 1), ("node01", 0), ("node01", 1))
+                for sample in _series("lockstep_gpu_job_info", {"node": n, "gpu": str(g), "uuid": f"GPU-{n}-{g}",
+                                                               "job_id": "100", "user": "alice"},
+                                      ((k, 1) for k in range(N)))]
+    job_info += [sample for g in (0, 1)
+                 for sample in _series("lockstep_gpu_job_info", {"node": "node02", "gpu": str(g), "uuid": f"GPU-node02-{g}",
+                                                                "job_id": "200", "user": "bob"},
+                                       ((k, 1) for k in range(JOB200_SAMPLES)))]
     ckpt = _cumulative(lambda k: 4.0 * PERIOD if in_ckpt(k) else 0.0)
     half = N // 2  # analytics restarted mid-month: the straggler counter resets to zero
     strag = [(k, STRAGGLER_RATE * PERIOD * (k if k < half else k - half + 1)) for k in range(N)]
@@ -85,8 +87,8 @@ def rows() -> list[dict]:
         peak = {k: 27e3 for k in range(20 * D // PERIOD, 20 * D // PERIOD + H // PERIOD)} if rack == "r2" else spike
         power += _series("lockstep_pdu_power_watts", {"pdu": pdu, "rack": rack},
                          ((k, peak.get(k, watts)) for k in range(N)))
-    budget = [l for rack, w in (("r1", 30e3), ("r2", 60e3))
-              for l in _series("lockstep_rack_power_budget_watts", {"rack": rack}, ((k, w) for k in range(N)))]
+    budget = [sample for rack, w in (("r1", 30e3), ("r2", 60e3))
+              for sample in _series("lockstep_rack_power_budget_watts", {"rack": rack}, ((k, w) for k in range(N)))]
     xid = _series("lockstep_gpu_xid_errors_total", {"node": "node00", "gpu": "0", "xid": "48", "severity": "critical",
                                                      "category": "hardware", "action": "reset_gpu"},
                   _events({1: 1, 8: 1, 15: 1}))
@@ -94,7 +96,9 @@ def rows() -> list[dict]:
                   _events({2: 500}))
     flaps = _series("lockstep_ib_port_link_downed_total", {"node": "node01", "device": "mlx5_1", "port": "1"},
                     _events({3: 2, 19: 1}))
-    hot = lambda k: 1 if (k * PERIOD // D) < 5 and 2 * H <= k * PERIOD % D < 4 * H else 0  # noqa: E731
+    def hot(k: int) -> int:
+        return 1 if (k * PERIOD // D) < 5 and 2 * H <= k * PERIOD % D < 4 * H else 0
+
     clock = (_series("lockstep_gpu_clock_event_active", {"node": "node00", "gpu": "1", "reason": "hw_thermal_slowdown"},
                      ((k, hot(k)) for k in range(N)))
              + _series("lockstep_gpu_clock_event_active", {"node": "node02", "gpu": "0", "reason": "gpu_idle"},
@@ -102,7 +106,7 @@ def rows() -> list[dict]:
     stalled = _series("lockstep_job_stalled", {"job_id": "100", "cause": "checkpoint"},
                       ((k, int(in_ckpt(k))) for k in range(N)))
     burst = CKPT_BYTES_PER_NODE / CKPT_SAMPLES
-    writes = [l for n in ("node00", "node01") for l in _series(
+    writes = [sample for n in ("node00", "node01") for sample in _series(
         "lockstep_storage_write_bytes_total", {"node": n, "mount": "/lustre", "fstype": "lustre", "fsname": "scratch"},
         _cumulative(lambda k: burst if in_ckpt(k) else 1e6 * PERIOD))]
     return job_info + lost + energy + power + budget + xid + ecc + flaps + clock + stalled + writes

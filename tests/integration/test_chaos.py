@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 
 async def test_prometheus_killed_mid_run_serves_stale_then_catches_up_losing_no_gpu_second(
-        service_datadir, service_sim, tmp_path, stack):  # noqa: F811 (fixtures)
+        service_datadir, service_sim, tmp_path, stack):
     """A refresh 2 min into the run; Prometheus SIGKILLed; refreshes 6 min in fail and the results of
     before are served, marked stale; Prometheus restarted on the same port and data; refreshes at the
     end catch up the gap chunk by chunk, and the loss account of the whole run matches the truth."""

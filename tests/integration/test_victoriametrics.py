@@ -199,7 +199,10 @@ def migrated(tmp_path_factory):
         # It holds every sample of every series the TSDB holds, no more.
         after = month.START + (month.DAYS + 1) * 86400
         names = _names(prom.url)
-        counts = lambda url: {n: _value(url, f"sum(count_over_time({n}[{month.DAYS + 2}d]))", after) for n in names}
+
+        def counts(url: str) -> dict[str, float | None]:
+            return {n: _value(url, f"sum(count_over_time({n}[{month.DAYS + 2}d]))", after) for n in names}
+
         expected, held = counts(prom.url), {}
 
         def complete() -> bool:

@@ -2,6 +2,7 @@
 a cluster's PDU energy, port bytes and storage traffic do not restart with a new job."""
 from __future__ import annotations
 
+import collections
 import json
 import subprocess
 import sys
@@ -18,8 +19,7 @@ SCENARIO = REPO / "simulator/scenarios/xid.yaml"     # XID 48 then 79 on node03 
 
 
 def last_state(model: Model, ticks: int):
-    for state in model.states(ticks):
-        pass
+    (state,) = collections.deque(model.states(ticks), maxlen=1)
     return state
 
 

@@ -122,7 +122,10 @@ def test_whole_job_slows_while_one_gpu_is_slow(tmp_path: Path) -> None:
         data[t] = sum(port(tmp_path, "node03", h, "port_xmit_data") for h in range(8))
         if t in (50.0, 150.0):
             seen[t] = gpus(tmp_path, "node03")
-    rate = lambda t: data[t] - data[t - PERIOD]
+
+    def rate(t: float) -> float:
+        return data[t] - data[t - PERIOD]
+
     healthy = np.mean([rate(t) for t in np.arange(30.0, 100.0, PERIOD)])
     slow = np.mean([rate(t) for t in np.arange(110.0, 200.0, PERIOD)])
     after = np.mean([rate(t) for t in np.arange(210.0, 300.0, PERIOD)])
@@ -168,7 +171,10 @@ def test_checkpoint_is_a_write_burst_with_idle_gpus(tmp_path: Path) -> None:
         io[t] = lustre(tmp_path, "node01")
         if t in (90.0, 120.0):
             seen[t] = gpus(tmp_path, "node01")
-    delta = lambda t, k: io[t][k] - io[t - PERIOD][k]
+
+    def delta(t: float, k: str) -> float:
+        return io[t][k] - io[t - PERIOD][k]
+
     burst = [delta(t, "write_bytes") for t in np.arange(105.0, 135.0, PERIOD)]
     quiet = [delta(t, "write_bytes") for t in np.arange(40.0, 100.0, PERIOD)]
     assert min(burst) > 100 * max(quiet) and sum(burst) > 4e11
@@ -205,8 +211,10 @@ def test_live_files_hold_the_series_numbers_at_the_same_tick(tmp_path: Path) -> 
                      ethtool(tmp_path, "node01")[rail_iface(tmp_path, "node01", 1)], lustre(tmp_path, "node01"))
     for t, (gs, words, stats, fs) in picked.items():
         rows = frame[(frame.timestamp == start + t) & (frame.node == "node01")]
-        value = lambda metric, **labels: rows[(rows.metric == metric.name) & np.logical_and.reduce(
-            [rows[k] == v for k, v in labels.items()])]["value"].item()
+
+        def value(metric, at=rows, **labels: str) -> float:
+            return at[(at.metric == metric.name) & np.logical_and.reduce([at[k] == v for k, v in labels.items()])]["value"].item()
+
         assert value(fabric.IB_TRANSMIT_BYTES, device="mlx5_1") == words * 4
         assert value(fabric.PFC_PAUSE_DURATION, interface=rail_iface(tmp_path, "node01", 1),
                      priority="3", direction="tx") == stats["tx_prio3_pause_duration"] / 1e6
@@ -221,7 +229,7 @@ def test_a_reader_holding_a_counter_open_sees_new_values(tmp_path: Path) -> None
     """Like real sysfs (and the exporter's held descriptors): pread at offset 0 returns the update."""
     fd, values = None, []
     try:
-        for t in ticks("baseline", tmp_path, (5.0, 10.0, 15.0)):
+        for _ in ticks("baseline", tmp_path, (5.0, 10.0, 15.0)):
             path = tmp_path / "node00/sys/class/infiniband/mlx5_0/ports/1/counters/port_xmit_data"
             fd = os.open(path, os.O_RDONLY) if fd is None else fd
             values.append(int(os.pread(fd, 64, 0)))

@@ -17,7 +17,7 @@ from lockstep.analytics.report.promrange import RangeQuery, fetch, parse_matrix
 
 def _serve(body: bytes, content_type: str, status: int = 200):
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
+        def do_GET(self):
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))

@@ -58,11 +58,15 @@ def test_a_member_gone_while_the_rest_wait_is_member_lost_with_the_member_as_evi
 def test_one_missed_scrape_of_a_node_during_a_hang_is_no_lost_member():
     """A node agent's scrape fails once (its series are gone for that sample, mapping and activity alike)
     while the job waits: still a hang; a second miss in a row makes it a lost member."""
-    once = lambda t, n, g: n != 2 or t != LOST_AT + 5
+    def once(t, n, g):
+        return n != 2 or t != LOST_AT + 5
+
     f = frame(once, waiting)
     _, causes = causes_of(f[~((f["node"] == "node02") & (f["timestamp"] == (LOST_AT + 5) * PERIOD))])
     assert "member_lost" not in causes and set(causes[LOST_AT + 1:]) == {"hang"}
-    twice = lambda t, n, g: n != 2 or t not in (LOST_AT + 5, LOST_AT + 6)
+    def twice(t, n, g):
+        return n != 2 or t not in (LOST_AT + 5, LOST_AT + 6)
+
     _, causes = causes_of(frame(twice, waiting))
     assert causes[LOST_AT + 5] == "hang" and causes[LOST_AT + 6] == "member_lost"
 

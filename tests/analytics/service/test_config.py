@@ -16,7 +16,8 @@ def test_shards_split_jobs_stably_and_completely():
     owners = [[j for j in jobs if Shard(i, 3).owns(j)] for i in range(3)]
     assert sorted(sum(owners, [])) == sorted(jobs) and all(30 < len(o) < 110 for o in owners)
     # the same split in another interpreter (Python's own str hash is salted per process)
-    code = "from lockstep.analytics.service.config import Shard; print([str(j) for j in range(1000, 1200) if Shard(1, 3).owns(str(j))])"
+    code = ("from lockstep.analytics.service.config import Shard; "
+            "print([str(j) for j in range(1000, 1200) if Shard(1, 3).owns(str(j))])")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env={**os.environ, "PYTHONHASHSEED": "random"}, check=True).stdout
     assert other.strip() == str(owners[1])

@@ -46,7 +46,10 @@ def test_checks_without_inputs_are_absent_not_ok():
 
 def test_pcie_replay_rate_over_dcgm_limit_warns():
     tracker = health.HealthTracker()
-    replays = lambda n: GpuSnapshot(STATIC, pcie_width=16, pcie_replay=n)   # noqa: E731
+
+    def replays(n: int) -> GpuSnapshot:
+        return GpuSnapshot(STATIC, pcie_width=16, pcie_replay=n)
+
     assert tracker.verdict(replays(100), 0.0, None)["pcie"] == 0
     assert tracker.verdict(replays(108), 60.0, None)["pcie"] == 0    # 8 a minute: DCGM's limit, not over it
     assert tracker.verdict(replays(117), 120.0, None)["pcie"] == 1   # 9 a minute
@@ -55,8 +58,13 @@ def test_pcie_replay_rate_over_dcgm_limit_warns():
 
 def test_nvlink_errors_growing_warn_and_a_link_going_down_fails():
     tracker = health.HealthTracker()
-    link = lambda name, recovery=0, crc=0: NvLinkCounters(name, 0, recovery, crc, 0)   # noqa: E731
-    snap = lambda *links: GpuSnapshot(STATIC, nvlink=links)   # noqa: E731
+
+    def link(name: str, recovery: int = 0, crc: int = 0) -> NvLinkCounters:
+        return NvLinkCounters(name, 0, recovery, crc, 0)
+
+    def snap(*links: NvLinkCounters) -> GpuSnapshot:
+        return GpuSnapshot(STATIC, nvlink=links)
+
     assert tracker.verdict(snap(link("total"), link("0"), link("1")), 0.0, None)["nvlink"] == 0
     assert tracker.verdict(snap(link("total", crc=999), link("0", crc=999), link("1")), 10.0, None)["nvlink"] == 0
     assert tracker.verdict(snap(link("total", crc=1999), link("0", crc=1999), link("1")), 20.0, None)["nvlink"] == 1

@@ -88,7 +88,10 @@ async def test_lists_over_tls_with_the_kubeconfigs_ca_and_client_certificate(tmp
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
     await site.start()
-    b64 = lambda blob: base64.b64encode(blob.bytes()).decode()   # noqa: E731
+
+    def b64(blob) -> str:
+        return base64.b64encode(blob.bytes()).decode()
+
     user = {"client-certificate-data": b64(client_cert.cert_chain_pems[0]),
             "client-key-data": b64(client_cert.private_key_pem)}
     cluster = {"server": f"https://127.0.0.1:{runner.addresses[0][1]}", "certificate-authority-data": b64(ca.cert_pem)}

@@ -174,7 +174,7 @@ def spliced(path) -> st.SearchStrategy[str]:
             elif how == 3:
                 del out[i]
             else:
-                out[i] = re.sub(r"\d+", lambda _: noise[:8] or "x", out[i])
+                out[i] = re.sub(r"\d+", lambda _, text=noise[:8] or "x": text, out[i])
         return "\n".join(out) + "\n"
 
     return st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 4), NOISE), max_size=6).map(edit)

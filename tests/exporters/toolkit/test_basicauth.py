@@ -1,6 +1,6 @@
-"""Basic auth of every lockstep service (``lockstep.exporters.toolkit.basicauth`` through ``lockstep.exporters.toolkit.web``) against
-hostile callers, on a real local aiohttp server: a flood of wrong passwords, unknown users, and
-passwords past bcrypt's 72 bytes."""
+"""Basic auth of every lockstep service (``lockstep.exporters.toolkit.basicauth`` through
+``lockstep.exporters.toolkit.web``) against hostile callers, on a real local aiohttp server: a flood of
+wrong passwords, unknown users, and passwords past bcrypt's 72 bytes."""
 from __future__ import annotations
 
 import asyncio
