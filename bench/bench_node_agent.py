@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_exporter import cpu_seconds, measure  # noqa: E402
+from bench_exporter import cpu_seconds, measure
 
-from lockstep import stack  # noqa: E402
+from lockstep import stack
 
 BUDGET = {"cpu_ratio": 1.0, "p99_s": 0.025, "rss_bytes": 80e6, "series": 1500}
 SPEED = 60

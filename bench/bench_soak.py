@@ -31,10 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_exporter import Scraper  # noqa: E402
-from bench_node_agent import live_node, rss_bytes  # noqa: E402
+from bench_exporter import Scraper
+from bench_node_agent import live_node, rss_bytes
 
-from lockstep import stack  # noqa: E402
+from lockstep import stack
 
 FLAT = 0.05
 HCA = "mlx5_3"
