@@ -16,7 +16,7 @@ TEST_PACKAGES := $(DEMO_PACKAGES) prometheus-node-exporter ethtool iproute2 chro
 # Debian's python3 lacks the venv module until python3-venv is installed.
 VENV_PACKAGES := python3-venv
 
-.PHONY: test demo bench eval fuzz tools demo-tools venv clean proto
+.PHONY: test test-fast lint demo bench eval fuzz tools demo-tools venv clean proto
 
 # $(call apt_or_explain,PACKAGES,WHAT IS MISSING): install as root, else name the exact command.
 define apt_or_explain
@@ -55,7 +55,19 @@ demo-tools:
 # filled Prometheus) starts once. TEST_WORKERS=0 runs it in this process (for -s, --pdb, or one test).
 TEST_WORKERS ?= 2
 test: $(STAMP) tools
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+
+# The tests that start no process (every test that does is marked integration, and tests/conftest.py
+# fails one that starts a process without the marker): the check to run while editing, with no Debian
+# tools needed. About 100 s of CPU, most of it the scorers and the simulator, so two workers here too,
+# a module to each (its fixtures computed once).
+test-fast: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -m "not integration" -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
 
 demo: $(STAMP) demo-tools
 	$(VENV)/bin/lockstep demo $(DEMO_ARGS)

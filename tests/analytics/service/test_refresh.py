@@ -6,6 +6,7 @@ are held between refreshes: a window fetched whole, then only its last step agai
 tests/analytics/service/test_app.py runs the same code against a real Prometheus."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 
@@ -20,6 +21,7 @@ from lockstep.analytics.prom.decode import Block, decode_matrix
 from lockstep.analytics.service.config import Shard
 from lockstep.analytics.service.refresh import Refresher
 from lockstep.analytics.service.state import LossCounters
+from lockstep.exporters.catalog import fabric
 from tests.helpers.analytics_service import EVIL, SCENARIO, Settings
 
 GPUS = 32
@@ -51,6 +53,7 @@ class FakeSource:
         self.fetched: list[tuple[str, float, float]] = []
         self.resumed: list[list[str]] = []
         self._by_metric: dict = {}
+        self._answers: dict = {}
 
     async def list_jobs(self, at: float, lookback_s: float = 0.0) -> list[str]:
         return list(self.listed)
@@ -62,15 +65,25 @@ class FakeSource:
                 raise PrometheusError("HTTP 422: query processing would load too many samples into memory")
             if job_id in self.malformed:
                 return decode_matrix(self.malformed[job_id], window)
-        return frame_block(self._metrics(job_id), inp, window, job_id, nodes)
+        key = (job_id, self.down, inp, window, nodes)
+        if key not in self._answers:   # a refresh may ask for a window again: the same answer, computed once
+            self._answers[key] = frame_block(self._metrics(job_id, inp, window), inp, window, job_id, nodes)
+        return copy.deepcopy(self._answers[key])
 
-    def _metrics(self, job_id: str) -> dict[str, pd.DataFrame]:
+    def _metrics(self, job_id: str, inp: Input, window: Window) -> dict[str, pd.DataFrame]:
+        """The rows of the job's metrics ``inp`` reads, as far as ``window`` can read them: the answer is the
+        same as from all of them (a query reads two steps before its window; a sample further off the grid
+        is dropped), without filtering the whole run on every query."""
         if (job_id, self.down) not in self._by_metric:
             frame = self.frames[job_id]
             if self.down is not None:
                 frame = frame[~frame["timestamp"].between(*self.down, inclusive="neither")]
-            self._by_metric[job_id, self.down] = {str(m): rows for m, rows in frame.groupby("metric", observed=True)}
-        return self._by_metric[job_id, self.down]
+            self._by_metric[job_id, self.down] = {str(m): (rows, rows["timestamp"].to_numpy(dtype=float))
+                                                  for m, rows in frame.groupby("metric", observed=True)}
+        lo, hi = window.start - 3 * window.step, window.end + window.step
+        read = (*inp.metrics, fabric.IB_STATE.name)
+        return {m: rows[(times >= lo) & (times <= hi)]
+                for m, (rows, times) in self._by_metric[job_id, self.down].items() if m in read}
 
     async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
         self.resumed.append(list(job_ids))
