@@ -16,7 +16,7 @@ import yaml
 
 from lockstep.demo_history import STEP_S, backfill_month
 from lockstep.demo_jobs import JOBS
-from lockstep.stack import Stack, query, start_prometheus
+from lockstep.stack import Stack, query, require_binary, start_prometheus
 from tests.helpers.paths import REPO
 
 pytestmark = pytest.mark.integration
@@ -88,9 +88,7 @@ def test_the_dashboards_recorded_series_cover_the_history(history):
 
 
 def test_the_report_renders_in_headless_chromium(history, tmp_path):
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("chromium not installed (Debian package `chromium`): cannot screenshot the report")
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or require_binary("chromium")
     out = history[3]
     shot = tmp_path / "report.png"
     subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",

@@ -2,7 +2,6 @@
 schemas: test_deploy_schemas.py, beside this file), compose and Prometheus configs are valid, systemd units verify and harden."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -48,10 +47,7 @@ def test_kustomization_applies_every_generated_file():
 
 @pytest.mark.integration
 def test_kustomize_builds_offline():
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl not installed: kustomize build not checked")
-    out = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([require_binary("kubectl"), "kustomize", str(K8S)], capture_output=True, text=True, check=True).stdout
     built = [d for d in yaml.safe_load_all(out) if d]
     assert len(built) == len(k8s_objects())
     cluster_scoped = ("Namespace", "ClusterRole", "ClusterRoleBinding")
@@ -96,9 +92,7 @@ def test_systemd_units_verify_and_are_hardened(unit, tmp_path):
     assert all(any(line.startswith(h) for line in lines) for h in HARDENING), unit
     if unit == "lockstep-exporter.service":
         assert "ReadOnlyPaths=/sys /proc /run/lockstep" in lines and "DevicePolicy=closed" in lines
-    analyze = shutil.which("systemd-analyze")
-    if analyze is None:
-        pytest.skip("systemd-analyze not installed: unit syntax not verified")
+    analyze = require_binary("systemd-analyze")
     # verify needs ExecStart binaries that exist here; the unit is otherwise checked as written.
     copy = tmp_path / unit
     copy.write_text(text.replace("/opt/lockstep/venv/bin/lockstep", "/bin/true"))

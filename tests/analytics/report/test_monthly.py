@@ -122,9 +122,7 @@ def test_html_is_self_contained_with_plots_and_progress(report):
 
 
 def test_html_renders_in_headless_chromium(report):
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("chromium not installed (Debian package `chromium`): cannot screenshot the report")
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or st.require_binary("chromium")
     out, _ = report
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "report-2026-10.png"

@@ -13,7 +13,9 @@ import pytest
 from lockstep.exporters import cli
 from lockstep.exporters.collectors.infiniband import InfinibandCollector, InfinibandOptions, parse_expected_rates
 from lockstep.exporters.toolkit.exposition import Encoder, render_text
+from lockstep.stack import require_binary
 from tests.helpers.exporter_args import exporter_config
+from tests.helpers.needs import platform_lacks
 from tests.helpers.paths import FIXTURES, REPO
 
 SYSFS = FIXTURES / "sysfs"
@@ -138,9 +140,7 @@ sys.stdout.write(render_text(families))
 @pytest.mark.integration
 def test_permission_denied_is_absent(tmp_path, golden):
     """Unreadable files (0000, read without CAP_DAC_OVERRIDE) are absent, the rest of the device is kept."""
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("setpriv (util-linux) not installed: cannot drop CAP_DAC_OVERRIDE to make a file unreadable")
+    setpriv = require_binary("setpriv")   # drops CAP_DAC_OVERRIDE, so that a file of mode 0 is unreadable
     root = writable_copy(REAL, tmp_path / "sys")
     for rel in ("mlx5_0/board_id", "mlx5_0/ports/1/counters/port_xmit_data", "mlx4_0/ports/2/rate",
                 "hfi1_0/ports/1/state"):
@@ -150,7 +150,7 @@ def test_permission_denied_is_absent(tmp_path, golden):
                            PERMISSION_SCRIPT, str(root)], capture_output=True, text=True, timeout=60,
                           cwd=REPO)
     if proc.returncode != 0 and "setpriv" in proc.stderr:
-        pytest.skip(f"cannot drop capabilities here: {proc.stderr.strip()}")
+        platform_lacks(f"cannot drop capabilities here: {proc.stderr.strip()}")
     assert proc.returncode == 0, proc.stderr
     assert "permission denied" in proc.stderr
     golden("fabric/infiniband_permission_denied.prom", proc.stdout)
@@ -272,7 +272,7 @@ def veth():
     made = subprocess.run(["ip", "link", "add", name, "type", "veth", "peer", "name", name + "p"],
                           capture_output=True, text=True)
     if made.returncode != 0:
-        pytest.skip(f"cannot create a veth pair here: {made.stderr.strip()}")
+        platform_lacks(f"cannot create a veth pair here (needs CAP_NET_ADMIN): {made.stderr.strip()}")
     yield name
     subprocess.run(["ip", "link", "del", name], capture_output=True)
 

@@ -12,6 +12,7 @@ from lockstep.exporters.fabric.ethtool import parse_ethtool_stats
 from lockstep.exporters.fabric.pci import bdf_key, parse_pci_chain
 from lockstep.exporters.fabric.pfc_table import infer_driver, plan
 from lockstep.exporters.fabric.sysfs import HeldFiles
+from tests.helpers.needs import platform_lacks
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -147,7 +148,7 @@ def test_held_descriptor_rereads_live_sysfs_without_reopening():
     import socket
     path = "/sys/class/net/lo/statistics/rx_packets"
     if not os.path.exists(path):
-        pytest.skip(f"{path} not present (no sysfs mounted in this environment)")
+        platform_lacks(f"{path} not present (no sysfs mounted in this environment)")
     files = HeldFiles()
     before = int(files.read(path))
     fd = files._held[path]

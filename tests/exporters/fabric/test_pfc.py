@@ -18,6 +18,7 @@ from lockstep.exporters.fabric.ethtool import DirEthtool
 from lockstep.exporters.toolkit import logs
 from lockstep.exporters.toolkit.exposition import Encoder, render_text
 from tests.helpers.exporter_args import exporter_config
+from tests.helpers.needs import platform_lacks
 from tests.helpers.paths import FIXTURES, REPO
 
 ETHTOOL = FIXTURES / "ethtool"
@@ -169,7 +170,7 @@ def test_ioctl_rereads_names_when_the_count_changes(netns):
     proc = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", CHANNELS_SCRIPT],
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     if proc.returncode != 0 and "ethtool" in proc.stderr and "Operation not supported" in proc.stderr:
-        pytest.skip(f"this kernel's veth cannot change channels: {proc.stderr.strip()[-200:]}")
+        platform_lacks(f"this kernel's veth cannot change channels: {proc.stderr.strip()[-200:]}")
     assert proc.returncode == 0, proc.stderr
     first, second = json.loads(proc.stdout)
     assert "rx_queue_3_drops" in first and "rx_queue_3_drops" not in second
