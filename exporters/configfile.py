@@ -73,6 +73,16 @@ class _Loader(yaml.SafeLoader):
                               f"aliases expand this value to more than {limit} YAML nodes; write it out instead")
         return node
 
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        """A scalar Python cannot hold (a date past the calendar, an integer of more digits than
+        ``int()`` converts) is an error at its line, not a ValueError from deep inside PyYAML."""
+        try:
+            return super().construct_object(node, deep)
+        except ConfigError:
+            raise
+        except ValueError as exc:
+            raise ConfigError(self.name, node.start_mark.line + 1, "", f"invalid value: {exc}") from None
+
     def _key(self, index: Any) -> str:
         """The dotted key of the node composed under ``index`` (``targets[0].url``), as Section names it."""
         return "".join(s if s.startswith("[") or i == 0 else "." + s

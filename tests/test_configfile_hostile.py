@@ -77,6 +77,9 @@ def test_a_bomb_under_the_bound_is_quoted_in_a_few_characters(tmp_path):
                                   for i in range(1, 9)), "c.yaml:6: d5.l5", "aliases expand"),
     ("? [1, 2]\n: 3\n", "c.yaml:1", "a key must be a scalar, not a list"),
     ("a: " + "[" * 5000 + "]" * 5000 + "\n", "c.yaml", "nested too deeply"),
+    # scalars Python cannot hold: PyYAML's ValueError named no line, and escaped `alerts build` as a traceback
+    ("a: 1\nb: [2020-13-45]\n", "c.yaml:2", "invalid value: month must be in 1..12"),
+    ("a: " + "9" * 5000 + "\n", "c.yaml:1", "invalid value: Exceeds the limit"),
 ])
 def test_the_loader_refuses_what_cannot_be_a_config(text, where, reason):
     with pytest.raises(ConfigError) as err:
