@@ -22,8 +22,8 @@ from typing import Any
 from exporters.catalog import power as m
 from exporters.logs import once
 from exporters.power.config import Target
-from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, array, collection, gather, link, maybe,
-                                     member_id, members, number, obj, odata_id, reading, text)
+from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, array, collection, each, gather, link,
+                                     maybe, member_id, members, number, obj, odata_id, reading, text)
 from exporters.sample import Sample
 
 log = logging.getLogger("lockstep.power")
@@ -91,7 +91,7 @@ async def _psu(fetch: Fetch, odata_id: str) -> PsuReading | None:
 async def _psus(fetch: Fetch, subsystem_id: str) -> list[PsuReading]:
     subsystem = await fetch(subsystem_id, static=True)
     collection = await maybe(fetch, link(subsystem, "PowerSupplies"), static=True)
-    found = await gather(*(_psu(fetch, i) for i in members(collection or {})))
+    found = await each(lambda i: _psu(fetch, i), members(collection or {}))
     return [p for p in found if p is not None]
 
 
@@ -145,7 +145,7 @@ async def poll_bmc(target: Target, fetch: Fetch) -> list[Sample]:
         raise RedfishError("service root links no Chassis collection", layout_changed=True)
     chassis_ids = members(await fetch(collection_id, static=True))
     linked, found = await gather(_linked_chassis(target, fetch, root),
-                                 gather(*(read_chassis(fetch, i) for i in chassis_ids)))
+                                 each(lambda i: read_chassis(fetch, i), chassis_ids))
     main = server_chassis(dict(zip(map(_path, chassis_ids), found)), linked)
     return samples(target.name, found, main)
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from exporters.catalog import power as m
 from exporters.power.config import Target
-from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, array, collection, gather, link, lowest_id,
-                                     maybe, member_id, members, obj, reading, text)
+from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, array, collection, each, gather, link,
+                                     lowest_id, maybe, member_id, members, obj, reading, text)
 from exporters.sample import Sample
 
 LEAK_STATES = ("OK", "Warning", "Critical")  # DetectorState is a Resource.Health value
@@ -122,5 +122,5 @@ async def poll_cdu(target: Target, fetch: Fetch) -> list[Sample]:
     uris = members(await fetch(collection, static=True))
     head = lowest_id(map(member_id, uris))
     prefixes = ["" if member_id(u) == head else member_id(u) + "/" for u in uris]
-    found = await gather(*(read_cdu(fetch, u, target.name, p) for u, p in zip(uris, prefixes)))
+    found = await each(lambda up: read_cdu(fetch, up[0], target.name, up[1]), list(zip(uris, prefixes)))
     return [s for cdu in found for s in cdu]

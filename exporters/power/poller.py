@@ -15,8 +15,9 @@ from exporters.power.bmc import poll_bmc
 from exporters.power.cdu import poll_cdu
 from exporters.power.config import PowerConfig, Target
 from exporters.power.ipmi import poll_ipmi
+from exporters.power import pollreport
 from exporters.power.pdu import poll_pdu
-from exporters.power.redfish import Fetch, Redfish, RedfishError
+from exporters.power.redfish import MAX_MEMBERS, Fetch, Redfish, RedfishError
 from exporters.sample import Sample
 
 log = logging.getLogger("lockstep.power")
@@ -35,6 +36,7 @@ class TargetResult:
     samples: tuple[Sample, ...]
     duration_s: float
     error: str | None = None
+    skipped_members: int = 0    # array members past MAX_MEMBERS, never read (a failed poll counts what it saw)
 
 
 class Poller:
@@ -45,6 +47,7 @@ class Poller:
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self._structure: dict[str, tuple[float, dict]] = {}
         self._ipmi: dict[str, asyncio.Lock] = {}  # one ipmitool per target, however many /probe calls
+        self._left_out: dict[str, bool] = {}  # whether skipped members were last logged
 
     def _structure_of(self, name: str) -> dict:
         entry = self._structure.get(name)
@@ -81,15 +84,30 @@ class Poller:
 
     async def _poll_in_slot(self, target: Target, deadline: float, timeout: float) -> TargetResult:
         started = time.perf_counter()
-        try:
-            async with asyncio.timeout_at(deadline):
-                found = await self._walk(target, timeout)
-        except Exception as exc:  # any failure of one target stays with that target
-            if isinstance(exc, RedfishError) and exc.layout_changed:
-                self._structure.pop(target.name, None)
-            error = "poll deadline exceeded" if isinstance(exc, TimeoutError) and not str(exc) else str(exc)
-            return TargetResult(False, (), time.perf_counter() - started, f"{type(exc).__name__}: {error}")
-        return TargetResult(True, tuple(found), time.perf_counter() - started)
+        with pollreport.collecting() as report:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    found = tuple(await self._walk(target, timeout))
+            except Exception as exc:  # any failure of one target stays with that target
+                if isinstance(exc, RedfishError) and exc.layout_changed:
+                    self._structure.pop(target.name, None)
+                error = "poll deadline exceeded" if isinstance(exc, TimeoutError) and not str(exc) else str(exc)
+                result = TargetResult(False, (), time.perf_counter() - started, f"{type(exc).__name__}: {error}",
+                                      report.skipped_members)
+            else:
+                result = TargetResult(True, found, time.perf_counter() - started, None, report.skipped_members)
+        self._log_left_out(target, report)
+        return result
+
+    def _log_left_out(self, target: Target, report: pollreport.PollReport) -> None:
+        """A warning when a target starts listing more than is read (again after a poll without), not
+        at every poll; the count is in its metrics."""
+        now = report.skipped_members > 0
+        before = self._left_out.get(target.name, False)
+        self._left_out[target.name] = now
+        if now and not before:
+            log.warning("target lists more members than are read; the rest are skipped", extra=kv(
+                target=target.name, skipped=report.skipped_members, cap=MAX_MEMBERS, first=report.first_truncated))
 
     async def poll_and_store(self, target: Target) -> None:
         result = await self.poll(target)
@@ -121,6 +139,10 @@ class Poller:
         yield from result.samples
         yield Sample(m.REDFISH_UP, (target.name,), 1.0 if result.up else 0.0)
         yield Sample(m.REDFISH_POLL_DURATION, (target.name,), result.duration_s)
+        # Only where there is something to say: a series more for every target of a large fleet
+        # would cost more than it tells.
+        if result.skipped_members:
+            yield Sample(m.REDFISH_SKIPPED_MEMBERS, (target.name,), float(result.skipped_members))
         if target.name in self.last_success:
             yield Sample(m.REDFISH_LAST_SUCCESS, (target.name,), self.last_success[target.name])
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import ssl
-from typing import Any, Awaitable, Iterable, Protocol
+from typing import Any, Awaitable, Callable, Iterable, Protocol, Sequence, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
 from exporters.jsonload import load_json
+from exporters.power import pollreport
 from exporters.power.config import Target
 
 SERVICE_ROOT = "/redfish/v1/"
@@ -31,6 +32,12 @@ PER_TARGET_REQUESTS = 4
 # tens of KiB; 4 MiB leaves room for any real one.
 MAX_BODY_BYTES = 4 << 20
 MAX_REDIRECTS = 5
+# The most items of one JSON array a poll reads (a collection's Members, a chassis' PowerSupplies, a
+# CDU's detector groups): more than a device lists (an HGX baseboard's BMC lists about 50 chassis, the
+# largest rack PDUs about 54 outlets), and few enough that a BMC listing a hundred thousand chassis in
+# one answer under MAX_BODY_BYTES costs its poll a bounded number of requests. The rest is counted as
+# skipped (``pollreport``), exported per target and logged.
+MAX_MEMBERS = 256
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
@@ -195,9 +202,15 @@ def obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def array(value: Any) -> list[Any]:
-    """``value`` if it is a JSON array, else an empty one."""
-    return value if isinstance(value, list) else []
+def array(value: Any, where: str = "") -> list[Any]:
+    """``value`` if it is a JSON array, else an empty one; its first MAX_MEMBERS items, the others
+    reported to the poll as skipped (``where`` names the array in the log)."""
+    if not isinstance(value, list):
+        return []
+    if len(value) > MAX_MEMBERS:
+        pollreport.skipped_members(len(value) - MAX_MEMBERS, where)
+        return value[:MAX_MEMBERS]
+    return value
 
 
 def text(value: Any, default: str = "") -> str:
@@ -219,8 +232,10 @@ def link(doc: dict[str, Any], key: str) -> str | None:
 
 
 def members(doc: dict[str, Any]) -> list[str]:
-    """The ``@odata.id`` of each member of a collection, in the service's order."""
-    return [ref for m in array(obj(doc).get("Members")) if (ref := odata_id(m)) is not None]
+    """The ``@odata.id`` of each member of a collection, in the service's order (at most MAX_MEMBERS)."""
+    where = obj(doc).get("@odata.id")
+    listed = array(obj(doc).get("Members"), where if isinstance(where, str) else "Members")
+    return [ref for m in listed if (ref := odata_id(m)) is not None]
 
 
 def member_id(odata_id: str) -> str:
@@ -267,13 +282,32 @@ async def gather(*aws: Awaitable[Any]) -> list[Any]:
         raise
 
 
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+async def each(fn: Callable[[T], Awaitable[R]], items: Sequence[T], workers: int = PER_TARGET_REQUESTS) -> list[R]:
+    """``[await fn(item) for item in items]``, ``workers`` at a time, results in order: a task per
+    worker, never one per item (each holds a coroutine and, soon, a request waiting for the target's
+    gate). The first failure cancels the rest and waits for them, as ``gather`` does."""
+    results: list[Any] = [None] * len(items)
+    queue = iter(enumerate(items))
+
+    async def work() -> None:
+        for i, item in queue:
+            results[i] = await fn(item)
+
+    await gather(*(work() for _ in range(min(workers, len(items)))))
+    return results
+
+
 async def maybe(fetch: Fetch, odata_id: str | None, static: bool = False) -> dict[str, Any] | None:
     """The linked resource, or None where the link is absent (an optional resource)."""
     return None if odata_id is None else await fetch(odata_id, static)
 
 
 async def collection(fetch: Fetch, odata_id: str | None, static: bool = False) -> list[dict[str, Any]]:
-    """Every member resource of a linked collection (itself structural), fetched concurrently."""
+    """Every member resource of a linked collection (itself structural), fetched concurrently (``each``)."""
     if odata_id is None:
         return []
-    return await gather(*(fetch(i, static) for i in members(await fetch(odata_id, True))))
+    return await each(lambda i: fetch(i, static), members(await fetch(odata_id, True)))
