@@ -1,13 +1,16 @@
 """The real ``lockstep power-exporter`` process against hostile BMCs beside healthy ones, on local
-HTTP servers: a BMC listing 100,000 chassis in one answer just under the body limit, and one whose
-chassis answer too slowly for any poll to finish. The process is held to the Helm chart's memory limit for the power exporter
+HTTP servers: a BMC listing 100,000 chassis in one answer just under the body limit, one whose
+chassis answer too slowly for any poll to finish, and readings that are not finite numbers (NaN,
+1e999, -Infinity). The process is held to the Helm chart's memory limit for the power exporter
 (``process_bounds``) and every wait is a deadline polled for. The healthy targets must stay up with
 their readings served throughout."""
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
+import shutil
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +28,7 @@ from test_power_exporter import parse, value
 
 pytestmark = pytest.mark.integration
 
-SERVER = FIXTURES / "redfish/public-rackmount1"
+SERVER, PDU = FIXTURES / "redfish/public-rackmount1", FIXTURES / "redfish/public-pdu"
 LIMIT = helm_memory_limit("powerExporter")
 SCRAPE_TIMEOUT_S = 10.0   # Prometheus' default scrape_timeout: a /metrics answer must beat it
 GOOD = [f"good{i}" for i in range(8)]
@@ -211,3 +214,95 @@ def test_a_bmc_too_slow_for_its_poll_deadline_stops_there_and_delays_no_other(tm
         finally:
             proc.stop()
 
+
+NAN, INF, NEG_INF, HUGE, SCALES_PAST_FLOAT = "NaN", "Infinity", "-Infinity", "1e999", "1e307"
+
+
+def edited(tmp_path: Path, name: str, mockup: Path, edits: dict[str, dict[str, str]]) -> Path:
+    """A copy of ``mockup`` with readings of some resources replaced by a JSON token that is not a
+    finite number: ``{resource: {property: token}}`` for ``property.Reading`` (``property.Field`` for
+    another field of the excerpt, a plain property where it is no excerpt)."""
+    copy = tmp_path / name
+    shutil.copytree(mockup, copy)
+    for resource, changes in edits.items():
+        path = copy / resource / "index.json"
+        doc = json.loads(path.read_text())
+        for key, token in changes.items():
+            key, _, field = key.partition(".")
+            if isinstance(doc.get(key), dict):
+                doc[key][field or "Reading"] = f"@{token}@"
+            else:
+                doc[key] = f"@{token}@"
+        path.write_text(re.sub(r'"@([^@"]+)@"', r"\1", json.dumps(doc)))
+    return copy
+
+
+ENV, BAY1 = "Chassis/1U/EnvironmentMetrics", "Chassis/1U/PowerSubsystem/PowerSupplies/Bay1/Metrics"
+
+
+def test_non_finite_readings_are_left_out_counted_and_the_target_stays_up(tmp_path):
+    """Before: NaN, 1e999 and -Infinity in a BMC's JSON came out as lockstep_chassis_power_watts NaN,
+    +Inf and -Inf with up=1, which poisons every rack sum and the power dashboard. Now such a reading
+    is absent (the next source in the fallback order answers for it), counted per target, logged once,
+    and the target stays up with its other readings; a PDU outlet's NaN loses that outlet alone."""
+    svc = MockupService()
+    svc.add("nan_env", edited(tmp_path, "nan_env", SERVER, {ENV: {"PowerWatts": NAN}}))
+    svc.add("inf_psu", edited(tmp_path, "inf_psu", SERVER, {BAY1: {"InputPowerWatts": NEG_INF,
+                                                                  "EnergykWh": SCALES_PAST_FLOAT}}))
+    svc.add("huge", edited(tmp_path, "huge", SERVER, {ENV: {"PowerWatts": HUGE, "PowerLimitWatts.SetPoint": INF},
+                                                      BAY1: {"InputPowerWatts": NAN}}))
+    svc.add("pdu", edited(tmp_path, "pdu", PDU, {"PowerEquipment/RackPDUs/1/Outlets/A1": {"PowerWatts": NAN}}))
+    svc.add("good", SERVER)
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await svc.handle(request)
+
+    with serving(handler) as base:
+        names = [("nan_env", "bmc"), ("inf_psu", "bmc"), ("huge", "bmc"), ("pdu", "pdu"), ("good", "bmc")]
+        proc, address = start_exporter(tmp_path, [(n, k, f"{base}/{n}") for n, k in names], interval_s=2,
+                                       timeout_s=5)
+        try:
+            seen: dict = {}
+
+            def polled() -> bool:
+                seen.update(values=scrape(address))
+                return all(up(seen["values"], n) is not None for n, _ in names)
+
+            proc.until(polled, 60, "every target polled once")
+            values = seen["values"]
+            assert all(math.isfinite(v) for v in values.values()), [k for k, v in values.items()
+                                                                    if not math.isfinite(v)]
+            assert all(up(values, n) == 1 for n, _ in names)
+            psu_input = reading(SERVER, BAY1, "InputPowerWatts")
+            legacy = json.loads((SERVER / "Chassis/1U/Power/index.json").read_text())["PowerControl"][0]
+
+            def invalid(target: str) -> float | None:
+                return values.get(("lockstep_redfish_invalid_readings", (("target", target),)))
+
+            # NaN power: the sum of the PSU inputs answers for the chassis
+            assert value(values, "lockstep_chassis_power_watts", target="nan_env") == psu_input
+            assert invalid("nan_env") == 1
+            # -Infinity PSU input and an energy that overflows once scaled to joules: that PSU's
+            # series are absent, the chassis power is the EnvironmentMetrics one
+            assert value(values, "lockstep_chassis_power_watts", target="inf_psu") == reading(SERVER, ENV)
+            assert ("lockstep_psu_input_power_watts", (("chassis", "1U"), ("psu", "Bay1"), ("target", "inf_psu"))) \
+                not in values
+            assert not any(k[0] == "lockstep_psu_energy_joules_total" and ("target", "inf_psu") in k[1]
+                           for k in values)
+            assert invalid("inf_psu") == 2
+            # 1e999 power, an infinite limit and a NaN PSU: the deprecated Power resource answers
+            assert value(values, "lockstep_chassis_power_watts", target="huge") == legacy["PowerConsumedWatts"]
+            assert value(values, "lockstep_chassis_power_limit_watts", target="huge") == \
+                legacy["PowerLimit"]["LimitInWatts"]
+            assert invalid("huge") == 3
+            # a PDU: the NaN outlet is absent, its siblings are served
+            outlets = {dict(k[1])["outlet"] for k in values if k[0] == "lockstep_pdu_outlet_power_watts"}
+            assert "A1" not in outlets and {"A2", "B1"} <= outlets
+            assert invalid("pdu") == 1
+            assert invalid("good") is None
+            assert value(values, "lockstep_chassis_power_watts", target="good") == reading(SERVER, ENV)
+            assert proc.log().count("not finite numbers") == 4
+            proc.terminate()
+            assert proc.exited(10) == 0
+        finally:
+            proc.stop()

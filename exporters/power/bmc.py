@@ -23,7 +23,7 @@ from exporters.catalog import power as m
 from exporters.logs import once
 from exporters.power.config import Target
 from exporters.power.redfish import (SERVICE_ROOT, Fetch, RedfishError, array, collection, each, gather, link,
-                                     maybe, member_id, members, number, obj, odata_id, reading, text)
+                                     maybe, member_id, members, number_at, obj, odata_id, reading, text)
 from exporters.sample import Sample
 
 log = logging.getLogger("lockstep.power")
@@ -55,7 +55,7 @@ def parse_psu(psu: dict[str, Any], metrics: dict[str, Any] | None) -> PsuReading
 
 def parse_legacy_psus(power: dict[str, Any]) -> list[PsuReading]:
     """``Power.PowerSupplies[]`` of the deprecated ``Power`` resource (``PowerInputWatts``)."""
-    return [PsuReading(text(p.get("MemberId"), str(i)), number(p.get("PowerInputWatts")), None)
+    return [PsuReading(text(p.get("MemberId"), str(i)), number_at(p, "PowerInputWatts"), None)
             for i, p in enumerate(array(power.get("PowerSupplies"))) if isinstance(p, dict)]
 
 
@@ -74,7 +74,7 @@ def chassis_power(chassis: str, env: dict[str, Any] | None, psus: list[PsuReadin
     if power is None and inputs:
         power = sum(inputs)
     if power is None:
-        power = number(control.get("PowerConsumedWatts"))
+        power = number_at(control, "PowerConsumedWatts")
     limit = reading(env, "PowerLimitWatts", "SetPoint")
     if limit is None:
         limit = reading(control, "PowerLimit", "LimitInWatts")

@@ -36,6 +36,7 @@ class TargetResult:
     samples: tuple[Sample, ...]
     duration_s: float
     error: str | None = None
+    invalid_readings: int = 0   # readings left out as not finite numbers
     skipped_members: int = 0    # array members past MAX_MEMBERS, never read (a failed poll counts what it saw)
 
 
@@ -47,7 +48,7 @@ class Poller:
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self._structure: dict[str, tuple[float, dict]] = {}
         self._ipmi: dict[str, asyncio.Lock] = {}  # one ipmitool per target, however many /probe calls
-        self._left_out: dict[str, bool] = {}  # whether skipped members were last logged
+        self._left_out: dict[str, tuple[bool, bool]] = {}  # (skipped members, invalid readings) last logged
 
     def _structure_of(self, name: str) -> dict:
         entry = self._structure.get(name)
@@ -87,27 +88,31 @@ class Poller:
         with pollreport.collecting() as report:
             try:
                 async with asyncio.timeout_at(deadline):
-                    found = tuple(await self._walk(target, timeout))
+                    found = pollreport.keep_finite(await self._walk(target, timeout))
             except Exception as exc:  # any failure of one target stays with that target
                 if isinstance(exc, RedfishError) and exc.layout_changed:
                     self._structure.pop(target.name, None)
                 error = "poll deadline exceeded" if isinstance(exc, TimeoutError) and not str(exc) else str(exc)
                 result = TargetResult(False, (), time.perf_counter() - started, f"{type(exc).__name__}: {error}",
-                                      report.skipped_members)
+                                      report.invalid_readings, report.skipped_members)
             else:
-                result = TargetResult(True, found, time.perf_counter() - started, None, report.skipped_members)
+                result = TargetResult(True, found, time.perf_counter() - started, None,
+                                      report.invalid_readings, report.skipped_members)
         self._log_left_out(target, report)
         return result
 
     def _log_left_out(self, target: Target, report: pollreport.PollReport) -> None:
-        """A warning when a target starts listing more than is read (again after a poll without), not
-        at every poll; the count is in its metrics."""
-        now = report.skipped_members > 0
-        before = self._left_out.get(target.name, False)
+        """A warning when a target starts listing more than is read or sending non-finite readings
+        (again after a poll without), not at every poll; the counts are in its metrics."""
+        now = (report.skipped_members > 0, report.invalid_readings > 0)
+        before = self._left_out.get(target.name, (False, False))
         self._left_out[target.name] = now
-        if now and not before:
+        if now[0] and not before[0]:
             log.warning("target lists more members than are read; the rest are skipped", extra=kv(
                 target=target.name, skipped=report.skipped_members, cap=MAX_MEMBERS, first=report.first_truncated))
+        if now[1] and not before[1]:
+            log.warning("target sent readings that are not finite numbers; they are left out", extra=kv(
+                target=target.name, invalid=report.invalid_readings))
 
     async def poll_and_store(self, target: Target) -> None:
         result = await self.poll(target)
@@ -139,8 +144,10 @@ class Poller:
         yield from result.samples
         yield Sample(m.REDFISH_UP, (target.name,), 1.0 if result.up else 0.0)
         yield Sample(m.REDFISH_POLL_DURATION, (target.name,), result.duration_s)
-        # Only where there is something to say: a series more for every target of a large fleet
-        # would cost more than it tells.
+        # Only where there is something to say: two series more for every target of a large fleet
+        # would cost more than they tell.
+        if result.invalid_readings:
+            yield Sample(m.REDFISH_INVALID_READINGS, (target.name,), float(result.invalid_readings))
         if result.skipped_members:
             yield Sample(m.REDFISH_SKIPPED_MEMBERS, (target.name,), float(result.skipped_members))
         if target.name in self.last_success:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import math
 import ssl
 from typing import Any, Awaitable, Callable, Iterable, Protocol, Sequence, TypeVar
 from urllib.parse import urljoin, urlsplit
@@ -255,17 +256,31 @@ def reading(doc: dict[str, Any] | None, key: str, field: str = "Reading") -> flo
     """``doc[key][field]`` as a float (Redfish excerpts: ``{"Reading": 374, "DataSourceUri": ...}``);
     None where the property, the reading or the resource is absent or null."""
     value = doc.get(key) if isinstance(doc, dict) else None
-    return number(value.get(field) if isinstance(value, dict) else None)
+    return number_at(value, field)
+
+
+def number_at(doc: Any, key: str) -> float | None:
+    """``doc[key]`` as a float (``number``). A number there that is not a finite one is reported to the
+    poll as an invalid reading, once per poll however often the fallback order reads it."""
+    value = doc.get(key) if isinstance(doc, dict) else None
+    result = number(value)
+    if result is None and isinstance(value, (int, float)) and not isinstance(value, bool):
+        pollreport.invalid_reading(doc, key)
+    return result
 
 
 def number(value: Any) -> float | None:
-    """A JSON number as float; None for null, strings, booleans and integers past a float's range."""
+    """A JSON number as float; None for null, strings and booleans. A number that is not finite (NaN,
+    Infinity and -Infinity, which Python's JSON decoder accepts, 1e999, which it reads as infinity) or
+    an integer past a float's range is no reading either: one such value would turn every sum it
+    enters (a rack's power) into NaN or infinity."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
     try:
-        return float(value)
+        result = float(value)
     except OverflowError:
         return None
+    return result if math.isfinite(result) else None
 
 
 async def gather(*aws: Awaitable[Any]) -> list[Any]:
