@@ -127,7 +127,11 @@ def load_yaml(path: str | Path) -> Any:
 
 
 def loads_yaml(text: str, path: str | Path = "<string>") -> Any:
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, most control characters)
+        line = text.count("\n", 0, exc.position) + 1
+        raise ConfigError(path, line, "", f"invalid YAML: {str(exc).splitlines()[0]}") from None
     loader.name = str(path)
     try:
         return loader.get_single_data()

@@ -80,6 +80,8 @@ def test_a_bomb_under_the_bound_is_quoted_in_a_few_characters(tmp_path):
     # scalars Python cannot hold: PyYAML's ValueError named no line, and escaped `alerts build` as a traceback
     ("a: 1\nb: [2020-13-45]\n", "c.yaml:2", "invalid value: month must be in 1..12"),
     ("a: " + "9" * 5000 + "\n", "c.yaml:1", "invalid value: Exceeds the limit"),
+    # a character YAML does not allow: a bare ReaderError before (found by the yaml fuzz target)
+    ("a: 1\nb: x\x00y\n", "c.yaml:2", "invalid YAML: unacceptable character #x0000"),
 ])
 def test_the_loader_refuses_what_cannot_be_a_config(text, where, reason):
     with pytest.raises(ConfigError) as err:
