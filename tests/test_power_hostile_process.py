@@ -12,6 +12,7 @@ import math
 import re
 import shutil
 import threading
+import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -71,12 +72,12 @@ def serving(handler) -> Iterator[str]:
 
 
 def start_exporter(tmp_path: Path, targets: list[tuple[str, str, str]], interval_s: float, timeout_s: float,
-                   extra: str = "") -> tuple[Bounded, str]:
+                   options: tuple[str, ...] | list[str] = ()) -> tuple[Bounded, str]:
     config = tmp_path / "power.yaml"
-    config.write_text(f"interval_s: {interval_s}\ntimeout_s: {timeout_s}\nretries: 0\n{extra}targets:\n" + "".join(
+    config.write_text(f"interval_s: {interval_s}\ntimeout_s: {timeout_s}\nretries: 0\ntargets:\n" + "".join(
         f"  - {{name: {name}, kind: {kind}, url: '{url}', rack: r1}}\n" for name, kind, url in targets))
-    proc = Bounded.lockstep(["power-exporter", "--config", str(config), "--web.listen-address", "127.0.0.1:0"],
-                            LIMIT, tmp_path / "power-exporter.log")
+    proc = Bounded.lockstep(["power-exporter", "--config", str(config), "--web.listen-address", "127.0.0.1:0",
+                             *options], LIMIT, tmp_path / "power-exporter.log")
     proc.until(lambda: "listening" in proc.log(), 60, "the exporter listening")
     return proc, re.search(r"address=(\S+)", proc.log()).group(1)
 
@@ -214,6 +215,35 @@ def test_a_bmc_too_slow_for_its_poll_deadline_stops_there_and_delays_no_other(tm
         finally:
             proc.stop()
 
+
+
+def test_sigterm_during_a_probe_of_a_slow_bmc_stops_the_exporter_at_once(tmp_path):
+    """Before: shutdown waited for the requests in flight, so a /probe of a BMC too slow for its budget
+    held SIGTERM for the rest of that budget (up to four intervals: a minute here) and the exporter was
+    killed by the orchestrator instead. Now shutdown ends the polls in progress: the probe answers
+    (the target down) and the exporter exits."""
+    hostile = HugeChassisBmc(delay_s=1.5)
+    with fleet(hostile) as (base, _):
+        proc, address = start_exporter(tmp_path, [("evil", "bmc", f"{base}/evil")], interval_s=15, timeout_s=5,
+                                       options=["--no-background"])
+        answer: dict = {}
+
+        def probe() -> None:
+            request = urllib.request.Request(address + "/probe?target=evil",
+                                             headers={"X-Prometheus-Scrape-Timeout-Seconds": "60"})
+            with urllib.request.urlopen(request, timeout=120) as response:
+                answer["status"], answer["body"] = response.status, response.read()
+
+        prober = threading.Thread(target=probe, daemon=True)
+        try:
+            prober.start()
+            proc.until(lambda: hostile.in_flight > 0, 30, "the probe reading the slow BMC's chassis")
+            proc.terminate()
+            assert proc.exited(10) == 0
+        finally:
+            proc.stop()
+        prober.join(30)
+        assert answer["status"] == 200 and up(parse(answer["body"].decode()), "evil") == 0
 
 NAN, INF, NEG_INF, HUGE, SCALES_PAST_FLOAT = "NaN", "Infinity", "-Infinity", "1e999", "1e307"
 

@@ -4,10 +4,11 @@ keeps the latest result per target for ``/metrics``. A target's failure is its o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Iterable
+from typing import AsyncIterator, Awaitable, Callable, Iterable
 
 from exporters.catalog import power as m
 from exporters.logs import kv
@@ -49,6 +50,26 @@ class Poller:
         self._structure: dict[str, tuple[float, dict]] = {}
         self._ipmi: dict[str, asyncio.Lock] = {}  # one ipmitool per target, however many /probe calls
         self._left_out: dict[str, tuple[bool, bool]] = {}  # (skipped members, invalid readings) last logged
+        self._deadlines: set[asyncio.Timeout] = set()  # of the polls in progress, moved to now by close()
+        self.closing = False
+
+    def close(self) -> None:
+        """End every poll in progress now, each reading as failed, and any started later at once: at
+        shutdown a /probe in flight answers instead of holding SIGTERM for the rest of its budget."""
+        self.closing = True
+        now = asyncio.get_running_loop().time()
+        for deadline in self._deadlines:
+            deadline.reschedule(now)
+
+    @contextlib.asynccontextmanager
+    async def _deadline(self, when: float | None) -> AsyncIterator[None]:
+        """``asyncio.timeout_at(when)`` that ``close`` can move to now."""
+        async with asyncio.timeout_at(asyncio.get_running_loop().time() if self.closing else when) as deadline:
+            self._deadlines.add(deadline)
+            try:
+                yield
+            finally:
+                self._deadlines.discard(deadline)
 
     def _structure_of(self, name: str) -> dict:
         entry = self._structure.get(name)
@@ -72,9 +93,11 @@ class Poller:
         budget = budget_s if budget_s is not None else max(self.config.interval_s, self.config.timeout_s)
         deadline = loop.time() + budget
         try:
-            async with asyncio.timeout_at(deadline if budget_s is not None else None):
+            async with self._deadline(deadline if budget_s is not None else None):
                 await self._slots.acquire()
         except TimeoutError:
+            if self.closing:
+                return TargetResult(False, (), 0.0, "exporter shutting down")
             return TargetResult(False, (), 0.0, "TimeoutError: no free poll slot within the probe budget")
         try:
             if budget_s is None:
@@ -87,12 +110,14 @@ class Poller:
         started = time.perf_counter()
         with pollreport.collecting() as report:
             try:
-                async with asyncio.timeout_at(deadline):
+                async with self._deadline(deadline):
                     found = pollreport.keep_finite(await self._walk(target, timeout))
             except Exception as exc:  # any failure of one target stays with that target
                 if isinstance(exc, RedfishError) and exc.layout_changed:
                     self._structure.pop(target.name, None)
                 error = "poll deadline exceeded" if isinstance(exc, TimeoutError) and not str(exc) else str(exc)
+                if self.closing:
+                    error = "exporter shutting down"
                 result = TargetResult(False, (), time.perf_counter() - started, f"{type(exc).__name__}: {error}",
                                       report.invalid_readings, report.skipped_members)
             else:
