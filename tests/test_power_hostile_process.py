@@ -21,7 +21,7 @@ import pytest
 from aiohttp import web
 
 from conftest import FIXTURES
-from exporters.power.redfish import MAX_BODY_BYTES, MAX_MEMBERS, PER_TARGET_REQUESTS
+from exporters.power.redfish import MAX_BODY_BYTES, MAX_MEMBERS, MAX_POLL_BYTES, PER_TARGET_REQUESTS
 from lockstep.stack import http_get
 from process_bounds import Bounded, helm_memory_limit
 from redfish_mockup import MockupService
@@ -215,6 +215,50 @@ def test_a_bmc_too_slow_for_its_poll_deadline_stops_there_and_delays_no_other(tm
         finally:
             proc.stop()
 
+
+
+class FatChassisBmc(HugeChassisBmc):
+    """A BMC under ``/evil`` listing 40 chassis, each (but the real 1U) a document just under the body
+    limit, of small objects (the most memory per byte once decoded)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        members = [{"@odata.id": "/redfish/v1/Chassis/1U"}] + [{"@odata.id": f"/redfish/v1/Chassis/{i}"}
+                                                               for i in range(1, 40)]
+        self.collection = json.dumps({"@odata.id": "/redfish/v1/Chassis", "Members": members}).encode()
+        pad = json.dumps([{"x": i} for i in range(330_000)], separators=(",", ":"))
+        self.template = '{"@odata.id": "%s", "Id": "%s", "Oem": {"pad": ' + pad + '}}'
+        self.answered = 0
+        assert MAX_BODY_BYTES - (1 << 20) < len(self.template) < MAX_BODY_BYTES
+
+    async def handle(self, request: web.Request, path: str) -> web.StreamResponse:
+        number = path.removeprefix("/redfish/v1/Chassis/")
+        if path == "/redfish/v1/Chassis" or not number.isdigit():
+            return await super().handle(request, path)
+        self.asked.add(number)
+        self.answered += 1
+        return web.Response(body=(self.template % (path, number)).encode(), content_type="application/json")
+
+
+def test_a_bmc_answering_every_chassis_with_megabytes_costs_its_own_poll_only(tmp_path):
+    """Before: every chassis document was kept in the target's structure cache, the RSS growing by
+    the decoded size of each (gigabytes for 40 chassis). Now a poll reads at most MAX_POLL_BYTES (this
+    BMC's poll fails, saying so) and the cache holds at most MAX_STRUCTURE_BYTES: several polls on,
+    the exporter is within its limit and the healthy BMCs are up."""
+    hostile = FatChassisBmc()
+    with fleet(hostile) as (base, _):
+        proc, address = start_exporter(tmp_path, fleet_targets(base), interval_s=1, timeout_s=5)
+        try:
+            proc.until(lambda: up(scrape(address), "evil") == 0, 60, "the BMC's poll failing")
+            assert f"exceed {MAX_POLL_BYTES >> 20} MiB" in proc.log()
+            proc.until(lambda: hostile.answered >= 40, 60, "forty megabyte answers, over several polls")
+            before = {t: last_success(scrape(address), t) for t in GOOD}
+            proc.until(lambda: all(last_success(values := scrape(address), t) > before[t] and up(values, t) == 1
+                                   for t in GOOD), 30, "every healthy BMC polled again")
+            proc.terminate()
+            assert proc.exited(10) == 0
+        finally:
+            proc.stop()
 
 
 def test_sigterm_during_a_probe_of_a_slow_bmc_stops_the_exporter_at_once(tmp_path):

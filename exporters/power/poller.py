@@ -18,7 +18,7 @@ from exporters.power.config import PowerConfig, Target
 from exporters.power.ipmi import poll_ipmi
 from exporters.power import pollreport
 from exporters.power.pdu import poll_pdu
-from exporters.power.redfish import MAX_MEMBERS, Fetch, Redfish, RedfishError
+from exporters.power.redfish import MAX_MEMBERS, Fetch, Redfish, RedfishError, Structure
 from exporters.sample import Sample
 
 log = logging.getLogger("lockstep.power")
@@ -47,7 +47,7 @@ class Poller:
         self.results: dict[str, TargetResult] = {}
         self.last_success: dict[str, float] = {}
         self._slots = asyncio.Semaphore(config.max_concurrency)
-        self._structure: dict[str, tuple[float, dict]] = {}
+        self._structure: dict[str, tuple[float, Structure]] = {}
         self._ipmi: dict[str, asyncio.Lock] = {}  # one ipmitool per target, however many /probe calls
         self._left_out: dict[str, tuple[bool, bool]] = {}  # (skipped members, invalid readings) last logged
         self._deadlines: set[asyncio.Timeout] = set()  # of the polls in progress, moved to now by close()
@@ -71,10 +71,10 @@ class Poller:
             finally:
                 self._deadlines.discard(deadline)
 
-    def _structure_of(self, name: str) -> dict:
+    def _structure_of(self, name: str) -> Structure:
         entry = self._structure.get(name)
         if entry is None or time.monotonic() - entry[0] > STRUCTURE_TTL_S:
-            entry = self._structure[name] = (time.monotonic(), {})
+            entry = self._structure[name] = (time.monotonic(), Structure())
         return entry[1]
 
     async def _walk(self, target: Target, timeout_s: float) -> list[Sample]:

@@ -33,6 +33,12 @@ PER_TARGET_REQUESTS = 4
 # tens of KiB; 4 MiB leaves room for any real one.
 MAX_BODY_BYTES = 4 << 20
 MAX_REDIRECTS = 5
+# What one poll of a target may read in all (a real device's poll reads tens of KiB), and what its
+# structure cache may hold between polls: a BMC answering every chassis with a document just under
+# MAX_BODY_BYTES must cost its own poll, not the exporter's memory for every rack. Past the first,
+# the poll fails; past the second, a structural document is read again at each poll instead of kept.
+MAX_POLL_BYTES = 8 << 20
+MAX_STRUCTURE_BYTES = 1 << 20
 # The most items of one JSON array a poll reads (a collection's Members, a chassis' PowerSupplies, a
 # CDU's detector groups): more than a device lists (an HGX baseboard's BMC lists about 50 chassis, the
 # largest rack PDUs about 54 outlets), and few enough that a BMC listing a hundred thousand chassis in
@@ -59,8 +65,14 @@ class RedfishError(Exception):
         self.layout_changed = layout_changed
 
 
+class Structure(dict):
+    """A target's structure cache (``@odata.id`` -> document) and the bytes of the answers it holds."""
+
+    held_bytes: int = 0
+
+
 class Redfish(Protocol):
-    def fetcher(self, target: Target, timeout_s: float, structure: dict[str, dict[str, Any]]) -> Fetch: ...
+    def fetcher(self, target: Target, timeout_s: float, structure: Structure) -> Fetch: ...
 
 
 def _retryable(exc: Exception) -> bool:
@@ -96,13 +108,15 @@ class HttpRedfish:
             gate = self._gates[target.name] = asyncio.Semaphore(PER_TARGET_REQUESTS)
         return gate
 
-    def fetcher(self, target: Target, timeout_s: float, structure: dict[str, dict[str, Any]]) -> Fetch:
+    def fetcher(self, target: Target, timeout_s: float, structure: Structure) -> Fetch:
+        """GETs for one poll of ``target``, within its MAX_POLL_BYTES."""
         headers = {"Accept": "application/json"}
         if target.credentials:
             headers["Authorization"] = basic_auth(target.credentials.username, target.credentials.password)
         tls = self._ssl_for(target)
         timeout = aiohttp.ClientTimeout(total=timeout_s)
         gate = self.gate(target)
+        read = [0]  # bytes of the answers this poll has read
 
         async def get_hop(url: str) -> tuple[str | None, bytes]:
             """(redirect location, b"") or (None, body) for one request."""
@@ -110,15 +124,19 @@ class HttpRedfish:
                                               headers=headers, allow_redirects=False) as response:
                 if response.status in _REDIRECTS:
                     return response.headers.get("Location", ""), b""
-                return None, await read_capped(response)
+                body = await read_capped(response)
+            read[0] += len(body)
+            if read[0] > MAX_POLL_BYTES:
+                raise RedfishError(f"the answers of one poll exceed {MAX_POLL_BYTES >> 20} MiB")
+            return None, body
 
-        async def get_once(url: str) -> dict[str, Any]:
+        async def get_once(url: str) -> tuple[dict[str, Any], int]:
             seen = {url}
             location, body = await get_hop(url)
             while location is not None:
                 url = next_hop(url, location, seen)
                 location, body = await get_hop(url)
-            return decode(body)
+            return decode(body), len(body)
 
         async def fetch(odata_id: str, static: bool = False) -> dict[str, Any]:
             if not odata_id.startswith("/redfish/v1"):
@@ -128,9 +146,10 @@ class HttpRedfish:
             url = target.url + odata_id
             for attempt in range(self.retries + 1):
                 try:
-                    doc = await get_once(url)
-                    if static:
+                    doc, size = await get_once(url)
+                    if static and structure.held_bytes + size <= MAX_STRUCTURE_BYTES:
                         structure[odata_id] = doc
+                        structure.held_bytes += size
                     return doc
                 except RedfishError as exc:
                     raise RedfishError(f"GET {odata_id}: {exc}") from None
@@ -291,10 +310,18 @@ async def gather(*aws: Awaitable[Any]) -> list[Any]:
     try:
         return list(await asyncio.gather(*tasks))
     except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _cancel(tasks)
+        # The exception's traceback holds this frame, and a failed task holds the exception: a cycle
+        # that kept every task (and the documents in its frames) until the garbage collector's oldest
+        # generation ran, past many more polls of a failing target.
+        tasks.clear()
         raise
+
+
+async def _cancel(tasks: list[asyncio.Future[Any]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 T = TypeVar("T")
