@@ -4,9 +4,12 @@ hostile-input tests start the service as an operator would and feed it the input
 The memory limit is read from the deployment itself (the Helm chart's ``resources.limits.memory``),
 so a service is held to what it is given in production; a command the chart does not deploy (the
 quarantine receiver, ``lockstep alerts build``) is held to the smallest limit the chart gives any
-lockstep service. While the process runs, its resident memory is sampled from /proc, and past the
-limit it is killed at once: a regression fails its test instead of taking the memory of the machine
-running the suite. Time is bounded by deadlines polled for, never by a measured duration."""
+lockstep service. While the process runs, its peak resident memory (VmHWM: a high-water mark, so a
+sample taken after a spike still sees it) is read from /proc every few milliseconds, and past the
+limit the process is killed at once: a regression fails its test instead of taking the memory of the
+machine running the suite. (The kernel's ru_maxrss of a child is no use here: it starts from the
+size of the forking test process.) Time is bounded by deadlines polled for, never by a measured
+duration."""
 from __future__ import annotations
 
 import os
@@ -82,17 +85,16 @@ class Bounded:
                                  f"{self.limit >> 20} MiB limit; killed\n{self.log()[-3000:]}")
 
     def _reap(self, block: bool = False) -> bool:
-        """Collect the exit status, and the peak memory of the whole run from the kernel (ru_maxrss)."""
+        """Collect the exit status, once the process has exited."""
         if self.returncode is not None:
             return True
-        pid, status, usage = os.wait4(self.proc.pid, 0 if block else os.WNOHANG)
+        pid, status = os.waitpid(self.proc.pid, 0 if block else os.WNOHANG)
         if pid == 0:
             return False
         self.returncode = self.proc.returncode = os.waitstatus_to_exitcode(status)
-        self.peak_bytes = max(self.peak_bytes, usage.ru_maxrss * 1024)
         return True
 
-    def until(self, check: Callable[[], bool], deadline_s: float, what: str, every: float = 0.05) -> None:
+    def until(self, check: Callable[[], bool], deadline_s: float, what: str, every: float = 0.02) -> None:
         """Poll ``check`` until it holds, the memory limit checked at every poll; AssertionError
         naming ``what`` if ``deadline_s`` passes first or the process exits."""
         deadline = time.monotonic() + deadline_s
@@ -110,11 +112,13 @@ class Bounded:
     def exited(self, deadline_s: float) -> int:
         """The exit code, once the process has exited within ``deadline_s`` (memory checked meanwhile)."""
         deadline = time.monotonic() + deadline_s
-        while not self._reap():
-            self.check_memory()
+        while True:
+            self.check_memory()   # before reaping: the last sample of a process about to exit
+            if self._reap():
+                break
             if time.monotonic() > deadline:
                 raise AssertionError(f"still running after {deadline_s:g} s\n{self.log()[-3000:]}")
-            time.sleep(0.05)
+            time.sleep(0.01)
         assert self.peak_bytes <= self.limit, f"peak resident memory {self.peak_bytes >> 20} MiB"
         return self.returncode
 
