@@ -51,7 +51,7 @@ def skipped_members(count: int, where: str = "") -> None:
     report = _CURRENT.get()
     if report is not None and count > 0:
         report.skipped_members += count
-        report.first_truncated = report.first_truncated or where
+        report.first_truncated = report.first_truncated or where[:120]  # the BMC's text: bounded in the log
 
 
 def keep_finite(samples: Iterable[Sample]) -> tuple[Sample, ...]:
