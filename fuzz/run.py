@@ -18,7 +18,7 @@ SEEDS = {
     "diskstats": ["procfs/diskstats"], "llite": ["procfs/fs/lustre", "lustre/lctl-2.14"],
     "mountstats": ["procfs/self"], "ethtool": ["ethtool/node"], "infiniband": ["sysfs/class/infiniband"],
     "redfish": ["redfish/public-rackmount1/Chassis", "redfish/public-pdu", "redfish/public-cooling-unit"],
-    "webhook": ["alerts"],
+    "webhook": ["alerts"], "yaml": ["alerts"],
 }
 MISSING = """error: atheris is not installed in this environment.
 atheris (https://pypi.org/project/atheris/) ships wheels for CPython 3.8-3.11 on x86-64 Linux; on another
