@@ -20,6 +20,7 @@ from aiohttp import web
 from lockstep.exporters.catalog.simlayout import SimCluster
 from lockstep.exporters.toolkit.listen import ListenAddress
 from lockstep.simulator import redfish
+from lockstep.simulator.inspector import InspectorWriter
 from lockstep.simulator.kube import KubeNodes
 from lockstep.simulator.model import Model
 from lockstep.simulator.scenario import Scenario
@@ -35,9 +36,15 @@ class TreeSink:
     """Writes every node's source trees for one ``State`` (and, presented the Kubernetes way, moves the
     kubelets and the API server to its time instead of writing the Slurm prolog's files)."""
 
-    def __init__(self, topo: Topology, root: Path, job_id: str, kube: KubeNodes | None = None) -> None:
+    def __init__(self, topo: Topology, root: Path, job_id: str, kube: KubeNodes | None = None,
+                 nccl_inspector: str | None = None) -> None:
         self.topo, self.cluster, self.writer, self.job_id = topo, SimCluster(Path(root)), TreeWriter(), job_id
         self.nodes = [self.cluster.node(name) for name in topo.nodes]
+        # The ranks' NCCL Inspector files (a version, or None: off). Under Kubernetes a process knows no Slurm
+        # job: the agent names the job from the GPU's pod.
+        slurm_job = job_id if kube is None else ""
+        self.inspector = None if nccl_inspector is None else InspectorWriter(topo, self.nodes, nccl_inspector,
+                                                                               slurm_job)
         self.first = True
         self.validation = None
         if topo.scenario.validation is not None:
@@ -55,6 +62,8 @@ class TreeSink:
             ethtool.write(w, topo, node, n, s, self.first)
             procfs.write(w, topo, node, n, s, self.first)
             gpus.write(w, topo, node, n, s)
+        if self.inspector is not None:
+            self.inspector.write(s)
         if self.validation is not None:
             if self.first:
                 self.validation.history(s.timestamp - s.t)
@@ -96,7 +105,8 @@ def power_config(scenario: Scenario, topo: Topology, url: str) -> dict:
 
 
 async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenAddress,
-                   duration_s: float | None, scheduler: str = "slurm", counters: dict | None = None) -> int:
+                   duration_s: float | None, scheduler: str = "slurm", counters: dict | None = None,
+                   nccl_inspector: str | None = "2.30") -> int:
     start = time.time()
     model = Model(scenario, start_timestamp=start, counters=counters)
     ticks = None if duration_s == 0 else int((duration_s or scenario.duration_s) // scenario.sample_period_s) + 1
@@ -118,7 +128,7 @@ async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenA
         if scheduler == "kubernetes":
             kube = KubeNodes(model.topo, SimCluster(root))
             await kube.start(host, state.t)
-        sink = TreeSink(model.topo, root, scenario.job.job_id, kube)
+        sink = TreeSink(model.topo, root, scenario.job.job_id, kube, nccl_inspector)
         await asyncio.to_thread(sink.write, state)
         _announce(sink, scenario, model.topo, start, speed, url)
         await _tick_loop(states, sink, current, start, scenario.sample_period_s / speed)
