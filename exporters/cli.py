@@ -40,6 +40,8 @@ SIM_NODE_FLAGS: Mapping[str, Callable[[SimNode], str]] = MappingProxyType({
     "jobs.kubernetes.kubelet-socket": lambda node: str(node.kubelet_socket),
     "jobs.kubernetes.kubeconfig": lambda node: str(node.kubeconfig),
     "node.name": lambda node: node.name,
+    # read by the off-by-default nccl-inspector collector when enabled
+    "nccl-inspector.dir": lambda node: str(node.nccl_inspector),
 })
 
 
