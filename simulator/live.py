@@ -25,6 +25,7 @@ from lockstep.simulator.kube import KubeNodes
 from lockstep.simulator.model import Model
 from lockstep.simulator.scenario import Scenario
 from lockstep.simulator.state import State
+from lockstep.simulator.steps import StepSender
 from lockstep.simulator.topology import Topology
 from lockstep.simulator.tree import ethtool, gpus, procfs, slurm, sysfs
 from lockstep.simulator.tree.files import TreeWriter
@@ -40,11 +41,12 @@ class TreeSink:
                  nccl_inspector: str | None = None) -> None:
         self.topo, self.cluster, self.writer, self.job_id = topo, SimCluster(Path(root)), TreeWriter(), job_id
         self.nodes = [self.cluster.node(name) for name in topo.nodes]
-        # The ranks' NCCL Inspector files (a version, or None: off). Under Kubernetes a process knows no Slurm
-        # job: the agent names the job from the GPU's pod.
+        # The ranks' own reports: NCCL Inspector's files (a version, or None: off) and their step ends. Under
+        # Kubernetes a process knows no Slurm job: the agent names the job from the GPU's pod.
         slurm_job = job_id if kube is None else ""
         self.inspector = None if nccl_inspector is None else InspectorWriter(topo, self.nodes, nccl_inspector,
                                                                                slurm_job)
+        self.steps = StepSender(topo, self.nodes, slurm_job)
         self.first = True
         self.validation = None
         if topo.scenario.validation is not None:
@@ -64,6 +66,7 @@ class TreeSink:
             gpus.write(w, topo, node, n, s)
         if self.inspector is not None:
             self.inspector.write(s)
+        self.steps.send(s)
         if self.validation is not None:
             if self.first:
                 self.validation.history(s.timestamp - s.t)
@@ -114,6 +117,7 @@ async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenA
     state = next(states)
     current = [redfish.snapshot_of(state)]
     kube: KubeNodes | None = None
+    sink: TreeSink | None = None
     runner = web.AppRunner(redfish.create_app(model.topo, lambda: current[0]), access_log=None)
     await runner.setup()
     try:
@@ -135,6 +139,8 @@ async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenA
     finally:
         if kube is not None:
             await kube.stop()
+        if sink is not None:
+            sink.steps.close()
         await runner.cleanup()
     print("lockstep sim: stopped", file=sys.stderr, flush=True)
     return 0

@@ -14,13 +14,14 @@ from lockstep.exporters.catalog import (
     health,
     nccl,
     nccl_inspector,
+    pace,
     power,
     storage,
     validation,
 )
 from lockstep.exporters.catalog.model import COUNTER, GAUGE, Metric
 
-SECTIONS = (health, gpu, fabric, storage, power, analytics, validation, nccl, nccl_inspector)
+SECTIONS = (health, gpu, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace)
 
 
 def _build() -> dict[str, Metric]:
