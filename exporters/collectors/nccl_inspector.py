@@ -115,6 +115,8 @@ class _Cached:
     key: tuple[int, int, int] | None = None        # (inode, size, mtime ns) of the read parsed below
     buckets: tuple[fmt.Bucket, ...] = ()
     good: bool = False                             # the read at ``key`` parsed
+    # the samples of ``buckets`` for ``place``, with what the caps left out: made again only when either changes
+    served: tuple[tuple[fmt.Bucket, ...], Placement, list[Sample], int, int] | None = None
 
 
 def read_bounded(path: str, limit: int) -> bytes:
@@ -262,13 +264,15 @@ class NcclInspectorCollector:
             scrape.states["skipped"] += 1
             return out
         scrape.states["served"] += 1
-        kept, comms_out, sizes_out = capped(cached.buckets, self.options.max_communicators,
-                                            self.options.max_message_sizes)
+        if cached.served is None or cached.served[0] is not cached.buckets or cached.served[1] != place:
+            kept, comms_out, sizes_out = capped(cached.buckets, self.options.max_communicators,
+                                                self.options.max_message_sizes)
+            samples = [s for bucket in kept for s in bucket_samples(bucket, place, self.options.nccl_names)]
+            cached.served = (cached.buckets, place, samples, comms_out, sizes_out)
+        _, _, samples, comms_out, sizes_out = cached.served
         scrape.capped["communicators"] += comms_out
         scrape.capped["message_sizes"] += sizes_out
-        for bucket in kept:
-            out += bucket_samples(bucket, place, self.options.nccl_names)
-        return out
+        return out + samples
 
     def _read(self, path: str, st: os.stat_result, cached: _Cached) -> None:
         """Parse the file into ``cached``; a read that cannot be used leaves the last complete one, if the file
