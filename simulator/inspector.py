@@ -7,7 +7,8 @@ does (truncate, then one write and flush per bucket): 2.30 only where the rank c
 interval (a hung job's files age), 2.29 always (empty when nothing completed). A rank whose GPU is lost dies
 without removing its file. The job's communicators: ``DP`` (every rank: gradient all-reduce buckets), ``TP`` (the
 ranks of one node: all-gather and reduce-scatter), and on a job of several nodes ``PP`` pairs (a GPU and the same
-GPU of the next node: send and receive of activations, point-to-point, written by 2.30 only).
+GPU of the next node, named by the two nodes' places in the job: send and receive of activations, point-to-point,
+written by 2.30 only; 2.30 buckets by name, so a node's two pairs are two communicators).
 
 Execution time per call: latency plus bus bytes over the fabric's bus bandwidth (NVLink within a node, the GPU's
 rail between nodes, slower while the rails are degraded), plus the time the rank waits inside the kernel for the
@@ -76,7 +77,7 @@ def job_comms(topo: Topology) -> list[Comm]:
                            Op("collective", "ReduceScatter", 16 * MIB, 2, "RING_SIMPLE"))))
     for a, b in zip(nodes, nodes[1:]):
         for i, j in zip(by_node[a], by_node[b]):
-            comms.append(Comm("PP", 0x9900_0000_0000 + 1000 * a + i, (i, j), 2,
+            comms.append(Comm(f"PP {a}-{b}", 0x9900_0000_0000 + 1000 * a + i, (i, j), 2,
                               (Op("p2p", "Send", 8 * MIB, 4, ""), Op("p2p", "Recv", 8 * MIB, 4, ""))))
     return comms
 

@@ -88,7 +88,7 @@ def test_one_file_per_job_gpu_named_by_its_cuda_uuid_each_strict_2_30(short_root
         for buckets in got.values():
             assert {(b.kind, b.label("comm_name"), b.operation) for b in buckets} == {
                 ("collective", "DP", "AllReduce"), ("collective", "TP", "AllGather"),
-                ("collective", "TP", "ReduceScatter"), ("p2p", "PP", "Send"), ("p2p", "PP", "Recv")}
+                ("collective", "TP", "ReduceScatter"), ("p2p", "PP 0-1", "Send"), ("p2p", "PP 0-1", "Recv")}
             assert {b.label("algo_proto") for b in buckets if b.kind == "collective"} == {"RING_SIMPLE"}
             assert {b.label("version") for b in buckets} == {"v5.1"}
     assert not (short_root / "node02" / "nccl-inspector").exists()      # not in the job
