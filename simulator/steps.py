@@ -28,8 +28,7 @@ class StepSender:
     def __init__(self, topo: Topology, nodes: list[SimNode], job_id: str) -> None:
         self.topo, self.nodes, self.job_id = topo, nodes, job_id
         self.gpus = np.flatnonzero(topo.job_gpus)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.setblocking(False)
+        self.sock: socket.socket | None = None      # opened at the first node with an agent listening
         self.prev_steps: float | None = None
         self.last_end: float | None = None
         self.seconds = 0.0
@@ -50,6 +49,9 @@ class StepSender:
                 stepfeed.Identity(self.job_id, str(pos), str(gpu), str(self.topo.identity["uuid"][g])),
                 FIRST_PID + pos, f"sim{self.topo.scenario.seed:x}r{pos}", int(s.steps), int(s.steps) - 1,
                 self.last_end, self.seconds)
+            if self.sock is None:
+                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                self.sock.setblocking(False)
             try:
                 self.sock.sendto(stepfeed.encode(report), str(node.steps_socket))
                 self.sent += 1
@@ -69,4 +71,5 @@ class StepSender:
         return self.last_end is not None
 
     def close(self) -> None:
-        self.sock.close()
+        if self.sock is not None:
+            self.sock.close()
