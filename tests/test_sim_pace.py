@@ -188,7 +188,7 @@ def value(text: str, metric: str, **labels: str) -> list[float]:
 
 
 @pytest.mark.integration
-def test_sim_run_and_the_agent_serve_inspector_series_and_step_counts(stack, short_root):
+def test_sim_run_and_the_agent_serve_inspector_series_and_step_counts(short_root, stack):   # stack stops first
     scenario = short_root / "pace.yaml"
     scenario.write_text(yaml.safe_dump(SCENARIO | {"duration_s": 3600, "faults": SCENARIO["faults"][:1]}))
     sim = stack.add(stack_mod.start_process("sim", [sys.executable, "-m", "lockstep", "sim", "run", str(scenario),
