@@ -40,6 +40,9 @@ SIM_NODE_FLAGS: Mapping[str, Callable[[SimNode], str]] = MappingProxyType({
     "jobs.kubernetes.kubelet-socket": lambda node: str(node.kubelet_socket),
     "jobs.kubernetes.kubeconfig": lambda node: str(node.kubeconfig),
     "node.name": lambda node: node.name,
+    # read by the off-by-default nccl-inspector and steps collectors when enabled
+    "nccl-inspector.dir": lambda node: str(node.nccl_inspector),
+    "steps.socket": lambda node: str(node.steps_socket),
 })
 
 

@@ -88,6 +88,7 @@ class Model:
             s.imbalance_gpu_s += j.imbalance
         s.port_down[:] = c.port_down
         s.rank_busy_s[:] = j.rank_busy_s
+        s.comm_s = j.comm_s
         self._power(s, j, period if k > 0 else 0.0, rng)
 
     def _xids(self, s: State) -> None:
