@@ -58,13 +58,15 @@ def _serve(args: argparse.Namespace) -> int:
     from analytics.config import config_from_args
     from analytics.promsession import check_credentials
     from analytics.service import create_app
+    from exporters.conntimeouts import from_args as timeouts_from_args
     from exporters.logs import setup_from_args
     from exporters.web import serve
 
     setup_from_args(args)
     config = config_from_args(args)
+    timeouts = timeouts_from_args(args)
     check_credentials(config.prometheus_auth)
-    asyncio.run(serve(create_app(config), config.listen, config.web_config))
+    asyncio.run(serve(create_app(config), config.listen, config.web_config, timeouts=timeouts))
     return 0
 
 

@@ -24,7 +24,8 @@ CATALOG = "exporters.catalog"
 PLUMBING = ("exporters.configfile", "exporters.listen", "exporters.logs", "exporters.webconfig", "exporters.web",
             "exporters.exposition", "exporters.sample", "exporters.httpmetrics", "exporters.helpformat",
             "exporters.basicauth", "exporters.jsonload", "exporters.timeparse",
-            "exporters.version", "exporters.third_party")
+            "exporters.version", "exporters.third_party",
+            "exporters.conntimeouts", "exporters.looperrors", "exporters.openfiles")
 # What each layer may import besides itself: layers, or modules (a module and those below it).
 ALLOWED = {
     CATALOG: set(),

@@ -13,6 +13,7 @@ from exporters.helpformat import DefaultsHelpFormatter
 from exporters.configfile import ConfigError
 from exporters.listen import parse_listen_address
 from exporters.logs import add_flags as add_log_flags, kv, setup_from_args
+from exporters.openfiles import raise_open_files_limit
 from exporters.webconfig import add_flags as add_web_flags
 
 log = logging.getLogger("lockstep.power")
@@ -36,6 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
 
 
 def run(args: argparse.Namespace) -> int:
+    from exporters.conntimeouts import from_args as timeouts_from_args
     from exporters.power.app import AppOptions, create_app
     from exporters.power.config import load_config
     from exporters.web import serve
@@ -48,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         listen = parse_listen_address(getattr(args, "web.listen-address"))
         web_file = getattr(args, "web.config.file")
         web_config = load_web_config(web_file) if web_file else None
+        timeouts = timeouts_from_args(args)
     except (ConfigError, ValueError) as exc:
         print(f"lockstep power-exporter: error: {exc}", file=sys.stderr)
         return 2
@@ -59,21 +62,6 @@ def run(args: argparse.Namespace) -> int:
         version=VERSION, targets=len(config.targets), interval_s=config.interval_s, timeout_s=config.timeout_s,
         max_concurrency=config.max_concurrency, open_files_limit=open_files))
     app = create_app(config, AppOptions(background=args.background, web_config=web_config))
-    asyncio.run(serve(app, listen, web_config))
+    asyncio.run(serve(app, listen, web_config, timeouts=timeouts))
     return 0
 
-
-def raise_open_files_limit(cap: int = 1 << 20) -> int:
-    """Lift the soft open-files limit to the hard one, as Go exporters do at start: polling many BMCs
-    holds up to four connections per target, and Debian's default soft limit is 1024."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = cap if hard == resource.RLIM_INFINITY else min(hard, cap)
-    if soft < want:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-            soft = want
-        except (ValueError, OSError) as exc:
-            log.warning("cannot raise the open-files limit", extra=kv(soft=soft, hard=hard, err=str(exc)))
-    return soft
