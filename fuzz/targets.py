@@ -15,6 +15,8 @@ from exporters.storage.diskstats import parse_diskstats
 from exporters.storage.llite import parse_lctl_stats, parse_llite_stats
 from exporters.storage.mounts import parse_mounts
 from exporters.storage.mountstats import parse_mountstats
+from validation.model import ParseError
+from validation.parsers import parse as parse_validation
 
 
 def _text(data: bytes) -> str:
@@ -62,6 +64,22 @@ def _webhook(data: bytes) -> None:
         pass
 
 
+def _validation(kind: str) -> Callable[[bytes], None]:
+    """A table of a validation tool (``lockstep validate``), as its text and as lines read from a file."""
+    def target(data: bytes) -> None:
+        import io
+
+        from validation.lines import Lines
+        from validation.parsers import LINE_PARSERS, MAX_BYTES
+        for parse in (lambda: parse_validation(kind, _text(data), "fuzz"),
+                      lambda: LINE_PARSERS[kind](Lines.of_file(io.BytesIO(data), "fuzz", MAX_BYTES))):
+            try:
+                parse()
+            except ParseError:
+                pass
+    return target
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "diskstats": lambda data: parse_diskstats(_text(data)) and None,
     "llite": lambda data: (parse_llite_stats(_text(data)), parse_lctl_stats(_text(data))) and None,
@@ -70,4 +88,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "infiniband": _ib,
     "redfish": _redfish,
     "webhook": _webhook,
+    "nccl": _validation("nccl"),
+    "perftest": _validation("perftest"),
+    "gpu-burn": _validation("gpu-burn"),
 }
