@@ -8,6 +8,8 @@ import asyncio
 
 import aiohttp
 
+from analytics.answersize import REPORT_DEFAULT, read_answer
+from analytics.errors import AnswerTooLarge
 from analytics.promauth import PromAuth
 from analytics.promsession import Refused, open_session
 from analytics.report.promrange import PrometheusError
@@ -15,10 +17,12 @@ from analytics.report.promrange import PrometheusError
 
 class PromClient:
     """``with PromClient(url, auth) as client: client.get(path, params, timeout) -> (status, body)``;
-    PrometheusError when no answer came (unreachable, timed out, credentials refused)."""
+    PrometheusError when no answer came (unreachable, timed out, credentials refused) or it is larger than
+    ``max_answer_bytes`` (decompressed; the error names the query)."""
 
-    def __init__(self, url: str, auth: PromAuth = PromAuth()) -> None:
+    def __init__(self, url: str, auth: PromAuth = PromAuth(), max_answer_bytes: int = REPORT_DEFAULT) -> None:
         self.url = url.rstrip("/")
+        self.max_answer_bytes = max_answer_bytes
         self._loop = asyncio.new_event_loop()
         self._session = self._loop.run_until_complete(self._open(auth))
 
@@ -32,7 +36,9 @@ class PromClient:
         try:
             async with self._session.get(self.url + path, params=params,
                                          timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                return resp.status, await resp.read()
+                return resp.status, await read_answer(resp, self.max_answer_bytes)
+        except AnswerTooLarge as exc:
+            raise PrometheusError(f"{self.url}{path}: query {params.get('query', '')[:300]!r}: {exc}") from None
         except Refused as exc:
             raise PrometheusError(f"{self.url}{path}: {exc}") from None
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
