@@ -53,12 +53,10 @@ def from_args(args) -> ConnectionTimeouts:
 
 class Deadlines:
     """The deadlines of one server: ``protocol_factory`` wraps the server's protocol factory,
-    ``middleware`` goes first in the app's middlewares. ``closed`` counts the connections closed
-    for each reason."""
+    ``middleware`` goes first in the app's middlewares."""
 
     def __init__(self, timeouts: ConnectionTimeouts) -> None:
         self.timeouts = timeouts
-        self.closed = {"idle": 0, "read_header": 0}
         self._guards: dict[object, _Guard] = {}   # by transport: what a request names its connection by
 
     def protocol_factory(self, make: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
@@ -142,5 +140,4 @@ class _Guard(asyncio.Protocol):
         if reason == "idle" and transport.get_write_buffer_size():
             self._arm_idle()   # the last response is still on its way out to a slow reader
             return
-        self.deadlines.closed[reason] += 1
         transport.close()
