@@ -10,7 +10,9 @@ is what a flood takes), until the agent has closed every one of them. Printed: s
 in the baseline and under the stalled connections and their ratio, the longest any stalled connection
 was held against the timeout, the agent's sockets after each round against before, the lines the
 agent logged, its soft open-files limit and peak RSS (VmHWM). Budgets: p99 under the stalled
-connections < 50 ms, every one dropped within the timeout (+1 s for polling and accepting), no
+connections < 50 ms, every one dropped within the timeout (+2 s: a connection's time is counted from
+its connect, and one the kernel found no room for in the full accept queue waits for its retry, a
+second later, before the agent sees it), no
 socket left over, at most 5 log lines, peak RSS under the chart's 160 MiB. Exit status 1 when one is
 missed. Loopback only; every loop stops by itself.
 
@@ -160,7 +162,8 @@ def stalled_round(agent: Agent, count: int, timeout: float) -> dict:
     for sock in opened:
         sock.close()
     selector.close()
-    return {"latencies": latencies, "max_held_s": max(held), "left_open": count - len(ended)}
+    return {"latencies": latencies, "max_held_s": max(held), "p50_held_s": p(held, 0.5), "p99_held_s": p(held, 0.99),
+            "left_open": count - len(ended)}
 
 
 def main() -> int:
@@ -203,13 +206,14 @@ def main() -> int:
     print(f"  ratio stalled/baseline: p50 {p(stalled, 0.5) / p(baseline, 0.5):.2f}, "
           f"p99 {p(stalled, 0.99) / p(baseline, 0.99):.2f}")
     for i, r in enumerate(rounds, 1):
-        print(f"  round {i}: longest held {r['max_held_s']:.2f} s (timeout {args.timeout:g} s), {r['left_open']} left "
-              f"open, agent sockets {sockets_before} before, {r['sockets_after']} after")
+        print(f"  round {i}: held p50 {r['p50_held_s']:.2f} s, p99 {r['p99_held_s']:.2f} s, longest {r['max_held_s']:.2f} s "
+              f"(timeout {args.timeout:g} s), {r['left_open']} left open, agent sockets {sockets_before} before, "
+              f"{r['sockets_after']} after")
     print(f"  agent log: {len(logged)} lines during the rounds; peak RSS {peak_kb / 1024:.1f} MiB")
     for line in logged[:LOG_LINES_BUDGET + 1]:
         print(f"    {line[:160]}")
     checks = [("p99 stalled (ms)", p(stalled, 0.99) * 1e3, P99_BUDGET_S * 1e3, "{:.1f}"),
-              ("longest held (s)", max(r["max_held_s"] for r in rounds), args.timeout + 1.0, "{:.2f}"),
+              ("longest held (s)", max(r["max_held_s"] for r in rounds), args.timeout + 2.0, "{:.2f}"),
               ("left open", sum(r["left_open"] for r in rounds), 0, "{:.0f}"),
               ("sockets left over", max(r["sockets_after"] for r in rounds) - sockets_before, 0, "{:.0f}"),
               ("log lines", len(logged), LOG_LINES_BUDGET, "{:.0f}"),
