@@ -17,6 +17,8 @@ from lockstep.exporters.storage.llite import parse_lctl_stats, parse_llite_stats
 from lockstep.exporters.storage.mounts import parse_mounts
 from lockstep.exporters.storage.mountstats import parse_mountstats
 from lockstep.exporters.toolkit.configfile import PREVIEW_CHARS, ConfigError, loads_yaml, preview
+from lockstep.validation.model import ParseError
+from lockstep.validation.parsers import parse as parse_validation
 
 
 def _text(data: bytes) -> str:
@@ -78,6 +80,22 @@ def _yaml(data: bytes) -> None:
     assert len(preview(value)) <= PREVIEW_CHARS + 3
 
 
+def _validation(kind: str) -> Callable[[bytes], None]:
+    """A table of a validation tool (``lockstep validate``), as its text and as lines read from a file."""
+    def target(data: bytes) -> None:
+        import io
+
+        from lockstep.validation.lines import Lines
+        from lockstep.validation.parsers import LINE_PARSERS, MAX_BYTES
+        for parse in (lambda: parse_validation(kind, _text(data), "fuzz"),
+                      lambda: LINE_PARSERS[kind](Lines.of_file(io.BytesIO(data), "fuzz", MAX_BYTES))):
+            try:
+                parse()
+            except ParseError:
+                pass
+    return target
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "diskstats": lambda data: parse_diskstats(_text(data)) and None,
     "llite": lambda data: (parse_llite_stats(_text(data)), parse_lctl_stats(_text(data))) and None,
@@ -87,4 +105,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "redfish": _redfish,
     "webhook": _webhook,
     "yaml": _yaml,
+    "nccl": _validation("nccl"),
+    "perftest": _validation("perftest"),
+    "gpu-burn": _validation("gpu-burn"),
 }

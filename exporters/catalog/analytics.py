@@ -81,3 +81,10 @@ ANALYTICS_FULL_FETCHES = gauge(
     "lockstep_analytics_refresh_full_fetches",
     "Jobs whose window the last refresh fetched whole (new jobs, GPUs changed, after a gap).")
 METRICS += (ANALYTICS_REFRESH_SAMPLES, ANALYTICS_FULL_FETCHES)
+
+# Added with the cap on Prometheus answers: what the service refused to read.
+ANALYTICS_ANSWERS_TOO_LARGE = counter(
+    "lockstep_analytics_prometheus_answers_too_large_total",
+    "Prometheus answers the service stopped reading past its --prometheus-max-answer-size (each fails the job "
+    "that asked for it, or the whole refresh when it is the job list); the refresh error names the query.")
+METRICS += (ANALYTICS_ANSWERS_TOO_LARGE,)
