@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from lockstep.exporters.catalog import nccl_inspector as m
+from lockstep.exporters.collectors.jobs import LazyJobs
 from lockstep.exporters.jobs.placement import Placement, Placements
 from lockstep.exporters.nccl import inspector as fmt
 from lockstep.exporters.nccl.inspector_names import METRICS as NCCL_METRICS
@@ -319,18 +320,6 @@ class NcclInspectorCollector:
           add_flags=NcclInspectorOptions.add_flags)
 def nccl_inspector(config: "ExporterConfig") -> NcclInspectorCollector:
     options = NcclInspectorOptions.from_config(config)
-    jobs = None
-
-    def collector():
-        nonlocal jobs
-        if jobs is None:    # built on first use: no job mapping (nor pod watch) where no file is ever written
-            from lockstep.exporters.collectors.jobs import jobs_collector
-            jobs = jobs_collector(config)
-        return jobs
-
-    def close() -> None:
-        if jobs is not None:
-            jobs.close()
-
-    placements = Placements(lambda: collector().collect(), lambda: collector().refs(), max_age=5.0)
-    return NcclInspectorCollector(options, placements.of, close=close)
+    jobs = LazyJobs(config)   # no job mapping (nor pod watch) where no file is ever written
+    placements = Placements(jobs.rows, jobs.refs, max_age=5.0)
+    return NcclInspectorCollector(options, placements.of, close=jobs.close)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Callable
 
 from lockstep.exporters.catalog import pace as m
 from lockstep.exporters.catalog import stepfeed
+from lockstep.exporters.collectors.jobs import LazyJobs
 from lockstep.exporters.jobs.placement import Placement, Placements
 from lockstep.exporters.registry import add_flag, register
 from lockstep.exporters.toolkit.logs import once
@@ -247,18 +248,6 @@ class StepsCollector:
           add_flags=StepsOptions.add_flags)
 def steps(config: "ExporterConfig") -> StepsCollector:
     options = StepsOptions.from_config(config)
-    jobs = None
-
-    def collector():
-        nonlocal jobs
-        if jobs is None:
-            from lockstep.exporters.collectors.jobs import jobs_collector
-            jobs = jobs_collector(config)
-        return jobs
-
-    def close() -> None:
-        if jobs is not None:
-            jobs.close()
-
-    placements = Placements(lambda: collector().collect(), lambda: collector().refs(), max_age=5.0)
-    return StepsCollector(options, placements.of, close)
+    jobs = LazyJobs(config)
+    placements = Placements(jobs.rows, jobs.refs, max_age=5.0)
+    return StepsCollector(options, placements.of, jobs.close)
