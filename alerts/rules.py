@@ -11,7 +11,6 @@ from lockstep.alerts import recording, rules_hardware, rules_ops, rules_validati
 from lockstep.alerts.model import Alert, dump
 from lockstep.alerts.settings import AlertsConfig
 
-
 # Alerts whose rules page or open a ticket by a threshold: a rank hung in a job of rank_hung_page_gpus GPUs or more
 # pages, in a smaller one it is a ticket.
 SPLIT_SEVERITY = ("TrainingJobRankHung",)
