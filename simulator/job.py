@@ -50,6 +50,7 @@ class JobTick:
     lost: dict[str, float]       # GPU-seconds lost per cause in the interval
     read_bytes: float            # job-wide bytes read from storage
     imbalance: float = 0.0       # GPU-seconds ranks waited for the static spread and jitter (no cause)
+    comm_s: float = 0.0          # the all-reduce's own time per step (M: M0, longer on a degraded rail)
 
 
 def sub_steps(job, period: float, jitter: float) -> int:
@@ -106,4 +107,4 @@ def job_tick(topo: Topology, c: Conditions, noisy: np.random.Generator) -> JobTi
         io_wait=np.full(n, io * frac),
         ckpt=ckpt / period, rank_busy_s=steps_c[-1] + m, lost=lost,
         read_bytes=steps * job.storage_read_bytes_per_step,
-        imbalance=float(maxc_calm * n - calm.mean(axis=0).sum()) * tau / step)
+        imbalance=float(maxc_calm * n - calm.mean(axis=0).sum()) * tau / step, comm_s=m)

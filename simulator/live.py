@@ -22,11 +22,13 @@ from lockstep.exporters.catalog.simlayout import SimCluster
 from lockstep.exporters.toolkit.listen import ListenAddress
 from lockstep.simulator import redfish
 from lockstep.simulator.collectives import DEAD, RankModel
+from lockstep.simulator.inspector import InspectorWriter
 from lockstep.simulator.kube import KubeNodes
 from lockstep.simulator.model import Model
 from lockstep.simulator.ncclras import RasService
 from lockstep.simulator.scenario import Scenario
 from lockstep.simulator.state import State
+from lockstep.simulator.steps import StepSender
 from lockstep.simulator.topology import Topology
 from lockstep.simulator.tree import ethtool, gpus, procfs, slurm, sysfs
 from lockstep.simulator.tree.files import TreeWriter
@@ -59,9 +61,15 @@ class TreeSink:
     services follow it."""
 
     def __init__(self, topo: Topology, root: Path, job_id: str, kube: KubeNodes | None = None,
-                 ras: RasNodes | None = None) -> None:
+                 nccl_inspector: str | None = None, ras: RasNodes | None = None) -> None:
         self.topo, self.cluster, self.writer, self.job_id = topo, SimCluster(Path(root)), TreeWriter(), job_id
         self.nodes = [self.cluster.node(name) for name in topo.nodes]
+        # The ranks' own reports: NCCL Inspector's files (a version, or None: off) and their step ends. Under
+        # Kubernetes a process knows no Slurm job: the agent names the job from the GPU's pod.
+        slurm_job = job_id if kube is None else ""
+        self.inspector = None if nccl_inspector is None else InspectorWriter(topo, self.nodes, nccl_inspector,
+                                                                               slurm_job)
+        self.steps = StepSender(topo, self.nodes, slurm_job)
         self.first = True
         self.validation = None
         if topo.scenario.validation is not None:
@@ -84,6 +92,9 @@ class TreeSink:
             ethtool.write(w, topo, node, n, s, self.first)
             procfs.write(w, topo, node, n, s, self.first)
             gpus.write(w, topo, node, n, s)
+        if self.inspector is not None:
+            self.inspector.write(s)
+        self.steps.send(s)
         if self.validation is not None:
             if self.first:
                 self.validation.history(s.timestamp - s.t)
@@ -126,7 +137,8 @@ def power_config(scenario: Scenario, topo: Topology, url: str) -> dict:
 
 
 async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenAddress,
-                   duration_s: float | None, scheduler: str = "slurm", counters: dict | None = None) -> int:
+                   duration_s: float | None, scheduler: str = "slurm", counters: dict | None = None,
+                   nccl_inspector: str | None = "2.30") -> int:
     start = time.time()
     model = Model(scenario, start_timestamp=start, counters=counters)
     ticks = None if duration_s == 0 else int((duration_s or scenario.duration_s) // scenario.sample_period_s) + 1
@@ -135,6 +147,7 @@ async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenA
     current = [redfish.snapshot_of(state)]
     kube: KubeNodes | None = None
     ras: RasNodes | None = None
+    sink: TreeSink | None = None
     runner = web.AppRunner(redfish.create_app(model.topo, lambda: current[0]), access_log=None)
     await runner.setup()
     try:
@@ -150,7 +163,7 @@ async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenA
             kube = KubeNodes(model.topo, SimCluster(root))
             await kube.start(host, state.t)
         ras = RasNodes(model.topo)
-        sink = TreeSink(model.topo, root, scenario.job.job_id, kube, ras)
+        sink = TreeSink(model.topo, root, scenario.job.job_id, kube, nccl_inspector, ras)
         await asyncio.to_thread(sink.write, state)
         _announce(sink, scenario, model.topo, start, speed, url)
         await _tick_loop(states, sink, current, start, scenario.sample_period_s / speed)
@@ -159,6 +172,8 @@ async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenA
             await kube.stop()
         if ras is not None:
             ras.stop()
+        if sink is not None:
+            sink.steps.close()
         await runner.cleanup()
     print("lockstep sim: stopped", file=sys.stderr, flush=True)
     return 0

@@ -91,6 +91,7 @@ class Model:
         s.step_history = [*s.step_history[-(math.ceil(hw.RAS_POLL_S / period) + 1):], (s.t, s.steps)]
         s.port_down[:] = c.port_down
         s.rank_busy_s[:] = j.rank_busy_s
+        s.comm_s = j.comm_s
         self._power(s, j, period if k > 0 else 0.0, rng)
 
     def _xids(self, s: State) -> None:

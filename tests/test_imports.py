@@ -32,6 +32,7 @@ LAYERS = {
     "service": (f"{A}.service",),
     "evaluation": (f"{A}.evaluation",),
     "report": (f"{A}.report",),
+    "hang": (f"{A}.hang",),
     "analytics": (A,),
     "validation": ("lockstep.validation",),
     "exporters": ("lockstep.exporters",),
@@ -64,7 +65,9 @@ ALLOWED = {
     # the evaluation harness runs the simulator in process and grades the scores against its truth
     "evaluation": {"catalog", "toolkit", "prom", "frame", "scoring", "service", "simulator"},
     "report": {"catalog", "toolkit", "prom"},
-    "analytics": {"catalog", "toolkit", "prom", "frame", "scoring", "service", "evaluation", "report"},
+    # Flight Recorder dumps read from files: nothing of Prometheus or the scorers
+    "hang": {"catalog", "toolkit"},
+    "analytics": {"catalog", "toolkit", "prom", "frame", "scoring", "service", "evaluation", "report", "hang"},
     "lockstep": set(LAYERS),
 }
 
@@ -218,7 +221,7 @@ def test_the_scorers_import_neither_the_service_nor_the_prometheus_client():
 
 
 def test_analytics_layers_import_only_those_below_them():
-    assert violations("prom", "service", "evaluation", "report", "analytics") == []
+    assert violations("prom", "service", "evaluation", "report", "hang", "analytics") == []
 
 
 def test_validation_imports_only_the_catalog_and_the_toolkit():

@@ -48,7 +48,8 @@ def health_samples(h: Health, jobs: int) -> list[Sample]:
            Sample(cat.ANALYTICS_JOBS, (), float(jobs)),
            Sample(cat.ANALYTICS_REJECTED_JOB_IDS, (), float(len(h.rejected_job_ids))),
            Sample(cat.ANALYTICS_REFRESH_SAMPLES, (), float(h.fetched_samples)),
-           Sample(cat.ANALYTICS_FULL_FETCHES, (), float(h.full_fetches))]
+           Sample(cat.ANALYTICS_FULL_FETCHES, (), float(h.full_fetches)),
+           Sample(cat.ANALYTICS_ANSWERS_TOO_LARGE, (), float(h.answers_too_large))]
     if h.last_success is not None:
         out.append(Sample(cat.ANALYTICS_LAST_SUCCESS, (), h.last_success))
     return out

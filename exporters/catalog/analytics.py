@@ -91,3 +91,10 @@ JOB_HANG_CULPRIT = gauge(
     "no answer from its process.", ("job_id", "node", "gpu", "rank", "cause"))
 
 METRICS += (JOB_HANG_CULPRIT,)
+
+# Added with the cap on Prometheus answers: what the service refused to read.
+ANALYTICS_ANSWERS_TOO_LARGE = counter(
+    "lockstep_analytics_prometheus_answers_too_large_total",
+    "Prometheus answers the service stopped reading past its --prometheus-max-answer-size (each fails the job "
+    "that asked for it, or the whole refresh when it is the job list); the refresh error names the query.")
+METRICS += (ANALYTICS_ANSWERS_TOO_LARGE,)

@@ -117,7 +117,7 @@ RANK_BEHIND = gauge(
 RAS_NODE_ADDRESS = gauge(
     "lockstep_nccl_ras_node_address_info",
     "Always 1; an address RAS knows this node by (the host it gives for a rank on this node in the last answer): "
-    "joins lockstep_nccl_missing_rank_info's address to the node.", ("address",))
+    "what joins the address a missing rank is named by to its node.", ("address",))
 
 METRICS = (RAS_UP, RAS_NO_JOB, RAS_POLLS, RAS_POLL_DURATION, RAS_ANSWER_AGE, RAS_INFO, RAS_TIMEOUTS,
            RAS_COMMUNICATORS, RAS_COMMUNICATORS_LIMIT, RAS_DEAD_PROCESSES, RAS_UNRESPONSIVE_PROCESSES,
