@@ -40,10 +40,19 @@ SIM_NODE_FLAGS: Mapping[str, Callable[[SimNode], str]] = MappingProxyType({
     "jobs.kubernetes.kubelet-socket": lambda node: str(node.kubelet_socket),
     "jobs.kubernetes.kubeconfig": lambda node: str(node.kubeconfig),
     "node.name": lambda node: node.name,
+    # the node's simulated NCCL RAS service, where it runs one (the job's nodes; --collector.nccl-ras reads it)
+    "nccl-ras.address": lambda node: _first_line(node.nccl_ras_address),
     # read by the off-by-default nccl-inspector and steps collectors when enabled
     "nccl-inspector.dir": lambda node: str(node.nccl_inspector),
     "steps.socket": lambda node: str(node.steps_socket),
 })
+
+
+def _first_line(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
 
 
 def extra_modules(argv: Sequence[str]) -> list[str]:

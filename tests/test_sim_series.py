@@ -96,7 +96,8 @@ def test_truth_of_the_contract_example(contract) -> None:
     loss = truth["loss"]
     assert loss["allocated_gpu_seconds"] == 16 * 8 * 1800
     lost = loss["lost_gpu_seconds"]
-    assert set(lost) == {"checkpoint", "straggler", "network", "storage", "hang", "throttle", "member_lost"}
+    assert set(lost) == {"checkpoint", "straggler", "network", "storage", "hang", "throttle", "member_lost",
+                         "rank_stopped", "rank_dead"}
     assert lost["hang"] == 128 * 100 and lost["checkpoint"] == 128 * 45 * 2
     # one GPU at 0.7x for 600 s: its own extra compute is throttle, its 127 peers' wait is straggler
     assert 0 < lost["throttle"] < lost["straggler"] / 50
@@ -126,7 +127,8 @@ def test_storage_starvation_caps_reads_and_idles_the_gpus(tmp_path: Path) -> Non
     start = frame.timestamp.min()
     reads = frame[(frame.metric == storage.READ_BYTES.name) & (frame.fstype == "lustre")]
     total = reads.groupby("timestamp")["value"].sum().diff()
-    rate = lambda lo, hi: total[(total.index > start + lo) & (total.index <= start + hi)] / 5.0
+    def rate(lo, hi):
+        return total[(total.index > start + lo) & (total.index <= start + hi)] / 5.0
     assert (rate(105, 200) <= 2.0e8).all() and (rate(105, 200) > 0.95 * 2.0e8).all()
     assert (rate(20, 100) > 3 * 2.0e8).all()  # 1e9 bytes per 1.5 s step
     util = frame[frame.metric == gpu.UTILIZATION.name].groupby("timestamp")["value"].mean()

@@ -167,6 +167,9 @@ def status_samples(status: RasStatus, options: NcclRasOptions, local: set[str],
             out.append(Sample(metric, (), float(value)))
     for c in exported:
         out += _communicator_samples(c, status.format, here, job_of, options.max_missing_ranks)
+    # The addresses RAS gives this node's ranks: what names the node in other nodes' missing ranks.
+    addresses = {normal_address(r.host) for c in candidates for r in (*c.ranks, *c.missing) if here(r.host)}
+    out += [Sample(m.RAS_NODE_ADDRESS, (address,), 1.0) for address in sorted(addresses)]
     # An answer that names a rank twice (two communicators under one hash) must not make a series twice.
     unique: dict[tuple, Sample] = {}
     for sample in out:
@@ -192,6 +195,7 @@ def _communicator_samples(c: Communicator, fmt: str, here: Callable[[str], bool]
         (m.COMMUNICATOR_ASYNC_ERROR_RANKS, c.async_error_count)) if value is not None]
     # A JSON answer counts every collective for every rank: only those the communicator uses get series.
     used = {name for r in c.ranks for name, value in r.counts if value > 0}
+    furthest = dict(c.furthest)
     for r in local_ranks:
         labels = comm + (str(r.rank), _gpu(r.nvml_dev))
         out.append(Sample(m.RANK_INFO, labels + (str(r.pid) if r.pid >= 0 else "",
@@ -199,6 +203,9 @@ def _communicator_samples(c: Communicator, fmt: str, here: Callable[[str], bool]
                                                  _rank_state_label(r.state), _error_label(r.async_error)), 1.0))
         out += [Sample(m.RANK_COLLECTIVES, labels + (name,), float(value)) for name, value in r.counts
                 if fmt != "json" or name in used]
+        known = [(furthest[name], value) for name, value in r.counts if name in furthest]
+        if known:
+            out.append(Sample(m.RANK_BEHIND, labels, float(sum(most - value for most, value in known))))
     for r in c.missing[:max_missing]:
         reason = "dead" if r.dead else ("not_member" if r.not_member else "unresponsive")
         out.append(Sample(m.MISSING_RANK_INFO, comm + (str(r.rank), r.host, str(r.pid) if r.pid >= 0 else "",
