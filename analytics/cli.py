@@ -65,13 +65,15 @@ def _serve(args: argparse.Namespace) -> int:
     from lockstep.analytics.prom.session import check_credentials
     from lockstep.analytics.service.app import create_app
     from lockstep.analytics.service.config import config_from_args
+    from lockstep.exporters.toolkit.conntimeouts import from_args as timeouts_from_args
     from lockstep.exporters.toolkit.logs import setup_from_args
     from lockstep.exporters.toolkit.web import serve
 
     setup_from_args(args)
     config = config_from_args(args)
+    timeouts = timeouts_from_args(args)
     check_credentials(config.prometheus_auth)
-    asyncio.run(serve(create_app(config), config.listen, config.web_config))
+    asyncio.run(serve(create_app(config), config.listen, config.web_config, timeouts=timeouts))
     return 0
 
 

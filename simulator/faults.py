@@ -12,7 +12,7 @@ import numpy as np
 
 from lockstep.exporters.catalog.enums import POWER_CAP_REASON, THERMAL_REASONS, reason_bits
 from lockstep.simulator import hardware as hw
-from lockstep.simulator.scenario import INSTANT_KINDS, Fault
+from lockstep.simulator.scenario import INSTANT_KINDS, RANK_HANG_KINDS, Fault
 from lockstep.simulator.topology import Topology
 
 THERMAL_BITS = reason_bits(THERMAL_REASONS)
@@ -77,6 +77,9 @@ class Conditions:
     read_cap: float | None         # aggregate read bytes/s cap, None if uncapped
     read_cap_share: float          # fraction of the interval under the cap
     member_s: float = 0.0          # job blocked waiting for a member that is gone (member_lost)
+    stopped_s: float = 0.0         # job blocked waiting for a rank that stopped entering collectives
+    dead_s: float = 0.0            # job blocked waiting for a rank whose process is gone (rank_died, peer_dead)
+    out: np.ndarray | None = None  # per GPU: share of the interval its process is out of the job's collectives
 
 
 def conditions(topo: Topology, t: float) -> Conditions:
@@ -97,6 +100,18 @@ def conditions(topo: Topology, t: float) -> Conditions:
     c.hang_s = min(c.hang_s, period)
     c.member_s = min(c.member_s, period)
     return c
+
+
+def rank_hangs(topo: Topology) -> list[Fault]:
+    """The scenario's rank hangs on the job's nodes (a rank off the job hangs nothing)."""
+    return [f for f in topo.scenario.faults if f.kind in RANK_HANG_KINDS and topo.job_nodes[topo.nodes.index(f.node)]]
+
+
+def blocked_at(topo: Topology, t: float) -> bool:
+    """The job stands still at simulated time ``t``: a checkpoint, a hang, a member or a rank it waits for."""
+    spans = checkpoint_windows(topo, t, t) + [(f.start_s, f.end_s) for f in topo.scenario.faults
+                                              if f.kind in ("hang", "member_lost", *RANK_HANG_KINDS)]
+    return any(a <= t < b for a, b in spans)
 
 
 def members_gone(topo: Topology, t: float) -> set[str]:
@@ -140,6 +155,15 @@ def _apply(c: Conditions, topo: Topology, f: Fault, share: float, o: float, lo: 
         c.hang_s += o
     elif f.kind == "member_lost" and topo.job_nodes[topo.nodes.index(f.node)]:
         c.member_s = max(c.member_s, o)   # one lost member blocks the job as much as several
+    elif f.kind in RANK_HANG_KINDS and topo.job_nodes[topo.nodes.index(f.node)]:
+        if f.kind == "rank_stopped":
+            c.stopped_s = min(max(c.stopped_s, o), topo.scenario.sample_period_s)
+        else:
+            c.dead_s = min(max(c.dead_s, o), topo.scenario.sample_period_s)
+        if c.out is None:
+            c.out = np.zeros(topo.n_gpus)
+        g = topo.flat(f.node, f.gpu)
+        c.out[g] = max(c.out[g], share)
 
 
 def _union_length(spans: list[tuple[float, float]], lo: float, hi: float) -> float:

@@ -5,6 +5,8 @@ a node-wide slowdown, its node) is flagged within ``LATENCY_S`` of onset (one ma
 false`` need not be); a run of flagged samples that overlaps no truth window of the same target
 (plus ``GRACE_SAMPLES`` after its end) is a false flag. Stalls are compared second by second within each
 sample: the seconds of truth stall of a cause that the scorer also calls stalled with that cause are correct.
+Hung ranks (truth ``hangs``): named when the scorer names the rank's GPU as a culprit within ``LATENCY_S`` of the
+hang; a run of culprit samples on a GPU that overlaps none of its hangs is a false finding.
 """
 from __future__ import annotations
 
@@ -160,11 +162,40 @@ def check_loss(truth: dict, res: JobResult) -> dict:
     return out
 
 
+def check_hangs(truth: dict, res: JobResult, start: float, period: float) -> dict:
+    """Each truth hang with the latency to the first sample naming its GPU (``named``: within ``LATENCY_S``),
+    whether that sample's cause and the rank reported are the truth's; and the false findings."""
+    rel = res.times - start
+    flags = res.culprits if res.culprits is not None else np.zeros((len(rel), len(res.columns)), bool)
+    column = {(node, gpu): j for j, (_, node, gpu) in enumerate(res.columns)}
+    ranks = {(h["node"], h["gpu"]): h["rank"] for h in res.hangs}
+    expected = [h for h in truth.get("hangs", []) if h["job_id"] == res.job_id]
+    found = []
+    for h in expected:
+        j = column.get((h["node"], h["gpu"]))
+        hit = flags[:, j] & (rel > h["start_s"]) & (rel - period < h["end_s"]) if j is not None else rel < 0
+        first = int(np.argmax(hit)) if hit.any() else None
+        latency = float(rel[first] - h["start_s"]) if first is not None else None
+        found.append({**h, "latency_s": latency, "named": latency is not None and latency <= LATENCY_S,
+                      "cause_right": first is not None and res.causes[first] == h["cause"],
+                      "rank_right": ranks.get((h["node"], h["gpu"])) == str(h["rank"])})
+    false = []
+    for (node, gpu), j in column.items():
+        windows = [h for h in expected if (h["node"], h["gpu"]) == (node, gpu)]
+        for a, b in _runs(flags[:, j]):
+            if not any(rel[a] > w["start_s"] and rel[a] - period < w["end_s"] + GRACE_SAMPLES * period
+                       for w in windows):
+                false.append({"node": node, "gpu": gpu, "cause": str(res.causes[a]), "from_s": float(rel[a] - period),
+                              "to_s": float(rel[b - 1])})
+    return {"expected": found, "false_findings": false}
+
+
 def check(truth: dict, results: dict[str, JobResult], start: float, period: float) -> dict:
     jobs = {}
     for job_id, res in results.items():
         jobs[job_id] = {"stragglers": check_stragglers(truth, res, start, period),
-                        "stalls": check_stalls(truth, res, start, period)}
+                        "stalls": check_stalls(truth, res, start, period),
+                        "hangs": check_hangs(truth, res, start, period)}
         if truth["loss"]["job_id"] == job_id:
             jobs[job_id]["loss"] = check_loss(truth, res)
     return jobs

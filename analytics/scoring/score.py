@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from lockstep.analytics.frame.features import Features
-from lockstep.analytics.scoring import imbalance, loss, stall, straggler
+from lockstep.analytics.scoring import hang, imbalance, loss, stall, straggler
 from lockstep.analytics.scoring.detections import detections
 from lockstep.analytics.scoring.nanstats import nan_reduce
 
@@ -33,6 +33,8 @@ class JobResult:
     imbalance: dict                         # job-level finding (evaluation report ``imbalance`` row)
     imbalance_lost: np.ndarray              # GPU-seconds lost to the imbalance per sample
     learned: pd.DataFrame                   # each GPU's usual level per pace signal (index: node, gpu)
+    culprits: np.ndarray | None = None      # times × GPUs: a rank the hung job waits for (scoring/hang.py)
+    hangs: tuple[dict, ...] = ()            # each rank named, once (evaluation report ``hangs`` rows)
 
 
 def infer_period(times: np.ndarray) -> float:
@@ -123,6 +125,8 @@ def score_job(features: Features, job_id: str, start: float, period: float,
     js, causes, evidence, res, level = _passes(features, job_id, period, None, prior)
     if level is None and baseline is not None:
         js, causes, evidence, res, level = _passes(features, job_id, period, baseline, prior)
+    hung = hang.localise(features, job_id, causes, evidence)      # a hang's ranks, where NCCL's RAS names them
+    causes, evidence = hung.causes, hung.evidence
     # The throttled GPUs' own extra compute is the `throttle` loss: a clock that fell or a throttling
     # reason the GPU took on (a reason most of the job holds all along, like sw_power_cap, is not one).
     throttled = res.hits["clock"] | res.hits["reason"]
@@ -140,7 +144,8 @@ def score_job(features: Features, job_id: str, start: float, period: float,
         detections=detections(features, job_id, res, start),
         stalls=stall.stall_intervals(job_id, js, causes, evidence, start, period),
         loss=loss.account(job_id, js, lost, period), baseline=level, imbalance=found,
-        imbalance_lost=imbalance_lost, learned=usual)
+        imbalance_lost=imbalance_lost, learned=usual, culprits=hung.culprits,
+        hangs=tuple(hang.findings(features, job_id, hung, start)))
 
 
 def score_features(features: Features, start: float | None = None, period: float | None = None,

@@ -1,6 +1,6 @@
 """Metrics the analytics service computes from Prometheus data (and the step-time gauge a training
 job may export itself)."""
-from lockstep.exporters.catalog.enums import LOSS_CAUSES, STALL_CAUSES
+from lockstep.exporters.catalog.enums import LOSS_CAUSES, RANK_DEAD, RANK_HANGS, RANK_STOPPED, STALL_CAUSES
 from lockstep.exporters.catalog.model import counter, gauge
 
 STRAGGLER_SCORE = gauge(
@@ -81,3 +81,20 @@ ANALYTICS_FULL_FETCHES = gauge(
     "lockstep_analytics_refresh_full_fetches",
     "Jobs whose window the last refresh fetched whole (new jobs, GPUs changed, after a gap).")
 METRICS += (ANALYTICS_REFRESH_SAMPLES, ANALYTICS_FULL_FETCHES)
+
+# Added with hang localisation: the ranks a hung job waits for, where NCCL's RAS names them.
+JOB_HANG_CULPRIT = gauge(
+    "lockstep_job_hang_culprit",
+    f"1 for each rank a job stalled with cause {' or '.join(RANK_HANGS)} waits for: its node, GPU and rank "
+    "(in the job's largest NCCL communicator; empty where unknown), from NCCL's RAS (the node agents' nccl-ras "
+    f"collector): {RANK_STOPPED}, the rank is behind its communicator while the rest wait; {RANK_DEAD}, RAS gets "
+    "no answer from its process.", ("job_id", "node", "gpu", "rank", "cause"))
+
+METRICS += (JOB_HANG_CULPRIT,)
+
+# Added with the cap on Prometheus answers: what the service refused to read.
+ANALYTICS_ANSWERS_TOO_LARGE = counter(
+    "lockstep_analytics_prometheus_answers_too_large_total",
+    "Prometheus answers the service stopped reading past its --prometheus-max-answer-size (each fails the job "
+    "that asked for it, or the whole refresh when it is the job list); the refresh error names the query.")
+METRICS += (ANALYTICS_ANSWERS_TOO_LARGE,)

@@ -31,7 +31,7 @@ def _amtool(*args: str) -> subprocess.CompletedProcess:
 def test_committed_config_passes_amtool_check_config() -> None:
     result = _amtool("check-config", str(DEPLOY))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "6 inhibit rules" in result.stdout and "3 receivers" in result.stdout
+    assert "7 inhibit rules" in result.stdout and "3 receivers" in result.stdout
 
 
 @pytest.mark.parametrize("labels, receivers", [

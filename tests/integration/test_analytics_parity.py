@@ -92,7 +92,7 @@ def _live_run(workdir: Path, run: Run, last: int) -> tuple[Features, Block, floa
         sim = localcluster.start_sim(SCENARIO, root, stack, speed=SPEED)
         cluster = json.loads((root / "cluster.json").read_text())
         start, tick = cluster["start_timestamp"], cluster["sample_period_s"] / cluster["speed"]
-        agents = localcluster.start_node_agents(root, stack)
+        agents = localcluster.start_node_agents(root, stack, extra_args=("--collector.nccl-ras",))
         # One scrape per tick: each target sees every tick once (scraping faster only repeats them).
         targets = {node: localcluster.host_port(agent) for node, agent in agents.items()}
         config = localcluster.prometheus_config(targets, scrape_interval=f"{round(tick * 1000)}ms")

@@ -96,7 +96,8 @@ def test_truth_of_the_contract_example(contract) -> None:
     loss = truth["loss"]
     assert loss["allocated_gpu_seconds"] == 16 * 8 * 1800
     lost = loss["lost_gpu_seconds"]
-    assert set(lost) == {"checkpoint", "straggler", "network", "storage", "hang", "throttle", "member_lost"}
+    assert set(lost) == {"checkpoint", "straggler", "network", "storage", "hang", "throttle", "member_lost",
+                         "rank_stopped", "rank_dead"}
     assert lost["hang"] == 128 * 100 and lost["checkpoint"] == 128 * 45 * 2
     # one GPU at 0.7x for 600 s: its own extra compute is throttle, its 127 peers' wait is straggler
     assert 0 < lost["throttle"] < lost["straggler"] / 50

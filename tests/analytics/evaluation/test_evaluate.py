@@ -102,13 +102,14 @@ def test_loss_account_within_10_percent_per_cause(evaluated):
 
 def test_report_has_the_contract_shape(evaluated):
     run, _, report, _ = evaluated
-    assert set(report) == {"scenario", "stragglers", "stalls", "loss", "imbalance"}
+    assert set(report) == {"scenario", "stragglers", "stalls", "loss", "imbalance", "hangs"}
     assert report["scenario"] == run.scenario
     for s in report["stalls"]:
-        assert s["cause"] in ("checkpoint", "network", "storage", "straggler", "hang", "member_lost")
+        assert s["cause"] in ("checkpoint", "network", "storage", "straggler", "hang", "member_lost", "rank_stopped",
+                              "rank_dead")
         assert s["end_s"] > s["start_s"] and s["evidence"]
     assert set(report["loss"]["lost_gpu_seconds"]) == {"checkpoint", "straggler", "network", "storage",
-                                                         "hang", "throttle", "member_lost"}
+                                                         "hang", "throttle", "member_lost", "rank_stopped", "rank_dead"}
 
 
 def test_evaluate_cli_prints_the_contract_report(capsys):
