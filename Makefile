@@ -67,12 +67,13 @@ test: $(STAMP) tools
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # The tests that start no process (every test that does is marked integration, and tests/conftest.py
-# fails one that starts a process without the marker): the check to run while editing, with no Debian
-# tools needed. About 100 s of CPU, most of it the scorers and the simulator, so two workers here too,
-# a module to each (its fixtures computed once).
+# fails one that starts a process without the marker) and cost no more than a second or two each (the
+# whole-scenario evaluations and the real timeouts are marked slow; make test runs them): the check to
+# run while editing, under a minute, with no Debian tools needed. Two workers here too, a module to each
+# (its fixtures computed once).
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -m "not integration" -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not integration and not slow" -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
