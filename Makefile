@@ -18,7 +18,7 @@ DEMO_TOOLS := prometheus:prometheus promtool:prometheus prometheus-alertmanager:
   amtool:prometheus-alertmanager
 TEST_TOOLS := $(DEMO_TOOLS) prometheus-node-exporter:prometheus-node-exporter ethtool:ethtool ip:iproute2 \
   chromium:chromium victoria-metrics:victoria-metrics vmctl:victoria-metrics fio:fio setpriv:util-linux \
-  systemd-analyze:systemd kubectl:kubernetes-client
+  systemd-analyze:systemd kubectl:kubernetes-client ibnetdiscover:infiniband-diags
 # Debian's python3 lacks the venv module until python3-venv is installed.
 VENV_PACKAGES := python3-venv
 

@@ -17,11 +17,12 @@ from lockstep.exporters.catalog import (
     pace,
     power,
     storage,
+    switches,
     validation,
 )
 from lockstep.exporters.catalog.model import COUNTER, GAUGE, Metric
 
-SECTIONS = (health, gpu, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace)
+SECTIONS = (health, gpu, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace, switches)
 
 
 def _build() -> dict[str, Metric]:
