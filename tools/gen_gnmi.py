@@ -9,8 +9,9 @@ gnmi.proto imports its extension file by its Go import path
 (``github.com/openconfig/gnmi/proto/gnmi_ext/gnmi_ext.proto``), which protoc would turn into a Python
 package ``github.com...`` that cannot be imported. ``local_import`` points that one import at the copy
 beside it before protoc runs; the messages, their package (``gnmi``, ``gnmi_ext``) and so the wire format
-are unchanged; the generated imports name the package as the wheel installs it. The protoc and plugin are those of the grpcio-tools release ``tools/gen_podresources.py``
-pins (one generator for both keeps pyproject.toml's protobuf and grpcio ranges honest).
+are unchanged; the generated imports name the package as the wheel installs it. The protoc and plugin
+are those of the grpcio-tools release ``tools/gen_podresources.py`` pins (one pin for both keeps
+pyproject.toml's protobuf and grpcio ranges honest).
 """
 from __future__ import annotations
 
