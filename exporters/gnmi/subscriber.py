@@ -105,6 +105,11 @@ class Subscriber:
                         self._apply(state, response.update)
                     elif response.HasField("sync_response"):
                         log.info("gNMI subscription synced", extra=kv(switch=target.name, address=target.address))
+                if not self._stop.is_set():  # a STREAM subscription has no end: the switch went away
+                    with state.lock:
+                        state.errors["rpc"] += 1
+                    log.warning("gNMI stream ended by the switch; reconnecting", extra=kv(
+                        switch=target.name, address=target.address))
             except grpc.RpcError as exc:
                 if self._stop.is_set():
                     return received
