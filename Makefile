@@ -96,7 +96,7 @@ fuzz: $(STAMP)
 eval: $(STAMP)
 	$(VENV)/bin/lockstep analytics evaluate --all simulator/scenarios --models
 
-# The kubelet PodResources gRPC code in exporters/third_party/podresources/ is checked in; this regenerates
+# The kubelet PodResources and the gNMI gRPC code in exporters/third_party/ are checked in; this regenerates
 # it with the one grpcio-tools release the generator pins, in a venv of its own (tools/gen_podresources.py).
 PROTO_VENV := .venv-proto
 GRPCIO_TOOLS := $(shell sed -n 's/^GRPCIO_TOOLS = "\(.*\)"/\1/p' tools/gen_podresources.py)
@@ -104,6 +104,7 @@ proto:
 	@test -x $(PROTO_VENV)/bin/python || $(PYTHON) -m venv $(PROTO_VENV)
 	$(PROTO_VENV)/bin/python -m pip install --quiet grpcio-tools==$(GRPCIO_TOOLS)
 	$(PROTO_VENV)/bin/python tools/gen_podresources.py
+	$(PROTO_VENV)/bin/python tools/gen_gnmi.py
 
 clean:
 	rm -rf $(VENV) $(PROTO_VENV) build *.egg-info .pytest_cache

@@ -10,6 +10,7 @@ from __future__ import annotations
 from lockstep.exporters.catalog import (
     analytics,
     fabric,
+    gnmi,
     gpu,
     health,
     nccl,
@@ -22,7 +23,8 @@ from lockstep.exporters.catalog import (
 )
 from lockstep.exporters.catalog.model import COUNTER, GAUGE, Metric
 
-SECTIONS = (health, gpu, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace, switches)
+SECTIONS = (health, gpu, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace, switches,
+            gnmi)
 
 
 def _build() -> dict[str, Metric]:
