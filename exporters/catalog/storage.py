@@ -50,7 +50,24 @@ DISK_WRITE_TIME = counter("lockstep_disk_write_time_seconds_total", "Time spent 
 DISK_IO_TIME = counter("lockstep_disk_io_time_seconds_total",
                        "Time the device had I/O in flight (its busy time; rate() is utilization).", D, "seconds")
 
+# Per job, from the job's cgroup v2 group: Slurm's job id, or the Kubernetes pod (its UID, and its job where
+# the job mapping knows it). Block devices only: the io controller does not see network file systems.
+JOB = ("job_id", "scheduler", "pod_uid")
+JOB_DEV = JOB + ("device", "mount", "fstype")
+JOB_IO_READ_BYTES = counter("lockstep_job_io_read_bytes_total",
+                            "Bytes the job's cgroup read from the block device (cgroup v2 io.stat rbytes); device "
+                            "is MAJ:MIN, mount and fstype where the mount table names it.", JOB_DEV, "bytes")
+JOB_IO_WRITE_BYTES = counter("lockstep_job_io_write_bytes_total",
+                             "Bytes the job's cgroup wrote to the block device (io.stat wbytes).", JOB_DEV, "bytes")
+JOB_IO_READS = counter("lockstep_job_io_reads_total", "Read operations of the job's cgroup (io.stat rios).", JOB_DEV)
+JOB_IO_WRITES = counter("lockstep_job_io_writes_total", "Write operations of the job's cgroup (io.stat wios).",
+                        JOB_DEV)
+JOB_IO_PRESSURE = counter("lockstep_job_io_pressure_stalled_seconds_total",
+                          "Time the job's tasks were stalled on I/O (cgroup io.pressure total): kind=some, at least "
+                          "one task; kind=full, every non-idle task at once.", JOB + ("kind",), "seconds")
+
 METRICS = (READ_BYTES, WRITE_BYTES, METADATA_OPS, READ_CALLS, WRITE_CALLS, DIRECT_READ_BYTES, DIRECT_WRITE_BYTES,
            NFS_RPC_OPS, NFS_RPC_TRANSMISSIONS, NFS_RPC_RETRANSMISSIONS, NFS_RPC_MAJOR_TIMEOUTS, NFS_RPC_RTT,
            NFS_RPC_EXECUTE, DISK_READ_BYTES, DISK_WRITE_BYTES, DISK_READS, DISK_WRITES, DISK_READ_TIME,
-           DISK_WRITE_TIME, DISK_IO_TIME)
+           DISK_WRITE_TIME, DISK_IO_TIME, JOB_IO_READ_BYTES, JOB_IO_WRITE_BYTES, JOB_IO_READS, JOB_IO_WRITES,
+           JOB_IO_PRESSURE)
