@@ -1,6 +1,6 @@
 """Storage metrics: Lustre and NFS clients per mount, local disks per device. Mount labels name the
 mount point, the filesystem type and the filesystem name, nothing else."""
-from lockstep.exporters.catalog.model import counter
+from lockstep.exporters.catalog.model import counter, gauge
 
 M = ("mount", "fstype", "fsname")
 OP = M + ("op",)
@@ -66,8 +66,46 @@ JOB_IO_PRESSURE = counter("lockstep_job_io_pressure_stalled_seconds_total",
                           "Time the job's tasks were stalled on I/O (cgroup io.pressure total): kind=some, at least "
                           "one task; kind=full, every non-idle task at once.", JOB + ("kind",), "seconds")
 
+# GPUDirect Storage (nvidia-fs). op: read, write, batch (cuFile batch I/O submissions).
+GDS_OP = ("op",)
+GDS_GPU = ("uuid", "pci_bus_id")
+GDS_IO_STATS_ENABLED = gauge("lockstep_gds_io_stats_enabled",
+                             "1 while nvidia-fs counts I/O (module parameter rw_stats_enabled); 0: the operation, byte, "
+                             "bandwidth and latency series are absent, errors are still counted.")
+GDS_OPS = counter("lockstep_gds_operations_total", "GPUDirect Storage operations submitted to nvidia-fs (n=).", GDS_OP)
+GDS_OPS_FAILED = counter("lockstep_gds_operations_failed_total", "GPUDirect Storage operations that failed (err=).",
+                         GDS_OP)
+GDS_IO_STATE_ERRORS = counter("lockstep_gds_io_state_errors_total",
+                              "GPUDirect Storage I/Os that failed in nvidia-fs's I/O state machine (io_state_err=).",
+                              GDS_OP)
+GDS_BYTES = counter("lockstep_gds_bytes_total",
+                    "Bytes moved by GPUDirect Storage (readMiB/writeMiB: whole MiB, truncated).", GDS_OP, "bytes")
+GDS_BANDWIDTH = gauge("lockstep_gds_bandwidth_bytes_per_second",
+                      "nvidia-fs's own throughput over its last window of at least 1 s with I/O (kept while idle).",
+                      GDS_OP, "bytes_per_second")
+GDS_LATENCY = gauge("lockstep_gds_latency_seconds",
+                    "nvidia-fs's own average latency over its last window with I/O (op=batch: submission latency).",
+                    GDS_OP, "seconds")
+GDS_ERRORS = counter("lockstep_gds_errors_total",
+                     "nvidia-fs mapping and DMA errors: type=mmap, bar1_map, cpu_gpu_pages, sg_ext, dma_map, dma_ref.",
+                     ("type",))
+GDS_SHADOW_BUFFER = gauge("lockstep_gds_shadow_buffer_bytes",
+                          "Host bounce (shadow) buffer memory nvidia-fs holds now: I/O not going GPU-direct.", (), "bytes")
+GDS_ACTIVE_PROCESSES = gauge("lockstep_gds_active_processes", "Processes using nvidia-fs now.")
+GDS_GPU_REGISTERED = gauge("lockstep_gds_gpu_registered_bytes",
+                           "GPU memory registered (pinned through BAR1) for GPUDirect Storage now.", GDS_GPU, "bytes")
+GDS_GPU_CACHE = gauge("lockstep_gds_gpu_cache_bytes", "Bounce buffer memory nvidia-fs holds for the GPU now.",
+                      GDS_GPU, "bytes")
+GDS_GPU_MAX_PINNED = gauge("lockstep_gds_gpu_max_pinned_bytes",
+                           "The most GPU memory pinned for GPUDirect Storage at once since load or reset.", GDS_GPU, "bytes")
+GDS_GPU_CROSS_ROOT_PORT = gauge("lockstep_gds_gpu_cross_root_port_ratio",
+                                "Share of the GPU's peer traffic crossing a PCIe root port (peer stats only).",
+                                GDS_GPU, "ratio")
+
 METRICS = (READ_BYTES, WRITE_BYTES, METADATA_OPS, READ_CALLS, WRITE_CALLS, DIRECT_READ_BYTES, DIRECT_WRITE_BYTES,
            NFS_RPC_OPS, NFS_RPC_TRANSMISSIONS, NFS_RPC_RETRANSMISSIONS, NFS_RPC_MAJOR_TIMEOUTS, NFS_RPC_RTT,
            NFS_RPC_EXECUTE, DISK_READ_BYTES, DISK_WRITE_BYTES, DISK_READS, DISK_WRITES, DISK_READ_TIME,
            DISK_WRITE_TIME, DISK_IO_TIME, JOB_IO_READ_BYTES, JOB_IO_WRITE_BYTES, JOB_IO_READS, JOB_IO_WRITES,
-           JOB_IO_PRESSURE)
+           JOB_IO_PRESSURE, GDS_IO_STATS_ENABLED, GDS_OPS, GDS_OPS_FAILED, GDS_IO_STATE_ERRORS, GDS_BYTES,
+           GDS_BANDWIDTH, GDS_LATENCY, GDS_ERRORS, GDS_SHADOW_BUFFER, GDS_ACTIVE_PROCESSES, GDS_GPU_REGISTERED,
+           GDS_GPU_CACHE, GDS_GPU_MAX_PINNED, GDS_GPU_CROSS_ROOT_PORT)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from lockstep.exporters.storage.cgroupio import CgroupFormatError, parse_io_stat, parse_pressure
 from lockstep.exporters.storage.mountinfo import parse_mountinfo
+from lockstep.exporters.storage.nvfs import NvfsFormatError, parse_nvfs_stats
 from tests.helpers.corrupt import NOISE, spliced
 from tests.helpers.paths import FIXTURES
 
@@ -51,3 +52,28 @@ def test_pressure_raises_only_its_own_error(text):
 def test_mountinfo_never_raises(text):
     parse_mountinfo(text)
     parse_mountinfo(text, "/host/root")
+
+
+NVFS = sorted((FIXTURES / "nvidia-fs").glob("*.txt"))
+
+
+@FAST
+@given(st.one_of(*(spliced(path) for path in NVFS), NOISE))
+def test_nvfs_stats_raise_only_their_own_error(text):
+    try:
+        stats = parse_nvfs_stats(text, [])
+    except NvfsFormatError:
+        return
+    assert all(v >= 0 for line in stats.lines.values() for v in line.values())
+
+
+@FAST
+@given(st.integers(0, 7), st.sampled_from(["²", "\u0663", "9" * 21, "x", "-1", ""]))
+def test_a_corrupt_gpu_line_loses_that_gpu_alone(victim, bad):
+    header = "NVFS statistics(ver: 4.0)\n"
+    gpus = [f"GPU 0000:{0x18 + i:02x}:00.0  uuid:2f6c1c1e-0b3a-4c55-9d7e-00000000000{i} : "
+            f"Registered_MiB={bad if i == victim else 1} Cache_MiB=0 max_pinned_MiB=2 \n" for i in range(8)]
+    errors: list[str] = []
+    stats = parse_nvfs_stats(header + "".join(gpus), errors)
+    assert [g.pci_bus_id for g in stats.gpus] == [f"0000:{0x18 + i:02x}:00.0" for i in range(8) if i != victim]
+    assert len(errors) == 1
