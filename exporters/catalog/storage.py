@@ -102,10 +102,37 @@ GDS_GPU_CROSS_ROOT_PORT = gauge("lockstep_gds_gpu_cross_root_port_ratio",
                                 "Share of the GPU's peer traffic crossing a PCIe root port (peer stats only).",
                                 GDS_GPU, "ratio")
 
+# Local NVMe controllers (controller: nvme0, ...), from sysfs and the SMART / health log page.
+NVME = ("controller",)
+NVME_INFO = gauge("lockstep_nvme_info", "An NVMe controller of this node (sysfs model, serial and firmware_rev).",
+                  NVME + ("model", "serial", "firmware"))
+NVME_SMART_SUCCESS = gauge("lockstep_nvme_smart_success",
+                           "1 when the controller's last SMART log read (--nvme.smart-command) succeeded; 0: its health "
+                           "series are absent.", NVME)
+NVME_PERCENTAGE_USED = gauge("lockstep_nvme_percentage_used_ratio",
+                             "Share of the rated endurance used (SMART Percentage Used; may exceed 1).", NVME, "ratio")
+NVME_AVAILABLE_SPARE = gauge("lockstep_nvme_available_spare_ratio", "Remaining spare capacity (SMART Available Spare).",
+                             NVME, "ratio")
+NVME_AVAILABLE_SPARE_THRESHOLD = gauge("lockstep_nvme_available_spare_threshold_ratio",
+                                       "Spare below which the controller warns (SMART Available Spare Threshold).",
+                                       NVME, "ratio")
+NVME_MEDIA_ERRORS = counter("lockstep_nvme_media_errors_total",
+                            "Unrecovered data integrity errors (SMART Media and Data Integrity Errors).", NVME)
+NVME_CRITICAL_WARNING = gauge("lockstep_nvme_critical_warning",
+                              "SMART Critical Warning bits, 1 while set: available_spare, temperature, "
+                              "reliability_degraded, read_only, volatile_backup_failed, pmr_read_only.", NVME + ("bit",))
+NVME_TEMPERATURE = gauge("lockstep_nvme_temperature_celsius", "Composite temperature (SMART Temperature).", NVME, "celsius")
+NVME_READ_BYTES = counter("lockstep_nvme_read_bytes_total",
+                          "Bytes read by the host (SMART Data Units Read, 512,000 bytes each).", NVME, "bytes")
+NVME_WRITTEN_BYTES = counter("lockstep_nvme_written_bytes_total",
+                             "Bytes written by the host (SMART Data Units Written, 512,000 bytes each).", NVME, "bytes")
+
 METRICS = (READ_BYTES, WRITE_BYTES, METADATA_OPS, READ_CALLS, WRITE_CALLS, DIRECT_READ_BYTES, DIRECT_WRITE_BYTES,
            NFS_RPC_OPS, NFS_RPC_TRANSMISSIONS, NFS_RPC_RETRANSMISSIONS, NFS_RPC_MAJOR_TIMEOUTS, NFS_RPC_RTT,
            NFS_RPC_EXECUTE, DISK_READ_BYTES, DISK_WRITE_BYTES, DISK_READS, DISK_WRITES, DISK_READ_TIME,
            DISK_WRITE_TIME, DISK_IO_TIME, JOB_IO_READ_BYTES, JOB_IO_WRITE_BYTES, JOB_IO_READS, JOB_IO_WRITES,
            JOB_IO_PRESSURE, GDS_IO_STATS_ENABLED, GDS_OPS, GDS_OPS_FAILED, GDS_IO_STATE_ERRORS, GDS_BYTES,
            GDS_BANDWIDTH, GDS_LATENCY, GDS_ERRORS, GDS_SHADOW_BUFFER, GDS_ACTIVE_PROCESSES, GDS_GPU_REGISTERED,
-           GDS_GPU_CACHE, GDS_GPU_MAX_PINNED, GDS_GPU_CROSS_ROOT_PORT)
+           GDS_GPU_CACHE, GDS_GPU_MAX_PINNED, GDS_GPU_CROSS_ROOT_PORT, NVME_INFO, NVME_SMART_SUCCESS, NVME_PERCENTAGE_USED,
+           NVME_AVAILABLE_SPARE, NVME_AVAILABLE_SPARE_THRESHOLD, NVME_MEDIA_ERRORS, NVME_CRITICAL_WARNING, NVME_TEMPERATURE,
+           NVME_READ_BYTES, NVME_WRITTEN_BYTES)

@@ -4,12 +4,15 @@ file systems) a corrupt item loses that item alone. The real captured files are 
 noise (tests/helpers/corrupt.py)."""
 from __future__ import annotations
 
+import json
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lockstep.exporters.storage.cgroupio import CgroupFormatError, parse_io_stat, parse_pressure
 from lockstep.exporters.storage.mountinfo import parse_mountinfo
 from lockstep.exporters.storage.nvfs import NvfsFormatError, parse_nvfs_stats
+from lockstep.exporters.storage.nvmesmart import NvmeFormatError, parse_smart_log
 from tests.helpers.corrupt import NOISE, spliced
 from tests.helpers.paths import FIXTURES
 
@@ -77,3 +80,24 @@ def test_a_corrupt_gpu_line_loses_that_gpu_alone(victim, bad):
     stats = parse_nvfs_stats(header + "".join(gpus), errors)
     assert [g.pci_bus_id for g in stats.gpus] == [f"0000:{0x18 + i:02x}:00.0" for i in range(8) if i != victim]
     assert len(errors) == 1
+
+
+NVME = sorted((FIXTURES / "nvme").glob("*.json"))
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2, 2 ** 130) | st.floats() | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                           max_leaves=8)
+
+
+@FAST
+@given(st.one_of(*(spliced(path) for path in NVME), NOISE, st.data()))
+def test_smart_log_raises_only_its_own_error(case):
+    if not isinstance(case, str):   # a real log with one field swapped for any JSON value
+        doc = json.loads(NVME[case.draw(st.integers(0, len(NVME) - 1))].read_text())
+        target = doc.get("nvme_smart_health_information_log", doc)
+        target[case.draw(st.sampled_from(sorted(target)))] = case.draw(JSON_VALUES)
+        case = json.dumps(doc)
+    try:
+        h = parse_smart_log(case)
+    except NvmeFormatError:
+        return
+    assert h.media_errors >= 0 and h.percentage_used_ratio >= 0
