@@ -21,8 +21,9 @@ class BoundedCommand:
     blocking on later scrapes; no new run starts until it is over (one stuck lctl, not one more
     per scrape)."""
 
-    def __init__(self, command: tuple[str, ...], timeout: float) -> None:
-        self.command, self.timeout = command, timeout
+    def __init__(self, command: tuple[str, ...], timeout: float, stdin: str | None = None) -> None:
+        """``stdin``: text written to the command's standard input (mmpmon reads its requests there)."""
+        self.command, self.timeout, self.stdin = command, timeout, stdin
         self._stuck: subprocess.Popen[str] | None = None
 
     def run(self) -> str:
@@ -33,10 +34,10 @@ class BoundedCommand:
                                    "yet; not starting another")
             self._stuck = None
         # A session of its own: the kill reaches what a wrapper (sudo, sh -c) started as well.
-        proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL if self.stdin is None else subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
-            stdout, stderr = proc.communicate(timeout=self.timeout)
+            stdout, stderr = proc.communicate(self.stdin, timeout=self.timeout)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             try:

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lockstep.exporters.storage.cgroupio import CgroupFormatError, parse_io_stat, parse_pressure
+from lockstep.exporters.storage.mmpmon import parse_fs_io_s
 from lockstep.exporters.storage.mountinfo import parse_mountinfo
 from lockstep.exporters.storage.nvfs import NvfsFormatError, parse_nvfs_stats
 from lockstep.exporters.storage.nvmesmart import NvmeFormatError, parse_smart_log
@@ -101,3 +102,22 @@ def test_smart_log_raises_only_its_own_error(case):
     except NvmeFormatError:
         return
     assert h.media_errors >= 0 and h.percentage_used_ratio >= 0
+
+
+@FAST
+@given(st.one_of(*(spliced(path) for path in sorted((FIXTURES / "spectrum-scale").glob("*.txt"))), NOISE))
+def test_fs_io_s_never_raises(text):
+    errors: list[str] = []
+    for fs in parse_fs_io_s(text, errors):
+        assert fs.read_bytes >= 0 and fs.fsname
+
+
+@FAST
+@given(st.lists(st.from_regex(r"[a-z][a-z0-9]{0,7}", fullmatch=True), min_size=2, max_size=6, unique=True), st.data())
+def test_a_corrupt_fs_io_s_line_loses_that_file_system_alone(names, data):
+    victim = data.draw(st.sampled_from(names))
+    bad = data.draw(st.sampled_from(["\u00b2", "\u0663", "9" * 21, "x", "-1"]))
+    line = ("_fs_io_s_ _n_ 10.0.0.1 _nn_ n1 _rc_ 0 _t_ 1 _tu_ 2 _cl_ c _fs_ {fs} _d_ 4 _br_ {br} _bw_ 5 _oc_ 6 _cc_ 7 "
+            "_rdc_ 8 _wc_ 9 _dir_ 10 _iu_ 11\n")
+    text = "".join(line.format(fs=name, br=bad if name == victim else 3) for name in names)
+    assert [fs.fsname for fs in parse_fs_io_s(text)] == [n for n in names if n != victim]
