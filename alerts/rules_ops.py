@@ -65,7 +65,9 @@ def rank_hung(culprit: str, size_match: str, severity: str, size: str) -> Alert:
         + " on {{ $labels.node }} GPU {{ $labels.gpu }} "
         f'{{{{ if eq $labels.cause "{RANK_DEAD}" }}}}no longer answering (its process is gone or frozen)'
         "{{ else }}behind its communicator (it stopped entering collectives){{ end }} while every other rank has "
-        "waited for it in a collective for " + FOR + ".", for_="3m")
+        "waited for it in a collective for " + FOR + ".", for_="3m",
+        # a RAS answer missed (a scrape or a poll) leaves one sample without its culprit: no second page for it
+        keep_firing_for="1m")
 
 
 def facility(config: AlertsConfig) -> list[Alert]:

@@ -2,7 +2,8 @@
 
 Checks the issue's "done when": all components up within 3 minutes, every Prometheus target up, the
 analytics API lists the demo job with the thermal straggler (node05 GPU 3) flagged, the pause storm
-pages the demo receiver, and after SIGINT no process the demo started is left. The history is half a
+pages the demo receiver, the hung rank (node09 GPU 6, 1030 s into the scenario) is named from the node
+agents' NCCL RAS readings, and after SIGINT no process the demo started is left. The history is half a
 day here (the month ``make demo`` backfills is tests/lockstep/test_demo_history.py's, at a smaller size).
 """
 from __future__ import annotations
@@ -104,6 +105,18 @@ def test_demo_end_to_end(tmp_path):
         # the pager appends to pages.jsonl, then prints
         wait_for(lambda: "PAGE     PFCPauseStorm [page] node=node02" in out.read_text(), 30,
                  "the PFCPauseStorm page printed", proc, out)
+
+        def hang_named():
+            try:
+                view = json.loads(http_get(f"{state['analytics']['url']}/api/v1/jobs/4242")[1])["data"]
+            except (OSError, ValueError, KeyError):
+                return None
+            stall = view.get("stall") or {}
+            culprits = (stall.get("evidence") or {}).get("culprits") or []
+            return stall.get("cause") == "rank_stopped" and [(c["node"], c["gpu"]) for c in culprits]
+        # 1030 s of scenario at 4x, from the simulator's start
+        assert wait_for(hang_named, 300, "the stall of job 4242 named rank_stopped with its culprit", proc, out) == \
+            [("node09", "6")]
     finally:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(90)
