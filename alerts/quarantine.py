@@ -20,7 +20,7 @@ from lockstep.exporters.toolkit.jsonload import load_json
 
 # Alerts after which a node must take no more work until someone resets a GPU, reboots or repairs it.
 DRAIN_ALERTS = ("GPUUncorrectableECC", "GPURowRemapFailure", "GPURowRemapPending", "InfiniBandLinkDown",
-                "GPUFellOffBus", "GPUMissing", "ValidationFailed")
+                "GPUFellOffBus", "GPUMissing", "ValidationFailed", "GPUHardwareStraggler")
 # XID alerts drain by the recovery action the XID catalog gives the code (the alert's `action` label),
 # never by a list of codes: reset_gpu, reboot_node and service_hardware all need the node empty first.
 XID_ALERTS = ("GPUXidCritical", "GPUXidWarning")

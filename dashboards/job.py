@@ -48,9 +48,11 @@ def _stragglers(cfg: Config) -> list:
         target(f"count by (node, gpu) ({reasons})", instant=True, table=True),
         target(f"max by (node, gpu) ({q.job_gpus(cfg, sel(gpu.TEMPERATURE, n))})", instant=True, table=True),
         target(f"max by (node, gpu) ({sel(analytics.STRAGGLER_FLAGGED, a, q.JOB)})", instant=True, table=True),
-    ], "none", columns={"node": "node", "gpu": "gpu", "Value #A": "score", "Value #F": "flagged",
+        # why a flagged one is slow: hardware (drain its node), transient, unknown
+        target(f"max by (node, gpu, cause) ({sel(analytics.STRAGGLER_CAUSE, a, q.JOB)})", instant=True, table=True),
+    ], "none", columns={"node": "node", "gpu": "gpu", "Value #A": "score", "Value #F": "flagged", "cause": "cause",
                         "Value #B": "SM clock / max", "Value #C": "SM active", "Value #D": "throttle reasons",
-                        "Value #E": "temperature"},
+                        "Value #E": "temperature"}, hide=("Value #G",),
         sort_by="score", sort_desc=False, links=[data_link(cfg, "GPU node ${__data.fields.node}", "node", node="node")],
         overrides=[_unit_override(col, unit) for col, unit in (("score", "percentunit"), ("SM clock / max", "percentunit"),
                                                                ("SM active", "percentunit"), ("temperature", "celsius"))],
@@ -66,7 +68,9 @@ def _imbalance(cfg: Config) -> list:
     waited = f"sum({rate(cfg, analytics.JOB_IMBALANCE_LOST_GPU_SECONDS, a, q.JOB)})"
     ratios = p.table("Imbalance: GPUs off the job's median pace since they started", [
         target(f"max by (node, gpu) ({sel(analytics.JOB_IMBALANCE_RATIO, a, q.JOB)})", instant=True, table=True),
-    ], "none", columns={"node": "node", "gpu": "gpu", "Value": "ratio to median"}, sort_by="ratio to median",
+        target(f"max by (node, gpu, cause) ({sel(analytics.JOB_IMBALANCE_CAUSE, a, q.JOB)})", instant=True, table=True),
+    ], "none", columns={"node": "node", "gpu": "gpu", "Value #A": "ratio to median", "cause": "cause"},
+        hide=("Value #B",), sort_by="ratio to median",
         links=[data_link(cfg, "GPU node ${__data.fields.node}", "node", node="node")], w=12, h=6)
     return [
         p.stat("Imbalance: GPU-hours spent waiting (range)", [target(f"{range_total(cfg, waited)} / 3600")],

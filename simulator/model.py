@@ -86,6 +86,9 @@ class Model:
             for cause, v in j.lost.items():
                 s.lost_gpu_s[cause] += v
             s.imbalance_gpu_s += j.imbalance
+            for kind, causes in j.ledger.items():
+                for cause, v in causes.items():
+                    s.ledger[kind][cause] += v
         s.port_down[:] = c.port_down
         s.rank_busy_s[:] = j.rank_busy_s
         self._power(s, j, period if k > 0 else 0.0, rng)

@@ -33,6 +33,8 @@ CONTRACT = {
     "GPUXidWarning": "ticket", "GPURowRemapPending": "ticket",
     "ValidationFailed": "page", "ValidationRegression": "ticket",
     "TrainingJobMemberLost": "page",
+    # Added with causes on findings: a straggler its own hardware explains (a quarantine candidate).
+    "GPUHardwareStraggler": "ticket",
 }
 
 

@@ -65,8 +65,10 @@ def format_text(rep: dict, title: str | None = None) -> str:
     lines = [title or f"scenario {rep['scenario']}"]
     for d in rep["stragglers"]:
         where = d["node"] + (f" gpu {d['gpu']}" if d["gpu"] is not None else " (node-wide)")
+        why = f"; {d['cause']}" + (" since the start" if d.get("since_start") else "") if d.get("cause") else ""
+        todo = f"; {d['action']}" if d.get("action") else ""
         lines.append(f"  straggler  job {d['job_id']} {where} first detected at {d['first_detected_s']:.0f}s "
-                     f"score {d['score']:.2f}")
+                     f"score {d['score']:.2f}{why}{todo}")
     for s in rep["stalls"]:
         lines.append(f"  stall      job {s['job_id']} {s['start_s']:.0f}-{s['end_s']:.0f}s {s['cause']}")
     for loss in rep["loss"] if isinstance(rep["loss"], list) else [rep["loss"]]:
@@ -78,5 +80,5 @@ def format_text(rep: dict, title: str | None = None) -> str:
             ranks = ", ".join(f"{r['node']} gpu {r['gpu']} {r['ratio']:.2f}x" for r in imb["ranks"][:8])
             more = f" (+{len(imb['ranks']) - 8} more)" if len(imb["ranks"]) > 8 else ""
             lines.append(f"  imbalance  job {imb['job_id']} since the start: {ranks}{more}; "
-                         f"{imb['lost_gpu_seconds']:.0f} GPU-s spent waiting for it")
+                         f"{imb['lost_gpu_seconds']:.0f} GPU-s spent waiting for it; {imb.get('cause', 'work')}")
     return "\n".join(lines)

@@ -16,7 +16,7 @@ import pandas as pd
 
 REASON_PREFIX = "reason:"    # signals[REASON_PREFIX + reason]: 1 while the GPU holds that clock-event reason
 SIGNALS = ("sm", "tensor", "step", "clock", "throttle", "tx", "xmit_wait", "link", "read", "write", "pause", "cnp",
-           "member")
+           "member", "temp", "pcie", "xid")
 COLUMNS = ("job_id", "node", "gpu")
 
 
@@ -25,8 +25,10 @@ class Features:
     """``signals[name]`` is a float32 matrix (times × GPUs); absent data is NaN, never zero. ``member``
     is 1 while the column's GPU is mapped to the column's job (``lockstep_gpu_job_info``), absent
     otherwise (a member whose mapping is gone: its node agent stopped answering, its pod was deleted);
-    besides ``SIGNALS``, ``reason:<reason>`` for each throttling clock-event reason held in the window
-    (1 while held)."""
+    ``temp`` is the GPU's temperature (celsius); ``pcie`` 1 while its PCIe link runs below its width,
+    ``xid`` 1 once the GPU has logged a hardware XID (the node agent's count since it started), both
+    absent otherwise; besides ``SIGNALS``, ``reason:<reason>`` for each throttling clock-event reason
+    held in the window (1 while held)."""
 
     times: np.ndarray          # Unix seconds, ascending
     columns: pd.MultiIndex     # (job_id, node, gpu), sorted by job then node then gpu (numeric)

@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 
 from lockstep.analytics.frame.features import Features
-from lockstep.analytics.scoring import imbalance, loss, stall, straggler
+from lockstep.analytics.scoring import cause, imbalance, loss, stall, straggler
 from lockstep.analytics.scoring.detections import detections
 from lockstep.analytics.scoring.nanstats import nan_reduce
+from lockstep.exporters.catalog.enums import UNKNOWN, WORK
 
 
 @dataclass(frozen=True)
@@ -88,28 +89,77 @@ def _prior(columns: pd.MultiIndex, learned: pd.DataFrame | None) -> dict[str, np
     return {name: aligned[name].to_numpy(dtype=float) for name in learned.columns}
 
 
-def job_imbalance(job_id: str, columns: pd.MultiIndex, res: straggler.StragglerResult, causes: np.ndarray,
-                  period: float) -> tuple[dict, np.ndarray]:
-    """The finding and the GPU-seconds it costs per sample: counted while the job runs with no
-    straggler holding it back (a stall or a straggler sets the pace then, not the imbalance). The
-    ranks and their ratios come from compute activity (in lockstep training every rank's activity is
-    its compute time over the one shared step time: the purest measure of its pace); the waiting
-    they cost from the ranks' own step times where the job exports them (the all-reduce takes
-    everyone the same time), else from activity."""
+def job_imbalance(job_id: str, columns: pd.MultiIndex, res: straggler.StragglerResult,
+                  period: float, running: np.ndarray) -> tuple[dict, dict[str, np.ndarray]]:
+    """The finding and the GPU-seconds it costs per sample, by cause (the GPUs slow since they started
+    whose hardware explains it are stragglers, not imbalance: ``since_start_cost``), counted while
+    ``running`` (a stall or a straggler sets the pace otherwise). The ranks and their ratios come from compute
+    activity (in lockstep training every rank's activity is its compute time over the one shared step
+    time: the purest measure of its pace); the waiting they cost from the ranks' own step times where the
+    job exports them (the all-reduce takes everyone the same time), else from activity."""
     usual = res.drifts["work"].learned
     cost = "step" if np.isfinite(res.drifts["step"].learned).any() else "work"
+    paces = res.drifts[cost].learned
+    hardware = res.since_start.any(axis=0)
+    hit = imbalance.involved(usual) & ~hardware
+    share = imbalance.lost_share(paces, hit)
+    level = imbalance.centred(usual)
+    judged = [cause.judge(res.hardware, running, j, float(level[j]), WORK) if hit[j] else (None, {})
+              for j in range(len(columns))]
+    work_only = hit & np.array([c == WORK for c, _ in judged])
+    share_work = imbalance.lost_share(paces, work_only)
+    gpu_s = len(columns) * period
+    first = np.arange(len(running)) > 0        # the first sample closes an interval before the data
+    per_sample = {WORK: np.where(running & first, share_work * gpu_s, 0.0),
+                  UNKNOWN: np.where(running & first, (share - share_work) * gpu_s, 0.0)}
+    ranks = [{"node": node, "gpu": gpu} for _, node, gpu in columns]
+    lost = float(sum(v.sum() for v in per_sample.values()))
+    found = imbalance.finding(ranks, usual, "compute_activity", lost, "lost_gpu_seconds", hit)
+    for row in found["ranks"]:
+        j = next(k for k, r in enumerate(ranks) if r == {"node": row["node"], "gpu": row["gpu"]})
+        row["cause"], row["evidence"] = judged[j][0], judged[j][1]
+    overall = cause.combined([r["cause"] for r in found["ranks"]], WORK)
+    return ({"job_id": job_id, **found, "lost_share": round(share, 4),
+             "cost_basis": {"step": "step_seconds", "work": "compute_activity"}[cost], "cause": overall}, per_sample)
+
+
+def since_start_cost(res: straggler.StragglerResult, js: stall.JobSignals, steps: np.ndarray, hardware: np.ndarray,
+                     running: np.ndarray, period: float) -> dict[str, np.ndarray]:
+    """GPU-seconds per sample that the GPUs slow since they started (hardware) cost: each step waits for
+    its slowest rank, so the job loses what its slowest rank's time would shrink by with those GPUs at
+    their peers' usual pace (their time divided by their usual ratio to the median), measured sample
+    by sample so the other ranks' jitter is counted as it falls. Read on the ranks' own step times where
+    the job exports them; else on compute activity, as if the whole step were compute (an upper bound).
+    ``throttle`` is their own extra time where their clock is held back (a hardware reason, or a clock
+    below their peers', on most samples), ``straggler`` the rest."""
+    n = len(hardware)
+    zero = np.zeros(len(running))
+    if not hardware.any():
+        return {"straggler": zero, "throttle": zero}
+    x = steps if np.isfinite(steps).any() else js.work
+    usual = res.usual[-1] - np.nanmedian(res.usual[-1]) if len(res.usual) else np.zeros(n)
+    ratio = np.where(hardware, np.exp(np.clip(np.nan_to_num(usual), 0.0, None)), 1.0)
+    without = x / ratio
+    slowest, fixed = nan_reduce(np.nanmax, x, axis=1), nan_reduce(np.nanmax, without, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.clip(np.nan_to_num(1.0 - fixed / slowest), 0.0, 1.0)
+        own = np.clip(np.nan_to_num((x - without) / slowest[:, None]), 0.0, None)
+    hw = res.hardware
+    with np.errstate(invalid="ignore"):
+        held_back = (hw.held | (hw.clock_gap >= hw.clock_bar))[running].mean(axis=0) >= 0.5 if running.any() \
+            else np.zeros(n, bool)
+    counted = running & (np.arange(len(running)) > 0)     # the first sample closes an interval before the data
+    total = np.where(counted, share * n * period, 0.0)
+    throttle = np.minimum(np.where(counted, own[:, hardware & held_back].sum(axis=1) * period, 0.0), total)
+    return {"straggler": total - throttle, "throttle": throttle}
+
+
+def running_unheld(causes: np.ndarray, res: straggler.StragglerResult) -> np.ndarray:
+    """Samples where the job runs and no straggler that became slower holds it back."""
     holding = res.holding.any(axis=1)
     for flags in res.node_holding.values():
         holding |= flags
-    running = (causes == "") & ~holding
-    hit = imbalance.involved(usual)
-    share = imbalance.lost_share(res.drifts[cost].learned, hit)
-    per_sample = np.where(running, share * len(columns) * period, 0.0)
-    per_sample[:1] = 0.0      # the first sample closes an interval before the data (as the loss account)
-    ranks = [{"node": node, "gpu": gpu} for _, node, gpu in columns]
-    found = imbalance.finding(ranks, usual, "compute_activity", float(per_sample.sum()), "lost_gpu_seconds", hit)
-    return {"job_id": job_id, **found, "lost_share": round(share, 4),
-            "cost_basis": {"step": "step_seconds", "work": "compute_activity"}[cost]}, per_sample
+    return (causes == "") & ~holding
 
 
 def score_job(features: Features, job_id: str, start: float, period: float,
@@ -131,7 +181,13 @@ def score_job(features: Features, job_id: str, start: float, period: float,
     nodes = np.asarray(features.columns[cols].get_level_values("node"))
     js = replace(js, baseline=level if level is not None else js.baseline, progress=peer_progress(js, res, nodes))
     lost = loss.lost_by_cause(js, causes, res, throttled, period)
-    found, imbalance_lost = job_imbalance(job_id, features.columns[cols], res, causes, period)
+    running = running_unheld(causes, res)
+    found, imbalance_by_cause = job_imbalance(job_id, features.columns[cols], res, period, running)
+    since_start_lost = since_start_cost(res, js, features.signals["step"][:, cols], res.since_start.any(axis=0),
+                                        running, period)
+    for name, values in since_start_lost.items():
+        lost[name] = lost[name] + values
+    imbalance_lost = sum(imbalance_by_cause.values())
     keys = pd.MultiIndex.from_arrays([features.columns[cols].get_level_values(n) for n in ("node", "gpu")])
     usual = pd.DataFrame({name: d.learned for name, d in res.drifts.items()}, index=keys)
     return JobResult(

@@ -11,30 +11,38 @@ from typing import Any
 
 import numpy as np
 
-from lockstep.analytics.scoring.detections import gpu_evidence, node_evidence
+from lockstep.analytics.scoring.detections import action, gpu_cause, gpu_evidence, node_cause, node_evidence
 from lockstep.analytics.scoring.evidence import plain
 from lockstep.analytics.scoring.score import JobResult
 from lockstep.analytics.scoring.straggler import performance
 from lockstep.analytics.service.state import LossCounters
+from lockstep.exporters.catalog.enums import WORK
 
 
 @dataclass(frozen=True)
 class ScoreView:
     """A GPU's straggler score, or a node's (``gpu`` None: the median of its GPUs); while flagged, the
-    evidence at the latest sample (the signals that agreed, each against its reference)."""
+    evidence at the latest sample (the signals that agreed, each against its reference, and under
+    ``cause`` what its hardware showed over the samples it is flagged in), its cause (hardware,
+    transient, unknown: ``lockstep.analytics.scoring.cause``) and, for hardware, what to do."""
     node: str
     gpu: str | None
     score: float
     flagged: bool
     evidence: dict | None = None
+    cause: str | None = None
+    action: str | None = None
 
 
 @dataclass(frozen=True)
 class RankRatio:
-    """A GPU off its job's median pace since it started: its usual pace as a ratio to the median."""
+    """A GPU off its job's median pace since it started: its usual pace as a ratio to the median, and
+    why (work, or unknown where its hardware hints at more), with that evidence."""
     node: str
     gpu: str
     ratio: float
+    cause: str = WORK
+    evidence: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,7 @@ rests on, and the GPU-seconds so far."""
     lost_share: float
     cost_basis: str
     lost_gpu_seconds: float
+    cause: str = WORK
 
 
 BALANCED = ImbalanceView((), "compute_activity", 0.0, "compute_activity", 0.0)
@@ -119,23 +128,33 @@ def job_view(res: JobResult, counters: LossCounters) -> JobView:
 
 
 def _scores(res: JobResult, i: int) -> tuple[tuple[ScoreView, ...], tuple[ScoreView, ...]]:
+    """Each GPU's and node's score; a flagged one's cause is judged over every sample of the window it
+    is flagged in (as the post-mortem's report of the same window judges it)."""
     s = res.stragglers
-    gpus = tuple(ScoreView(node, gpu, float(performance(s.scores[i, j])), bool(s.flagged[i, j]),
-                           plain(gpu_evidence(s, i, j)) if s.flagged[i, j] else None)
-                 for j, (_, node, gpu) in enumerate(res.columns))
+    gpus = []
+    for j, (_, node, gpu) in enumerate(res.columns):
+        flagged = bool(s.flagged[i, j])
+        found, why = gpu_cause(s, j) if flagged else (None, {})
+        gpus.append(ScoreView(node, gpu, float(performance(s.scores[i, j])), flagged,
+                              plain({**gpu_evidence(s, i, j), "cause": why}) if flagged else None, found,
+                              action(node, gpu, found) if flagged else None))
     nodes_col = np.asarray(res.columns.get_level_values("node"))
     nodes = []
     for node in dict.fromkeys(nodes_col):
-        flagged = bool(s.node_flagged.get(str(node), np.zeros(i + 1, bool))[i])
-        nodes.append(ScoreView(str(node), None, float(performance(np.median(s.scores[i, nodes_col == node]))),
-                               flagged, plain(node_evidence(s, nodes_col == node, i)) if flagged else None))
-    return gpus, tuple(nodes)
+        flags = s.node_flagged.get(str(node), np.zeros(i + 1, bool))
+        flagged, mask = bool(flags[i]), nodes_col == node
+        found, why = node_cause(s, mask, flags) if flagged else (None, {})
+        nodes.append(ScoreView(str(node), None, float(performance(np.median(s.scores[i, mask]))), flagged,
+                               plain({**node_evidence(s, mask, i), "cause": why}) if flagged else None, found,
+                               action(str(node), None, found) if flagged else None))
+    return tuple(gpus), tuple(nodes)
 
 
 def imbalance_view(res: JobResult, counters: LossCounters) -> ImbalanceView:
     found = res.imbalance
-    return ImbalanceView(tuple(RankRatio(r["node"], r["gpu"], r["ratio"]) for r in found["ranks"]), found["basis"],
-                         found["lost_share"], found["cost_basis"], round(counters.imbalance, 1))
+    return ImbalanceView(tuple(RankRatio(r["node"], r["gpu"], r["ratio"], r["cause"], plain(r["evidence"]))
+                               for r in found["ranks"]), found["basis"],
+                         found["lost_share"], found["cost_basis"], round(counters.imbalance, 1), found["cause"])
 
 
 def _stall(res: JobResult, i: int) -> StallView:

@@ -1,6 +1,6 @@
 """Metrics the analytics service computes from Prometheus data (and the step-time gauge a training
 job may export itself)."""
-from lockstep.exporters.catalog.enums import LOSS_CAUSES, STALL_CAUSES
+from lockstep.exporters.catalog.enums import IMBALANCE_CAUSES, LOSS_CAUSES, STALL_CAUSES, STRAGGLER_CAUSES
 from lockstep.exporters.catalog.model import counter, gauge
 
 STRAGGLER_SCORE = gauge(
@@ -81,3 +81,16 @@ ANALYTICS_FULL_FETCHES = gauge(
     "lockstep_analytics_refresh_full_fetches",
     "Jobs whose window the last refresh fetched whole (new jobs, GPUs changed, after a gap).")
 METRICS += (ANALYTICS_REFRESH_SAMPLES, ANALYTICS_FULL_FETCHES)
+
+# Added with causes on every finding: why a straggler or an imbalanced rank is slow, judged from its hardware.
+STRAGGLER_CAUSE = gauge(
+    "lockstep_straggler_cause",
+    f"1 for the cause of each flagged GPU (or node, gpu=\"\"): {', '.join(STRAGGLER_CAUSES)}. hardware: its own "
+    "hardware explains it (a thermal or hardware slowdown, the power brake, its clock below its peers', a narrow "
+    "PCIe link, a hardware XID): drain the node; transient: its pace alone changed; unknown: mixed evidence. A "
+    "GPU slow since it started is flagged only when its hardware explains it.", ("job_id", "node", "gpu", "cause"))
+JOB_IMBALANCE_CAUSE = gauge(
+    "lockstep_job_imbalance_cause",
+    f"1 for the cause of each GPU of lockstep_job_imbalance_ratio: {', '.join(IMBALANCE_CAUSES)} (work: no hardware "
+    "evidence, a heavier stage or skewed data; unknown: its hardware hints at more).", ("job_id", "node", "gpu", "cause"))
+METRICS += (STRAGGLER_CAUSE, JOB_IMBALANCE_CAUSE)
