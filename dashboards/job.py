@@ -1,7 +1,8 @@
 """Training job (variable ``job_id``): who holds the job back and why. Straggler ranking with the
-evidence next to the score, per-GPU activity (the straggler stands out), imbalance (GPUs off the
-job's median pace since they started, and the GPU-hours the others spend waiting for them), step
-pace, stalls by cause, lost GPU-hours by cause, and the rails and storage the job's nodes use."""
+evidence and cause next to the score, per-GPU activity (the straggler stands out), imbalance (GPUs off
+the job's median pace since they started, why, and the GPU-hours the others spend waiting for them),
+step pace, stalls by cause, job-wide slowdowns by cause, lost GPU-hours by cause, the goodput ledger,
+and the rails and storage the job's nodes use."""
 from __future__ import annotations
 
 from lockstep.alerts import recording as r
@@ -100,6 +101,21 @@ def _pace(cfg: Config) -> list:
     ]
 
 
+def _slowdown_and_ledger(cfg: Config) -> list:
+    """Job-wide slowdowns (every rank slower than the job's own baseline, no stall: never paged) with
+    their cause, and the goodput ledger: where the job's GPU-hours went."""
+    a = cfg.selectors.analytics
+    booked = f"sum by (kind, cause) ({rate(cfg, analytics.JOB_LEDGER_GPU_SECONDS, a, q.JOB)})"
+    return [
+        p.timeseries("Pace against its own baseline (job-wide slowdowns)",
+                     [target(sel(analytics.JOB_PACE_RATIO, a, q.JOB), "pace ratio"),
+                      target(f"max by (cause) ({sel(analytics.JOB_SLOWDOWN, a, q.JOB)})", "slowed: {{cause}}")],
+                     "percentunit", min=0, w=12),
+        p.bargauge("Where GPU-hours went (goodput ledger, range)",
+                   [target(f"{range_total(cfg, booked)} / 3600", "{{kind}} {{cause}}")], "suffix: GPU-h", w=12),
+    ]
+
+
 def _fabric_and_storage(cfg: Config) -> list:
     n = cfg.selectors.node
     ib = q.by_device_rail(cfg, f"{rate(cfg, fabric.IB_TRANSMIT_BYTES, n)} + {rate(cfg, fabric.IB_RECEIVE_BYTES, n)}")
@@ -129,7 +145,9 @@ def _stall_colour(cause: str, colour: str) -> dict:
 
 def build(cfg: Config):
     job_id = query_variable("job_id", "Job", f"label_values({sel(gpu.JOB_INFO, cfg.selectors.node)}, job_id)")
-    panels = [*_summary(cfg), *_stragglers(cfg), *_imbalance(cfg), *_pace(cfg), *_fabric_and_storage(cfg)]
+    panels = [*_summary(cfg), *_stragglers(cfg), *_imbalance(cfg), *_pace(cfg), *_slowdown_and_ledger(cfg),
+              *_fabric_and_storage(cfg)]
     return dashboard(cfg, NAME, "lockstep / Training job",
-                     "One training job: straggler ranking with evidence, activity, imbalance, pace, stalls, "
-                     "lost GPU-hours, rails and storage.", panels, [job_id])
+                     "One training job: straggler ranking with causes and evidence, activity, imbalance, pace, "
+                     "stalls, job-wide slowdowns, lost GPU-hours and the goodput ledger, rails and storage.",
+                     panels, [job_id])

@@ -8,7 +8,8 @@ rank is done, and data loading (overlapped with compute) can hold it back when s
 Loss accounting (GPU-seconds, per job GPU, summed): blocked time counts whole (a member lost,
 checkpoint, hang, network while a rail is down); during running time a rank loses ``tau * d / T`` per cause, where
 ``T`` is the actual step time and ``d`` that cause's share of ``T - T0``:
-- throttle: the extra compute time of a throttled GPU itself (``c_g - C0``);
+- throttle: the extra compute time of a throttled GPU itself (``c_g - C0``); under a cluster-wide cap
+  every rank's share of the steps' slowing (nobody waits for a straggler then);
 - straggler: time a rank waits for a slower peer (``max c - c_g``), and a slow node's own slowdown;
 - network: ``M - M0``; storage: data-loading time beyond the step (``T - max c - M``).
 
@@ -17,8 +18,9 @@ productive or lost to exactly one (kind, cause) of ``lockstep.exporters.catalog.
 cause's running loss is a stall's when the fault alone at least doubles the step (as the truth's
 stalls), else a job-wide slowdown's; the slowest rank's extra compute splits into what every rank
 shares (a cluster-wide cap: a slowdown) and the rest (a straggler, hardware when its own clock or
-link is at fault, else transient); waiting for a worker group is imbalance (work). A restart leaves
-the GPUs allocated and idle.
+link is at fault, else transient); the ranks' waiting that a worker group adds to their jitter's (a
+slower group's peers wait for it, a faster group waits for the rest) is imbalance (work). A restart
+leaves the GPUs allocated and idle.
 """
 from __future__ import annotations
 
@@ -101,6 +103,10 @@ def job_tick(topo: Topology, c: Conditions, noisy: np.random.Generator) -> JobTi
     tau = period - member - hang - idle - ckpt - down
     steps = tau / step
     io = step - maxc - m
+    split = _split_compute(topo, c, base, eps, factor, maxc, maxc_calm)
+    if c.cap:      # a cap every rank shares slows the steps as a whole: throttle, nobody's straggler
+        own_throttle = np.where(c.clock_factor[sel] < c.clock_factor[sel].max(), base * eps.mean(axis=0) * (
+            1 / c.clock_factor[sel] - 1 / c.clock_factor[sel].max()), 0.0) + split["shared"]
     lost = {
         MEMBER_LOST: n * member, HANG: n * hang, CHECKPOINT: n * ckpt,
         NETWORK: n * down + n * tau * (m - m0) / step,
@@ -118,7 +124,7 @@ def job_tick(topo: Topology, c: Conditions, noisy: np.random.Generator) -> JobTi
         imbalance=float(maxc_calm * n - calm.mean(axis=0).sum()) * tau / step,
         ledger=_ledger(topo, c, n, period, blocked, tau / step,
                        {"step": step, "maxc": maxc, "calm": maxc_calm, "m": m, "m0": m0, "io": io, "read": read_s},
-                       _split_compute(topo, c, base, eps, factor, maxc, maxc_calm)))
+                       split))
 
 
 def _split_compute(topo: Topology, c: Conditions, base: np.ndarray, eps: np.ndarray, factor: np.ndarray,
@@ -129,11 +135,16 @@ def _split_compute(topo: Topology, c: Conditions, base: np.ndarray, eps: np.ndar
     sel = topo.job_gpus
     common = float(factor.max())                       # the least slowed rank's factor: every rank has it
     shared = float((base / common * eps).max(axis=1).mean())
-    nogroups = float((base * topo.draws.group_speed[sel] * eps).max(axis=1).mean())
     slowest = int(np.argmin(factor))
     own = bool(c.clock_factor[sel][slowest] < c.clock_factor[sel].max() or c.lanes[sel][slowest] < 16)
     return {"shared": max(shared - calm, 0.0), "rank": max(maxc - max(shared, calm), 0.0),
-            "rank_cause": HARDWARE if own else TRANSIENT, "groups": max(calm - nogroups, 0.0)}
+            "rank_cause": HARDWARE if own else TRANSIENT,
+            "groups": max(_waiting(base * eps) - _waiting(base * topo.draws.group_speed[sel] * eps), 0.0)}
+
+
+def _waiting(compute: np.ndarray) -> float:
+    """Seconds per step a rank waits for the slowest, on average (sub-steps × ranks of compute times)."""
+    return float((compute.max(axis=1, keepdims=True) - compute).mean())
 
 
 def _ledger(topo: Topology, c: Conditions, n: int, period: float, blocked: dict[str, float], share: float,

@@ -8,7 +8,7 @@ from lockstep.exporters.catalog.enums import CLOCK_EVENT_BITS, IDLE_REASON
 from lockstep.simulator import hardware as hw
 from lockstep.simulator.faults import POWER_BITS, THERMAL_BITS, Conditions
 from lockstep.simulator.job import JobTick
-from lockstep.simulator.topology import Topology
+from lockstep.simulator.topology import BASE_PRIORITY, Topology
 
 
 def _per_gpu(topo: Topology, job_values: np.ndarray | float, other: float) -> np.ndarray:
@@ -80,12 +80,13 @@ def port_increments(topo: Topology, c: Conditions, j: JobTick, rng: np.random.Ge
     rx = np.floor(data * rng.normal(1, 0.01, n) / 4).astype(np.int64)
     tx_pk, rx_pk = tx * 4 // hw.MTU, rx * 4 // hw.MTU
     storm = c.storm_s
-    ecn = rng.poisson(tx_pk * 2e-6 + storm * 4e4)
+    paused = c.pause_share * period            # congestion: the switch pauses the NIC part of the time
+    ecn = rng.poisson(tx_pk * 2e-6 + storm * 4e4 + paused * 4e3)
     flaps = c.flap_events
     inc = {
         "port_xmit_data": tx, "port_rcv_data": rx, "port_xmit_packets": tx_pk, "port_rcv_packets": rx_pk,
         "unicast_xmit_packets": tx_pk, "unicast_rcv_packets": rx_pk,
-        "port_xmit_wait": rng.poisson(tx_pk * 0.05) + np.floor(storm * hw.XMIT_WAIT_TICKS_PER_S).astype(np.int64),
+        "port_xmit_wait": rng.poisson(tx_pk * 0.05) + np.floor((storm + paused) * hw.XMIT_WAIT_TICKS_PER_S).astype(np.int64),
         "symbol_error": rng.poisson(c.flap_s * 40) + 150 * flaps, "link_downed": flaps,
         "link_error_recovery": 2 * flaps, "port_rcv_errors": rng.poisson(c.flap_s * 3),
         "port_xmit_discards": rng.poisson(c.flap_s * 50 + storm * 20),
@@ -104,11 +105,14 @@ def _pfc(topo: Topology, c: Conditions) -> dict[str, np.ndarray]:
     col = np.array([topo.pfc_priorities.index(p) if p >= 0 else 0 for p in c.storm_priority])
     mask = np.zeros(shape)
     mask[np.arange(topo.n_gpus), col] = c.storm_s
+    # congestion (fabric_congestion): the switches pause the job's NICs on the lossless class
+    paused = np.zeros(shape)
+    paused[:, topo.pfc_priorities.index(BASE_PRIORITY)] = c.pause_share * topo.scenario.sample_period_s
     return {
         "tx_pause": np.floor(mask * hw.STORM_PAUSES_PER_S).astype(np.int64),
         "tx_pause_duration": np.floor(mask * 0.97e6).astype(np.int64),  # mlx5 reports microseconds
-        "rx_pause": np.floor(mask * hw.STORM_PAUSES_PER_S * 0.3).astype(np.int64),
-        "rx_pause_duration": np.floor(mask * 0.3e6).astype(np.int64),
+        "rx_pause": np.floor((mask * 0.3 + paused) * hw.STORM_PAUSES_PER_S).astype(np.int64),
+        "rx_pause_duration": np.floor((mask * 0.3 + paused) * 1e6).astype(np.int64),
     }
 
 

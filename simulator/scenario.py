@@ -20,7 +20,8 @@ _JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")  # Slurm: 123, 123_4 
 # Kubernetes: <namespace>/<name>, a DNS-1123 label and a DNS-1123 subdomain (the simulator makes pods of it)
 _KUBE_JOB_ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?/[a-z0-9](?:[a-z0-9.-]{0,61}[a-z0-9])?")
 FAULT_KINDS = ("gpu_throttle", "slow_node", "slow_rank", "drift", "pause_storm", "link_flap", "storage_starvation",
-               "hang", "xid", "ecc_error", "row_remap", "gpu_missing", "link_degraded", "member_lost", "gpu_defect")
+               "hang", "xid", "ecc_error", "row_remap", "gpu_missing", "link_degraded", "member_lost", "gpu_defect",
+               "fabric_congestion", "power_cap", "restart")
 # Faults that happen at one instant (``at_s``) rather than over a window.
 INSTANT_KINDS = ("xid", "ecc_error", "row_remap")
 REMAP_OUTCOMES = ("pending", "failed")
@@ -90,6 +91,17 @@ class Validation:
 
 
 @dataclass(frozen=True)
+class PrometheusOutage:
+    """For the evaluation only (the simulator ignores it): from ``start_s`` to ``end_s`` the analytics
+    service gets no answer from Prometheus, which was itself down (its samples lost) for the first
+    ``lost_s`` of it; ``make eval`` replays the run through the service's refresh and its catch-up."""
+
+    start_s: float
+    end_s: float
+    lost_s: float
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     seed: int
@@ -102,6 +114,7 @@ class Scenario:
     file: str = "<string>"
     validation: Validation | None = None
     noise: Noise = REALISTIC
+    prometheus_outage: PrometheusOutage | None = None
 
     @property
     def node_names(self) -> tuple[str, ...]:
@@ -135,8 +148,21 @@ def parse_scenario(data: object, file: str | Path) -> Scenario:
     faults = tuple(_fault(s, names, cluster, duration) for s in top.sections("faults"))
     validation = _validation(top.section("validation", None))
     noise = _noise(top)
+    outage = _outage(top.section("prometheus_outage", None), duration)
     top.finish()
-    return Scenario(name, seed, duration, period, cluster, job, faults, start, str(file), validation, noise)
+    return Scenario(name, seed, duration, period, cluster, job, faults, start, str(file), validation, noise, outage)
+
+
+def _outage(s: Section | None, duration: float) -> PrometheusOutage | None:
+    if s is None:
+        return None
+    start, end = _num(s, "start_s", check=_in_run(duration)), _num(s, "end_s", check=_in_run(duration))
+    if end <= start:
+        raise s.error("end_s", f"must be after start_s ({start:g}), got {end:g}")
+    lost = _num(s, "lost_s", (end - start) / 2, check=lambda v: None if 0 <= v <= end - start else
+                f"must be 0..{end - start:g} (the outage's length)")
+    s.finish()
+    return PrometheusOutage(start, end, lost)
 
 
 def _validation(s: Section | None) -> Validation | None:

@@ -45,10 +45,13 @@ class Truth:
         self.steps = 0.0
         self.imbalance = 0.0
         self.ledger = ledger_zero()
+        self.slowed: list[tuple[float, dict[str, float]]] = []    # per tick: GPU-seconds slowed, by cause
 
     def observe(self, state: State) -> None:
+        before = self.ledger["slowdown"]
         self.lost, self.steps, self.imbalance = dict(state.lost_gpu_s), state.steps, state.imbalance_gpu_s
         self.ledger = {kind: dict(causes) for kind, causes in state.ledger.items()}
+        self.slowed.append((state.t, {c: v - before[c] for c, v in self.ledger["slowdown"].items()}))
 
     def document(self) -> dict:
         sc, job = self.scenario, self.scenario.job
@@ -67,7 +70,7 @@ class Truth:
             "imbalance_gpu_seconds": round(self.imbalance, 3),
             "imbalanced": imbalanced(sc),
             "noise": dataclasses.asdict(sc.noise) if sc.noise.on else "none",
-            "slowdowns": slowdowns(sc),
+            "slowdowns": slowdowns(sc, self.slowed),
             "ledger": {"job_id": job.job_id, "allocated_gpu_seconds": float(n_gpus * run_s),
                        "gpu_seconds": {kind: {cause: round(v, 3) for cause, v in causes.items()}
                                        for kind, causes in self.ledger.items()}},
@@ -102,28 +105,33 @@ def stragglers(sc: Scenario, faults: tuple | None = None) -> list[dict]:
     return out
 
 
-def slowdowns(sc: Scenario) -> list[dict]:
+def slowdowns(sc: Scenario, slowed: list[tuple[float, dict[str, float]]]) -> list[dict]:
     """Faults that slow the whole job without halving its progress, with the cause their evidence shows
-    and the share of the job's time they take while on (``1 - nominal / slowed`` step time)."""
+    and the share of the job's GPU time they took while on, from the model's own ledger (``slowed``: per
+    tick, the GPU-seconds lost to a slowdown by cause): the nominal step is not the job's, whose steps
+    already wait for the slowest of its jittering ranks."""
     job = sc.job
     c0, m0 = job.step_time_s * hw.COMPUTE_SHARE, job.step_time_s * (1 - hw.COMPUTE_SHARE)
+    n_gpus = len(job.nodes) * sc.cluster.gpus_per_node
     out = []
     for f in sc.faults:
         if f.kind == "storage_starvation":
-            cause, step = STORAGE, max(job.step_time_s, job.storage_read_bytes_per_step / f.read_cap_bytes_per_s)
+            cause, step = STORAGE, job.storage_read_bytes_per_step / f.read_cap_bytes_per_s
         elif f.kind == "fabric_congestion":
             cause, step = NETWORK, c0 + m0 / f.throughput
         elif f.kind == "power_cap":
             cause, step = POWER, c0 / f.clock_factor + m0
         else:
             continue
-        share = 1 - job.step_time_s / step
-        if share <= 0 or step > 2 * job.step_time_s:     # no slowdown, or a stall
-            continue
         end = min(f.end_s, sc.duration_s)
-        out.append({"job_id": job.job_id, "start_s": f.start_s, "end_s": end, "cause": cause,
-                    "share": round(share, 4), "kind": f.kind,
-                    "required": share >= MUST_SLOWDOWN and end - f.start_s - _blocked(sc, f.start_s, end) >= MUST_SLOWDOWN_S})
+        if step > 2 * job.step_time_s or end <= f.start_s:       # a stall, not a slowdown
+            continue
+        lost = sum(v.get(cause, 0.0) for t, v in slowed if f.start_s < t <= end + sc.sample_period_s)
+        share = lost / (n_gpus * (end - f.start_s))
+        running = end - f.start_s - _blocked(sc, f.start_s, end)
+        out.append({"job_id": job.job_id, "start_s": f.start_s, "end_s": end, "cause": cause, "kind": f.kind,
+                    "lost_gpu_seconds": round(lost, 1), "share": round(share, 4),
+                    "required": share >= MUST_SLOWDOWN and running >= MUST_SLOWDOWN_S})
     return out
 
 

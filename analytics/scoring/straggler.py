@@ -20,11 +20,11 @@ a node run slow together the node is reported (``gpu`` None): its median GPU's p
 job's spread of node medians, which sees through per-GPU noise.
 
 A GPU slow since it (or the job) started is a straggler too when its own hardware explains it
-(``lockstep.analytics.scoring.cause``): its usual pace among its peers at least ``WEAK`` of the job's
-spreads of usual paces (and ``imbalance.FLOOR``) slower than the median, with hardware evidence that
-would explain that by itself (the second signal that agrees), for ``PERSIST_S``. It is a hardware
-straggler from the moment its usual pace is known (``READY`` samples), scored against the job median;
-without that evidence it stays imbalance.
+(``lockstep.analytics.scoring.cause``): its usual pace among its peers slower than the median by what
+counts as imbalance (``imbalance.FLOOR``), with hardware evidence that would explain that by itself
+(the second signal that agrees), for ``PERSIST_S``. It is a hardware straggler from the moment its
+usual pace is known (``READY`` samples), scored against the job median; without that evidence it
+stays imbalance.
 
 What ``make eval`` measures of these choices on the shipped scenarios with realistic noise: no
 false flag on the fault-free ones (the largest pair of agreeing signals in any 20 s of a 1,024-GPU
@@ -219,12 +219,12 @@ def usual_pace(drifts: dict[str, relative.Drift]) -> np.ndarray:
 
 
 def slow_since_start(usual: np.ndarray) -> np.ndarray:
-    """Usual paces slower than the job median by ``WEAK`` of the job's spreads of them (robust, per
-    sample: the spread of a few slow ranks is not the job's) and at least the imbalance floor."""
+    """Usual paces slower than the job median by the imbalance floor: what counts as imbalance. The
+    job's spread of usual paces is no bar here: worker groups inflate it, and the hardware evidence
+    that must agree is the second, independent signal."""
     centred = usual - nan_reduce(np.nanmedian, usual, axis=1)[:, None]
-    spread = relative.MAD_SCALE * nan_reduce(np.nanmedian, np.abs(centred), axis=1)[:, None]
     with np.errstate(invalid="ignore"):
-        return centred >= np.maximum(WEAK * np.nan_to_num(spread), imbalance.FLOOR)
+        return centred >= imbalance.FLOOR
 
 
 def node_pace(drifts: dict[str, relative.Drift], nodes: np.ndarray, active: np.ndarray) -> tuple[dict, float]:

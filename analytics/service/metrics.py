@@ -29,6 +29,14 @@ def job_samples(view: JobView, loss: LossCounters) -> list[Sample]:
     for cause in LOSS_CAUSES:
         out.append(Sample(cat.JOB_LOST_GPU_SECONDS, (job, cause), round(loss.lost[cause], 3)))
     out.append(Sample(cat.JOB_ALLOCATED_GPU_SECONDS, (job,), loss.allocated))
+    # unrounded: the ledger's series sum to the allocation, and a replica resuming them keeps that
+    for kind, by_cause in loss.ledger.items():
+        for cause, value in by_cause.items():
+            out.append(Sample(cat.JOB_LEDGER_GPU_SECONDS, (job, kind, cause), value))
+    if view.slowdown.slowed:
+        out.append(Sample(cat.JOB_SLOWDOWN, (job, view.slowdown.cause), 1.0))
+    if view.slowdown.pace_ratio is not None:
+        out.append(Sample(cat.JOB_PACE_RATIO, (job,), view.slowdown.pace_ratio))
     out.append(Sample(cat.JOB_IMBALANCE_LOST_GPU_SECONDS, (job,), round(loss.imbalance, 3)))
     for rank in view.imbalance.ranks:
         out.append(Sample(cat.JOB_IMBALANCE_RATIO, (job, rank.node, rank.gpu), rank.ratio))

@@ -71,11 +71,27 @@ class StallView:
 
 
 @dataclass(frozen=True)
+class SlowdownView:
+    """The job-wide slowdown in progress at the latest sample, if any: since when, why, the job's pace
+    against its baseline (also while not slowed, once a baseline is known) and the evidence."""
+    slowed: bool
+    cause: str | None
+    since: float | None
+    pace_ratio: float | None
+    evidence: dict[str, Any]
+
+
+STEADY = SlowdownView(False, None, None, None, {})
+
+
+@dataclass(frozen=True)
 class LossView:
-    """The job's loss counters as served (rounded)."""
+    """The job's loss counters as served (rounded), and its goodput ledger (kind -> cause -> GPU-seconds,
+    summing to the allocation)."""
     allocated_gpu_seconds: float
     lost_gpu_seconds: dict[str, float]
     goodput_ratio: float | None
+    ledger: dict[str, dict[str, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +104,7 @@ class JobView:
     stall: StallView
     loss: LossView
     imbalance: ImbalanceView = BALANCED
+    slowdown: SlowdownView = STEADY
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -124,7 +141,7 @@ def job_view(res: JobResult, counters: LossCounters) -> JobView:
     gpus, nodes = _scores(res, i)
     return JobView(job_id=res.job_id, time=float(res.times[i]) if i >= 0 else None, gpus=gpus, nodes=nodes,
                    stragglers=tuple(g for g in gpus + nodes if g.flagged), stall=_stall(res, i),
-                   loss=loss_view(counters), imbalance=imbalance_view(res, counters))
+                   loss=loss_view(counters), imbalance=imbalance_view(res, counters), slowdown=_slowdown(res, i))
 
 
 def _scores(res: JobResult, i: int) -> tuple[tuple[ScoreView, ...], tuple[ScoreView, ...]]:
@@ -166,8 +183,26 @@ def _stall(res: JobResult, i: int) -> StallView:
                      evidence=res.evidence[i] if cause else {})
 
 
+def _slowdown(res: JobResult, i: int) -> SlowdownView:
+    s = res.slowdown
+    if s is None or i < 0:
+        return STEADY
+    ratio = float(s.ratio[i]) if np.isfinite(s.ratio[i]) else None
+    if not s.slowed[i]:
+        return SlowdownView(False, None, None, round(ratio, 3) if ratio is not None else None, {})
+    since = i
+    while since > 0 and (s.slowed[since - 1] or res.causes[since - 1]):   # a stall inside it does not end it
+        since -= 1
+    while not s.slowed[since]:
+        since += 1
+    return SlowdownView(True, str(s.causes[i]), float(res.times[since]), round(ratio, 3) if ratio is not None else None,
+                        plain(s.evidence[i]))
+
+
 def loss_view(c: LossCounters) -> LossView:
     goodput = c.goodput()
     return LossView(allocated_gpu_seconds=round(c.allocated, 1),
                     lost_gpu_seconds={k: round(v, 1) for k, v in c.lost.items()},
-                    goodput_ratio=round(goodput, 4) if goodput is not None else None)
+                    goodput_ratio=round(goodput, 4) if goodput is not None else None,
+                    ledger={kind: {cause: round(v, 1) for cause, v in by_cause.items()}
+                            for kind, by_cause in c.ledger.items()})

@@ -1,6 +1,13 @@
 """Metrics the analytics service computes from Prometheus data (and the step-time gauge a training
 job may export itself)."""
-from lockstep.exporters.catalog.enums import IMBALANCE_CAUSES, LOSS_CAUSES, STALL_CAUSES, STRAGGLER_CAUSES
+from lockstep.exporters.catalog.enums import (
+    IMBALANCE_CAUSES,
+    LEDGER,
+    LOSS_CAUSES,
+    SLOWDOWN_CAUSES,
+    STALL_CAUSES,
+    STRAGGLER_CAUSES,
+)
 from lockstep.exporters.catalog.model import counter, gauge
 
 STRAGGLER_SCORE = gauge(
@@ -94,3 +101,22 @@ JOB_IMBALANCE_CAUSE = gauge(
     f"1 for the cause of each GPU of lockstep_job_imbalance_ratio: {', '.join(IMBALANCE_CAUSES)} (work: no hardware "
     "evidence, a heavier stage or skewed data; unknown: its hardware hints at more).", ("job_id", "node", "gpu", "cause"))
 METRICS += (STRAGGLER_CAUSE, JOB_IMBALANCE_CAUSE)
+
+# Added with job-wide slowdowns and the goodput ledger.
+JOB_SLOWDOWN = gauge(
+    "lockstep_job_slowdown",
+    f"1 while every rank of the job runs slower than the job's own recent baseline (no stall), with the cause: "
+    f"{', '.join(SLOWDOWN_CAUSES)} (power: a cluster-wide power or thermal cap). Never pages on its own.",
+    ("job_id", "cause"))
+JOB_PACE_RATIO = gauge(
+    "lockstep_job_pace_ratio",
+    "The job's work rate (its ranks' median compute activity times their SM clock against its maximum), over "
+    "the last 30 s, against its own recent baseline: 1 as usual, 0.8 a fifth slower. Absent while it is stalled, "
+    "held back by a straggler, idle, or before a baseline is known.", ("job_id",), "ratio")
+_LEDGER_DOC = "; ".join(kind + (": " + ", ".join(causes) if any(causes) else "") for kind, causes in LEDGER.items())
+JOB_LEDGER_GPU_SECONDS = counter(
+    "lockstep_job_ledger_gpu_seconds_total",
+    "The goodput ledger: every allocated GPU-second of the job (lockstep_job_allocated_gpu_seconds_total, which "
+    f"the series of a job sum to) productive or lost to exactly one kind and cause ({_LEDGER_DOC}).",
+    ("job_id", "kind", "cause"), "seconds")
+METRICS += (JOB_SLOWDOWN, JOB_PACE_RATIO, JOB_LEDGER_GPU_SECONDS)
