@@ -29,6 +29,10 @@ def inhibit_rules(config: AlertsConfig) -> list[dict]:
         {"source_matchers": ['alertname="TrainingJobHung"'],
          "target_matchers": ['alertname=~"TrainingJobStalled|TrainingJobStraggler"'],
          "equal": ["cluster", "job_id"]},
+        # A rank the hung job waits for, named, explains its stall, its hang and its slow-looking ranks.
+        {"source_matchers": ['alertname="TrainingJobRankHung"'],
+         "target_matchers": ['alertname=~"TrainingJobStalled|TrainingJobStraggler|TrainingJobHung"'],
+         "equal": ["cluster", "job_id"]},
         # A lost member explains why the rest of its job stands still (or looks hung): page for the member.
         {"source_matchers": ['alertname="TrainingJobMemberLost"'],
          "target_matchers": ['alertname=~"TrainingJobStalled|TrainingJobStraggler|TrainingJobHung"'],

@@ -24,6 +24,9 @@ class Thresholds:
     # The analytics service scores no straggler while the whole job is stalled (every rank waits), so a
     # straggler vanishes during each stall; hold its alert through them instead of resolving/re-firing.
     straggler_keep_firing_for: str = "10m"
+    # A hang localised to its ranks pages for a job on at least this many GPUs (so many GPUs wait for one
+    # rank that a human should come now); a smaller job's is a ticket.
+    rank_hung_page_gpus: float = 64
     checkpoint_lost_ratio: float = 0.1      # checkpoint-stalled share of allocated GPU time
     checkpoint_window: str = "1h"
     rack_power_budget_ratio: float = 0.9

@@ -11,11 +11,20 @@ from lockstep.dashboards import queries as q
 from lockstep.dashboards.config import Config, range_total, rate, sel
 from lockstep.dashboards.grafana import dashboard, data_link, query_variable, target
 from lockstep.exporters.catalog import analytics, fabric, gpu, storage
-from lockstep.exporters.catalog.enums import CHECKPOINT, HANG, MEMBER_LOST, NETWORK, STORAGE, STRAGGLER
+from lockstep.exporters.catalog.enums import (
+    CHECKPOINT,
+    HANG,
+    MEMBER_LOST,
+    NETWORK,
+    RANK_DEAD,
+    RANK_STOPPED,
+    STORAGE,
+    STRAGGLER,
+)
 
 NAME = "job"
 CAUSE_COLOURS = {CHECKPOINT: "blue", NETWORK: "purple", STORAGE: "orange", STRAGGLER: "yellow", HANG: "red",
-                 MEMBER_LOST: "dark-red"}
+                 MEMBER_LOST: "dark-red", RANK_STOPPED: "dark-orange", RANK_DEAD: "dark-purple"}
 
 
 def _summary(cfg: Config) -> list:

@@ -12,7 +12,7 @@ import numpy as np
 
 from lockstep.exporters.catalog.enums import POWER_CAP_REASON, THERMAL_REASONS, reason_bits
 from lockstep.simulator import hardware as hw
-from lockstep.simulator.scenario import INSTANT_KINDS, Fault
+from lockstep.simulator.scenario import INSTANT_KINDS, RANK_HANG_KINDS, Fault
 from lockstep.simulator.topology import Topology
 
 THERMAL_BITS = reason_bits(THERMAL_REASONS)
@@ -86,6 +86,9 @@ class Conditions:
     pause_share: np.ndarray | None = None  # per NIC, share of the interval paused by PFC (fabric_congestion)
     cap: str = ""                  # a cluster-wide cap holding every GPU's clock: "power" or "thermal" (power_cap)
     cap_share: float = 0.0         # ...for this share of the interval
+    stopped_s: float = 0.0         # job blocked waiting for a rank that stopped entering collectives
+    dead_s: float = 0.0            # job blocked waiting for a rank whose process is gone (rank_died, peer_dead)
+    out: np.ndarray | None = None  # per GPU: share of the interval its process is out of the job's collectives
 
 
 def conditions(topo: Topology, t: float) -> Conditions:
@@ -109,6 +112,18 @@ def conditions(topo: Topology, t: float) -> Conditions:
     c.member_s = min(c.member_s, period)
     c.idle_s = min(c.idle_s, period)
     return c
+
+
+def rank_hangs(topo: Topology) -> list[Fault]:
+    """The scenario's rank hangs on the job's nodes (a rank off the job hangs nothing)."""
+    return [f for f in topo.scenario.faults if f.kind in RANK_HANG_KINDS and topo.job_nodes[topo.nodes.index(f.node)]]
+
+
+def blocked_at(topo: Topology, t: float) -> bool:
+    """The job stands still at simulated time ``t``: a checkpoint, a hang, a member or a rank it waits for."""
+    spans = checkpoint_windows(topo, t, t) + [(f.start_s, f.end_s) for f in topo.scenario.faults
+                                              if f.kind in ("hang", "member_lost", *RANK_HANG_KINDS)]
+    return any(a <= t < b for a, b in spans)
 
 
 def members_gone(topo: Topology, t: float) -> set[str]:
@@ -170,6 +185,15 @@ def _apply(c: Conditions, topo: Topology, f: Fault, share: float, o: float, lo: 
         c.cap, c.cap_share = f.reason, max(c.cap_share, share)
     elif f.kind == "restart":
         c.idle_s += o
+    elif f.kind in RANK_HANG_KINDS and topo.job_nodes[topo.nodes.index(f.node)]:
+        if f.kind == "rank_stopped":
+            c.stopped_s = min(max(c.stopped_s, o), topo.scenario.sample_period_s)
+        else:
+            c.dead_s = min(max(c.dead_s, o), topo.scenario.sample_period_s)
+        if c.out is None:
+            c.out = np.zeros(topo.n_gpus)
+        g = topo.flat(f.node, f.gpu)
+        c.out[g] = max(c.out[g], share)
 
 
 def _union_length(spans: list[tuple[float, float]], lo: float, hi: float) -> float:

@@ -42,3 +42,8 @@ LIQUID_CAPTURE = 0.85      # share of server heat taken by the liquid loop
 # Storage: Lustre 1 MiB RPCs, NFS home directory, local NVMe cache.
 RPC_BYTES = 1 << 20
 SECTOR = 512
+
+# NCCL's RAS (src/ras/ras_internal.h): a peer that stops answering is considered dead after
+# RAS_PEER_DEAD_TIMEOUT; the node agent polls RAS every 15 s (the nccl-ras collector's default).
+RAS_PEER_DEAD_TIMEOUT_S = 60.0
+RAS_POLL_S = 15.0

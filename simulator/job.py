@@ -5,9 +5,9 @@ Each step every rank computes (C0 scaled by its clock factor and its node's slow
 ranks all-reduce (M0, slower when a rail's throughput collapses); the step ends when the slowest
 rank is done, and data loading (overlapped with compute) can hold it back when storage is capped.
 
-Loss accounting (GPU-seconds, per job GPU, summed): blocked time counts whole (a member lost,
-checkpoint, hang, network while a rail is down); during running time a rank loses ``tau * d / T`` per cause, where
-``T`` is the actual step time and ``d`` that cause's share of ``T - T0``:
+Loss accounting (GPU-seconds, per job GPU, summed): blocked time counts whole (a member lost, a rank
+dead or stopped, checkpoint, hang, network while a rail is down); during running time a rank loses
+``tau * d / T`` per cause, where ``T`` is the actual step time and ``d`` that cause's share of ``T - T0``:
 - throttle: the extra compute time of a throttled GPU itself (``c_g - C0``); under a cluster-wide cap
   every rank's share of the steps' slowing (nobody waits for a straggler then);
 - straggler: time a rank waits for a slower peer (``max c - c_g``), and a slow node's own slowdown;
@@ -36,6 +36,8 @@ from lockstep.exporters.catalog.enums import (
     MEMBER_LOST,
     NETWORK,
     POWER,
+    RANK_DEAD,
+    RANK_STOPPED,
     STORAGE,
     STRAGGLER,
     THROTTLE,
@@ -64,6 +66,7 @@ class JobTick:
     read_bytes: float            # job-wide bytes read from storage
     imbalance: float = 0.0       # GPU-seconds ranks waited for the static spread and jitter (no cause)
     ledger: dict[str, dict[str, float]] | None = None   # kind -> cause -> GPU-seconds (productive included)
+    comm_s: float = 0.0          # the all-reduce's own time per step (M: M0, longer on a degraded rail)
 
 
 def sub_steps(job, period: float, jitter: float) -> int:
@@ -96,11 +99,13 @@ def job_tick(topo: Topology, c: Conditions, noisy: np.random.Generator) -> JobTi
         read_s = c.read_cap_share * job.storage_read_bytes_per_step / c.read_cap
     step = max(maxc + m, read_s)
     member = min(c.member_s, period)        # the rest wait in the collective for a member that is gone
-    hang = min(c.hang_s, period - member)
-    idle = min(c.idle_s, period - member - hang)
-    ckpt = min(c.ckpt_s, period - member - hang - idle)
-    down = min(c.net_down_s, period - member - hang - idle - ckpt)
-    tau = period - member - hang - idle - ckpt - down
+    dead = min(c.dead_s, period - member)   # ... for a rank whose process is gone
+    stopped = min(c.stopped_s, period - member - dead)   # ... for a rank that stopped entering collectives
+    hang = min(c.hang_s, period - member - dead - stopped)
+    idle = min(c.idle_s, period - member - dead - stopped - hang)
+    ckpt = min(c.ckpt_s, period - member - dead - stopped - hang - idle)
+    down = min(c.net_down_s, period - member - dead - stopped - hang - idle - ckpt)
+    tau = period - member - dead - stopped - hang - idle - ckpt - down
     steps = tau / step
     io = step - maxc - m
     split = _split_compute(topo, c, base, eps, factor, maxc, maxc_calm)
@@ -108,20 +113,24 @@ def job_tick(topo: Topology, c: Conditions, noisy: np.random.Generator) -> JobTi
         own_throttle = np.where(c.clock_factor[sel] < c.clock_factor[sel].max(), base * eps.mean(axis=0) * (
             1 / c.clock_factor[sel] - 1 / c.clock_factor[sel].max()), 0.0) + split["shared"]
     lost = {
-        MEMBER_LOST: n * member, HANG: n * hang, CHECKPOINT: n * ckpt,
+        MEMBER_LOST: n * member, RANK_DEAD: n * dead, RANK_STOPPED: n * stopped, HANG: n * hang, CHECKPOINT: n * ckpt,
         NETWORK: n * down + n * tau * (m - m0) / step,
         STORAGE: n * tau * io / step,
         THROTTLE: float(own_throttle.sum()) * tau / step,
         STRAGGLER: float((maxc - maxc_calm) * n - own_throttle.sum()) * tau / step,
     }
     frac = steps / period
-    blocked = {"member": member, "hang": hang, "idle": idle, "ckpt": ckpt, "down": down}
+    blocked = {"member": member, "dead": dead, "stopped": stopped, "hang": hang, "idle": idle, "ckpt": ckpt,
+               "down": down}
+    # the ranks waiting on a hung rank spin in NCCL; the hung rank's own process is out of it (its GPU idles)
+    out = c.out[sel] if c.out is not None else 0.0
     return JobTick(
         steps=steps, step_s=step, compute=comp * frac, comm=np.full(n, m * frac),
-        spin=(maxc - comp) * frac + (member + hang + down) / period, io_wait=np.full(n, io * frac),
+        spin=(maxc - comp) * frac + (member + hang + down + (dead + stopped) * (1 - out)) / period,
+        io_wait=np.full(n, io * frac),
         ckpt=ckpt / period, rank_busy_s=steps_c[-1] + m, lost=lost,
         read_bytes=steps * job.storage_read_bytes_per_step,
-        imbalance=float(maxc_calm * n - calm.mean(axis=0).sum()) * tau / step,
+        imbalance=float(maxc_calm * n - calm.mean(axis=0).sum()) * tau / step, comm_s=m,
         ledger=_ledger(topo, c, n, period, blocked, tau / step,
                        {"step": step, "maxc": maxc, "calm": maxc_calm, "m": m, "m0": m0, "io": io, "read": read_s},
                        split))
@@ -155,6 +164,8 @@ def _ledger(topo: Topology, c: Conditions, n: int, period: float, blocked: dict[
     c0 = nominal * hw.COMPUTE_SHARE
     out = ledger_zero()
     out["stall"][MEMBER_LOST] = n * blocked["member"]
+    out["stall"][RANK_DEAD] = n * blocked["dead"]
+    out["stall"][RANK_STOPPED] = n * blocked["stopped"]
     out["stall"][HANG] = n * blocked["hang"]
     out["idle"][""] = n * blocked["idle"]
     out[CHECKPOINT][CHECKPOINT] = n * blocked["ckpt"]

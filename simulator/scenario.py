@@ -21,7 +21,10 @@ _JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")  # Slurm: 123, 123_4 
 _KUBE_JOB_ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?/[a-z0-9](?:[a-z0-9.-]{0,61}[a-z0-9])?")
 FAULT_KINDS = ("gpu_throttle", "slow_node", "slow_rank", "drift", "pause_storm", "link_flap", "storage_starvation",
                "hang", "xid", "ecc_error", "row_remap", "gpu_missing", "link_degraded", "member_lost", "gpu_defect",
-               "fabric_congestion", "power_cap", "restart")
+               "fabric_congestion", "power_cap", "restart", "rank_stopped", "rank_died", "peer_dead")
+# A hang of one rank, as NCCL's RAS sees it: its process stops entering collectives (still answering RAS), dies
+# (RAS gets no answer from it, then considers it dead), or is dead to RAS at once; the rest of the job waits.
+RANK_HANG_KINDS = ("rank_stopped", "rank_died", "peer_dead")
 # Faults that happen at one instant (``at_s``) rather than over a window.
 INSTANT_KINDS = ("xid", "ecc_error", "row_remap")
 REMAP_OUTCOMES = ("pending", "failed")
@@ -64,7 +67,7 @@ class Fault:
     start_s: float
     end_s: float
     node: str | None = None
-    gpu: int | None = None      # gpu_throttle, slow_rank, drift, xid, ecc_error, row_remap, gpu_missing
+    gpu: int | None = None      # gpu_throttle, slow_rank, drift, xid, ecc_error, row_remap, gpu_missing, rank hangs
     nic: int | None = None      # pause_storm (rail index); link_flap uses ``hca``
     priority: int = 3
     clock_factor: float = 1.0
@@ -267,7 +270,7 @@ def _params(s: Section, kind: str, gpus: int) -> dict:
     """The kind's own fields (defaults in ``Fault``); ``hca`` of a link_flap or link_degraded is stored as ``nic``."""
     def rail(v):
         return None if 0 <= v < gpus else f"must be 0..{gpus - 1}"
-    if kind in ("xid", "gpu_missing"):
+    if kind in ("xid", "gpu_missing", *RANK_HANG_KINDS):
         return {"gpu": s.get("gpu", int, check=rail)}
     if kind == "ecc_error":
         return {"gpu": s.get("gpu", int, check=rail), "count": s.get("count", int, 1, check=positive)}

@@ -1,5 +1,5 @@
-"""Ground truth of a scenario: stragglers, stall intervals with causes, job-wide slowdowns, GPU-seconds
-lost by cause and the goodput ledger.
+"""Ground truth of a scenario: stragglers, stall intervals with causes, hung ranks, job-wide slowdowns,
+GPU-seconds lost by cause and the goodput ledger.
 
 A stall is an interval in which the job makes less than half its nominal progress. Candidate
 intervals come from the scenario (lost members, checkpoint windows, hangs, rail drops of a link flap, pause
@@ -22,6 +22,8 @@ from lockstep.exporters.catalog.enums import (
     MEMBER_LOST,
     NETWORK,
     POWER,
+    RANK_DEAD,
+    RANK_STOPPED,
     STORAGE,
     STRAGGLER,
     TRANSIENT,
@@ -29,13 +31,15 @@ from lockstep.exporters.catalog.enums import (
     ledger_zero,
 )
 from lockstep.simulator import hardware as hw
-from lockstep.simulator.faults import checkpoint_windows, flap_downs
+from lockstep.simulator.faults import checkpoint_windows, flap_downs, rank_hangs
 from lockstep.simulator.job import CAUSES
-from lockstep.simulator.scenario import Scenario
+from lockstep.simulator.scenario import RANK_HANG_KINDS, Scenario
 from lockstep.simulator.state import State
 from lockstep.simulator.topology import Topology
 
-PRIORITY = (MEMBER_LOST, HANG, CHECKPOINT, NETWORK, STORAGE, STRAGGLER)
+PRIORITY = (MEMBER_LOST, RANK_DEAD, RANK_STOPPED, HANG, CHECKPOINT, NETWORK, STORAGE, STRAGGLER)
+# The stall cause of each rank hang: a rank that stopped entering collectives, or one whose process RAS lost.
+RANK_CAUSE = {"rank_stopped": RANK_STOPPED, "rank_died": RANK_DEAD, "peer_dead": RANK_DEAD}
 
 
 class Truth:
@@ -62,7 +66,7 @@ class Truth:
             "sample_period_s": sc.sample_period_s, "duration_s": sc.duration_s,
             "jobs": [{"job_id": job.job_id, "nodes": list(job.nodes), "gpus_per_node": sc.cluster.gpus_per_node,
                       "step_time_s": job.step_time_s}],
-            "stragglers": stragglers(sc, Topology(sc).faults), "stalls": stalls(sc),
+            "stragglers": stragglers(sc, Topology(sc).faults), "stalls": stalls(sc), "hangs": hangs(sc),
             "loss": {"job_id": job.job_id, "allocated_gpu_seconds": float(n_gpus * run_s),
                      "lost_gpu_seconds": {c: round(self.lost[c], 3) for c in CAUSES}},
             "steps": round(self.steps, 3), "nominal_steps": round(run_s / job.step_time_s, 3),
@@ -139,8 +143,18 @@ def _blocked(sc: Scenario, start: float, end: float) -> float:
     """Seconds of [start, end] the job stands still (checkpoints, hangs, a lost member): no rank's pace
     shows then."""
     spans = checkpoint_windows(Topology(sc), start, end) + [
-        (f.start_s, f.end_s) for f in sc.faults if f.kind in ("hang", "member_lost", "restart")]
+        (f.start_s, f.end_s) for f in sc.faults if f.kind in ("hang", "member_lost", "restart", *RANK_HANG_KINDS)]
     return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
+
+
+def hangs(sc: Scenario) -> list[dict]:
+    """The ranks the job waits for: each rank hang on the job's nodes with its cause, node, GPU and world rank
+    (the job's GPUs in order, as RAS and ``lockstep_rank_step_seconds`` number them)."""
+    topo = Topology(sc)
+    order = list(np.flatnonzero(topo.job_gpus))
+    return [{"job_id": sc.job.job_id, "kind": f.kind, "cause": RANK_CAUSE[f.kind], "node": f.node, "gpu": str(f.gpu),
+             "rank": order.index(topo.flat(f.node, f.gpu)), "start_s": f.start_s, "end_s": min(f.end_s, sc.duration_s)}
+            for f in rank_hangs(topo)]
 
 
 def imbalanced(sc: Scenario) -> list[dict]:
@@ -182,6 +196,8 @@ def _candidates(sc: Scenario) -> dict[str, list[tuple[float, float]]]:
             out[HANG].append((f.start_s, f.end_s))
         elif f.kind == "member_lost" and f.node in members:
             out[MEMBER_LOST].append((f.start_s, f.end_s))
+        elif f.kind in RANK_HANG_KINDS and f.node in members:
+            out[RANK_CAUSE[f.kind]].append((f.start_s, f.end_s))
         elif f.kind == "link_flap" and f.node in members:
             out[NETWORK] += flap_downs(f)
         elif f.kind == "pause_storm" and f.node in members and halves(c0 + m0 / hw.STORM_THROUGHPUT):
@@ -229,6 +245,7 @@ def _fault_doc(f) -> dict:
             "storage_starvation": ("read_cap_bytes_per_s",), "hang": (), "gpu_missing": ("node", "gpu"),
             "link_degraded": ("node", "nic", "rate_factor"), "member_lost": ("node",),
             "gpu_defect": ("node", "gpu", "defect", *(("lanes", "slowdown") if f.defect == "pcie" else ("clock_factor",))),
-            "fabric_congestion": ("throughput", "pause_share"), "power_cap": ("clock_factor", "reason"), "restart": ()}[f.kind]
+            "fabric_congestion": ("throughput", "pause_share"), "power_cap": ("clock_factor", "reason"), "restart": (),
+            **dict.fromkeys(RANK_HANG_KINDS, ("node", "gpu"))}[f.kind]
     named = {("hca" if f.kind in ("link_flap", "link_degraded") and k == "nic" else k): doc[k] for k in keep}
     return {"kind": f.kind, **named, "start_s": f.start_s, "end_s": f.end_s}

@@ -49,8 +49,9 @@ def simulate(path: str | Path, inputs_only: bool = False) -> Run:
 def report(name: str, results: dict[str, JobResult]) -> dict:
     """The evaluation report of docs/architecture.md (``loss`` is one object for a one-job scenario),
     with ``imbalance``: one finding per job that has any (``[]`` when every job is balanced),
-    ``slowdowns``: the job-wide slowdowns with their cause, and ``ledger``: each job's goodput ledger
-    (one object for one job, as ``loss``)."""
+    ``slowdowns``: the job-wide slowdowns with their cause, ``ledger``: each job's goodput ledger (one
+    object for one job, as ``loss``), and ``hangs``: each rank a hung job waited for, as NCCL's RAS named
+    it (``[]`` when none)."""
     stragglers = [plain(d) for r in results.values() for d in r.detections]
     stalls = [plain(s) for r in results.values() for s in r.stalls]
     losses = [{k: v for k, v in r.loss.items() if k != "goodput_ratio"} for r in results.values()]
@@ -58,6 +59,7 @@ def report(name: str, results: dict[str, JobResult]) -> dict:
     return {"scenario": name, "stragglers": stragglers, "stalls": stalls,
             "loss": losses[0] if len(losses) == 1 else losses,
             "imbalance": [plain(r.imbalance) for r in results.values() if r.imbalance["ranks"]],
+            "hangs": [plain(h) for r in results.values() for h in r.hangs],
             "slowdowns": [plain(d) for r in results.values() for d in r.slowdowns],
             "ledger": ledgers[0] if len(ledgers) == 1 else ledgers}
 
@@ -86,6 +88,9 @@ def format_text(rep: dict, title: str | None = None) -> str:
         lost = ", ".join(f"{k} {v:.0f}" for k, v in loss["lost_gpu_seconds"].items() if v)
         lines.append(f"  loss       job {loss['job_id']} allocated {loss['allocated_gpu_seconds']:.0f} GPU-s; "
                      f"lost {lost or 'nothing'}")
+    for h in rep.get("hangs", []):
+        lines.append(f"  hung rank  job {h['job_id']} {h['node']} gpu {h['gpu']} rank {h['rank'] or '?'} ({h['cause']}) "
+                     f"first named at {h['first_named_s']:.0f}s")
     for imb in rep.get("imbalance", []):
         if imb["ranks"]:
             ranks = ", ".join(f"{r['node']} gpu {r['gpu']} {r['ratio']:.2f}x" for r in imb["ranks"][:8])

@@ -7,7 +7,9 @@ a fault-free one) and detection latency; over all scenarios, false straggler fla
 GPU-hours scored. Per stall cause: recall
 (truth intervals that a sample overlapping them classified right), precision and cause accuracy in
 stalled seconds, and the latency to the end of the first correctly classified sample. Loss: the share of
-(scenario, cause) pairs within tolerance of the truth.
+(scenario, cause) pairs within tolerance of the truth. Per rank hang kind (rank_stopped, rank_died,
+peer_dead): the hangs whose rank was named within 60 s (node and GPU), with the right cause and rank, and the
+latency; over all scenarios, false hang findings (a rank named outside any hang of it) per 1,000 GPU-hours.
 """
 from __future__ import annotations
 
@@ -54,6 +56,8 @@ def _replayed(run) -> dict:
 def summarize(rows: list[dict]) -> dict:
     kinds: dict[str, dict] = {}
     causes: dict[str, dict] = {}
+    hangs: dict[str, dict] = {}
+    false_hangs = 0
     loss_ok = loss_total = 0
     gpu_hours = false_total = 0.0
     for row in rows:
@@ -84,6 +88,15 @@ def summarize(rows: list[dict]) -> dict:
                 if interval["latency_s"] is not None:
                     agg["found"] += 1
                     agg["latencies"].append(interval["latency_s"])
+            for h in job["hangs"]["expected"]:
+                k = hangs.setdefault(h["kind"], {"hangs": 0, "named": 0, "cause_right": 0, "rank_right": 0,
+                                                 "latencies": []})
+                k["hangs"] += 1
+                for key in ("named", "cause_right", "rank_right"):
+                    k[key] += int(h[key] and h["named"])
+                if h["latency_s"] is not None:
+                    k["latencies"].append(h["latency_s"])
+            false_hangs += len(job["hangs"]["false_findings"])
             for c in job.get("loss", {}).values():
                 loss_total += 1
                 loss_ok += int(c["ok"])
@@ -95,6 +108,8 @@ def summarize(rows: list[dict]) -> dict:
             **_causes_and_ledger(rows),
             "gpu_hours": round(gpu_hours, 1), "false_straggler_flags": int(false_total),
             "false_flags_per_1000_gpu_hours": round(1000.0 * false_total / gpu_hours, 3) if gpu_hours else None,
+            "hangs": {k: _hang_row(v) for k, v in sorted(hangs.items())}, "false_hang_findings": false_hangs,
+            "false_hang_findings_per_1000_gpu_hours": round(1000.0 * false_hangs / gpu_hours, 3) if gpu_hours else None,
             "cpu_s": round(sum(r["cpu_s"] for r in rows), 1),
             **({"models": summarize_models([r["models"] for r in rows])} if all("models" in r for r in rows) else {})}
 
@@ -166,6 +181,14 @@ def _straggler_row(k: dict) -> dict:
             "latency_s_max": max(k["latencies"]) if k["latencies"] else None}
 
 
+def _hang_row(k: dict) -> dict:
+    return {"hangs": k["hangs"], "named_within_60s": k["named"],
+            "named_share": round(k["named"] / k["hangs"], 3) if k["hangs"] else None,
+            "cause_right": k["cause_right"], "rank_right": k["rank_right"],
+            "latency_s_median": float(np.median(k["latencies"])) if k["latencies"] else None,
+            "latency_s_max": max(k["latencies"]) if k["latencies"] else None}
+
+
 def _stall_row(c: dict) -> dict:
     return {"intervals": c["intervals"], "recall": round(c["found"] / c["intervals"], 3) if c["intervals"] else None,
             "latency_s_median": float(np.median(c["latencies"])) if c["latencies"] else None,
@@ -187,6 +210,14 @@ def format_summary(summary: dict, rows: list[dict]) -> str:
         lat = f"{_f(r['latency_s_median'])}/{_f(r['latency_s_max'])}"
         out.append(f"{cause:<16}{r['intervals']:>10}{_f(r['recall']):>8}{_f(r['precision']):>10}"
                    f"{_f(r['cause_accuracy']):>10}{r['truth_s']:>9.0f}{lat:>19}")
+    out += ["", f"{'rank hang kind':<16}{'hangs':>7}{'named<=60s':>11}{'cause ok':>9}{'rank ok':>8}"
+                f"{'latency med/max s':>19}"]
+    for kind, r in summary["hangs"].items():
+        lat = f"{_f(r['latency_s_median'])}/{_f(r['latency_s_max'])}"
+        out.append(f"{kind:<16}{r['hangs']:>7}{r['named_within_60s']:>11}{r['cause_right']:>9}{r['rank_right']:>8}"
+                   f"{lat:>19}")
+    out += [f"false hang findings: {summary['false_hang_findings']} in {summary['gpu_hours']:.0f} GPU-hours "
+            f"({_f(summary['false_hang_findings_per_1000_gpu_hours'])} per 1,000 GPU-hours)"]
     out += ["", f"{'finding kind':<16}{'findings':>9}{'cause acc':>10}"]
     for kind, r in summary["cause_accuracy"].items():
         out.append(f"{kind:<16}{r['findings']:>9}{_f(r['accuracy']):>10}")

@@ -90,6 +90,8 @@ def _report(pm: PostMortem, window: Window, rep: dict, jobs: list[str], rejected
         d["first_detected"] = window.start + d["first_detected_s"]
     for s in rep["stalls"] + rep.get("slowdowns", []):
         s["start"], s["end"] = window.start + s["start_s"], window.start + s["end_s"]
+    for h in rep["hangs"]:
+        h["first_named"], h["last_named"] = window.start + h["first_named_s"], window.start + h["last_named_s"]
     head = {"prometheus_url": pm.prometheus_url, "from": window.start, "to": window.end, "step_s": window.step,
             **({"job": pm.job_id} if pm.job_id is not None else {}), "jobs": jobs}
     tail = {"rejected_job_ids": rejected} if rejected else {}

@@ -10,6 +10,8 @@ one the truth requires is found when a reported one overlaps it with its cause w
 ``SLOWDOWN_LATENCY_S`` of its start, its GPU-seconds compared with the truth's; a reported one that
 overlaps none of the truth's is a false one. The goodput ledger: each (kind, cause) against the truth's
 within the loss account's tolerance, and its sum against the allocation.
+Hung ranks (truth ``hangs``): named when the scorer names the rank's GPU as a culprit within ``LATENCY_S`` of the
+hang; a run of culprit samples on a GPU that overlaps none of its hangs is a false finding.
 """
 from __future__ import annotations
 
@@ -236,11 +238,40 @@ def false_findings(truth: dict, res: JobResult, stragglers: dict, slowdowns: dic
             "hardware": len(wrong_hw) + len(hinted)}
 
 
+def check_hangs(truth: dict, res: JobResult, start: float, period: float) -> dict:
+    """Each truth hang with the latency to the first sample naming its GPU (``named``: within ``LATENCY_S``),
+    whether that sample's cause and the rank reported are the truth's; and the false findings."""
+    rel = res.times - start
+    flags = res.culprits if res.culprits is not None else np.zeros((len(rel), len(res.columns)), bool)
+    column = {(node, gpu): j for j, (_, node, gpu) in enumerate(res.columns)}
+    ranks = {(h["node"], h["gpu"]): h["rank"] for h in res.hangs}
+    expected = [h for h in truth.get("hangs", []) if h["job_id"] == res.job_id]
+    found = []
+    for h in expected:
+        j = column.get((h["node"], h["gpu"]))
+        hit = flags[:, j] & (rel > h["start_s"]) & (rel - period < h["end_s"]) if j is not None else rel < 0
+        first = int(np.argmax(hit)) if hit.any() else None
+        latency = float(rel[first] - h["start_s"]) if first is not None else None
+        found.append({**h, "latency_s": latency, "named": latency is not None and latency <= LATENCY_S,
+                      "cause_right": first is not None and res.causes[first] == h["cause"],
+                      "rank_right": ranks.get((h["node"], h["gpu"])) == str(h["rank"])})
+    false = []
+    for (node, gpu), j in column.items():
+        windows = [h for h in expected if (h["node"], h["gpu"]) == (node, gpu)]
+        for a, b in _runs(flags[:, j]):
+            if not any(rel[a] > w["start_s"] and rel[a] - period < w["end_s"] + GRACE_SAMPLES * period
+                       for w in windows):
+                false.append({"node": node, "gpu": gpu, "cause": str(res.causes[a]), "from_s": float(rel[a] - period),
+                              "to_s": float(rel[b - 1])})
+    return {"expected": found, "false_findings": false}
+
+
 def check(truth: dict, results: dict[str, JobResult], start: float, period: float) -> dict:
     jobs = {}
     for job_id, res in results.items():
         jobs[job_id] = {"stragglers": check_stragglers(truth, res, start, period),
                         "stalls": check_stalls(truth, res, start, period),
+                        "hangs": check_hangs(truth, res, start, period),
                         "causes": check_causes(truth, res), "slowdowns": check_slowdowns(truth, res)}
         jobs[job_id]["false_findings"] = false_findings(truth, res, jobs[job_id]["stragglers"], jobs[job_id]["slowdowns"])
         if truth["loss"]["job_id"] == job_id:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from lockstep.analytics.prom import promql
-from lockstep.exporters.catalog import analytics, fabric, gpu, storage
+from lockstep.exporters.catalog import analytics, fabric, gpu, nccl, storage
 from lockstep.exporters.catalog.enums import IB_PORT_ACTIVE, THROTTLE_REASONS
 
 GPU_KEY = ("node", "gpu")
@@ -32,7 +32,10 @@ class Input:
     """One query per job. ``kind``: ``gauge`` (the value, max per key), ``ratio`` (metrics[0] over
     metrics[1] where that is positive, max per key), ``rate`` (per-second rate of counters, summed per
     key) or ``present`` (1 per key while any of ``metrics`` is above 0 or, for ``link``, while a port
-    is not ACTIVE or one of its link error counters rose; no sample otherwise)."""
+    is not ACTIVE or one of its link error counters rose; no sample otherwise); NCCL's RAS adds two
+    joins: ``missing`` (1 per key while a rank RAS got no answer from is named by its own node: its
+    address one of metrics[1]'s for that node) and ``largest`` (1 per key for the series of metrics[0]
+    in the job's largest communicators, by metrics[1])."""
 
     name: str
     kind: str
@@ -55,9 +58,18 @@ class Input:
         elif self.kind == "present" and self.name == "link":
             state = f"{promql.selector(fabric.IB_STATE.name, where)} != {IB_PORT_ACTIVE}"
             inner = " or ".join([state] + [f"{self._rate(m, where, step)} > 0" for m in self.metrics])
+        elif self.kind == "missing":
+            on_nodes = f"node=~{promql.quote(promql.alternatives(nodes))}"
+            inner = f"{self._selector(self.metrics[0], where)} and on (node, address) " \
+                    f"{promql.selector(self.metrics[1], on_nodes)}"
+        elif self.kind == "largest":
+            size = promql.selector(self.metrics[1], where)
+            inner = f"{self._selector(self.metrics[0], where)} and on (comm) " \
+                    f"(max by (comm) ({size}) == scalar(max({size})))"
         else:
             inner = self._selector(self.metrics[0], where) + (" > 0" if self.kind == "present" else "")
-        op = {"gauge": "max", "ratio": "max", "rate": "sum", "present": "group"}[self.kind]
+        op = {"gauge": "max", "ratio": "max", "rate": "sum", "present": "group", "missing": "group",
+              "largest": "group"}[self.kind]
         return f"{op} by ({', '.join(self.by)}) ({inner})"
 
     def _selector(self, metric: str, where: str) -> str:
@@ -96,5 +108,19 @@ INPUTS = (
     Input("pause", "rate", (fabric.PFC_PAUSE_DURATION.name,), NODE_KEY),
     Input("cnp", "rate", (fabric.ROCE_CNP_HANDLED.name,), NODE_KEY),
 )
+# NCCL's RAS, where the node agents run the nccl-ras collector (a job without it answers nothing): each rank's
+# collectives per second, how far it is behind its communicator within one RAS answer, the age of the answer
+# each node serves, the ranks RAS got no answer from (named by their own node: unresponsive or dead), and
+# each GPU's rank in the job's largest communicator (the world rank of a data-parallel job).
+RAS_INPUTS = (
+    Input("collectives", "rate", (nccl.RANK_COLLECTIVES.name,), GPU_KEY, own_job_id=True),
+    Input("behind", "gauge", (nccl.RANK_BEHIND.name,), GPU_KEY, own_job_id=True),
+    Input("ras_age", "gauge", (nccl.RAS_ANSWER_AGE.name,), NODE_KEY),
+    Input("missing", "missing", (nccl.MISSING_RANK_INFO.name, nccl.RAS_NODE_ADDRESS.name), GPU_KEY + ("reason",),
+          match='reason=~"unresponsive|dead"', own_job_id=True, fanout=2),
+    Input("rank", "largest", (nccl.RANK_BEHIND.name, nccl.COMMUNICATOR_RANKS.name), GPU_KEY + ("rank",),
+          own_job_id=True),
+)
+INPUTS += RAS_INPUTS
 # Every metric the inputs read (what a simulator frame needs to hold for the scorers).
 INPUT_METRICS = tuple(dict.fromkeys([m for i in INPUTS for m in i.metrics] + [fabric.IB_STATE.name]))

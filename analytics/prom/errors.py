@@ -8,3 +8,7 @@ class PrometheusError(RuntimeError):
 
 class MalformedAnswer(PrometheusError):
     """An answer that is not a well-formed ``query_range`` matrix on the window's grid."""
+
+
+class AnswerTooLarge(PrometheusError):
+    """An answer past the size the service reads (``--prometheus-max-answer-size``): not read further."""

@@ -7,10 +7,10 @@ import io
 import matplotlib
 
 matplotlib.use("Agg")  # headless: the report runs on servers and in CI
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
 
-from lockstep.analytics.report.tables import CAUSES  # noqa: E402
+from lockstep.analytics.report.tables import CAUSES
 
 
 def _png(fig) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from lockstep.analytics.scoring.slowdown import SlowdownResult
-from lockstep.exporters.catalog.enums import CHECKPOINT, HANG, LEDGER, MEMBER_LOST, NETWORK, STORAGE, STRAGGLER, UNKNOWN
+from lockstep.exporters.catalog.enums import CHECKPOINT, LEDGER, STRAGGLER, UNKNOWN
 
 Ledger = dict[str, dict[str, np.ndarray]]
 
@@ -35,8 +35,9 @@ def per_sample(n_gpus: int, period: float, causes: np.ndarray, lost: dict[str, n
     zero = np.zeros(t)
     out: Ledger = {kind: {cause: zero.copy() for cause in kinds} for kind, kinds in LEDGER.items()}
     allocated = np.where(np.arange(t) > 0, n_gpus * period, 0.0)
-    for cause in (NETWORK, STORAGE, HANG, MEMBER_LOST):
-        out["stall"][cause] += lost[cause]
+    for cause in LEDGER["stall"]:        # a hang localised to its ranks (rank_stopped, rank_dead) included
+        if cause != STRAGGLER:
+            out["stall"][cause] += lost[cause]
     out[CHECKPOINT][CHECKPOINT] += lost[CHECKPOINT]
     running_cost = lost[STRAGGLER] + lost["throttle"]
     stalled = causes == STRAGGLER

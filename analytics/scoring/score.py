@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from lockstep.analytics.frame.features import Features
-from lockstep.analytics.scoring import cause, imbalance, ledger, loss, slowdown, stall, straggler
+from lockstep.analytics.scoring import cause, hang, imbalance, ledger, loss, slowdown, stall, straggler
 from lockstep.analytics.scoring.detections import detections, gpu_cause, node_cause
 from lockstep.analytics.scoring.nanstats import nan_reduce
 from lockstep.exporters.catalog.enums import UNKNOWN, WORK
@@ -39,6 +39,8 @@ class JobResult:
     idle: np.ndarray | None = None          # per sample: the job holds its GPUs and runs nothing
     ledger: dict | None = None              # GPU-seconds per sample by kind and cause (lockstep.analytics.scoring.ledger)
     ledger_account: dict | None = None      # its totals (evaluation report ``ledger``)
+    culprits: np.ndarray | None = None      # times × GPUs: a rank the hung job waits for (scoring/hang.py)
+    hangs: tuple[dict, ...] = ()            # each rank named, once (evaluation report ``hangs`` rows)
 
 
 def infer_period(times: np.ndarray) -> float:
@@ -193,6 +195,8 @@ def score_job(features: Features, job_id: str, start: float, period: float,
     js, causes, evidence, res, level = _passes(features, job_id, period, None, prior)
     if level is None and baseline is not None:
         js, causes, evidence, res, level = _passes(features, job_id, period, baseline, prior)
+    hung = hang.localise(features, job_id, causes, evidence)      # a hang's ranks, where NCCL's RAS names them
+    causes, evidence = hung.causes, hung.evidence
     idle = stall.idle_mask(js)
     running = running_unheld(causes, res) & ~idle
     sig = {name: m[:, cols] for name, m in features.signals.items()}
@@ -226,7 +230,8 @@ def score_job(features: Features, job_id: str, start: float, period: float,
         loss=account, baseline=level, imbalance=found,
         imbalance_lost=imbalance_lost, learned=usual, slowdown=slow,
         slowdowns=tuple(slowdown.intervals(job_id, slow, features.times, start, period)), idle=idle,
-        ledger=book, ledger_account=ledger.account(job_id, book, account["allocated_gpu_seconds"]))
+        ledger=book, ledger_account=ledger.account(job_id, book, account["allocated_gpu_seconds"]),
+        culprits=hung.culprits, hangs=tuple(hang.findings(features, job_id, hung, start)))
 
 
 def straggler_holders(res: straggler.StragglerResult, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -25,7 +25,7 @@ from lockstep.analytics.frame.inputs import Input
 from lockstep.analytics.frame.window import JobWindow
 from lockstep.analytics.prom import promql
 from lockstep.analytics.prom.decode import Block
-from lockstep.analytics.prom.errors import PrometheusError
+from lockstep.analytics.prom.errors import AnswerTooLarge, PrometheusError
 from lockstep.analytics.prom.grid import Window
 from lockstep.analytics.scoring.score import JobResult, score_features
 from lockstep.analytics.service.config import Shard
@@ -112,12 +112,13 @@ class Refresher:
     # this refresh's fetching: samples placed, jobs fetched whole (the rest moved on)
     _fetched: int = field(default=0, init=False, repr=False)
     _full: int = field(default=0, init=False, repr=False)
+    _too_large: int = field(default=0, init=False, repr=False)   # answers refused for their size
 
     async def refresh(self, now: float) -> None:
         """Score the window ending at ``now``; raises when no job could be fetched (the source is down)."""
         state = self.state
         started = time.monotonic()
-        self._fetched = self._full = 0
+        self._fetched = self._full = self._too_large = 0
         window = window_ending(now, self.settings)
         mine, rejected = split_job_ids(await self.source.list_jobs(window.end), self.settings.shard)
         if rejected and rejected != list(state.health.rejected_job_ids):
@@ -131,7 +132,8 @@ class Refresher:
         state.health = Health(up=True, stale=False, last_success=time.time(), failures=state.health.failures,
                               duration_s=time.monotonic() - started, rejected_job_ids=tuple(rejected),
                               last_error="; ".join(f"job {j}: {e}" for j, e in failed.items())[:2000],
-                              fetched_samples=self._fetched, full_fetches=self._full)
+                              fetched_samples=self._fetched, full_fetches=self._full,
+                              answers_too_large=state.health.answers_too_large + self._too_large)
 
     async def score(self, jobs: list[str], window: Window) -> tuple[dict[str, JobResult], dict[str, str]]:
         """Each job's window (moved on from the one held, else fetched whole) scored, and the errors of the
@@ -146,6 +148,7 @@ class Refresher:
         h = self.state.health
         h.up, h.stale, h.failures = False, bool(self.state.results.jobs), h.failures + 1
         h.last_error = f"{type(exc).__name__}: {exc}"
+        h.answers_too_large += self._too_large + isinstance(exc, AnswerTooLarge)
 
     def _account(self, scored: dict[str, JobResult], failed: dict[str, str], window: Window) -> dict[str, JobView]:
         """Each scored job's new samples counted and its view; a job whose queries failed keeps its last
@@ -199,6 +202,7 @@ class Refresher:
             try:
                 held = await fetch_window(self.source, job_id, chunk)
             except PrometheusError as exc:
+                self._too_large += isinstance(exc, AnswerTooLarge)
                 log.warning("catch-up failed; retried next refresh", extra=kv(job_id=job_id, err=str(exc)[:500]))
                 continue
             self._fetched += held.fetched
@@ -221,6 +225,7 @@ class Refresher:
             try:
                 held = await self._window(job_id, window)
             except PrometheusError as exc:
+                self._too_large += isinstance(exc, AnswerTooLarge)
                 failed[job_id] = str(exc)
                 continue
             features[job_id] = held.features()

@@ -14,6 +14,7 @@ import aiohttp
 
 from lockstep.analytics.prom import api as source_prom
 from lockstep.analytics.prom import promql
+from lockstep.analytics.prom.answersize import SERVE_DEFAULT
 from lockstep.analytics.service.state import LOSS_CAUSES, LossCounters
 from lockstep.exporters.catalog import analytics as cat
 from lockstep.exporters.catalog.enums import LEDGER
@@ -96,13 +97,14 @@ def counters_by_job(result: list) -> dict[str, LossCounters]:
 
 
 async def resume(session: aiohttp.ClientSession, base_url: str, jobs: list[str], at: float, lookback_s: float,
-                 timeout: float) -> dict[str, LossCounters]:
+                 timeout: float, max_bytes: int = SERVE_DEFAULT) -> dict[str, LossCounters]:
     """Counters to continue for ``jobs`` (those with none exported within ``lookback_s`` start afresh)."""
     out: dict[str, LossCounters] = {}
     for first in range(0, len(jobs), BATCH):
         batch = jobs[first:first + BATCH]
         result = await source_prom.api_get(session, base_url, "/api/v1/query",
-                                           {"query": resume_query(batch, lookback_s), "time": f"{at:.3f}"}, timeout)
+                                           {"query": resume_query(batch, lookback_s), "time": f"{at:.3f}"}, timeout,
+                                           max_bytes)
         found = counters_by_job(result)
         out.update((job_id, found[job_id]) for job_id in batch if job_id in found)
     return out

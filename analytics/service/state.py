@@ -36,6 +36,7 @@ class Health:
     last_error: str = ""
     fetched_samples: int = 0    # samples the last refresh fetched (the held windows moved on: the new rows only)
     full_fetches: int = 0       # jobs whose window the last refresh fetched whole (new, changed, or after a gap)
+    answers_too_large: int = 0  # Prometheus answers not read past --prometheus-max-answer-size, since start
 
 
 @dataclass

@@ -67,7 +67,8 @@ class StallView:
     stalled: bool
     cause: str | None
     since: float | None
-    evidence: dict[str, Any]   # numbers, flags; member_lost adds "missing": [{node, pod, gpus}]
+    evidence: dict[str, Any]   # numbers, flags; member_lost adds "missing": [{node, pod, gpus}]; rank_stopped
+    # and rank_dead add "culprits": [{node, gpu, rank, ras, collectives_behind (ras "behind"), last_collective}]
 
 
 @dataclass(frozen=True)

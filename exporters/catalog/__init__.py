@@ -7,10 +7,21 @@ severities) and ``selectors`` the scrape-job selectors every query is a function
 """
 from __future__ import annotations
 
-from lockstep.exporters.catalog import analytics, fabric, gpu, health, power, storage, validation
+from lockstep.exporters.catalog import (
+    analytics,
+    fabric,
+    gpu,
+    health,
+    nccl,
+    nccl_inspector,
+    pace,
+    power,
+    storage,
+    validation,
+)
 from lockstep.exporters.catalog.model import COUNTER, GAUGE, Metric
 
-SECTIONS = (health, gpu, fabric, storage, power, analytics, validation)
+SECTIONS = (health, gpu, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace)
 
 
 def _build() -> dict[str, Metric]:

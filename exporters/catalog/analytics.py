@@ -4,6 +4,9 @@ from lockstep.exporters.catalog.enums import (
     IMBALANCE_CAUSES,
     LEDGER,
     LOSS_CAUSES,
+    RANK_DEAD,
+    RANK_HANGS,
+    RANK_STOPPED,
     SLOWDOWN_CAUSES,
     STALL_CAUSES,
     STRAGGLER_CAUSES,
@@ -120,3 +123,20 @@ JOB_LEDGER_GPU_SECONDS = counter(
     f"the series of a job sum to) productive or lost to exactly one kind and cause ({_LEDGER_DOC}).",
     ("job_id", "kind", "cause"), "seconds")
 METRICS += (JOB_SLOWDOWN, JOB_PACE_RATIO, JOB_LEDGER_GPU_SECONDS)
+
+# Added with hang localisation: the ranks a hung job waits for, where NCCL's RAS names them.
+JOB_HANG_CULPRIT = gauge(
+    "lockstep_job_hang_culprit",
+    f"1 for each rank a job stalled with cause {' or '.join(RANK_HANGS)} waits for: its node, GPU and rank "
+    "(in the job's largest NCCL communicator; empty where unknown), from NCCL's RAS (the node agents' nccl-ras "
+    f"collector): {RANK_STOPPED}, the rank is behind its communicator while the rest wait; {RANK_DEAD}, RAS gets "
+    "no answer from its process.", ("job_id", "node", "gpu", "rank", "cause"))
+
+METRICS += (JOB_HANG_CULPRIT,)
+
+# Added with the cap on Prometheus answers: what the service refused to read.
+ANALYTICS_ANSWERS_TOO_LARGE = counter(
+    "lockstep_analytics_prometheus_answers_too_large_total",
+    "Prometheus answers the service stopped reading past its --prometheus-max-answer-size (each fails the job "
+    "that asked for it, or the whole refresh when it is the job list); the refresh error names the query.")
+METRICS += (ANALYTICS_ANSWERS_TOO_LARGE,)

@@ -71,15 +71,21 @@ IB_PHYS_STATES: Mapping[int, str] = MappingProxyType(
 # --- lockstep_job_stalled{cause}, lockstep_job_lost_gpu_seconds_total{cause} -----------------------
 CHECKPOINT, NETWORK, STORAGE, STRAGGLER, HANG, THROTTLE, MEMBER_LOST = (
     "checkpoint", "network", "storage", "straggler", "hang", "throttle", "member_lost")
+RANK_STOPPED, RANK_DEAD = "rank_stopped", "rank_dead"
 # Why a stalled job stands still (the analytics service decides one per sample). member_lost: some of
 # the job's GPUs left the mapping (pod deleted, node agent gone) while the rest wait in the collective.
-STALL_CAUSES = (CHECKPOINT, NETWORK, STORAGE, STRAGGLER, HANG, MEMBER_LOST)
+# A hang NCCL's RAS localises to its ranks: rank_stopped, a rank stopped entering collectives while its
+# communicator's other ranks went on and wait for it; rank_dead, a rank's process RAS no longer reaches
+# (unresponsive, or considered dead) while the rest wait for it. hang: a hang not localised.
+STALL_CAUSES = (CHECKPOINT, NETWORK, STORAGE, STRAGGLER, HANG, MEMBER_LOST, RANK_STOPPED, RANK_DEAD)
 # Where allocated GPU time goes lost: the stall causes, and throttle (time lost running slow, unstalled).
-LOSS_CAUSES = (CHECKPOINT, STRAGGLER, NETWORK, STORAGE, HANG, THROTTLE, MEMBER_LOST)
+LOSS_CAUSES = (CHECKPOINT, STRAGGLER, NETWORK, STORAGE, HANG, THROTTLE, MEMBER_LOST, RANK_STOPPED, RANK_DEAD)
+# Hangs localised to the ranks the job waits for: each culprit named (lockstep_job_hang_culprit).
+RANK_HANGS = (RANK_STOPPED, RANK_DEAD)
 # Stalls with an alert of their own: a blocking checkpoint is expected and bounded
-# (CheckpointStallExcessive), a hang pages as TrainingJobHung, a lost member as TrainingJobMemberLost;
-# TrainingJobStalled covers the rest.
-STALLS_ALERTED_APART = (CHECKPOINT, HANG, MEMBER_LOST)
+# (CheckpointStallExcessive), a hang pages as TrainingJobHung, a lost member as TrainingJobMemberLost,
+# a hang localised to its ranks as TrainingJobRankHung; TrainingJobStalled covers the rest.
+STALLS_ALERTED_APART = (CHECKPOINT, HANG, MEMBER_LOST, *RANK_HANGS)
 
 # --- the cause of each finding: lockstep_finding_cause{kind,cause}, lockstep_job_slowdown{cause} --------
 HARDWARE, TRANSIENT, WORK, UNKNOWN, POWER = "hardware", "transient", "work", "unknown", "power"

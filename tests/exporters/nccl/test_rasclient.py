@@ -1,0 +1,184 @@
+"""The RAS protocol client against the simulated RAS service over real TCP on 127.0.0.1: format detected by
+asking (JSON from NCCL 2.28.7, text before), the simulated answers parsed, and every way of not answering."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from lockstep.exporters.nccl.ras import parse
+from lockstep.exporters.nccl.rasclient import RasAnswer, RasProtocolError, RasRefused, RasTimeout, query
+from lockstep.simulator.ncclras import RasJob, RasService, render_json, render_text
+
+
+def job() -> RasJob:
+    j = RasJob(["10.0.0.1", "10.0.0.2"], gpus_per_node=4)
+    j.advance(10)
+    return j
+
+
+def ask(service: RasService, **kwargs) -> RasAnswer:
+    return query(service.host, service.port, timeout=10, **kwargs)
+
+
+@pytest.mark.parametrize("version,fmt", [("2.30.7", "json"), ("2.29.2", "json"), ("2.28.9", "json"),
+                                         ("2.28.7", "json"), ("2.28.3", "text"), ("2.26.2", "text")])
+def test_the_format_is_detected_by_asking(version, fmt):
+    with RasService(job(), version) as service:
+        answer = ask(service)
+    assert (answer.format, answer.protocol) == (fmt, 2)
+    status = parse(answer.body, answer.format)
+    assert status.nccl_version == version and status.format == fmt
+
+
+def test_text_on_request_and_json_refused_by_an_old_nccl():
+    with RasService(job(), "2.30.7") as new, RasService(job(), "2.26.2") as old:
+        assert ask(new, fmt="text").format == "text"
+        with pytest.raises(RasProtocolError, match="SET FORMAT json refused"):
+            ask(old, fmt="json")
+
+
+def test_the_json_answer_is_the_simulators_and_carries_every_rank():
+    j = job()
+    j.kill(2)
+    with RasService(j, "2.28.9") as service:
+        answer = ask(service)
+    assert answer.body.count('"nvml_dev": 2\n') == 2            # 2.28.9's missing comma, in both communicators
+    status = parse(answer.body, "json")
+    world = max(status.communicators, key=lambda c: c.size)
+    assert (world.size, world.ranks_count, world.missing_count) == (8, 7, 1)
+    assert [(m.rank, m.host) for m in world.missing] == [(2, "10.0.0.1")]
+
+
+def test_a_verbose_text_answer_names_more_outliers():
+    j = RasJob(["10.0.0.1", "10.0.0.2"], gpus_per_node=4, lead=1)
+    j.advance(10)
+    for rank in (1, 2, 5):     # 3 of 8 behind: over a quarter, under half
+        j.stop_entering(rank)
+    j.advance(2)
+    terse, verbose = render_text(j, "2.26.2", verbose=False), render_text(j, "2.26.2", verbose=True)
+    assert "  3 ranks have launched up to operation 40\n" in terse and "  Rank 1 -- GPU" not in terse
+    assert "  Rank 1 -- GPU 1 managed by process 100001 on node 10.0.0.1\n" in verbose
+    with RasService(j, "2.26.2") as service:
+        assert ask(service).body == verbose
+        assert ask(service, verbose=False).body == terse
+
+
+def test_nothing_listening_is_refused(refused_port):
+    with pytest.raises(RasRefused):
+        query("127.0.0.1", refused_port, timeout=5)
+
+
+@pytest.fixture
+def silent_listener():
+    """A listener that accepts connections and never answers; yields (port, accepted connections)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def run():
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], accepted
+    stop.set()
+    thread.join(5)
+    server.close()
+    for conn in accepted:
+        conn.close()
+
+
+def test_a_listener_that_never_answers_times_out(silent_listener):
+    port, accepted = silent_listener
+    with pytest.raises(RasTimeout):
+        query("127.0.0.1", port, timeout=0.5)
+    assert accepted
+
+
+def test_an_answer_over_the_limit_is_refused():
+    j = RasJob([f"10.0.0.{n}" for n in range(1, 9)], gpus_per_node=8)
+    with RasService(j) as service:
+        with pytest.raises(RasProtocolError, match="larger than"):
+            ask(service, max_bytes=4096)
+
+
+def test_a_server_that_is_not_ras_is_a_protocol_error():
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def run():
+        conn, _ = server.accept()
+        conn.recv(100)
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+        conn.close()
+
+    threading.Thread(target=run, daemon=True).start()
+    try:
+        with pytest.raises(RasProtocolError, match="handshake"):
+            query("127.0.0.1", server.getsockname()[1], timeout=5)
+    finally:
+        server.close()
+
+
+def test_the_service_answers_commands_as_nccl_does():
+    with RasService(job(), "2.26.2") as old, RasService(job(), "2.30.7") as new:
+        assert exchange(old, "client protocol 7", "TIMEOUT x", "SET FORMAT json", "MONITOR", "BOGUS") == [
+            "SERVER PROTOCOL 2", "ERROR: Invalid timeout value x", "ERROR: Unknown command SET FORMAT json",
+            "ERROR: Unknown command MONITOR", "ERROR: Unknown command BOGUS"]
+        assert exchange(new, "SET FORMAT yaml", "set format JSON", "MONITOR nope") == [
+            "ERROR: Invalid format yaml", "OK", "ERROR: Invalid event group 'nope'"]
+
+
+def exchange(service: RasService, *commands: str) -> list[str]:
+    with socket.create_connection((service.host, service.port), timeout=5) as conn:
+        reader = conn.makefile("rb")
+        replies = []
+        for command in commands:
+            conn.sendall(command.encode() + b"\r\n")
+            replies.append(reader.readline().decode().rstrip("\n"))
+        return replies
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_monitor_mode_reports_a_peer_declared_dead(fmt):
+    j = job()
+    with RasService(j, "2.29.2") as service:
+        with socket.create_connection((service.host, service.port), timeout=5) as conn:
+            reader = conn.makefile("rb")
+            if fmt == "json":
+                conn.sendall(b"SET FORMAT json\n")
+                assert reader.readline() == b"OK\n"
+            conn.sendall(b"MONITOR lifecycle\n")
+            assert reader.readline() == b"OK\n"
+            deadline = time.monotonic() + 5
+            while not service.monitors and time.monotonic() < deadline:
+                time.sleep(0.02)
+            j.declare_dead(5)
+            event = reader.readline().decode() if fmt == "text" else b"".join(
+                iter(lambda: reader.readline(), b"}\n")).decode()
+    if fmt == "text":
+        assert event.endswith("] PEER_DEAD: Process 101001 on node 10.0.0.2 managing GPU 1 \n")
+    else:
+        assert '"event": "PEER_DEAD"' in event and '"host": "10.0.0.2"' in event and '"pid": 101001' in event
+
+
+def test_the_job_freezes_as_a_synchronous_job_does():
+    j = RasJob(["10.0.0.1"], gpus_per_node=4, node_comms=False, lead=1)
+    world = j.comms[0]
+    j.advance(10)
+    j.stop_entering(2)
+    j.advance(5)
+    counts = {r: j.counts(world, r)["AllReduce"] for r in range(4)}
+    assert counts == {0: 44, 1: 44, 2: 40, 3: 44}     # 4 per step; the others one step ahead, then waiting
+    j.advance(5)
+    assert {r: j.counts(world, r)["AllReduce"] for r in range(4)} == counts
+    assert render_json(j).count('"AllReduce": 40') == 1
