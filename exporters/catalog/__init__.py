@@ -10,6 +10,7 @@ from __future__ import annotations
 from lockstep.exporters.catalog import (
     analytics,
     fabric,
+    gnmi,
     gpu,
     health,
     nccl,
@@ -17,11 +18,13 @@ from lockstep.exporters.catalog import (
     pace,
     power,
     storage,
+    switches,
     validation,
 )
 from lockstep.exporters.catalog.model import COUNTER, GAUGE, Metric
 
-SECTIONS = (health, gpu, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace)
+SECTIONS = (health, gpu, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace, switches,
+            gnmi)
 
 
 def _build() -> dict[str, Metric]:

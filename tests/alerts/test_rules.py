@@ -37,6 +37,8 @@ CONTRACT = {
     "GPUHardwareStraggler": "ticket",
     # Added with hang localisation: a page for a job of rank_hung_page_gpus GPUs or more, else a ticket.
     "TrainingJobRankHung": "page|ticket",
+    # Added with the fabric exporter's link-health verdicts.
+    "LinkFailed": "page", "LinkDegraded": "ticket",
 }
 
 

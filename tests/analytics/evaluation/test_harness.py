@@ -15,6 +15,9 @@ from tests.helpers.paths import REPO
 
 SCENARIOS = ("defect-thermal", "input-starvation", "quiet-2", "subtle-groups", "outage")
 
+# make eval's summary over simulated scenarios: make test runs it, make test-fast leaves it out
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def summary(tmp_path_factory):

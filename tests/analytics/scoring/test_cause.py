@@ -47,6 +47,7 @@ def test_there_are_defect_scenarios_of_every_kind():
     assert defects == {"thermal", "power_brake", "pcie"}
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 @pytest.mark.parametrize("path", DEFECTS, ids=lambda p: p.stem)
 def test_a_gpu_broken_before_the_job_is_a_hardware_straggler_within_60s(path, evaluated):
     """The defect's node and GPU (from the scenario file), flagged with cause hardware within 60 s of
@@ -65,6 +66,7 @@ def test_a_gpu_broken_before_the_job_is_a_hardware_straggler_within_60s(path, ev
     assert not imbalanced & set(broken)
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 @pytest.mark.parametrize("path", DEFECTS, ids=lambda p: p.stem)
 def test_the_evidence_names_what_the_defect_shows(path, evaluated):
     """A thermal defect: hardware reasons and its clock below its peers', hot; the power brake: the same
@@ -84,6 +86,7 @@ def test_the_evidence_names_what_the_defect_shows(path, evaluated):
             assert (ev["temperature_celsius"] >= cause.HOT_C) == (f["defect"] == "thermal")
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 @pytest.mark.parametrize("path", GROUPS, ids=lambda p: p.stem)
 def test_work_imbalance_stays_imbalance_with_cause_work_and_is_never_flagged(path, evaluated):
     """The GPUs of a worker group (the truth's ``imbalanced``, cause work) are imbalance with cause work,
@@ -101,6 +104,7 @@ def test_work_imbalance_stays_imbalance_with_cause_work_and_is_never_flagged(pat
         assert any((s["node"], s["gpu"]) == (d["node"], d["gpu"]) for s in run.truth["stragglers"]), d
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 def test_each_straggler_carries_the_cause_its_fault_shows(evaluated):
     """Over the shipped scenarios: every straggler the truth requires, flagged with the truth's cause."""
     checked = 0
@@ -114,6 +118,7 @@ def test_each_straggler_carries_the_cause_its_fault_shows(evaluated):
     assert checked >= 30
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 @pytest.mark.parametrize("path", QUIET, ids=lambda p: p.stem)
 def test_fault_free_noisy_runs_have_no_hardware_finding(path, evaluated):
     _, _, report = evaluated(path)
@@ -121,6 +126,7 @@ def test_fault_free_noisy_runs_have_no_hardware_finding(path, evaluated):
     assert all(r["cause"] == "work" for f in report["imbalance"] for r in f["ranks"])
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 def test_the_service_view_and_metrics_carry_the_cause(evaluated):
     """What ``/api/v1/jobs/{id}`` and ``/metrics`` say of the defect-thermal job at its last sample."""
     path = SCENARIOS / "defect-thermal.yaml"
@@ -134,6 +140,7 @@ def test_the_service_view_and_metrics_carry_the_cause(evaluated):
     assert [(s.labels, s.value) for s in samples] == [(("4401", "node02", "5", "hardware"), 1.0)]
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 def test_the_imbalance_view_and_metrics_carry_the_cause(evaluated):
     _, results, _ = evaluated(SCENARIOS / "stage-and-defect.yaml")
     (res,) = results.values()

@@ -43,6 +43,7 @@ def evaluated(request):
     return load_yaml(path), run, report
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 def test_the_ledger_sums_to_the_allocated_gpu_seconds(evaluated):
     """The scenario's GPUs × the seconds after its first sample: the ledger's kinds sum to it."""
     sc, _, report = evaluated
@@ -55,6 +56,7 @@ def test_the_ledger_sums_to_the_allocated_gpu_seconds(evaluated):
     assert all(v >= 0 for by_cause in report["ledger"]["gpu_seconds"].values() for v in by_cause.values())
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 def test_each_kind_and_cause_is_within_tolerance_of_the_truth(evaluated):
     """The same tolerance as the loss account on noisy scenarios (truthcheck.check_loss)."""
     _, run, report = evaluated
@@ -68,6 +70,7 @@ def test_each_kind_and_cause_is_within_tolerance_of_the_truth(evaluated):
                                                                                       expected)
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 def test_a_restart_is_an_idle_allocation_not_a_hang():
     """restart.yaml: the job's processes are gone from 400 s to 520 s, its 32 GPUs allocated and idle."""
     run, _, report = evaluate(SCENARIOS / "restart.yaml")
@@ -125,6 +128,7 @@ def starving():
     return simulate(SCENARIOS / "input-starvation.yaml")
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 async def test_the_services_ledger_sums_to_what_it_allocated_through_an_outage_and_its_catch_up(starving):
     """Refreshed every minute over the input starvation; the service cut off from Prometheus for 12
     minutes, of which Prometheus itself was down (no samples) for the first 4: the gap is caught up

@@ -38,6 +38,7 @@ def _overlaps(a: dict, b: dict) -> bool:
     return a["start_s"] < b["end_s"] and b["start_s"] < a["end_s"]
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 def test_every_slowdown_that_must_be_is_reported_with_its_cause_and_cost(evaluated):
     """Within two minutes of its start, with the truth's cause, its GPU-seconds within 20% of the truth's."""
     name, run, _, report = evaluated
@@ -52,6 +53,7 @@ def test_every_slowdown_that_must_be_is_reported_with_its_cause_and_cost(evaluat
         assert got["lost_gpu_seconds"] == pytest.approx(want["lost_gpu_seconds"], rel=0.2), (name, got, want)
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 def test_nothing_is_reported_where_the_whole_job_did_not_slow(evaluated):
     name, run, _, report = evaluated
     for got in report["slowdowns"]:
@@ -61,6 +63,7 @@ def test_nothing_is_reported_where_the_whole_job_did_not_slow(evaluated):
         assert report["ledger"]["gpu_seconds"]["slowdown"] == dict.fromkeys(("storage", "network", "power", "unknown"), 0.0)
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 def test_a_slowdown_is_no_stall_and_no_straggler(evaluated):
     """Congestion, a cap or slow input that slow every rank together: the only stalls are the scenario's
     checkpoints, and no rank is flagged."""
@@ -70,6 +73,7 @@ def test_a_slowdown_is_no_stall_and_no_straggler(evaluated):
         assert report["stragglers"] == []
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 def test_what_a_slowdown_costs_is_in_the_loss_account_under_its_cause():
     run, _, report = evaluate(SCENARIOS / "input-starvation.yaml")
     (slowed,) = report["slowdowns"]
@@ -84,6 +88,7 @@ def test_no_alert_rule_reads_a_slowdown():
     assert exprs and not any(cat.JOB_SLOWDOWN.name in e or cat.JOB_PACE_RATIO.name in e for e in exprs)
 
 
+@pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
 def test_the_service_view_and_metrics_carry_the_slowdown_in_progress():
     """The input starvation scored up to 900 s: the job is slowed, by storage, since about 600 s."""
     run, results, _ = evaluate(SCENARIOS / "input-starvation.yaml")
