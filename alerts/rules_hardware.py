@@ -1,4 +1,4 @@
-"""Alerts on the hardware the node agents watch: PFC, InfiniBand ports, GPUs.
+"""Alerts on the hardware the node agents watch: PFC, InfiniBand ports, GPUs, local NVMe drives.
 
 Fabric and GPU alerts carry the ``job_id`` of the job on the faulty part where there is one (joined
 through the recorded ``lockstep:node_job:info`` / ``lockstep:gpu_job:info``). That label is the
@@ -179,5 +179,24 @@ def gpu(config: AlertsConfig) -> list[Alert]:
     ]
 
 
+def nvme(config: AlertsConfig) -> list[Alert]:
+    t, sel = config.thresholds, config.selectors.node
+    used = metric("lockstep_nvme_percentage_used_ratio", sel)
+    spare = metric("lockstep_nvme_available_spare_ratio", sel)
+    spare_min = metric("lockstep_nvme_available_spare_threshold_ratio", sel)
+    where = "NVMe {{ $labels.controller }} on {{ $labels.node }}"
+    return [
+        Alert("NVMeWearing", with_job(f"{used} >= {t.nvme_wear_ratio:g}", "node", NODE_JOB, "node, controller"), TICKET,
+              f"{where} is wearing out",
+              f"{where} has used {{{{ $value | humanizePercentage }}}} of its rated write endurance (SMART Percentage "
+              "Used); plan its replacement before it goes read-only.", (("signal", "wear"),), for_="15m"),
+        Alert("NVMeWearing", with_job(f"{spare} <= {spare_min}", "node", NODE_JOB,
+                                      "node, controller"), TICKET,
+              f"{where} is out of spare blocks",
+              f"{where} has {{{{ $value | humanizePercentage }}}} spare capacity left, at or below its own threshold "
+              "(SMART Available Spare): the drive is failing.", (("signal", "spare"),), for_="15m"),
+    ]
+
+
 def alerts(config: AlertsConfig) -> list[Alert]:
-    return pfc(config) + infiniband(config) + fabric(config) + gpu(config)
+    return pfc(config) + infiniband(config) + fabric(config) + gpu(config) + nvme(config)

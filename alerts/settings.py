@@ -31,6 +31,9 @@ class Thresholds:
     # A hang localised to its ranks pages for a job on at least this many GPUs (so many GPUs wait for one
     # rank that a human should come now); a smaller job's is a ticket.
     rank_hung_page_gpus: float = 64
+    # An NVMe drive with this share of its rated endurance used (SMART Percentage Used) is due for replacement
+    # planning; spare at or below the drive's own threshold fires regardless.
+    nvme_wear_ratio: float = 0.8
     checkpoint_lost_ratio: float = 0.1      # checkpoint-stalled share of allocated GPU time
     checkpoint_window: str = "1h"
     rack_power_budget_ratio: float = 0.9

@@ -39,6 +39,8 @@ CONTRACT = {
     "TrainingJobRankHung": "page|ticket",
     # Added with the fabric exporter's link-health verdicts.
     "LinkFailed": "page", "LinkDegraded": "ticket",
+    # Added with the node-side storage collectors.
+    "NVMeWearing": "ticket",
 }
 
 
