@@ -20,7 +20,7 @@ from lockstep.exporters.toolkit.jsonload import load_json
 
 # Alerts after which a node must take no more work until someone resets a GPU, reboots or repairs it.
 DRAIN_ALERTS = ("GPUUncorrectableECC", "GPURowRemapFailure", "GPURowRemapPending", "InfiniBandLinkDown",
-                "GPUFellOffBus", "GPUMissing", "ValidationFailed")
+                "GPUFellOffBus", "GPUMissing", "ValidationFailed", "GPUHardwareStraggler")
 # Drained for only where they name a host: LinkFailed of a host link carries its node (a switch-to-switch
 # link has none and is routed to the pager alone, never to the receiver).
 HOST_ALERTS = ("LinkFailed",)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from lockstep.alerts.model import FOR, Alert, metric
 from lockstep.alerts.recording import JOB_GPUS, JOB_LOST_GPU_TIME, RACK_POWER_BUDGET
 from lockstep.alerts.settings import AlertsConfig
-from lockstep.exporters.catalog.enums import CHECKPOINT, HANG, PAGE, RANK_DEAD, STALLS_ALERTED_APART, TICKET
+from lockstep.exporters.catalog.enums import CHECKPOINT, HANG, HARDWARE, PAGE, RANK_DEAD, STALLS_ALERTED_APART, TICKET
 
 
 def jobs(config: AlertsConfig) -> list[Alert]:
@@ -17,6 +17,8 @@ def jobs(config: AlertsConfig) -> list[Alert]:
     large = f"{JOB_GPUS} >= {t.rank_hung_page_gpus:g}"
     score = f'min by (job_id, node, gpu) ({metric("lockstep_straggler_score", sel)})'
     flagged = f'max by (job_id, node, gpu) ({metric("lockstep_straggler_flagged", sel)}) == 1'
+    broken = metric("lockstep_straggler_cause", sel, f'cause="{HARDWARE}"')
+    hardware = f"max by (job_id, node, gpu) ({broken}) == 1"
     return [
         # Checkpoint stalls are expected and bounded; they have their own alert below. A hang pages as Hung.
         Alert("TrainingJobStalled", f"max by (job_id, cause) ({stalled}) == 1", PAGE,
@@ -30,6 +32,15 @@ def jobs(config: AlertsConfig) -> list[Alert]:
               "{{ $labels.node }} GPU {{ $labels.gpu }} holds job {{ $labels.job_id }} back: it runs at "
               "{{ $value | humanizePercentage }} of the best ranks' speed and every rank waits for it.",
               keep_firing_for=t.straggler_keep_firing_for, for_="5m"),
+        # A straggler its own hardware explains (a thermal or hardware slowdown, the power brake, its clock below
+        # its peers', a narrow PCIe link, a hardware XID), also when it was slow since the job started: the
+        # node is a quarantine candidate (alerts/quarantine.py drains it; the running job finishes first).
+        Alert("GPUHardwareStraggler", hardware, TICKET,
+              "Broken GPU slows job {{ $labels.job_id }}: {{ $labels.node }} GPU {{ $labels.gpu }}",
+              "{{ $labels.node }} GPU {{ $labels.gpu }} holds job {{ $labels.job_id }} back and its own hardware "
+              "explains it (the straggler's evidence says which: clock-event reasons, its clock against its peers', "
+              "temperature, PCIe link, XIDs). Drain {{ $labels.node }}"
+              "{{ if $labels.gpu }} (GPU {{ $labels.gpu }}){{ end }} once the job can move.", for_="5m"),
         Alert("TrainingJobHung", f"max by (job_id) ({hung}) == 1", PAGE,
               "Training job {{ $labels.job_id }} is hung",
               "Job {{ $labels.job_id }} shows no compute, no traffic and no I/O for "

@@ -42,6 +42,9 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     st = sub.add_parser("steptimes", help="per-rank step times (worker,step,seconds CSV) → stragglers and imbalance")
     st.add_argument("file", help="CSV with header worker,step,seconds (or the Alibaba PAI ,worker,gpu,time,"
                                  "batch_time_norm)")
+    st.add_argument("--telemetry", metavar="FILE", help="CSV of the same workers' hardware (worker,step and any of "
+                                                        "clock_ratio,temperature_celsius,reasons,pcie_degraded,"
+                                                        "hardware_xid): each finding's cause is added")
     st.add_argument("--json", action="store_true", help="print JSON")
     from lockstep.analytics.hang.cli import add_flags as add_hang_flags
     add_hang_flags(sub.add_parser("hang", help="PyTorch Flight Recorder dumps of a hung job (one per rank) → the first "
@@ -126,20 +129,26 @@ def _post_mortem(args: argparse.Namespace) -> int:
 def _steptimes(args: argparse.Namespace) -> int:
     from lockstep.analytics.scoring.steptimes import parse_csv, result
 
-    found = result(parse_csv(args.file))
+    telemetry = None
+    if args.telemetry:
+        from lockstep.analytics.scoring.stepcause import parse_telemetry
+        telemetry = parse_telemetry(args.telemetry)
+    found = result(parse_csv(args.file), telemetry)
     if args.json:
         print(json.dumps(found))
         return 0
     for s in found["stragglers"] or [{"worker": None}]:
+        why = f"; {s['cause']}" + (" since the start" if s.get("since_start") else "") if s.get("cause") else ""
         print("no stragglers" if s["worker"] is None else
-              f"worker {s['worker']}: first flagged at step {s['first_flagged_step']}, score {s['score']:.2f}")
+              f"worker {s['worker']}: first flagged at step {s['first_flagged_step']}, score {s['score']:.2f}{why}")
     for imb in found["imbalance"] or [{"ranks": []}]:
         if not imb["ranks"]:
             print("no imbalance")
             continue
         ranks = ", ".join(f"{r['worker']} {r['ratio']:.2f}x" for r in imb["ranks"])
+        why = f"; {imb['cause']}" if imb.get("cause") else ""
         print(f"imbalance since the start (ratio to the median): {ranks}; "
-              f"{100 * imb['lost_share']:.1f}% of the workers' time spent waiting for it")
+              f"{100 * imb['lost_share']:.1f}% of the workers' time spent waiting for it{why}")
     return 0
 
 

@@ -31,9 +31,10 @@ from lockstep.simulator.state import State
 from lockstep.simulator.topology import Topology
 
 # The clock-event reasons of the series, one lockstep_gpu_clock_event_active each, in this order: what
-# the simulated GPUs raise (idle, power cap, thermal; faults.py) and hw_slowdown, which stays 0.
+# the simulated GPUs raise (idle, power cap, thermal, and a broken GPU's hardware slowdown and power
+# brake; faults.py).
 REASONS = {reason: CLOCK_EVENT_BITS[reason]
-           for reason in (IDLE_REASON, "sw_power_cap", "hw_slowdown", *THERMAL_REASONS)}
+           for reason in (IDLE_REASON, "sw_power_cap", "hw_slowdown", *THERMAL_REASONS, "hw_power_brake_slowdown")}
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,9 @@ def _gpu_blocks(topo: Topology) -> list[Block]:
         return np.where(s.lost, np.nan, v)
     blocks = [Block(G.UP, lab, lambda s: (~s.lost) * 1.0)]
     blocks += _table_blocks(GPU, lab, shown)
+    # as the node agent derives it from the link's width (exporters/gpu/)
+    blocks.append(Block(G.PCIE_LINK_DEGRADED, lab,
+                        lambda s: shown(s, (s.gpu["pcie_width"] < s.gpu["pcie_width_max"]) * 1.0)))
     for reason, bit in REASONS.items():
         blocks.append(Block(G.CLOCK_EVENT, {**lab, "reason": np.full(topo.n_gpus, reason)},
                             (lambda b: lambda s: shown(s, (s.gpu["reasons"] & b) > 0))(bit)))

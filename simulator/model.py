@@ -87,6 +87,9 @@ class Model:
             for cause, v in j.lost.items():
                 s.lost_gpu_s[cause] += v
             s.imbalance_gpu_s += j.imbalance
+            for kind, causes in j.ledger.items():
+                for cause, v in causes.items():
+                    s.ledger[kind][cause] += v
         # what the job's RAS answers, polled between ticks, read its steps from (simulator/collectives.py)
         s.step_history = [*s.step_history[-(math.ceil(hw.RAS_POLL_S / period) + 1):], (s.t, s.steps)]
         s.port_down[:] = c.port_down

@@ -88,7 +88,7 @@ def _report(pm: PostMortem, window: Window, rep: dict, jobs: list[str], rejected
     """The contract's report with the window it covers and unix times next to the offsets from --from."""
     for d in rep["stragglers"]:
         d["first_detected"] = window.start + d["first_detected_s"]
-    for s in rep["stalls"]:
+    for s in rep["stalls"] + rep.get("slowdowns", []):
         s["start"], s["end"] = window.start + s["start_s"], window.start + s["end_s"]
     for h in rep["hangs"]:
         h["first_named"], h["last_named"] = window.start + h["first_named_s"], window.start + h["last_named_s"]

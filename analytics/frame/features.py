@@ -18,7 +18,7 @@ REASON_PREFIX = "reason:"    # signals[REASON_PREFIX + reason]: 1 while the GPU 
 # signals["missing"]: the GPU's rank as NCCL's RAS lists it missing (absent: not missing)
 MISSING_UNRESPONSIVE, MISSING_DEAD = 1.0, 2.0
 SIGNALS = ("sm", "tensor", "step", "clock", "throttle", "tx", "xmit_wait", "link", "read", "write", "pause", "cnp",
-           "member")
+           "member", "temp", "pcie", "xid")
 COLUMNS = ("job_id", "node", "gpu")
 
 
@@ -27,10 +27,12 @@ class Features:
     """``signals[name]`` is a float32 matrix (times × GPUs); absent data is NaN, never zero. ``member``
     is 1 while the column's GPU is mapped to the column's job (``lockstep_gpu_job_info``), absent
     otherwise (a member whose mapping is gone: its node agent stopped answering, its pod was deleted);
-    besides ``SIGNALS``, ``reason:<reason>`` for each throttling clock-event reason held in the window
-    (1 while held), and where the job's node agents read NCCL's RAS: ``collectives`` (the rank's
-    collectives per second), ``behind`` (collectives it is behind its communicators' furthest rank within
-    one RAS answer), ``ras_age`` (seconds since that answer was taken) and ``missing``
+    ``temp`` is the GPU's temperature (celsius); ``pcie`` 1 while its PCIe link runs below its width,
+    ``xid`` 1 once the GPU has logged a hardware XID (the node agent's count since it started), both
+    absent otherwise; besides ``SIGNALS``, ``reason:<reason>`` for each throttling clock-event reason
+    held in the window (1 while held), and where the job's node agents read NCCL's RAS: ``collectives``
+    (the rank's collectives per second), ``behind`` (collectives it is behind its communicators' furthest
+    rank within one RAS answer), ``ras_age`` (seconds since that answer was taken) and ``missing``
     (``MISSING_UNRESPONSIVE``/``MISSING_DEAD`` while RAS lists it missing)."""
 
     times: np.ndarray          # Unix seconds, ascending

@@ -96,6 +96,10 @@ INPUTS = (
     Input("clock", "ratio", (gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name), GPU_KEY),
     Input("reasons", "present", (gpu.CLOCK_EVENT.name,), GPU_KEY + ("reason",),
           match=f'reason=~"{"|".join(THROTTLE_REASONS)}"', fanout=len(THROTTLE_REASONS)),
+    # a rank's own hardware, judged when it runs slower than its peers (lockstep.analytics.scoring.cause)
+    Input("temp", "gauge", (gpu.TEMPERATURE.name,), GPU_KEY),
+    Input("pcie", "present", (gpu.PCIE_LINK_DEGRADED.name,), GPU_KEY),
+    Input("xid", "present", (gpu.XID_ERRORS.name,), GPU_KEY, match='category=~"hardware"'),
     Input("tx", "rate", (fabric.IB_TRANSMIT_BYTES.name,), HCA_KEY),
     Input("xmit_wait", "rate", (fabric.IB_TRANSMIT_WAIT.name,), HCA_KEY),
     Input("link", "present", LINK_COUNTERS, HCA_KEY),

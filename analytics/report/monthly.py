@@ -91,6 +91,7 @@ def build_sections(frames: dict[str, pd.DataFrame], config: ReportConfig, start:
     ranking = faults.fault_ranking(frames["xid"], frames["ecc"], frames["flaps"], throttle, c, born)
     daily = tables.daily_energy(frames["energy"])
     ckpt = checkpoints.checkpoint_cost(frames["ckpt_stalled"], frames["write_rate"], f, config.steps.burst_margin_s)
+    ledger = tables.ledger(frames["ledger"], born)
     return [
         html.Section("GPU-hours per cluster", "Allocated, productive and lost GPU-hours.", clusters,
                      "gpu_hours_by_cluster.csv"),
@@ -101,6 +102,10 @@ def build_sections(frames: dict[str, pd.DataFrame], config: ReportConfig, start:
                      "not counted as lost above, and no straggler.",
                      tables.imbalance(jobs, frames["imbalance"], frames["imbalance_ratio"], frames["imbalance_gpus"],
                                       born), "imbalance_by_job.csv"),
+        html.Section("Where GPU-hours went", "The goodput ledger: every GPU-hour the analytics service accounted, "
+                     "productive or lost to exactly one kind (stall, checkpoint, straggler, imbalance, job-wide "
+                     "slowdown, idle allocation) and cause, per cluster.", ledger, "gpu_hours_ledger.csv",
+                     plots.ledger_plot(ledger)),
         html.Section("GPU-hours per team", "Teams from --teams, else the job's Slurm user.", teams, "gpu_hours_by_team.csv"),
         html.Section("Energy and peak power per rack", "Lowest headroom first.", racks, "rack_energy.csv",
                      plots.rack_power_plot(racks)),

@@ -42,6 +42,25 @@ def gpu_hours_plot(jobs: pd.DataFrame, top: int = 15) -> str | None:
     return _png(fig)
 
 
+def ledger_plot(ledger: pd.DataFrame) -> str | None:
+    """Per cluster, one bar of the ledger: productive, then each (kind, cause) lost, largest first."""
+    if ledger.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 4))
+    clusters = list(dict.fromkeys(ledger["cluster"]))
+    bottom = pd.Series(0.0, index=clusters)
+    for (kind, cause), part in ledger.groupby(["kind", "cause"], sort=False):
+        values = part.set_index("cluster")["gpu_h"].reindex(clusters).fillna(0.0)
+        if values.sum() > 0:
+            ax.bar(clusters, values, bottom=bottom, label=kind + (f": {cause}" if cause else ""),
+                   color="#2e7d32" if kind == "productive" else None)
+            bottom = bottom + values
+    ax.set_ylabel("GPU-hours")
+    ax.set_title("Where GPU-hours went")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
 def rack_power_plot(racks: pd.DataFrame) -> str | None:
     """Peak rack power next to its breaker budget."""
     if racks.empty:

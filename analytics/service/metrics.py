@@ -19,6 +19,8 @@ def job_samples(view: JobView, loss: LossCounters) -> list[Sample]:
         labels = (job, row.node, row.gpu or "")
         out.append(Sample(cat.STRAGGLER_SCORE, labels, row.score))
         out.append(Sample(cat.STRAGGLER_FLAGGED, labels, float(row.flagged)))
+        if row.flagged and row.cause:
+            out.append(Sample(cat.STRAGGLER_CAUSE, (*labels, row.cause), 1.0))
     for cause in CAUSES:
         out.append(Sample(cat.JOB_STALLED, (job, cause), float(view.stall.cause == cause)))
     if view.stall.cause == MEMBER_LOST:   # which member the job waits for: the page names it
@@ -31,9 +33,18 @@ def job_samples(view: JobView, loss: LossCounters) -> list[Sample]:
     for cause in LOSS_CAUSES:
         out.append(Sample(cat.JOB_LOST_GPU_SECONDS, (job, cause), round(loss.lost[cause], 3)))
     out.append(Sample(cat.JOB_ALLOCATED_GPU_SECONDS, (job,), loss.allocated))
+    # unrounded: the ledger's series sum to the allocation, and a replica resuming them keeps that
+    for kind, by_cause in loss.ledger.items():
+        for cause, value in by_cause.items():
+            out.append(Sample(cat.JOB_LEDGER_GPU_SECONDS, (job, kind, cause), value))
+    if view.slowdown.slowed:
+        out.append(Sample(cat.JOB_SLOWDOWN, (job, view.slowdown.cause), 1.0))
+    if view.slowdown.pace_ratio is not None:
+        out.append(Sample(cat.JOB_PACE_RATIO, (job,), view.slowdown.pace_ratio))
     out.append(Sample(cat.JOB_IMBALANCE_LOST_GPU_SECONDS, (job,), round(loss.imbalance, 3)))
     for rank in view.imbalance.ranks:
         out.append(Sample(cat.JOB_IMBALANCE_RATIO, (job, rank.node, rank.gpu), rank.ratio))
+        out.append(Sample(cat.JOB_IMBALANCE_CAUSE, (job, rank.node, rank.gpu, rank.cause), 1.0))
     if loss.accounted_until > float("-inf"):
         out.append(Sample(cat.JOB_ACCOUNTED_UNTIL, (job,), loss.accounted_until))
     if (goodput := loss.goodput()) is not None:

@@ -74,6 +74,7 @@ class RefreshState:
     losses: dict[str, LossCounters] = field(default_factory=dict)   # live, per job still running
     baselines: dict[str, float] = field(default_factory=dict)       # a job's last learned productive level
     learned: dict[str, pd.DataFrame] = field(default_factory=dict)  # each job's GPUs' usual pace, job-long
+    paces: dict[str, float] = field(default_factory=dict)           # a job's last baseline of its work rate
     windows: dict[str, JobWindow] = field(default_factory=dict)     # each job's matrices, moved on each refresh
 
 
@@ -84,13 +85,13 @@ def window_ending(now: float, settings: Settings) -> Window:
 
 
 def score_window(jobs: dict[str, Features], start: float, step: float, baselines: dict[str, float],
-                 learned: dict[str, pd.DataFrame]) -> dict[str, JobResult]:
+                 learned: dict[str, pd.DataFrame], paces: dict[str, float] | None = None) -> dict[str, JobResult]:
     """Blocking: score each job's features (runs in a worker thread); a job without GPUs is not scored.
-    ``baselines`` and ``learned``: what earlier windows taught of each job (``RefreshState``)."""
+    ``baselines``, ``learned`` and ``paces``: what earlier windows taught of each job (``RefreshState``)."""
     out = {}
     for job_id, features in jobs.items():
         if job_id in features.jobs():
-            out[job_id] = score_features(features, start, step, [job_id], baselines, learned)[job_id]
+            out[job_id] = score_features(features, start, step, [job_id], baselines, learned, paces)[job_id]
     return out
 
 
@@ -139,7 +140,7 @@ class Refresher:
         jobs that could not be fetched; raises when every job fails (the source itself is the problem)."""
         features, failed = await self._fetch_jobs(jobs, window)
         scored = await asyncio.to_thread(score_window, features, window.start, self.settings.step_s,
-                                         dict(self.state.baselines), dict(self.state.learned))
+                                         dict(self.state.baselines), dict(self.state.learned), dict(self.state.paces))
         return scored, failed
 
     def failed(self, exc: Exception) -> None:
@@ -168,6 +169,8 @@ class Refresher:
         is still a straggler, not imbalance (GPUs absent from this window keep theirs)."""
         if res.baseline is not None:
             self.state.baselines[job_id] = res.baseline
+        if res.slowdown is not None and res.slowdown.learned is not None:
+            self.state.paces[job_id] = res.slowdown.learned
         old = self.state.learned.get(job_id)
         self.state.learned[job_id] = res.learned if old is None else res.learned.combine_first(old)
 
@@ -177,6 +180,7 @@ class Refresher:
             self.state.losses.pop(gone, None)
             self.state.baselines.pop(gone, None)
             self.state.learned.pop(gone, None)
+            self.state.paces.pop(gone, None)
             self.state.windows.pop(gone, None)
 
     async def _catch_up(self, jobs: list[str], window: Window) -> None:
@@ -203,7 +207,8 @@ class Refresher:
                 continue
             self._fetched += held.fetched
             scored = await asyncio.to_thread(score_window, {job_id: held.features()}, chunk.start, step,
-                                             dict(self.state.baselines), dict(self.state.learned))
+                                             dict(self.state.baselines), dict(self.state.learned),
+                                             dict(self.state.paces))
             if job_id in scored:
                 res = scored[job_id]
                 self._remember_baseline(job_id, res)   # older than the current window's, which replaces it after

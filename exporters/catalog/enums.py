@@ -87,6 +87,42 @@ RANK_HANGS = (RANK_STOPPED, RANK_DEAD)
 # a hang localised to its ranks as TrainingJobRankHung; TrainingJobStalled covers the rest.
 STALLS_ALERTED_APART = (CHECKPOINT, HANG, MEMBER_LOST, *RANK_HANGS)
 
+# --- the cause of each finding: lockstep_finding_cause{kind,cause}, lockstep_job_slowdown{cause} --------
+HARDWARE, TRANSIENT, WORK, UNKNOWN, POWER = "hardware", "transient", "work", "unknown", "power"
+# Why a rank (or a node) runs slower than its job. hardware: its own hardware explains it (a clock-event
+# reason other than the job-wide power cap, its clock below its peers', its heat, a PCIe link trained
+# narrower, XIDs): a node to drain. transient: a straggler with no such evidence (its pace alone changed:
+# the OS, a data loader, a garbage collection, a noisy neighbour). work: imbalance with no such evidence (a
+# heavier pipeline stage, skewed data). unknown: the evidence is mixed.
+STRAGGLER_CAUSES = (HARDWARE, TRANSIENT, UNKNOWN)
+IMBALANCE_CAUSES = (WORK, UNKNOWN)
+RANK_CAUSES = (HARDWARE, TRANSIENT, WORK, UNKNOWN)
+# Why a whole job runs slower than its own recent baseline (no stall): its input (storage), the fabric, a
+# checkpoint, a cluster-wide power or thermal cap, or no evidence the stack collects (unknown).
+SLOWDOWN_CAUSES = (STORAGE, NETWORK, CHECKPOINT, POWER, UNKNOWN)
+
+# --- lockstep_job_ledger_gpu_seconds_total{kind,cause}: the goodput ledger ---------------------------
+# Every allocated GPU-second of a job, productive or lost to exactly one (kind, cause): a stall by its
+# cause (checkpoint stalls apart, with the time a checkpoint slows the job: kind checkpoint), a straggler
+# by its cause, imbalance, a job-wide slowdown by its cause, an allocation with nothing running (idle:
+# the job restarting, or not started).
+LEDGER: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "productive": ("",),
+    "stall": tuple(c for c in STALL_CAUSES if c != CHECKPOINT),
+    CHECKPOINT: (CHECKPOINT,),
+    STRAGGLER: STRAGGLER_CAUSES,
+    "imbalance": IMBALANCE_CAUSES,
+    "slowdown": tuple(c for c in SLOWDOWN_CAUSES if c != CHECKPOINT),
+    "idle": ("",),
+})
+LEDGER_KINDS = tuple(LEDGER)
+
+
+def ledger_zero() -> dict[str, dict[str, float]]:
+    """An empty ledger: every (kind, cause) at 0."""
+    return {kind: dict.fromkeys(causes, 0.0) for kind, causes in LEDGER.items()}
+
+
 # --- lockstep_validation_*{kind,status} (validation results, exporters/catalog/validation.py) -------
 KINDS = ("nccl", "perftest", "dcgm-diag", "fio", "gpu-burn")
 # A run's status: what the tool judged (pass/warn/fail), or that it never produced a judgement

@@ -33,6 +33,8 @@ CONTRACT = {
     "GPUXidWarning": "ticket", "GPURowRemapPending": "ticket",
     "ValidationFailed": "page", "ValidationRegression": "ticket",
     "TrainingJobMemberLost": "page",
+    # Added with causes on findings: a straggler its own hardware explains (a quarantine candidate).
+    "GPUHardwareStraggler": "ticket",
     # Added with hang localisation: a page for a job of rank_hung_page_gpus GPUs or more, else a ticket.
     "TrainingJobRankHung": "page|ticket",
     # Added with the fabric exporter's link-health verdicts.

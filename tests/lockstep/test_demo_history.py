@@ -47,7 +47,7 @@ def csv(out: Path, name: str) -> pd.DataFrame:
 def test_every_section_of_the_report_has_data(history):
     _, month, _, out = history
     tables = {p.name: pd.read_csv(p) for p in out.glob("*.csv") if p.read_text().strip()}
-    assert len(tables) == 9 and all(not t.empty for t in tables.values()), sorted(tables)
+    assert len(tables) == 10 and all(not t.empty for t in tables.values()), sorted(tables)   # with the ledger
     jobs = csv(out, "gpu_hours_by_job.csv")
     assert sorted(jobs["job_id"]) == sorted(j.job_id for j in JOBS)
     assert set(csv(out, "gpu_hours_by_team.csv")["team"]) == {j.user for j in JOBS}
@@ -96,7 +96,7 @@ def test_the_report_renders_in_headless_chromium(history, tmp_path):
                    check=True, capture_output=True, timeout=120)
     from PIL import Image
     page = (out / "report-2026-10.html").read_text()
-    assert page.count("src='data:image/png;base64,") == 4
+    assert page.count("src='data:image/png;base64,") == 5     # with the ledger's
     image = Image.open(shot).convert("RGB")
     colours = image.getcolors(maxcolors=1 << 22)
     assert len(colours) > 50 and sum(n for n, rgb in colours if min(rgb) < 200) > 0.05 * image.width * image.height

@@ -86,9 +86,9 @@ def test_truth_of_the_contract_example(contract) -> None:
     _, truth = contract
     assert truth["stragglers"] == [
         {"job_id": "4242", "node": "node05", "gpu": "3", "kind": "gpu_throttle", "start_s": 300.0, "end_s": 900.0,
-         "required": True},
+         "cause": "hardware", "required": True},
         {"job_id": "4242", "node": "node09", "gpu": None, "kind": "slow_node", "start_s": 1000.0, "end_s": 1300.0,
-         "required": True}]
+         "cause": "transient", "required": True}]
     stalls = {(s["start_s"], s["end_s"], s["cause"]) for s in truth["stalls"]}
     assert {(600.0, 645.0, "checkpoint"), (1200.0, 1245.0, "checkpoint"), (1400.0, 1500.0, "storage"),
             (1600.0, 1700.0, "hang")} <= stalls
@@ -163,4 +163,4 @@ def test_each_fault_loses_time_to_its_own_cause(tmp_path: Path, name, causes, ex
         assert got == stalls
     if name == "slow-node":
         assert truth["stragglers"] == [{"job_id": "5001", "node": "node03", "gpu": None, "kind": "slow_node",
-                                        "start_s": 100.0, "end_s": 200.0, "required": True}]
+                                        "start_s": 100.0, "end_s": 200.0, "cause": "transient", "required": True}]

@@ -112,7 +112,7 @@ def test_loss_account_within_10_percent_per_cause(evaluated):
 
 def test_report_has_the_contract_shape(evaluated):
     run, _, report, _ = evaluated
-    assert set(report) == {"scenario", "stragglers", "stalls", "loss", "imbalance", "hangs"}
+    assert set(report) == {"scenario", "stragglers", "stalls", "loss", "imbalance", "hangs", "slowdowns", "ledger"}
     assert report["scenario"] == run.scenario
     for s in report["stalls"]:
         assert s["cause"] in ("checkpoint", "network", "storage", "straggler", "hang", "member_lost", "rank_stopped",

@@ -69,7 +69,7 @@ async def test_scores_from_real_prometheus_match_truth(prometheus, service_sim, 
     assert {"clock", "work"} <= set(evidence["signals"]) and evidence["votes"] >= 2
     assert evidence["signals"]["clock"]["change"] == pytest.approx(1 / 0.7, rel=0.03)
     assert body["data"]["imbalance"] == {"ranks": [], "basis": "compute_activity", "lost_share": 0.0,
-                                         "cost_basis": "step_seconds", "lost_gpu_seconds": 0.0}
+                                         "cost_basis": "step_seconds", "lost_gpu_seconds": 0.0, "cause": "work"}
     assert _samples(text, "lockstep_job_imbalance_lost_gpu_seconds_total") == {'{job_id="7300"}': 0.0}
 
 

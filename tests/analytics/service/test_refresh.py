@@ -267,7 +267,9 @@ async def test_the_baseline_learned_earlier_scores_a_window_that_a_straggler_fil
     """From 300 s on, the throttled GPU slows the whole job: a window of only those samples has no
     clean stretch to learn the productive level from. Learned from the window before, the level
     turns the slowdown into straggler loss as the simulator's truth counts it; without it, a fresh
-    replica takes the slowed level for productive and counts none."""
+    replica takes the slowed level for productive, and counts the loss only because the GPU's
+    hardware explains its slowness (a thermal throttle: a hardware straggler since the window's start,
+    whose cost is read off the ranks' step times)."""
     truth = run.truth["loss"]["lost_gpu_seconds"]["straggler"]
     kept = Refresher(FakeSource(_jobs(run, "7300")), Settings(window_s=300))
     await kept.refresh(run.start + 300)
@@ -277,19 +279,20 @@ async def test_the_baseline_learned_earlier_scores_a_window_that_a_straggler_fil
     assert kept.state.losses["7300"].lost["straggler"] == pytest.approx(truth, rel=0.05)
 
     # A fresh replica sees the throttled GPU slow from the first sample of its window: its pace is that
-    # GPU's usual one (imbalance, not a straggler), so the whole window counts as clean and the slowed
-    # level is learned as productive.
+    # GPU's usual one, so the whole window counts as clean and the slowed level is learned as productive;
+    # its thermal reasons and low clock make it a hardware straggler since the start all the same.
     fresh = Refresher(FakeSource(_jobs(run, "7300")), Settings(window_s=295))
     await fresh.refresh(_end(run))
     assert fresh.state.baselines.get("7300", 0.0) < 0.95 * learned
-    assert fresh.state.losses["7300"].lost["straggler"] < 0.1 * truth
+    assert fresh.state.losses["7300"].lost["straggler"] == pytest.approx(truth, rel=0.2)
 
 
 async def test_the_gpus_usual_pace_learned_earlier_holds_across_held_windows(run):
     """The throttled GPU's usual pace is learned from the windows before 300 s and kept while the
     job's window is moved on: at the end, with every sample of the window slowed, it is still a
     straggler, not imbalance. A fresh replica whose one window starts after the slowdown has no such
-    history: to it the GPU has been slow since it started (imbalance, not a straggler)."""
+    history: to it the GPU has been slow since it started, a straggler only because its hardware
+    explains it (thermal reasons, its clock below its peers'), never imbalance."""
     kept = Refresher(FakeSource(_jobs(run, "7300")), Settings(window_s=295))
     for t in (300, 450, 600):
         await kept.refresh(run.start + t)
@@ -298,7 +301,8 @@ async def test_the_gpus_usual_pace_learned_earlier_holds_across_held_windows(run
     await fresh.refresh(_end(run))
     held, once = kept.state.results.jobs["7300"], fresh.state.results.jobs["7300"]
     assert [(g.node, g.gpu) for g in held.stragglers] == [("node01", "3")] and held.imbalance.ranks == ()
-    assert once.stragglers == () and [(r.node, r.gpu) for r in once.imbalance.ranks] == [("node01", "3")]
+    assert [(g.node, g.gpu, g.cause) for g in once.stragglers] == [("node01", "3", "hardware")]
+    assert once.imbalance.ranks == ()
 
 
 async def test_a_held_window_asks_again_for_its_last_steps_and_counts_them_once(run):
