@@ -18,6 +18,8 @@ SUBCOMMANDS = {
                                                            "link partners, link health"),
     "switch-exporter": ("lockstep.exporters.gnmi.cli", "subscribe over gNMI to switches' PFC, ECN, queue and "
                                                        "PFC-watchdog counters; serve them"),
+    "storage-exporter": ("lockstep.exporters.storagesys.cli", "poll cluster-wide storage systems (MinIO); serve "
+                                                                "per-bucket I/O, errors and capacity"),
     "analytics": ("lockstep.analytics.cli", "straggler, stall and utilization-loss scoring: serve, evaluate, steptimes; "
                                             "hang localisation"),
     "sim": ("lockstep.simcli", "simulated GPU training cluster with fault injection: run, series, backfill"),

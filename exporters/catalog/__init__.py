@@ -18,13 +18,14 @@ from lockstep.exporters.catalog import (
     pace,
     power,
     storage,
+    storagesys,
     switches,
     validation,
 )
 from lockstep.exporters.catalog.model import COUNTER, GAUGE, Metric
 
 SECTIONS = (health, gpu, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace, switches,
-            gnmi)
+            gnmi, storagesys)
 
 
 def _build() -> dict[str, Metric]:

@@ -1,0 +1,49 @@
+"""Cluster-wide storage systems read by the storage exporter (``lockstep storage-exporter``): one small
+common set per target and file system, view or bucket, whatever system answers. Each HELP names the
+source fields a kind maps; a kind whose source lacks a field leaves the metric out (absent, not zero)."""
+from lockstep.exporters.catalog.model import counter, gauge
+
+T = ("target",)
+# scope: bucket (MinIO, Ceph RGW), filesystem (WEKA), view (VAST), cluster (a whole system); name: its name there.
+S = ("target", "scope", "name")
+
+READ_BYTES = counter("lockstep_storage_system_read_bytes_total",
+                     "Bytes read by clients from the file system, view or bucket. MinIO: "
+                     "minio_bucket_traffic_sent_bytes summed over the cluster's servers.", S, "bytes")
+WRITE_BYTES = counter("lockstep_storage_system_write_bytes_total",
+                      "Bytes written by clients to the file system, view or bucket. MinIO: "
+                      "minio_bucket_traffic_received_bytes summed over the cluster's servers.", S, "bytes")
+OPERATIONS = counter("lockstep_storage_system_operations_total",
+                     "Operations (requests) served, by the system's own operation name. op: MinIO's S3 API name "
+                     "(minio_bucket_requests_total{api}, lower case: getobject, putobject, ...).", S + ("op",))
+ERRORS = counter("lockstep_storage_system_operation_errors_total",
+                 "Operations that failed. class: client (MinIO minio_bucket_requests_4xx_errors_total), server "
+                 "(minio_bucket_requests_5xx_errors_total); summed over operations and servers.", S + ("class",))
+LATENCY = counter("lockstep_storage_system_operation_latency_seconds_total",
+                  "Total time spent in operations; divided by the rate of "
+                  "lockstep_storage_system_operations_total of the same op, the mean latency. Only from systems "
+                  "that report a latency sum (MinIO's v2 bucket metrics carry a time-to-first-byte histogram "
+                  "without a sum: absent there).", S + ("op",), "seconds")
+USED = gauge("lockstep_storage_system_used_bytes",
+             "Bytes stored in the file system, view or bucket. MinIO: minio_bucket_usage_total_bytes.", S, "bytes")
+CAPACITY = gauge("lockstep_storage_system_capacity_bytes",
+                 "Bytes the file system, view or bucket may hold. MinIO: minio_bucket_quota_total_bytes, where a "
+                 "quota is set.", S, "bytes")
+OBJECTS = gauge("lockstep_storage_system_objects",
+                "Objects (files) stored. MinIO: minio_bucket_usage_object_total.", S)
+
+TARGET_INFO = gauge("lockstep_storage_system_target_info",
+                    "Always 1; the kind (weka, vast, minio, ceph-rgw) and address of a configured storage system.",
+                    ("target", "kind", "address"))
+UP = gauge("lockstep_storage_system_up", "1 if the last poll of the storage system succeeded, 0 otherwise.", T)
+POLL_DURATION = gauge("lockstep_storage_system_poll_duration_seconds",
+                      "Wall-clock time of the last poll of the storage system.", T, "seconds")
+POLL_FAILURES = counter("lockstep_storage_system_poll_failures_total",
+                        "Polls of the storage system that failed since the exporter started. reason: timeout (no "
+                        "answer within timeout_s), connect (refused, reset, TLS), http (an error status), parse "
+                        "(an answer that is not the system's format).", T + ("reason",))
+LAST_SUCCESS = gauge("lockstep_storage_system_last_success_timestamp_seconds",
+                     "Unix time of the last successful poll of the storage system.", T, "seconds")
+
+METRICS = (READ_BYTES, WRITE_BYTES, OPERATIONS, ERRORS, LATENCY, USED, CAPACITY, OBJECTS,
+           TARGET_INFO, UP, POLL_DURATION, POLL_FAILURES, LAST_SUCCESS)

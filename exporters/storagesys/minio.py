@@ -1,0 +1,86 @@
+"""MinIO's bucket metrics (``GET /minio/v2/metrics/bucket``, Prometheus text; docs/metrics/prometheus/list.md
+in minio/minio, "Bucket Metrics"), read into one ``BucketStats`` per bucket and mapped to the common
+storage-system metrics. Pure parsing; the fetch is the poller's.
+
+The endpoint's answer is the node's own bucket metrics plus its peers' (cmd/metrics-v2.go,
+``minioBucketCollector.Collect``), each series labelled with its ``server``: request and traffic
+counters are per server and summed here, while usage (bytes, objects, quota) comes from the cluster's
+data-usage scan once, from the answering node."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from lockstep.exporters.catalog import storagesys as m
+from lockstep.exporters.storagesys.promtext import parse_samples
+from lockstep.exporters.toolkit.sample import Sample
+
+METRICS_PATH = "/minio/v2/metrics/bucket"
+
+
+@dataclass
+class BucketStats:
+    bucket: str
+    sent_bytes: float | None = None       # to clients: reads
+    received_bytes: float | None = None   # from clients: writes
+    requests: dict[str, float] = field(default_factory=dict)  # per S3 API (lower case, as MinIO labels it)
+    errors_4xx: float | None = None
+    errors_5xx: float | None = None
+    used_bytes: float | None = None
+    objects: float | None = None
+    quota_bytes: float | None = None
+
+
+def _add(current: float | None, value: float) -> float:
+    return value if current is None else current + value
+
+
+def parse_bucket_metrics(text: str) -> list[BucketStats]:
+    """The buckets of one answer, in name order. Series without a ``bucket`` label (the replication
+    proxy failures, ``minio_usage_last_activity_nano_seconds``) are not per bucket and are skipped."""
+    buckets: dict[str, BucketStats] = {}
+    for name, labels, value in parse_samples(text, "minio_"):
+        bucket = labels.get("bucket")
+        if not bucket:
+            continue
+        b = buckets.setdefault(bucket, BucketStats(bucket))
+        # minio_bucket_traffic_*_bytes are typed gauge but count since server start (their HELP: "Total
+        # number of S3 bytes ..."): counters here.
+        if name == "minio_bucket_traffic_sent_bytes":
+            b.sent_bytes = _add(b.sent_bytes, value)
+        elif name == "minio_bucket_traffic_received_bytes":
+            b.received_bytes = _add(b.received_bytes, value)
+        elif name == "minio_bucket_requests_total":
+            api = labels.get("api", "")
+            b.requests[api] = b.requests.get(api, 0.0) + value
+        elif name == "minio_bucket_requests_4xx_errors_total":
+            b.errors_4xx = _add(b.errors_4xx, value)
+        elif name == "minio_bucket_requests_5xx_errors_total":
+            b.errors_5xx = _add(b.errors_5xx, value)
+        elif name == "minio_bucket_usage_total_bytes":
+            b.used_bytes = value
+        elif name == "minio_bucket_usage_object_total":
+            b.objects = value
+        elif name == "minio_bucket_quota_total_bytes":
+            b.quota_bytes = value
+    return [buckets[k] for k in sorted(buckets)]
+
+
+def samples(target: str, buckets: list[BucketStats]) -> Iterator[Sample]:
+    for b in buckets:
+        key = (target, "bucket", b.bucket)
+        for metric, value in ((m.READ_BYTES, b.sent_bytes), (m.WRITE_BYTES, b.received_bytes),
+                              (m.USED, b.used_bytes), (m.CAPACITY, b.quota_bytes), (m.OBJECTS, b.objects)):
+            if value is not None:
+                yield Sample(metric, key, value)
+        for api in sorted(b.requests):
+            yield Sample(m.OPERATIONS, (*key, api), b.requests[api])
+        if b.errors_4xx is not None:
+            yield Sample(m.ERRORS, (*key, "client"), b.errors_4xx)
+        if b.errors_5xx is not None:
+            yield Sample(m.ERRORS, (*key, "server"), b.errors_5xx)
+
+
+def read(target: str, text: str) -> list[Sample]:
+    """An answer of the bucket endpoint as samples of the common metrics."""
+    return list(samples(target, parse_bucket_metrics(text)))

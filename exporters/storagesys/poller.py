@@ -1,0 +1,107 @@
+"""Polls every target concurrently (at most max_concurrency at once), each within timeout_s, and keeps
+the latest result per target for ``/metrics``. A target's failure is its own: it reads as
+``lockstep_storage_system_up{target} 0`` and a failure counted by reason; the others stay as they are."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import aiohttp
+
+from lockstep.exporters.catalog import storagesys as m
+from lockstep.exporters.storagesys import minio
+from lockstep.exporters.storagesys.config import StorageConfig, Target
+from lockstep.exporters.storagesys.errors import PollError
+from lockstep.exporters.storagesys.fetch import get_text, ssl_context
+from lockstep.exporters.toolkit.logs import kv
+from lockstep.exporters.toolkit.sample import Sample
+
+log = logging.getLogger("lockstep.storage")
+# kind -> (endpoint path, parser of its answer into samples)
+KINDS: dict[str, tuple[str, Callable[[str, str], list[Sample]]]] = {
+    "minio": (minio.METRICS_PATH, minio.read),
+}
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    up: bool
+    samples: tuple[Sample, ...]
+    duration_s: float
+    error: str | None = None
+    reason: str | None = None
+
+
+class Poller:
+    def __init__(self, config: StorageConfig, session: aiohttp.ClientSession) -> None:
+        self.config, self.session = config, session
+        self.results: dict[str, TargetResult] = {}
+        self.last_success: dict[str, float] = {}
+        self.failures: dict[tuple[str, str], int] = {}
+        self._slots = asyncio.Semaphore(config.max_concurrency)
+        self._tls = {t.name: ssl_context(t) for t in config.targets}
+
+    async def _read(self, target: Target) -> list[Sample]:
+        path, parse = KINDS[target.kind]
+        text = await get_text(self.session, target, path, self._tls[target.name], self.config.max_answer_bytes)
+        return await asyncio.to_thread(parse, target.name, text)  # thousands of buckets: off the event loop
+
+    async def poll(self, target: Target) -> TargetResult:
+        """One poll: the wait for a slot is not counted against the target's timeout_s."""
+        async with self._slots:
+            started = time.perf_counter()
+            try:
+                async with asyncio.timeout(self.config.timeout_s):
+                    found = await self._read(target)
+            except TimeoutError:
+                return TargetResult(False, (), time.perf_counter() - started,
+                                    f"no answer within {self.config.timeout_s:g}s", "timeout")
+            except PollError as exc:
+                return TargetResult(False, (), time.perf_counter() - started, str(exc), exc.reason)
+            return TargetResult(True, tuple(found), time.perf_counter() - started)
+
+    async def poll_and_store(self, target: Target) -> None:
+        result = await self.poll(target)
+        previous = self.results.get(target.name)
+        self.results[target.name] = result
+        if result.up:
+            self.last_success[target.name] = time.time()
+            if previous is not None and not previous.up:
+                log.info("storage target recovered", extra=kv(target=target.name))
+            return
+        key = (target.name, result.reason or "connect")
+        self.failures[key] = self.failures.get(key, 0) + 1
+        if previous is None or previous.up:  # once per outage, not every interval
+            log.warning("storage target poll failed", extra=kv(target=target.name, reason=result.reason,
+                                                                err=result.error))
+
+    async def poll_all(self) -> None:
+        await asyncio.gather(*(self.poll_and_store(t) for t in self.config.targets))
+
+    async def run(self) -> None:
+        """Poll forever, one round per interval; a round never overlaps the next."""
+        while True:
+            started = time.monotonic()
+            await self.poll_all()
+            await asyncio.sleep(max(0.0, self.config.interval_s - (time.monotonic() - started)))
+
+    def target_samples(self, target: Target) -> Iterable[Sample]:
+        yield Sample(m.TARGET_INFO, (target.name, target.kind, target.url), 1.0)
+        for (name, reason), count in sorted(self.failures.items()):
+            if name == target.name:
+                yield Sample(m.POLL_FAILURES, (name, reason), float(count))
+        result = self.results.get(target.name)
+        if result is None:
+            return  # not polled yet: unknown is not down
+        yield from result.samples
+        yield Sample(m.UP, (target.name,), 1.0 if result.up else 0.0)
+        yield Sample(m.POLL_DURATION, (target.name,), result.duration_s)
+        if target.name in self.last_success:
+            yield Sample(m.LAST_SUCCESS, (target.name,), self.last_success[target.name])
+
+    def samples(self) -> Iterable[Sample]:
+        for target in self.config.targets:
+            yield from self.target_samples(target)

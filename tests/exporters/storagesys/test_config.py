@@ -1,0 +1,41 @@
+"""The storage exporter's config: errors name file, line and key; the bearer token is read from its file
+and never printed."""
+from __future__ import annotations
+
+import pytest
+
+from lockstep.exporters.storagesys.config import ConfigError, load_config
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "storage.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_valid_config_reads_the_token_file(tmp_path):
+    (tmp_path / "s3.token").write_text("eyJ-secret-jwt\n")
+    cfg = load_config(write(tmp_path, "interval_s: 20\ntargets:\n  - name: s3\n    kind: minio\n"
+                                      "    url: https://minio.example:9000\n    bearer_token_file: s3.token\n"))
+    assert cfg.interval_s == 20 and cfg.targets[0].bearer_token == "eyJ-secret-jwt"
+    assert "eyJ-secret-jwt" not in repr(cfg)
+
+
+@pytest.mark.parametrize(("body", "where"), [
+    ("targets:\n  - name: a\n    kind: lustre\n    url: http://h\n", ":3: targets[0].kind"),
+    ("targets:\n  - name: a\n    kind: weka\n    url: http://h\n", ":3: targets[0].kind: weka is not read"),
+    ("targets:\n  - name: a\n    kind: minio\n    url: http://u:p@h\n", ":4: targets[0].url"),
+    ("targets:\n  - name: a\n    kind: minio\n    url: http://h/minio/v2/metrics/bucket\n", ":4: targets[0].url"),
+    ("targets:\n  - name: a\n    kind: minio\n    url: http://h\n    bearer_token_file: nope\n",
+     ":5: targets[0].bearer_token_file: cannot read nope"),
+    ("targets:\n  - name: a\n    kind: minio\n    url: http://h\n    colour: red\n", "targets[0].colour"),
+    ("targets:\n  - {name: a, kind: minio, url: 'http://h'}\n  - {name: a, kind: minio, url: 'http://i'}\n",
+     ":3: targets[1].name: duplicate"),
+    ("interval_s: 5\ntimeout_s: 10\ntargets:\n  - {name: a, kind: minio, url: 'http://h'}\n", ":2: timeout_s"),
+    ("targets: []\n", "targets"),
+])
+def test_errors_name_file_line_and_key(tmp_path, body, where):
+    path = write(tmp_path, body)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value).startswith(str(path)) and where in str(err.value)

@@ -1,0 +1,96 @@
+"""The storage exporter against fake storage systems serving MinIO's recorded answer over HTTP (in
+process): each target's metrics arrive; a dead, a hung and a garbage-answering target each read as down
+with their reason and leave the others intact; the bearer token is sent and never logged."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from lockstep.exporters.catalog import storagesys as m
+from lockstep.exporters.storagesys.app import create_app
+from lockstep.exporters.storagesys.config import StorageConfig, Target
+from tests.helpers.storagefake import Behaviour, FakeStorage
+
+TOKEN = "eyJhbGciOi-never-logged-Sig"
+
+
+@pytest.fixture
+async def fake(aiohttp_server):
+    storage = FakeStorage()
+    storage.add("good", Behaviour(token=TOKEN))
+    storage.add("other")
+    storage.add("hung", Behaviour(mode="hang"))
+    storage.add("garbage", Behaviour(mode="garbage"))
+    storage.add("denied", Behaviour(token="another"))
+    server = await aiohttp_server(storage.app())
+    yield storage, f"http://127.0.0.1:{server.port}"
+    storage.hung.set()
+
+
+def config(base: str, refused_port: int, *names: str, timeout_s: float = 5.0) -> StorageConfig:
+    targets = [Target(n, "minio", f"{base}/{n}", bearer_token=TOKEN if n in ("good", "denied") else None)
+               for n in names]
+    targets.append(Target("dead", "minio", f"http://127.0.0.1:{refused_port}"))
+    return StorageConfig(tuple(targets), interval_s=60.0, timeout_s=timeout_s)
+
+
+async def scrape(client) -> dict[tuple, float]:
+    resp = await client.get("/metrics")
+    assert resp.status == 200
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(await resp.text()) for s in f.samples}
+
+
+def value(samples, metric, **labels):
+    return samples.get((metric.name, tuple(sorted(labels.items()))))
+
+
+async def test_failing_targets_are_down_with_their_reason_and_the_others_intact(
+        fake, refused_port, aiohttp_client, caplog):
+    storage, base = fake
+    caplog.set_level(logging.DEBUG)
+    cfg = config(base, refused_port, "good", "other", "garbage", "denied")
+    client = await aiohttp_client(create_app(cfg, background=False))
+    await _poll(client)
+    got = await scrape(client)
+    for name in ("good", "other"):
+        assert value(got, m.UP, target=name) == 1.0
+        assert value(got, m.READ_BYTES, target=name, scope="bucket", name="mybucket") == 1232.0
+        assert value(got, m.OPERATIONS, target=name, scope="bucket", name="mybucket", op="putobject") == 1.0
+    for name, reason in (("dead", "connect"), ("garbage", "parse"), ("denied", "http")):
+        assert value(got, m.UP, target=name) == 0.0
+        assert value(got, m.POLL_FAILURES, target=name, reason=reason) == 1.0
+        assert value(got, m.READ_BYTES, target=name, scope="bucket", name="mybucket") is None
+    assert storage.requests["good"] == 1
+    assert TOKEN not in caplog.text and "another" not in caplog.text
+    logged = [r.fields for r in caplog.records if r.name == "lockstep.storage"]
+    assert {f["target"]: f["reason"] for f in logged} == {"dead": "connect", "garbage": "parse", "denied": "http"}
+    assert not any(TOKEN in str(f) or "another" in str(f) for f in logged)
+
+
+async def _poll(client):
+    from lockstep.exporters.storagesys.app import POLLER
+    await client.app[POLLER].poll_all()
+
+
+@pytest.mark.slow  # waits out a real (short) timeout
+async def test_a_hung_target_times_out_alone(fake, refused_port, aiohttp_client):
+    _, base = fake
+    cfg = config(base, refused_port, "hung", "good", timeout_s=0.5)
+    client = await aiohttp_client(create_app(cfg, background=False))
+    await _poll(client)
+    got = await scrape(client)
+    assert value(got, m.UP, target="hung") == 0.0
+    assert value(got, m.POLL_FAILURES, target="hung", reason="timeout") == 1.0
+    assert value(got, m.UP, target="good") == 1.0
+    assert value(got, m.POLL_DURATION, target="good") < 0.5
+
+
+async def test_not_polled_yet_is_unknown_not_down(fake, refused_port, aiohttp_client):
+    _, base = fake
+    client = await aiohttp_client(create_app(config(base, refused_port, "good"), background=False))
+    got = await scrape(client)
+    assert value(got, m.TARGET_INFO, target="good", kind="minio", address=f"{base}/good") == 1.0
+    assert not any(k[0] == m.UP.name for k in got)

@@ -1,0 +1,60 @@
+"""A fake storage system serving recorded answers over HTTP (aiohttp, in process): each target a path
+prefix ``/<name>`` answering its kind's endpoint with the recorded body, or hanging, or sending garbage.
+The bearer token, where given, is checked as the real MinIO checks its Prometheus endpoint's JWT."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from tests.helpers.paths import FIXTURES
+
+MINIO_BUCKET = (FIXTURES / "minio" / "bucket-metrics.prom").read_text()
+
+
+def two_servers(answer: str) -> str:
+    """The recorded answer as a two-server MinIO gives it: every per-server series once more for a second
+    server (usage series are the answering node's only, cmd/metrics-v2.go; kept once)."""
+    extra = [line.replace('server="127.0.0.1:9000"', 'server="127.0.0.2:9000"') for line in answer.splitlines()
+             if line.startswith(("minio_bucket_requests", "minio_bucket_traffic"))]
+    return answer + "\n".join(extra) + "\n"
+
+
+@dataclass
+class Behaviour:
+    body: str = MINIO_BUCKET
+    mode: str = "answer"  # answer | hang | garbage | status
+    token: str | None = None
+    status: int = 200
+
+
+class FakeStorage:
+    def __init__(self) -> None:
+        self.targets: dict[str, Behaviour] = {}
+        self.requests: dict[str, int] = {}
+        self.hung = asyncio.Event()  # set at teardown to let hung handlers go
+
+    def add(self, name: str, behaviour: Behaviour | None = None) -> None:
+        self.targets[name] = behaviour or Behaviour()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        b = self.targets.get(name)
+        if b is None or request.match_info["rest"] != "minio/v2/metrics/bucket":
+            raise web.HTTPNotFound()
+        self.requests[name] = self.requests.get(name, 0) + 1
+        if b.token is not None and request.headers.get("Authorization") != f"Bearer {b.token}":
+            raise web.HTTPForbidden(text="Access Denied.")
+        if b.mode == "hang":
+            await self.hung.wait()
+        if b.mode == "garbage":
+            return web.Response(text="<html><body>502 Bad Gateway</body></html>\n", content_type="text/html")
+        if b.mode == "status":
+            return web.Response(status=b.status, text="error\n")
+        return web.Response(text=b.body, content_type="text/plain")
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/{name}/{rest:.*}", self._handle)
+        return app
