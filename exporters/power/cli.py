@@ -6,16 +6,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import sys
 from typing import Sequence
 
-from lockstep.exporters.toolkit.configfile import ConfigError
+from lockstep.exporters.toolkit import targetcli
 from lockstep.exporters.toolkit.helpformat import DefaultsHelpFormatter
-from lockstep.exporters.toolkit.listen import parse_listen_address
 from lockstep.exporters.toolkit.logs import add_flags as add_log_flags
-from lockstep.exporters.toolkit.logs import kv, setup_from_args
+from lockstep.exporters.toolkit.logs import kv
 from lockstep.exporters.toolkit.openfiles import raise_open_files_limit
-from lockstep.exporters.toolkit.webconfig import add_flags as add_web_flags
 
 log = logging.getLogger("lockstep.power")
 
@@ -26,11 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
         description="Poll Redfish/IPMI BMCs, PDUs and CDUs concurrently and serve rack power and cooling "
                     "metrics: /metrics (background polls) and /probe?target=NAME.",
         allow_abbrev=False, formatter_class=DefaultsHelpFormatter)
-    p.add_argument("--config", dest="config", required=True, metavar="FILE",
-                   help="YAML config: interval_s, timeout_s, targets (see docs/architecture.md)")
-    p.add_argument("--config.check", dest="config.check", action="store_true",
-                   help="validate the config (and read its credential files) and exit")
-    add_web_flags(p, ":9841")
+    targetcli.add_flags(p, ":9841", "YAML config: interval_s, timeout_s, targets (see docs/architecture.md)",
+                        "validate the config (and read its credential files) and exit")
     p.add_argument("--no-background", dest="background", action="store_false",
                    help="do not poll in the background: serve /probe only (Prometheus drives polling)")
     add_log_flags(p)
@@ -40,29 +34,18 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
 def run(args: argparse.Namespace) -> int:
     from lockstep.exporters.power.app import AppOptions, create_app
     from lockstep.exporters.power.config import load_config
-    from lockstep.exporters.toolkit.conntimeouts import from_args as timeouts_from_args
     from lockstep.exporters.toolkit.version import VERSION
     from lockstep.exporters.toolkit.web import serve
-    from lockstep.exporters.toolkit.webconfig import load_web_config
 
-    setup_from_args(args)
-    try:
-        config = load_config(args.config)
-        listen = parse_listen_address(getattr(args, "web.listen-address"))
-        web_file = getattr(args, "web.config.file")
-        web_config = load_web_config(web_file) if web_file else None
-        timeouts = timeouts_from_args(args)
-    except (ConfigError, ValueError) as exc:
-        print(f"lockstep power-exporter: error: {exc}", file=sys.stderr)
-        return 2
-    if getattr(args, "config.check"):
-        print(f"{args.config}: ok, {len(config.targets)} targets")
-        return 0
+    serving = targetcli.load(args, "power-exporter", load_config)
+    if isinstance(serving, int):
+        return serving
+    config = serving.config
     open_files = raise_open_files_limit()
     log.info("starting lockstep power exporter", extra=kv(
         version=VERSION, targets=len(config.targets), interval_s=config.interval_s, timeout_s=config.timeout_s,
         max_concurrency=config.max_concurrency, open_files_limit=open_files))
-    app = create_app(config, AppOptions(background=args.background, web_config=web_config))
-    asyncio.run(serve(app, listen, web_config, timeouts=timeouts))
+    app = create_app(config, AppOptions(background=args.background, web_config=serving.web_config))
+    asyncio.run(serve(app, serving.listen, serving.web_config, timeouts=serving.timeouts))
     return 0
 

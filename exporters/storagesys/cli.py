@@ -6,15 +6,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import sys
 from typing import Sequence
 
-from lockstep.exporters.toolkit.configfile import ConfigError
+from lockstep.exporters.toolkit import targetcli
 from lockstep.exporters.toolkit.helpformat import DefaultsHelpFormatter
-from lockstep.exporters.toolkit.listen import parse_listen_address
 from lockstep.exporters.toolkit.logs import add_flags as add_log_flags
-from lockstep.exporters.toolkit.logs import kv, setup_from_args
-from lockstep.exporters.toolkit.webconfig import add_flags as add_web_flags
+from lockstep.exporters.toolkit.logs import kv
 
 log = logging.getLogger("lockstep.storage")
 
@@ -25,11 +22,8 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
         description="Poll cluster-wide storage systems concurrently, each within its own timeout, and serve "
                     "their bytes, operations, errors and capacity per bucket, file system or view on /metrics.",
         allow_abbrev=False, formatter_class=DefaultsHelpFormatter)
-    p.add_argument("--config", dest="config", required=True, metavar="FILE",
-                   help="YAML config: interval_s, timeout_s, max_concurrency, targets (see docs/architecture.md)")
-    p.add_argument("--config.check", dest="config.check", action="store_true",
-                   help="validate the config (and read its credential files) and exit")
-    add_web_flags(p, ":9847")
+    targetcli.add_flags(p, ":9847", "YAML config: interval_s, timeout_s, max_concurrency, targets (see docs/architecture.md)",
+                        "validate the config (and read its credential files) and exit")
     add_log_flags(p)
     p.set_defaults(func=run)
 
@@ -37,26 +31,15 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
 def run(args: argparse.Namespace) -> int:
     from lockstep.exporters.storagesys.app import create_app
     from lockstep.exporters.storagesys.config import load_config
-    from lockstep.exporters.toolkit.conntimeouts import from_args as timeouts_from_args
     from lockstep.exporters.toolkit.version import VERSION
     from lockstep.exporters.toolkit.web import serve
-    from lockstep.exporters.toolkit.webconfig import load_web_config
 
-    setup_from_args(args)
-    try:
-        config = load_config(args.config)
-        listen = parse_listen_address(getattr(args, "web.listen-address"))
-        web_file = getattr(args, "web.config.file")
-        web_config = load_web_config(web_file) if web_file else None
-        timeouts = timeouts_from_args(args)
-    except (ConfigError, ValueError) as exc:
-        print(f"lockstep storage-exporter: error: {exc}", file=sys.stderr)
-        return 2
-    if getattr(args, "config.check"):
-        print(f"{args.config}: ok, {len(config.targets)} targets")
-        return 0
+    serving = targetcli.load(args, "storage-exporter", load_config)
+    if isinstance(serving, int):
+        return serving
+    config = serving.config
     log.info("starting lockstep storage exporter", extra=kv(
         version=VERSION, targets=len(config.targets), interval_s=config.interval_s, timeout_s=config.timeout_s,
         max_concurrency=config.max_concurrency))
-    asyncio.run(serve(create_app(config, web_config), listen, web_config, timeouts=timeouts))
+    asyncio.run(serve(create_app(config, serving.web_config), serving.listen, serving.web_config, timeouts=serving.timeouts))
     return 0
