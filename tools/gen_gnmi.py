@@ -18,11 +18,10 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
-from importlib.metadata import version
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gen_podresources import GRPCIO_TOOLS  # noqa: E402  (the one pinned release, beside this file)
+from gen_podresources import GRPCIO_TOOLS, pinned_tools  # noqa: E402  (the one pinned release, beside this file)
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE_PATH = ("exporters", "third_party", "gnmi")
@@ -71,10 +70,7 @@ def generate(out: Path) -> None:
 
 
 def main() -> int:
-    found = version("grpcio-tools")
-    if found != GRPCIO_TOOLS:
-        print(f"error: grpcio-tools {found} installed; this generator pins {GRPCIO_TOOLS} "
-              f"(pip install grpcio-tools=={GRPCIO_TOOLS}, or run `make proto`)", file=sys.stderr)
+    if not pinned_tools():
         return 2
     generate(PACKAGE)
     print(f"wrote {', '.join(o for outs in OUTPUTS.values() for o in outs)} in {PACKAGE.relative_to(REPO)}")

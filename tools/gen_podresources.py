@@ -70,11 +70,17 @@ def generate(out: Path) -> None:
             (out / name).write_text(header(source, protoc_version.strip()) + text)
 
 
-def main() -> int:
+def pinned_tools() -> bool:
+    """Whether the grpcio-tools installed is the pinned one (else says what to install)."""
     found = version("grpcio-tools")
     if found != GRPCIO_TOOLS:
         print(f"error: grpcio-tools {found} installed; this generator pins {GRPCIO_TOOLS} "
               f"(pip install grpcio-tools=={GRPCIO_TOOLS}, or run `make proto`)", file=sys.stderr)
+    return found == GRPCIO_TOOLS
+
+
+def main() -> int:
+    if not pinned_tools():
         return 2
     generate(PACKAGE)
     print(f"wrote {', '.join(OUTPUTS)} in {PACKAGE.relative_to(REPO)}")
