@@ -8,18 +8,10 @@ from pathlib import Path
 
 from lockstep.exporters.gnmi.paths import PATH_SETS
 from lockstep.exporters.toolkit.configfile import ConfigError, Section, load_yaml, one_of, positive
+from lockstep.exporters.toolkit.credentials import Credentials
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
 _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):[0-9]{1,5}$")
-
-
-@dataclass(frozen=True)
-class Credentials:
-    username: str
-    password: str = field(repr=False)
-
-    def __repr__(self) -> str:  # never print the secret, even in a traceback's locals
-        return f"Credentials(username={self.username!r}, password=<hidden>)"
 
 
 @dataclass(frozen=True)

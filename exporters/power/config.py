@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from lockstep.exporters.toolkit.configfile import ConfigError, Section, load_yaml, one_of, positive
+from lockstep.exporters.toolkit.credentials import Credentials
 
 KINDS = ("bmc", "pdu", "cdu", "ipmi")
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
-
-
-@dataclass(frozen=True)
-class Credentials:
-    username: str
-    password: str = field(repr=False)
-
-    def __repr__(self) -> str:  # never print the secret, even in a traceback's locals
-        return f"Credentials(username={self.username!r}, password=<hidden>)"
 
 
 @dataclass(frozen=True)
