@@ -4,26 +4,32 @@ source fields a kind maps; a kind whose source lacks a field leaves the metric o
 from lockstep.exporters.catalog.model import counter, gauge
 
 T = ("target",)
-# scope: bucket (MinIO, Ceph RGW), filesystem (WEKA), view (VAST), cluster (a whole system); name: its name there.
+# scope: bucket (MinIO, Ceph RGW), filesystem (WEKA), view (VAST), cluster (a whole system; Ceph RGW: the gateways one
+# ceph-exporter serves, name "rgw"); name: its name there (Ceph RGW: "tenant/bucket" for a tenant's bucket).
 S = ("target", "scope", "name")
 
 READ_BYTES = counter("lockstep_storage_system_read_bytes_total",
                      "Bytes read by clients from the file system, view or bucket. MinIO: "
-                     "minio_bucket_traffic_sent_bytes summed over the cluster's servers.", S, "bytes")
+                     "minio_bucket_traffic_sent_bytes summed over the cluster's servers. Ceph RGW: "
+                     "ceph_rgw_op[_per_bucket]_get_obj_bytes summed over the host's gateways.", S, "bytes")
 WRITE_BYTES = counter("lockstep_storage_system_write_bytes_total",
                       "Bytes written by clients to the file system, view or bucket. MinIO: "
-                      "minio_bucket_traffic_received_bytes summed over the cluster's servers.", S, "bytes")
+                      "minio_bucket_traffic_received_bytes summed over the cluster's servers. Ceph RGW: "
+                      "ceph_rgw_op[_per_bucket]_put_obj_bytes.", S, "bytes")
 OPERATIONS = counter("lockstep_storage_system_operations_total",
                      "Operations (requests) served, by the system's own operation name. op: MinIO's S3 API name "
-                     "(minio_bucket_requests_total{api}, lower case: getobject, putobject, ...).", S + ("op",))
+                     "(minio_bucket_requests_total{api}, lower case: getobject, putobject, ...); Ceph RGW's op counter name "
+                     "(ceph_rgw_op[_per_bucket]_<op>_ops: put_obj, get_obj, del_obj, del_bucket, copy_obj, list_obj, "
+                     "list_buckets).", S + ("op",))
 ERRORS = counter("lockstep_storage_system_operation_errors_total",
                  "Operations that failed. class: client (MinIO minio_bucket_requests_4xx_errors_total), server "
-                 "(minio_bucket_requests_5xx_errors_total); summed over operations and servers.", S + ("class",))
+                 "(minio_bucket_requests_5xx_errors_total); summed over operations and servers; failed (Ceph RGW "
+                 "ceph_rgw_failed_req, aborted requests of any cause, scope cluster only).", S + ("class",))
 LATENCY = counter("lockstep_storage_system_operation_latency_seconds_total",
                   "Total time spent in operations; divided by the rate of "
                   "lockstep_storage_system_operations_total of the same op, the mean latency. Only from systems "
-                  "that report a latency sum (MinIO's v2 bucket metrics carry a time-to-first-byte histogram "
-                  "without a sum: absent there).", S + ("op",), "seconds")
+                  "that report a latency sum: Ceph RGW ceph_rgw_op[_per_bucket]_<op>_lat_sum. MinIO's v2 bucket "
+                  "metrics carry a time-to-first-byte histogram without a sum: absent there.", S + ("op",), "seconds")
 USED = gauge("lockstep_storage_system_used_bytes",
              "Bytes stored in the file system, view or bucket. MinIO: minio_bucket_usage_total_bytes.", S, "bytes")
 CAPACITY = gauge("lockstep_storage_system_capacity_bytes",

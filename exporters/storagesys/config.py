@@ -9,10 +9,10 @@ from urllib.parse import urlsplit
 
 from lockstep.exporters.toolkit.configfile import ConfigError, Section, load_yaml, one_of, positive
 
-# The kinds read now; the others of the storage exporter's design (weka, vast, ceph-rgw) are named in the
-# error so that a config written for them fails at load, not as an empty target.
-KINDS = ("minio",)
-PLANNED = ("weka", "vast", "ceph-rgw")
+# The kinds read now; the others of the storage exporter's design (weka, vast) are named in the error so
+# that a config written for them fails at load, not as an empty target.
+KINDS = ("minio", "ceph-rgw")
+PLANNED = ("weka", "vast")
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 

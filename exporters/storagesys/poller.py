@@ -12,7 +12,7 @@ from typing import Callable, Iterable
 import aiohttp
 
 from lockstep.exporters.catalog import storagesys as m
-from lockstep.exporters.storagesys import minio
+from lockstep.exporters.storagesys import cephrgw, minio
 from lockstep.exporters.storagesys.config import StorageConfig, Target
 from lockstep.exporters.storagesys.errors import PollError
 from lockstep.exporters.storagesys.fetch import get_text, ssl_context
@@ -23,6 +23,7 @@ log = logging.getLogger("lockstep.storage")
 # kind -> (endpoint path, parser of its answer into samples)
 KINDS: dict[str, tuple[str, Callable[[str, str], list[Sample]]]] = {
     "minio": (minio.METRICS_PATH, minio.read),
+    "ceph-rgw": (cephrgw.METRICS_PATH, cephrgw.read),
 }
 
 

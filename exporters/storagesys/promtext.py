@@ -1,13 +1,21 @@
 """Prometheus text exposition (format 0.0.4) parsed into plain samples, for the systems whose interface
-is a Prometheus endpoint (MinIO, Ceph's exporter). Pure: text in, tuples out."""
+is a Prometheus endpoint (MinIO, Ceph's exporter). Pure: text in, tuples out.
+
+Only the lines of the wanted prefix are read (a MinIO or ceph-exporter answer is mostly other series):
+each such line must be a whole sample, ``name{label="value",...} value [timestamp]``, or the answer is an
+``AnswerError``; comments and the other series are skipped unread."""
 from __future__ import annotations
 
 import math
+import re
 from typing import NamedTuple
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from lockstep.exporters.storagesys.errors import AnswerError
+
+_SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+([^ \t]+)(?:[ \t]+-?[0-9]+)?[ \t\r]*")
+_LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\\n]|\\.)*)"[ \t]*(?:,|$)')
+_ESCAPE = re.compile(r"\\(.)")
+_SPECIAL = {"NaN": math.nan, "+Inf": math.inf, "-Inf": -math.inf, "Inf": math.inf}
 
 
 class PromSample(NamedTuple):
@@ -16,17 +24,53 @@ class PromSample(NamedTuple):
     value: float
 
 
-def parse_samples(text: str, prefix: str) -> list[PromSample]:
-    """Every sample whose name starts with ``prefix``; an answer that is not exposition text, or holds
-    no sample of ``prefix`` at all, is an ``AnswerError`` (a login page or another service's metrics
-    answered with 200 would otherwise read as a healthy system with nothing in it). Samples whose
-    value is not finite are left out."""
+def _unescape(value: str) -> str:
+    if "\\" not in value:
+        return value
+    return _ESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
+
+
+def _labels(text: str, line_no: int) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    pos = 0
+    while pos < len(text):
+        match = _LABEL.match(text, pos)
+        if match is None or match.end() == pos:
+            raise AnswerError(f"not Prometheus text exposition: line {line_no}: bad labels")
+        labels[match.group(1)] = _unescape(match.group(2))
+        pos = match.end()
+    return labels
+
+
+def _value(text: str, line_no: int) -> float:
+    if text in _SPECIAL:
+        return _SPECIAL[text]
     try:
-        found = [PromSample(s.name, dict(s.labels), float(s.value))
-                 for family in text_string_to_metric_families(text) for s in family.samples
-                 if s.name.startswith(prefix)]
-    except Exception as exc:  # the parser raises ValueError, IndexError, ... on text it cannot read
-        raise AnswerError(f"not Prometheus text exposition: {type(exc).__name__}: {str(exc)[:120]}") from None
-    if not found:
+        if "_" in text or text.lower().lstrip("+-") in ("nan", "inf", "infinity"):
+            raise ValueError(text)
+        return float(text)
+    except ValueError:
+        raise AnswerError(f"not Prometheus text exposition: line {line_no}: bad value {text[:40]!r}") from None
+
+
+def parse_samples(text: str, prefix: str) -> list[PromSample]:
+    """Every sample whose name starts with ``prefix``; an answer in which such a line is not a sample, or
+    that holds no sample of ``prefix`` at all, is an ``AnswerError`` (a login page or another service's
+    metrics answered with 200 would otherwise read as a healthy system with nothing in it). Samples whose
+    value is not finite are left out."""
+    found: list[PromSample] = []
+    seen = False
+    for line_no, line in enumerate(text.split("\n"), 1):
+        if not line.startswith(prefix):
+            continue
+        match = _SAMPLE.fullmatch(line)
+        if match is None:
+            raise AnswerError(f"not Prometheus text exposition: line {line_no}: {line[:80]!r}")
+        name, labels, value = match.groups()
+        parsed = _value(value, line_no)
+        seen = True
+        if math.isfinite(parsed):
+            found.append(PromSample(name, _labels(labels, line_no) if labels else {}, parsed))
+    if not seen:
         raise AnswerError(f"no {prefix}* sample in the answer")
-    return [s for s in found if math.isfinite(s.value)]
+    return found

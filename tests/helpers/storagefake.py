@@ -1,5 +1,6 @@
 """A fake storage system serving recorded answers over HTTP (aiohttp, in process): each target a path
-prefix ``/<name>`` answering its kind's endpoint with the recorded body, or hanging, or sending garbage.
+prefix ``/<name>`` answering its kind's endpoint (MinIO's bucket metrics, ceph-exporter's /metrics) with
+the recorded body, or hanging, or sending garbage.
 The bearer token, where given, is checked as the real MinIO checks its Prometheus endpoint's JWT."""
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from aiohttp import web
 from tests.helpers.paths import FIXTURES
 
 MINIO_BUCKET = (FIXTURES / "minio" / "bucket-metrics.prom").read_text()
+CEPH_RGW = (FIXTURES / "ceph-rgw" / "exporter-metrics.prom").read_text()
+PATHS = {"minio": "minio/v2/metrics/bucket", "ceph-rgw": "metrics"}  # each kind's endpoint, less its leading /
 
 
 def two_servers(answer: str) -> str:
@@ -27,6 +30,7 @@ class Behaviour:
     mode: str = "answer"  # answer | hang | garbage | status
     token: str | None = None
     status: int = 200
+    kind: str = "minio"
 
 
 class FakeStorage:
@@ -41,7 +45,7 @@ class FakeStorage:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
         b = self.targets.get(name)
-        if b is None or request.match_info["rest"] != "minio/v2/metrics/bucket":
+        if b is None or request.match_info["rest"] != PATHS[b.kind]:
             raise web.HTTPNotFound()
         self.requests[name] = self.requests.get(name, 0) + 1
         if b.token is not None and request.headers.get("Authorization") != f"Bearer {b.token}":

@@ -21,9 +21,15 @@ def test_a_valid_config_reads_the_token_file(tmp_path):
     assert "eyJ-secret-jwt" not in repr(cfg)
 
 
+def test_ceph_rgw_is_a_kind_read(tmp_path):
+    cfg = load_config(write(tmp_path, "targets:\n  - name: rgw-a\n    kind: ceph-rgw\n    url: http://ceph-a:9926\n"))
+    assert cfg.targets[0].kind == "ceph-rgw" and cfg.targets[0].bearer_token is None
+
+
 @pytest.mark.parametrize(("body", "where"), [
     ("targets:\n  - name: a\n    kind: lustre\n    url: http://h\n", ":3: targets[0].kind"),
     ("targets:\n  - name: a\n    kind: weka\n    url: http://h\n", ":3: targets[0].kind: weka is not read"),
+    ("targets:\n  - name: a\n    kind: vast\n    url: http://h\n", ":3: targets[0].kind: vast is not read"),
     ("targets:\n  - name: a\n    kind: minio\n    url: http://u:p@h\n", ":4: targets[0].url"),
     ("targets:\n  - name: a\n    kind: minio\n    url: http://h/minio/v2/metrics/bucket\n", ":4: targets[0].url"),
     ("targets:\n  - name: a\n    kind: minio\n    url: http://h\n    bearer_token_file: nope\n",

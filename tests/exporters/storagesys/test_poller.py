@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from lockstep.exporters.catalog import storagesys as m
 from lockstep.exporters.storagesys.app import create_app
 from lockstep.exporters.storagesys.config import StorageConfig, Target
-from tests.helpers.storagefake import Behaviour, FakeStorage
+from tests.helpers.storagefake import CEPH_RGW, MINIO_BUCKET, Behaviour, FakeStorage
 
 TOKEN = "eyJhbGciOi-never-logged-Sig"
 
@@ -94,3 +94,26 @@ async def test_not_polled_yet_is_unknown_not_down(fake, refused_port, aiohttp_cl
     got = await scrape(client)
     assert value(got, m.TARGET_INFO, target="good", kind="minio", address=f"{base}/good") == 1.0
     assert not any(k[0] == m.UP.name for k in got)
+
+
+async def test_kinds_side_by_side_each_read_at_its_own_endpoint(aiohttp_server, aiohttp_client):
+    storage = FakeStorage()
+    storage.add("rgw", Behaviour(body=CEPH_RGW, kind="ceph-rgw"))
+    storage.add("s3", Behaviour(body=MINIO_BUCKET))
+    storage.add("rgw-minio-body", Behaviour(body=MINIO_BUCKET, kind="ceph-rgw"))  # a MinIO behind a ceph-rgw entry
+    storage.add("rgw-garbage", Behaviour(mode="garbage", kind="ceph-rgw"))
+    server = await aiohttp_server(storage.app())
+    base = f"http://127.0.0.1:{server.port}"
+    cfg = StorageConfig((Target("rgw", "ceph-rgw", f"{base}/rgw"), Target("s3", "minio", f"{base}/s3"),
+                         Target("rgw-minio-body", "ceph-rgw", f"{base}/rgw-minio-body"),
+                         Target("rgw-garbage", "ceph-rgw", f"{base}/rgw-garbage")), interval_s=60.0, timeout_s=5.0)
+    client = await aiohttp_client(create_app(cfg, background=False))
+    await _poll(client)
+    got = await scrape(client)
+    assert value(got, m.UP, target="rgw") == 1.0
+    assert value(got, m.LATENCY, target="rgw", scope="bucket", name="bucket1", op="put_obj") == 2.818065
+    assert value(got, m.ERRORS, target="rgw", scope="cluster", name="rgw", **{"class": "failed"}) == 7.0
+    assert value(got, m.READ_BYTES, target="s3", scope="bucket", name="mybucket") == 1232.0
+    for name in ("rgw-minio-body", "rgw-garbage"):
+        assert value(got, m.UP, target=name) == 0.0
+        assert value(got, m.POLL_FAILURES, target=name, reason="parse") == 1.0

@@ -1,0 +1,56 @@
+"""The storage exporter's own exposition reader against prometheus_client's parser (an independent reader)
+on the recorded answers, and on the text format's corners (escapes, timestamps, special values)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from lockstep.exporters.storagesys.errors import AnswerError
+from lockstep.exporters.storagesys.promtext import parse_samples
+from tests.helpers.storagefake import CEPH_RGW, MINIO_BUCKET
+
+
+def wire_name(name, text):
+    """prometheus_client names a counter's sample ``_total`` even where the text does not (ceph-exporter's
+    counters have no such suffix): the name as written in the text."""
+    bare = name.removesuffix("_total")
+    return bare if name != bare and f"\n{name}" not in "\n" + text else name
+
+
+def reference(text, prefix):
+    return sorted((wire_name(s.name, text), tuple(sorted(s.labels.items())), s.value)
+                  for f in text_string_to_metric_families(text)
+                  for s in f.samples if s.name.startswith(prefix) and math.isfinite(s.value))
+
+
+@pytest.mark.parametrize(("text", "prefix"), [(MINIO_BUCKET, "minio_"), (CEPH_RGW, "ceph_rgw_")])
+def test_the_recorded_answers_read_as_prometheus_client_reads_them(text, prefix):
+    got = sorted((s.name, tuple(sorted(s.labels.items())), s.value) for s in parse_samples(text, prefix))
+    assert got == reference(text, prefix) and len(got) > 10
+
+
+def test_escapes_timestamps_and_special_values():
+    text = ('x_a{p="a\\"b\\\\c\\nd",q="}"} 1.5 1700000000000\n'
+            'x_b 2\r\n'
+            'x_c{} NaN\nx_d +Inf\nx_e{l="v",} -3e2\n')
+    got = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in parse_samples(text, "x_")}
+    assert got == {("x_a", (("p", 'a"b\\c\nd'), ("q", "}"))): 1.5, ("x_b", ()): 2.0, ("x_e", (("l", "v"),)): -300.0}
+
+
+@pytest.mark.parametrize("line", ['x_a{p="unclosed} 1', "x_a 1_000", 'x_a{p=v} 1', "x_a", "x_a 1 2 3", 'x_a{="v"} 1'])
+def test_a_broken_sample_line_is_an_answer_error(line):
+    with pytest.raises(AnswerError):
+        parse_samples(line + "\n", "x_")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet='x_a{}="\\,. \t\n+-1eNaInf', max_size=120))
+def test_near_miss_text_reads_or_raises_answer_error(text):
+    try:
+        parse_samples("x_" + text, "x_")
+    except AnswerError:
+        pass
