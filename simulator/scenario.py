@@ -21,7 +21,7 @@ _JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")  # Slurm: 123, 123_4 
 _KUBE_JOB_ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?/[a-z0-9](?:[a-z0-9.-]{0,61}[a-z0-9])?")
 FAULT_KINDS = ("gpu_throttle", "slow_node", "slow_rank", "drift", "pause_storm", "link_flap", "storage_starvation",
                "hang", "xid", "ecc_error", "row_remap", "gpu_missing", "link_degraded", "member_lost",
-               "rank_stopped", "rank_died", "peer_dead")
+               "rank_stopped", "rank_died", "peer_dead", "rail_skew")
 # A hang of one rank, as NCCL's RAS sees it: its process stops entering collectives (still answering RAS), dies
 # (RAS gets no answer from it, then considers it dead), or is dead to RAS at once; the rest of the job waits.
 RANK_HANG_KINDS = ("rank_stopped", "rank_died", "peer_dead")
@@ -74,6 +74,7 @@ class Fault:
     count: int = 1              # ecc_error: uncorrectable errors counted
     outcome: str = "pending"    # row_remap: pending (until a GPU reset) or failed
     rate_factor: float = 1.0    # link_degraded: the link's data rate against its nominal (NDR trained as HDR: 0.5)
+    share: float = 1.0          # rail_skew: rail ``nic`` carries this many times its usual bytes on every job node
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,7 @@ def _job_id(value: str | int) -> str | None:
 def _fault(s: Section, names: tuple[str, ...], cluster: Cluster, duration: float) -> Fault:
     kind = s.get("kind", str, check=one_of(*FAULT_KINDS))
     fields = {"kind": kind, **_window(s, kind, duration)}
-    if kind not in ("hang", "storage_starvation"):
+    if kind not in ("hang", "storage_starvation", "rail_skew"):
         fields["node"] = s.get("node", str, check=lambda n: None if n in names else
                                f"node {n!r} does not exist (cluster has {names[0]}..{names[-1]})")
     fields.update(_params(s, kind, cluster.gpus_per_node))
@@ -261,6 +262,9 @@ def _params(s: Section, kind: str, gpus: int) -> dict:
     if kind == "link_degraded":
         return {"nic": s.get("hca", int, check=rail),
                 "rate_factor": _num(s, "rate_factor", 0.5, check=lambda v: None if 0 < v < 1 else "must be in (0, 1)")}
+    if kind == "rail_skew":
+        return {"nic": s.get("rail", int, check=rail),
+                "share": _num(s, "share", 2.0, check=lambda v: None if v > 1 else "must be > 1")}
     if kind == "storage_starvation":
         return {"read_cap_bytes_per_s": _num(s, "read_cap_bytes_per_s", check=positive)}
     return {}

@@ -171,6 +171,13 @@ def _subtract(span: tuple[float, float], taken: list[tuple[float, float]]) -> li
     return pieces
 
 
+def _fault_key(kind: str, key: str) -> str:
+    """The scenario file's name of a fault field: ``hca`` of a link fault and ``rail`` of a rail_skew are ``nic``."""
+    if key != "nic":
+        return key
+    return {"link_flap": "hca", "link_degraded": "hca", "rail_skew": "rail"}.get(kind, key)
+
+
 def _fault_doc(f) -> dict:
     doc = {k: v for k, v in dataclasses.asdict(f).items() if v is not None}
     instant = {"xid": ("code",), "ecc_error": ("count",), "row_remap": ("outcome",)}
@@ -181,6 +188,7 @@ def _fault_doc(f) -> dict:
             "pause_storm": ("node", "nic", "priority"), "link_flap": ("node", "nic", "flaps"),
             "storage_starvation": ("read_cap_bytes_per_s",), "hang": (), "gpu_missing": ("node", "gpu"),
             "link_degraded": ("node", "nic", "rate_factor"), "member_lost": ("node",),
+            "rail_skew": ("nic", "share"),
             **dict.fromkeys(RANK_HANG_KINDS, ("node", "gpu"))}[f.kind]
-    named = {("hca" if f.kind in ("link_flap", "link_degraded") and k == "nic" else k): doc[k] for k in keep}
+    named = {_fault_key(f.kind, k): doc[k] for k in keep}
     return {"kind": f.kind, **named, "start_s": f.start_s, "end_s": f.end_s}
