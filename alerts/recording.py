@@ -24,6 +24,18 @@ PFC_PAUSED_INTERFACE = "lockstep:pfc_paused_interface:ratio"
 PFC_STORM_EVENTS = "lockstep:pfc_storm_events:increase"        # watchdog events within pfc_window
 FABRIC_PORT_HOST = "lockstep:fabric_port_host:info"              # a fabric port's host end: node and device
 FABRIC_PORT = "lockstep:fabric_port:info"                       # ... with its own and its partner's names
+SWITCH_PORT_HOST = "lockstep:switch_port_host:info"              # an Ethernet switch port's host: node, interface
+SWITCH_PFC_PAUSED = "lockstep:switch_pfc_paused:ratio"            # seconds a switch port was paused per second
+SWITCH_WATCHDOG = "lockstep:switch_pfc_watchdog:info"             # watchdog="stormed|operational" per priority
+SWITCH_STORM_PORT = "lockstep:switch_storm_port:info"             # where a PFC storm enters the fabric ...
+SWITCH_STORM_ORIGIN = "lockstep:switch_storm_origin:info"         # ... with the host and job behind it
+NODE_RAIL_BYTES = "lockstep:node_rail_transmit_bytes:rate"        # over rail_imbalance_window
+JOB_RAIL_BYTES = "lockstep:job_rail_transmit_bytes:rate"
+JOB_RAIL_SHARE = "lockstep:job_rail_share:ratio"                  # a rail's bytes over the job's mean rail
+JOB_RAIL_IMBALANCE = "lockstep:job_rail_imbalance:ratio"          # max / mean over the job's rails
+UPLINK_BYTES = "lockstep:fabric_uplink_transmit_bytes:rate"       # a leaf's ports to spines
+UPLINK_SHARE = "lockstep:fabric_uplink_share:ratio"
+UPLINK_IMBALANCE = "lockstep:fabric_uplink_imbalance:ratio"       # max / mean over a leaf's uplinks
 RACK_POWER = "lockstep:rack_power_watts:sum"
 RACK_POWER_BUDGET = "lockstep:rack_power_budget:ratio"
 JOB_LOST_GPU_SECONDS = "lockstep:job_lost_gpu_seconds:rate"    # over checkpoint_window
@@ -115,6 +127,70 @@ def switches(config: AlertsConfig) -> list[Record]:
     ]
 
 
+def switch_pfc(config: AlertsConfig) -> list[Record]:
+    """The Ethernet switches' view of a PFC storm (the switch exporter over gNMI) joined to the hosts.
+
+    A storm starts at a host that stops draining and keeps pausing its switch port; the switch's buffers
+    fill and it pauses its other ports in turn, so the storm spreads. Its origin is therefore the switch
+    port paused (``direction="rx"``) by a *host* beyond ``pfc_paused_ratio`` of ``pfc_window``, or a queue
+    the switch's own PFC watchdog holds as stormed; a switch port paused by another switch is a relay.
+    The host behind a port comes from the switch exporter config's ``neighbors`` map (the cabling plan),
+    joined to the node agents' ``node`` and netdev ``interface``. The watchdog watches queues, PFC pauses
+    priorities: queue ``n`` is read as priority ``n``, SONiC's default lossless mapping (TC_TO_QUEUE
+    identity for priorities 3 and 4)."""
+    sel, t = config.selectors.switch, config.thresholds
+    neighbors = metric("lockstep_switch_port_neighbor_info", sel, 'node!=""')
+    duration = metric("lockstep_switch_pfc_pause_duration_seconds_total", sel)
+    stormed = metric("lockstep_switch_pfc_watchdog_stormed", sel)
+
+    def watchdog(test: str, state: str) -> str:
+        by_priority = f'label_replace(max by (switch, port, queue) ({stormed}) {test}, "priority", "$1", "queue", "(.*)")'
+        return f'label_replace({by_priority}, "watchdog", "{state}", "", "")'
+    paused_by_host = (f'max by (switch, port, priority) ({SWITCH_PFC_PAUSED}{{direction="rx"}}) > {t.pfc_paused_ratio:g}\n'
+                      f"and on (switch, port) {SWITCH_PORT_HOST}")
+    held = f'max by (switch, port, priority) ({SWITCH_WATCHDOG}{{watchdog="stormed"}})'
+    host = attach(SWITCH_STORM_PORT, "node, interface", "switch, port", SWITCH_PORT_HOST, "switch, port, priority")
+    return [
+        Record(SWITCH_PORT_HOST, f"max by (switch, port, node, interface) ({neighbors})"),
+        Record(SWITCH_PFC_PAUSED, f"rate({duration}[{t.pfc_window}])"),
+        Record(SWITCH_WATCHDOG, f"max by (switch, port, priority, watchdog) (\n  {watchdog('== 1', 'stormed')}\n  or\n"
+                                f"  {watchdog('== 0', 'operational')} + 1\n)"),
+        # Its value: the fraction of the window the host paused the port (1 where only the watchdog saw it).
+        # Whether the watchdog acted stays out of its labels (the page's annotations read it), so the alert
+        # keeps its identity, and its for:, when the watchdog steps in.
+        Record(SWITCH_STORM_PORT, f"{paused_by_host}\nor\n{held}"),
+        Record(SWITCH_STORM_ORIGIN, attach(host, "job_id", "node", NODE_JOB, "switch, port, priority")),
+    ]
+
+
+def imbalance(config: AlertsConfig) -> list[Record]:
+    """How evenly traffic spreads over parallel paths, as max/mean over a group (1: even) and each member's
+    share of the group's mean. Rails: a job's transmit bytes per rail, from its nodes' HCAs (the node agent's
+    port counters, the rail from ``lockstep_fabric_rail_info``). Uplinks (ECMP): a leaf's ports to other
+    switches, from the fabric exporter; a leaf is a switch with a host cabled to it, so a spine's ports to
+    the leaves, whose split the destinations decide, are no group."""
+    node, fabric, window = config.selectors.node, config.selectors.fabric, config.thresholds.rail_imbalance_window
+    railed = metric("lockstep_fabric_rail_info", node, 'rail!=""')
+    rails = f"max by (node, device, rail) ({railed})"
+    hca = metric("lockstep_ib_port_transmit_bytes_total", node)
+    to_switch = metric("lockstep_fabric_port_info", fabric, 'kind="switch",remote_kind="switch"')
+    to_host = metric("lockstep_fabric_port_info", fabric, 'kind="switch",remote_kind="ca"')
+    uplinks = f"max by (guid, port, name, remote_name) ({to_switch})\nand on (guid) count by (guid) ({to_host})"
+    switch_tx = metric("lockstep_fabric_port_transmit_bytes_total", fabric)
+
+    def spread(bytes_: str, share: str, ratio: str, group: str) -> list[Record]:
+        return [Record(share, f"{bytes_}\n/ on ({group}) group_left avg by ({group}) ({bytes_})"),
+                Record(ratio, f"max by ({group}) ({bytes_})\n/ avg by ({group}) ({bytes_})")]
+    return [
+        Record(NODE_RAIL_BYTES, f"sum by (node, rail) (\n  rate({hca}[{window}])\n"
+                                f"  * on (node, device) group_left (rail) {rails}\n)"),
+        Record(JOB_RAIL_BYTES, f"sum by (job_id, rail) (\n  {NODE_RAIL_BYTES}\n  * on (node) group_left (job_id) {NODE_JOB}\n)"),
+        *spread(JOB_RAIL_BYTES, JOB_RAIL_SHARE, JOB_RAIL_IMBALANCE, "job_id"),
+        Record(UPLINK_BYTES, f"rate({switch_tx}[{window}])\n* on (guid, port) group_left (name, remote_name) (\n{uplinks}\n)"),
+        *spread(UPLINK_BYTES, UPLINK_SHARE, UPLINK_IMBALANCE, "guid, name"),
+    ]
+
+
 def power(config: AlertsConfig) -> list[Record]:
     sel = config.selectors.power
     budget = metric("lockstep_rack_power_budget_watts", sel)
@@ -166,6 +242,7 @@ def validation(config: AlertsConfig) -> list[Record]:
 
 
 def groups(config: AlertsConfig) -> list[dict]:
-    rules = (job_membership(config) + gpu(config) + fabric(config) + switches(config) + power(config)
+    rules = (job_membership(config) + gpu(config) + fabric(config) + switches(config) + switch_pfc(config)
+             + imbalance(config) + power(config)
              + analytics(config) + validation(config))
     return [{"name": GROUP, "interval": config.evaluation_interval, "rules": [r.render() for r in rules]}]

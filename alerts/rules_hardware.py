@@ -11,9 +11,14 @@ from lockstep.alerts.model import Alert, attach, metric, with_job
 from lockstep.alerts.recording import (
     FABRIC_PORT,
     GPU_JOB,
+    JOB_RAIL_BYTES,
+    JOB_RAIL_SHARE,
     NODE_JOB,
     PFC_PAUSED_INTERFACE,
     PFC_STORM_EVENTS,
+    SWITCH_PORT_HOST,
+    SWITCH_STORM_ORIGIN,
+    SWITCH_WATCHDOG,
 )
 from lockstep.alerts.settings import AlertsConfig
 from lockstep.exporters.catalog.enums import (
@@ -27,6 +32,23 @@ from lockstep.exporters.catalog.enums import (
     XID_WARNING,
 )
 
+# The switches' view in every storm page: where the storm enters the fabric (lockstep.alerts.recording.switch_pfc).
+_ORIGINS = (f'{{{{ with query "{SWITCH_STORM_ORIGIN}" }}}} Origin seen by the switches:'
+            '{{ range . }} {{ .Labels.switch }} port {{ .Labels.port }} priority {{ .Labels.priority }}'
+            '{{ with .Labels.node }} (host {{ . }}{{ end }}{{ with .Labels.job_id }}, job {{ . }}{{ end }}'
+            '{{ with .Labels.node }}){{ end }};{{ end }}{{ end }}')
+# The jobs on every host cabled to the origin's switch: who else the storm holds up.
+_BEHIND = (f'{{{{ range $i, $s := query (printf "count by (job_id) ({SWITCH_PORT_HOST}{{switch=%q}} '
+           f'* on (node) group_left (job_id) {NODE_JOB})" $labels.switch) | sortByLabel "job_id" }}}}'
+           '{{ if $i }}, {{ else }} Jobs behind {{ $labels.switch }}: {{ end }}{{ $s.Labels.job_id }}{{ end }}')
+
+# Whether the switch's PFC watchdog already acted on the origin's queue (queue n read as priority n).
+_WATCHDOG = (f'{{{{ range query (printf "{SWITCH_WATCHDOG}{{switch=%q,port=%q,priority=%q}}" $labels.switch '
+             '$labels.port $labels.priority) }}{{ if eq .Labels.watchdog "stormed" }} The switch\'s PFC watchdog has '
+             'already acted: it holds the queue as stormed and drops or forwards its traffic instead of honouring '
+             'the pauses.{{ else }} The switch\'s PFC watchdog has not acted (the queue is operational): the storm '
+             'still spreads.{{ end }}{{ else }} The switch publishes no PFC watchdog state for this queue.{{ end }}')
+
 
 def pfc(config: AlertsConfig) -> list[Alert]:
     t = config.thresholds
@@ -38,15 +60,24 @@ def pfc(config: AlertsConfig) -> list[Alert]:
               "{{ $labels.interface }} on {{ $labels.node }} spent {{ $value | humanizePercentage }} of the last "
               f"{t.pfc_window} paused on priority {{{{ $labels.priority }}}} (threshold {t.pfc_paused_ratio:.0%}). "
               "Lossless traffic through it{{ with $labels.rail }} on rail {{ . }}{{ end }} is frozen; every collective "
-              "through it waits.",
+              f"through it waits.{_ORIGINS}",
               (("signal", "paused_time"),), for_="30s"),
         # The NIC's own watchdog: it kept sending pauses too long (its host is the source) and, at
         # level=error, stopped sending them (it drops instead).
         Alert("PFCPauseStorm", with_job(storms, "node", NODE_JOB, "node, interface, level"), PAGE,
               "PFC storm watchdog fired on {{ $labels.node }} {{ $labels.interface }}",
               "The {{ $labels.level }} pause-storm watchdog of {{ $labels.interface }} on {{ $labels.node }} fired "
-              f"{{{{ $value }}}} times in the last {t.pfc_window}.",
+              f"{{{{ $value }}}} times in the last {t.pfc_window}.{_ORIGINS}",
               (("signal", "watchdog"),), for_="30s"),
+        # The switches' view: the port where the storm enters the fabric, the host and job behind it.
+        Alert("PFCPauseStorm", SWITCH_STORM_ORIGIN, PAGE,
+              "PFC pause storm origin: {{ $labels.switch }} port {{ $labels.port }} priority {{ $labels.priority }}"
+              "{{ with $labels.node }} ({{ . }} {{ $labels.interface }}){{ end }}",
+              "{{ $labels.switch }} port {{ $labels.port }} is where the storm enters the fabric on priority "
+              "{{ $labels.priority }}: {{ with $labels.node }}its host {{ . }} {{ $labels.interface }} keeps pausing "
+              "it without draining{{ with $labels.job_id }} (job {{ . }}){{ end }}{{ else }}its queue is stormed"
+              f"{{{{ end }}}}. Pauses spread from here to the switch's other ports and beyond.{_WATCHDOG}{_BEHIND}",
+              (("signal", "switch_origin"),), for_="30s"),
     ]
 
 
@@ -117,6 +148,22 @@ def fabric(config: AlertsConfig) -> list[Alert]:
               f"{port}{partner} is over its bit-error budget, recovers too often or runs below its expected rate "
               f"(the reasons: {reasons}).{host} A marginal cable or transceiver: replace it before it fails.",
               for_="5m"),
+    ]
+
+
+def rails(config: AlertsConfig) -> list[Alert]:
+    """A job's traffic unevenly spread over its rails (lockstep.alerts.recording.imbalance): the job runs at
+    the pace of its busiest rail."""
+    t = config.thresholds
+    busy = f"avg by (job_id) ({JOB_RAIL_BYTES}) > {t.rail_imbalance_min_bytes_per_second:g}"
+    return [
+        Alert("FabricRailImbalance", f"{JOB_RAIL_SHARE} > {t.rail_imbalance_factor:g}\nand on (job_id) {busy}", TICKET,
+              "Rail {{ $labels.rail }} carries {{ $value | printf \"%.2f\" }}x its share of job {{ $labels.job_id }}",
+              "Rail {{ $labels.rail }} carried {{ $value | printf \"%.2f\" }} times the mean bytes of job "
+              f"{{{{ $labels.job_id }}}}'s rails over the last {t.rail_imbalance_window} (threshold "
+              f"{t.rail_imbalance_factor:g}): every collective waits for its busiest rail. An HCA missing or down "
+              "on some of the job's nodes, NCCL_IB_HCA not naming every rail, or traffic moved off a degraded link.",
+              for_="15m"),
     ]
 
 
@@ -199,4 +246,4 @@ def nvme(config: AlertsConfig) -> list[Alert]:
 
 
 def alerts(config: AlertsConfig) -> list[Alert]:
-    return pfc(config) + infiniband(config) + fabric(config) + gpu(config) + nvme(config)
+    return pfc(config) + infiniband(config) + fabric(config) + rails(config) + gpu(config) + nvme(config)

@@ -24,6 +24,12 @@ class Thresholds:
     # `<host> <device>`: rdma-core's rdma-ndd writes "%h %d" by default (hostname, then the RDMA device).
     # Prometheus anchors the regex; a description that does not match names no node (nothing to drain).
     fabric_ca_description: str = r"(\S+)\s+(\S+)"
+    # A job's rail carrying this many times the mean bytes of the job's rails over rail_imbalance_window
+    # (max/mean: 1 is an even spread; on 8 rails one rail at twice the others' bytes is 1.78), while the job
+    # moves at least rail_imbalance_min_bytes_per_second per rail on average (an idle job is not imbalanced).
+    rail_imbalance_factor: float = 1.5
+    rail_imbalance_window: str = "10m"
+    rail_imbalance_min_bytes_per_second: float = 1e8
     gpu_event_window: str = "10m"           # XID / ECC increase window (which XIDs page: the XID catalog's severity)
     # The analytics service scores no straggler while the whole job is stalled (every rank waits), so a
     # straggler vanishes during each stall; hold its alert through them instead of resolving/re-firing.

@@ -1,7 +1,8 @@
 """Fabric (variables ``node`` and ``rail``, both multi-valued): per-port throughput against the
 link rate, transmit wait, symbol errors, link downs and recoveries (flaps), degraded and inactive
 ports, PFC pause frames and the fraction of time paused per priority, pause-storm events, ECN marks
-and CNPs. Everything is labelled by rail through ``lockstep_fabric_rail_info``. The paused fraction
+and CNPs; the Ethernet switches' view of a storm (where it enters, the host behind it, the switch watchdog,
+the spread). Everything on the hosts is labelled by rail through ``lockstep_fabric_rail_info``. The paused fraction
 and the watchdog events are the recorded series PFCPauseStorm fires on, over its window."""
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from lockstep.dashboards import queries as q
 from lockstep.dashboards.config import Config, range_total, rate, sel
 from lockstep.dashboards.grafana import dashboard, query_variable, target
 from lockstep.exporters.catalog import fabric as f
+from lockstep.exporters.catalog import gnmi as sw
+from lockstep.exporters.catalog import switches as sw_ports
 from lockstep.exporters.catalog.enums import IB_PORT_ACTIVE
 
 NAME = "fabric"
 PORT = "{{node}} {{device}} (rail {{rail}})"
 IFACE = "{{node}} {{interface}} prio {{priority}} {{direction}} (rail {{rail}})"
+HOST_PORT, RX, ON_A_RAIL = 'node!=""', 'direction="rx"', 'rail!=""'
 STORM = "{{node}} {{interface}} {{level}} (rail {{rail}})"
 
 
@@ -74,10 +78,55 @@ def _congestion(cfg: Config) -> list:
     ]
 
 
+def _switches(cfg: Config) -> list:
+    """The Ethernet switches' side of a storm (the switch exporter over gNMI): the ports their host pauses,
+    where storms enter the fabric (the PFCPauseStorm page's origin), with the host from the neighbors map;
+    the queues the switch's PFC watchdog holds; how far the pauses spread."""
+    s = cfg.selectors.switch
+    hosts = f"max by (switch, port, node, interface) ({sel(sw.NEIGHBOR_INFO, s, HOST_PORT)})"
+    paused = rate(cfg, sw.PAUSE_DURATION, s)
+    by_host = (f"max by (switch, port, priority, node, interface) (\n  {rate(cfg, sw.PAUSE_DURATION, s, RX)}"
+               f"\n  * on (switch, port) group_left (node, interface) {hosts}\n) > 0")
+    return [
+        p.table("Switch ports paused by their host (storm origins)", [target(by_host, instant=True, table=True)],
+                "percentunit", columns={"switch": "Switch", "port": "Port", "priority": "Priority", "node": "Host",
+                                        "interface": "Interface", "Value": "Paused"}, sort_by="Paused", w=12),
+        p.table("Queues the switch PFC watchdog holds as stormed",
+                [target(f"{sel(sw.WATCHDOG_STORMED, s)} == 1", instant=True, table=True)], "short",
+                columns={"switch": "Switch", "port": "Port", "queue": "Queue"}, w=12),
+        p.timeseries("Switch ports paused per priority (the spread)",
+                     [target(f"max by (switch, port, priority, direction) ({paused})",
+                             "{{switch}} {{port}} prio {{priority}} {{direction}}")], "percentunit", min=0, max=1, w=24),
+    ]
+
+
+def _imbalance(cfg: Config) -> list:
+    """Rail and uplink (ECMP) imbalance as FabricRailImbalance sees it: each rail's bytes over its job's mean
+    rail and each leaf uplink's over its leaf's mean (1: an even spread), over the alert's window."""
+    fab = cfg.selectors.fabric
+    to_switch, to_host = 'kind="switch",remote_kind="switch"', 'kind="switch",remote_kind="ca"'
+    leaf_uplinks = (f"max by (guid, port, name) ({sel(sw_ports.PORT_INFO, fab, to_switch)})\n"
+                    f"  and on (guid) count by (guid) ({sel(sw_ports.PORT_INFO, fab, to_host)})")
+    uplink_tx = (f"{rate(cfg, sw_ports.TRANSMIT_BYTES, fab)}\n* on (guid, port) group_left (name) (\n  {leaf_uplinks}\n)")
+    # The recorded lockstep:job_rail_share:ratio, over the dashboard's rate interval.
+    railed = f"max by (node, device, rail) ({sel(f.RAIL_INFO, cfg.selectors.node, ON_A_RAIL)})"
+    per_rail = (f"sum by (job_id, rail) (\n  {rate(cfg, f.IB_TRANSMIT_BYTES, cfg.selectors.node)}\n"
+                f"  * on (node, device) group_left (rail) {railed}\n  * on (node) group_left (job_id) {r.NODE_JOB}\n)")
+    return [
+        p.timeseries("Rail share of each job (bytes over the job's mean rail)",
+                     [target(f"{per_rail}\n/ on (job_id) group_left avg by (job_id) ({per_rail})",
+                             "job {{job_id}} rail {{rail}}")],
+                     "short", min=0, w=12),
+        p.timeseries("Leaf uplink imbalance (max over mean, ECMP)",
+                     [target(f"max by (guid, name) ({uplink_tx})\n/ avg by (guid, name) ({uplink_tx})", "{{name}}")],
+                     "short", min=0, w=12),
+    ]
+
+
 def build(cfg: Config):
     info = sel(f.RAIL_INFO, cfg.selectors.node)
     variables = [query_variable("node", "Node", f"label_values({info}, node)", include_all=True),
                  query_variable("rail", "Rail", f"label_values({info}, rail)", include_all=True)]
     return dashboard(cfg, NAME, "lockstep / Fabric",
                      "InfiniBand/RoCE ports by rail: throughput, waits, errors, flaps, PFC pauses and storms, "
-                     "ECN and CNPs.", [*_links(cfg), *_congestion(cfg)], variables)
+                     "ECN and CNPs.", [*_links(cfg), *_congestion(cfg), *_imbalance(cfg), *_switches(cfg)], variables)

@@ -89,6 +89,7 @@ class Conditions:
     stopped_s: float = 0.0         # job blocked waiting for a rank that stopped entering collectives
     dead_s: float = 0.0            # job blocked waiting for a rank whose process is gone (rank_died, peer_dead)
     out: np.ndarray | None = None  # per GPU: share of the interval its process is out of the job's collectives
+    rail_bytes: np.ndarray | None = None  # per port: its bytes against its usual share (rail_skew)
 
 
 def conditions(topo: Topology, t: float) -> Conditions:
@@ -160,6 +161,11 @@ def _apply(c: Conditions, topo: Topology, f: Fault, share: float, o: float, lo: 
             c.port_down[g] |= a <= t < b
             if topo.job_nodes[topo.nodes.index(f.node)]:
                 downs.append((a, b))
+    elif f.kind == "rail_skew":
+        if c.rail_bytes is None:
+            c.rail_bytes = np.ones(topo.n_gpus)
+        on_rail = np.arange(topo.n_gpus) % topo.gpus_per_node == f.nic
+        c.rail_bytes[on_rail] *= 1 + (f.share - 1) * share
     elif f.kind == "storage_starvation":
         c.read_cap = f.read_cap_bytes_per_s if c.read_cap is None else min(c.read_cap, f.read_cap_bytes_per_s)
         c.read_cap_share = max(c.read_cap_share, share)

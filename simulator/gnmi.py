@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import grpc
 
@@ -62,8 +63,10 @@ class _Servicer(gnmi_pb2_grpc.gNMIServicer):
 class FakeSwitch:
     """One gNMI server on 127.0.0.1; ``credentials``: the (username, password) it demands, or None."""
 
-    def __init__(self, recording: Recording, port: int = 0, credentials: tuple[str, str] | None = None,
+    def __init__(self, recording: Recording | Callable[[float], Recording], port: int = 0,
+                 credentials: tuple[str, str] | None = None,
                  server_credentials: grpc.ServerCredentials | None = None) -> None:
+        """``recording``: fixed, or a function of Unix time (a scenario, e.g. ``simulator/gnmistorm.py``)."""
         self.recording, self.port, self.credentials = recording, port, credentials
         self.server_credentials = server_credentials
         self.subscribed = threading.Event()
@@ -73,8 +76,9 @@ class FakeSwitch:
 
     def notification(self) -> gnmi_pb2.Notification:
         with self._lock:
-            prefix = gnmi_pb2.Path(target=self.recording.prefix_target) if self.recording.prefix_target else None
-            return gnmi_pb2.Notification(timestamp=0, prefix=prefix, update=list(self.recording.updates))
+            recording = self.recording(time.time()) if callable(self.recording) else self.recording
+        prefix = gnmi_pb2.Path(target=recording.prefix_target) if recording.prefix_target else None
+        return gnmi_pb2.Notification(timestamp=0, prefix=prefix, update=list(recording.updates))
 
     def replace(self, recording: Recording) -> None:
         with self._lock:

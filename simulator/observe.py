@@ -76,6 +76,8 @@ def port_increments(topo: Topology, c: Conditions, j: JobTick, rng: np.random.Ge
     per_step = topo.scenario.job.step_time_s * (1 - hw.COMPUTE_SHARE) * hw.LINK_RATE_BPS * hw.ALLREDUCE_LINK_EFFICIENCY
     up = 1.0 - c.flap_s / period
     data = _per_gpu(topo, j.steps * per_step, 0.0) * up
+    if c.rail_bytes is not None:  # NCCL's channels unevenly spread: one rail carries more than its share
+        data = data * c.rail_bytes
     tx = np.floor(data * rng.normal(1, 0.01, n) / 4).astype(np.int64)  # IB data counters: 4-octet words
     rx = np.floor(data * rng.normal(1, 0.01, n) / 4).astype(np.int64)
     tx_pk, rx_pk = tx * 4 // hw.MTU, rx * 4 // hw.MTU

@@ -21,7 +21,7 @@ _JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")  # Slurm: 123, 123_4 
 _KUBE_JOB_ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?/[a-z0-9](?:[a-z0-9.-]{0,61}[a-z0-9])?")
 FAULT_KINDS = ("gpu_throttle", "slow_node", "slow_rank", "drift", "pause_storm", "link_flap", "storage_starvation",
                "hang", "xid", "ecc_error", "row_remap", "gpu_missing", "link_degraded", "member_lost", "gpu_defect",
-               "fabric_congestion", "power_cap", "restart", "rank_stopped", "rank_died", "peer_dead")
+               "fabric_congestion", "power_cap", "restart", "rank_stopped", "rank_died", "peer_dead", "rail_skew")
 # A hang of one rank, as NCCL's RAS sees it: its process stops entering collectives (still answering RAS), dies
 # (RAS gets no answer from it, then considers it dead), or is dead to RAS at once; the rest of the job waits.
 RANK_HANG_KINDS = ("rank_stopped", "rank_died", "peer_dead")
@@ -32,7 +32,7 @@ REMAP_OUTCOMES = ("pending", "failed")
 # PSU or board asserting it), a PCIe link trained at fewer lanes (its host transfers take longer).
 DEFECTS = ("thermal", "power_brake", "pcie")
 # Faults of the whole cluster or job, with no node of their own.
-WIDE_KINDS = ("hang", "storage_starvation", "fabric_congestion", "power_cap", "restart")
+WIDE_KINDS = ("hang", "storage_starvation", "fabric_congestion", "power_cap", "restart", "rail_skew")
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,7 @@ class Fault:
     lanes: int = 16             # gpu_defect pcie: the lanes the link trained at (of 16)
     throughput: float = 1.0     # fabric_congestion: the all-reduce's throughput against its nominal
     pause_share: float = 0.0    # fabric_congestion: share of each job NIC's time paused by PFC
+    share: float = 1.0          # rail_skew: rail ``nic`` carries this many times its usual bytes on every job node
 
 
 @dataclass(frozen=True)
@@ -295,6 +296,9 @@ def _params(s: Section, kind: str, gpus: int) -> dict:
     if kind == "link_degraded":
         return {"nic": s.get("hca", int, check=rail),
                 "rate_factor": _num(s, "rate_factor", 0.5, check=lambda v: None if 0 < v < 1 else "must be in (0, 1)")}
+    if kind == "rail_skew":
+        return {"nic": s.get("rail", int, check=rail),
+                "share": _num(s, "share", 2.0, check=lambda v: None if v > 1 else "must be > 1")}
     if kind == "storage_starvation":
         return {"read_cap_bytes_per_s": _num(s, "read_cap_bytes_per_s", check=positive)}
     if kind == "gpu_defect":

@@ -234,6 +234,13 @@ def _subtract(span: tuple[float, float], taken: list[tuple[float, float]]) -> li
     return pieces
 
 
+def _fault_key(kind: str, key: str) -> str:
+    """The scenario file's name of a fault field: ``hca`` of a link fault and ``rail`` of a rail_skew are ``nic``."""
+    if key != "nic":
+        return key
+    return {"link_flap": "hca", "link_degraded": "hca", "rail_skew": "rail"}.get(kind, key)
+
+
 def _fault_doc(f) -> dict:
     doc = {k: v for k, v in dataclasses.asdict(f).items() if v is not None}
     instant = {"xid": ("code",), "ecc_error": ("count",), "row_remap": ("outcome",)}
@@ -246,6 +253,7 @@ def _fault_doc(f) -> dict:
             "link_degraded": ("node", "nic", "rate_factor"), "member_lost": ("node",),
             "gpu_defect": ("node", "gpu", "defect", *(("lanes", "slowdown") if f.defect == "pcie" else ("clock_factor",))),
             "fabric_congestion": ("throughput", "pause_share"), "power_cap": ("clock_factor", "reason"), "restart": (),
+            "rail_skew": ("nic", "share"),
             **dict.fromkeys(RANK_HANG_KINDS, ("node", "gpu"))}[f.kind]
-    named = {("hca" if f.kind in ("link_flap", "link_degraded") and k == "nic" else k): doc[k] for k in keep}
+    named = {_fault_key(f.kind, k): doc[k] for k in keep}
     return {"kind": f.kind, **named, "start_s": f.start_s, "end_s": f.end_s}

@@ -58,5 +58,12 @@ TARGET_INFO = gauge("lockstep_switch_target_info",
                     "Always 1; the gNMI address and path set (sonic, cumulus) of a configured switch.",
                     ("switch", "address", "path_set"))
 
+NEIGHBOR_INFO = gauge(
+    "lockstep_switch_port_neighbor_info",
+    "Always 1; what is cabled to a switch port, from the switch exporter config's neighbors map (the site's "
+    "cabling plan). A host: node and interface (the node agent's node and netdev names), remote_switch and "
+    "remote_port empty; another switch: remote_switch and remote_port, node and interface empty.",
+    ("switch", "port", "node", "interface", "remote_switch", "remote_port"))
+
 METRICS = (PAUSE_FRAMES, PAUSE_DURATION, ECN_MARKED, DROPPED, WATERMARK, WATCHDOG_STORMED, WATCHDOG_STORMS,
-           WATCHDOG_DROPPED, UP, LAST_UPDATE, UPDATES, ERRORS, TARGET_INFO)
+           WATCHDOG_DROPPED, UP, LAST_UPDATE, UPDATES, ERRORS, TARGET_INFO, NEIGHBOR_INFO)

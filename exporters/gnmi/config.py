@@ -23,6 +23,16 @@ class Tls:
 
 
 @dataclass(frozen=True)
+class Neighbor:
+    """What is cabled to one switch port: a host (``node``, ``interface``) or a switch (``switch``, ``port``)."""
+
+    node: str = ""
+    interface: str = ""
+    switch: str = ""
+    port: str = ""
+
+
+@dataclass(frozen=True)
 class Target:
     name: str
     address: str  # host:port of the switch's gNMI server
@@ -30,6 +40,7 @@ class Target:
     sample_interval_s: float = 10.0
     credentials: Credentials | None = None
     tls: Tls | None = None
+    neighbors: tuple[tuple[str, Neighbor], ...] = ()  # (switch port, what is cabled to it)
 
 
 @dataclass(frozen=True)
@@ -72,8 +83,28 @@ def _target(s: Section, default_interval: float) -> Target:
         for key in ("cert_file", "key_file", "server_name"):
             if s.get(key, str, None) is not None:
                 raise s.error(key, "needs ca_file (TLS)")
+    neighbors = _neighbors(s.section("neighbors", None))
     s.finish()
-    return Target(name, address, path_set, interval, credentials, tls)
+    return Target(name, address, path_set, interval, credentials, tls, neighbors)
+
+
+def _neighbors(s: Section | None) -> tuple[tuple[str, Neighbor], ...]:
+    """``neighbors: {Ethernet0: {node: node00, interface: eth0}, Ethernet64: {switch: spine1, port: Ethernet0}}``"""
+    if s is None:
+        return ()
+    out = []
+    for port in list(s.data):
+        if not isinstance(port, str) or not _NAME.match(port):
+            raise s.error(str(port), "a port name: use letters, digits, _ . : -")
+        entry = s.section(port)
+        host = (entry.get("node", str, ""), entry.get("interface", str, ""))
+        peer = (entry.get("switch", str, ""), entry.get("port", str, ""))
+        entry.finish()
+        if all(host) == all(peer) or any(host) != all(host) or any(peer) != all(peer):
+            raise s.error(port, "give node and interface (a host) or switch and port (another switch)")
+        out.append((port, Neighbor(*host, *peer)))
+    s.finish()
+    return tuple(out)
 
 
 def load_config(path: str | Path) -> SwitchConfig:

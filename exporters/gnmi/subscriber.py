@@ -47,6 +47,8 @@ class SwitchState:
             out = [Sample(m.TARGET_INFO, (name, self.target.address, self.target.path_set), 1.0),
                    Sample(m.UP, (name,), 1.0 if self.up else 0.0), Sample(m.UPDATES, (name,), float(self.updates)),
                    *(Sample(m.ERRORS, (name, kind), float(n)) for kind, n in self.errors.items()),
+                   *(Sample(m.NEIGHBOR_INFO, (name, port, n.node, n.interface, n.switch, n.port), 1.0)
+                     for port, n in self.target.neighbors),
                    *self.values.values()]
             if self.last_update is not None:
                 out.append(Sample(m.LAST_UPDATE, (name,), self.last_update))

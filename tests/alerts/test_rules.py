@@ -41,6 +41,8 @@ CONTRACT = {
     "LinkFailed": "page", "LinkDegraded": "ticket",
     # Added with the node-side storage collectors.
     "NVMeWearing": "ticket",
+    # Added with rail imbalance from the hosts' per-rail bytes.
+    "FabricRailImbalance": "ticket",
 }
 
 

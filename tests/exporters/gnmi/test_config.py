@@ -18,6 +18,9 @@ targets:
     path_set: cumulus
     sample_interval_s: 2
     ca_file: ca.pem
+    neighbors:
+      swp1: {node: node00, interface: eth0}
+      swp49: {switch: spine1, port: swp3}
 """
 
 
@@ -35,6 +38,9 @@ def test_a_good_config(tmp_path) -> None:
     assert (leaf1.path_set, leaf1.sample_interval_s, leaf1.credentials.password) == ("sonic", 5.0, "hunter2")
     assert (leaf2.sample_interval_s, leaf2.tls.ca, leaf2.credentials) == (2.0, b"-----BEGIN CERTIFICATE-----\n", None)
     assert "hunter2" not in repr(config)
+    assert leaf1.neighbors == ()
+    assert [(port, n.node, n.interface, n.switch, n.port) for port, n in leaf2.neighbors] == [
+        ("swp1", "node00", "eth0", "", ""), ("swp49", "", "", "spine1", "swp3")]
 
 
 @pytest.mark.parametrize(("old", "new", "where"), [
@@ -44,6 +50,10 @@ def test_a_good_config(tmp_path) -> None:
     ("    ca_file: ca.pem", "    cert_file: ca.pem", ":12: targets[1].cert_file: needs ca_file"),
     ("    sample_interval_s: 2", "    sample_intervall_s: 2", ":11: targets[1].sample_intervall_s: unknown key"),
     ("name: leaf2", "name: leaf1", "targets[1].name: duplicate target 'leaf1'"),
+    ("{node: node00, interface: eth0}", "{node: node00}", ":14: targets[1].neighbors.swp1: give node and interface"),
+    ("{switch: spine1, port: swp3}", "{switch: spine1, port: swp3, node: n1, interface: e}",
+     ":15: targets[1].neighbors.swp49: give"),
+    ("{node: node00, interface: eth0}", "{node: node00, iface: eth0}", ":14: targets[1].neighbors.swp1.iface: unknown key"),
 ])
 def test_errors_name_file_line_and_key(tmp_path, old, new, where) -> None:
     path = write(tmp_path, GOOD.replace(old, new))

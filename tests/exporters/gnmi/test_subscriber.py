@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from lockstep.exporters.gnmi.config import Credentials, SwitchConfig, Target
+from lockstep.exporters.gnmi.config import Credentials, Neighbor, SwitchConfig, Target
 from lockstep.exporters.gnmi.subscriber import Subscriber
 from lockstep.simulator.gnmi import FakeSwitch, load_recording
 from tests.helpers.paths import FIXTURES
@@ -110,6 +110,15 @@ def test_a_dead_switch_never_blanks_another(switches, subscriber_of) -> None:
     assert got[("lockstep_switch_gnmi_up", ("dead",))] == 0
     assert got[("lockstep_switch_pfc_pause_frames_total", ("leaf1", "Ethernet68", "7", "rx"))] == 2
     assert not any(labels[0] == "dead" for name, labels in got if name.startswith("lockstep_switch_pfc"))
+
+
+def test_the_neighbors_map_is_served_with_the_switch_even_while_it_is_down() -> None:
+    host, spine = Neighbor(node="node00", interface="eth2"), Neighbor(switch="spine1", port="Ethernet0")
+    target = Target("leaf1", "127.0.0.1:1", "sonic", INTERVAL_S, neighbors=(("Ethernet0", host), ("Ethernet64", spine)))
+    got = {s.labels: s.value for s in Subscriber(SwitchConfig((target,))).samples()
+           if s.metric.name == "lockstep_switch_port_neighbor_info"}
+    assert got == {("leaf1", "Ethernet0", "node00", "eth2", "", ""): 1.0,
+                   ("leaf1", "Ethernet64", "", "", "spine1", "Ethernet0"): 1.0}
 
 
 def test_credentials_are_sent_and_never_logged(switches, subscriber_of, caplog) -> None:
