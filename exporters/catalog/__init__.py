@@ -10,6 +10,7 @@ from __future__ import annotations
 from lockstep.exporters.catalog import (
     analytics,
     fabric,
+    fleet,
     gpu,
     health,
     nccl,
@@ -21,7 +22,7 @@ from lockstep.exporters.catalog import (
 )
 from lockstep.exporters.catalog.model import COUNTER, GAUGE, Metric
 
-SECTIONS = (health, gpu, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace)
+SECTIONS = (health, gpu, fleet, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace)
 
 
 def _build() -> dict[str, Metric]:
