@@ -18,7 +18,7 @@ DEMO_TOOLS := prometheus:prometheus promtool:prometheus prometheus-alertmanager:
   amtool:prometheus-alertmanager
 TEST_TOOLS := $(DEMO_TOOLS) prometheus-node-exporter:prometheus-node-exporter ethtool:ethtool ip:iproute2 \
   chromium:chromium victoria-metrics:victoria-metrics vmctl:victoria-metrics fio:fio setpriv:util-linux \
-  systemd-analyze:systemd kubectl:kubernetes-client
+  systemd-analyze:systemd kubectl:kubernetes-client ibnetdiscover:infiniband-diags
 # Debian's python3 lacks the venv module until python3-venv is installed.
 VENV_PACKAGES := python3-venv
 
@@ -67,12 +67,13 @@ test: $(STAMP) tools
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # The tests that start no process (every test that does is marked integration, and tests/conftest.py
-# fails one that starts a process without the marker): the check to run while editing, with no Debian
-# tools needed. About 100 s of CPU, most of it the scorers and the simulator, so two workers here too,
-# a module to each (its fixtures computed once).
+# fails one that starts a process without the marker) and cost no more than a second or two each (the
+# whole-scenario evaluations and the real timeouts are marked slow; make test runs them): the check to
+# run while editing, under a minute, with no Debian tools needed. Two workers here too, a module to each
+# (its fixtures computed once).
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -m "not integration" -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not integration and not slow" -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -95,7 +96,7 @@ fuzz: $(STAMP)
 eval: $(STAMP)
 	$(VENV)/bin/lockstep analytics evaluate --all simulator/scenarios --models
 
-# The kubelet PodResources gRPC code in exporters/third_party/podresources/ is checked in; this regenerates
+# The kubelet PodResources and the gNMI gRPC code in exporters/third_party/ are checked in; this regenerates
 # it with the one grpcio-tools release the generator pins, in a venv of its own (tools/gen_podresources.py).
 PROTO_VENV := .venv-proto
 GRPCIO_TOOLS := $(shell sed -n 's/^GRPCIO_TOOLS = "\(.*\)"/\1/p' tools/gen_podresources.py)
@@ -103,6 +104,7 @@ proto:
 	@test -x $(PROTO_VENV)/bin/python || $(PYTHON) -m venv $(PROTO_VENV)
 	$(PROTO_VENV)/bin/python -m pip install --quiet grpcio-tools==$(GRPCIO_TOOLS)
 	$(PROTO_VENV)/bin/python tools/gen_podresources.py
+	$(PROTO_VENV)/bin/python tools/gen_gnmi.py
 
 clean:
 	rm -rf $(VENV) $(PROTO_VENV) build *.egg-info .pytest_cache

@@ -21,6 +21,9 @@ from lockstep.exporters.toolkit.jsonload import load_json
 # Alerts after which a node must take no more work until someone resets a GPU, reboots or repairs it.
 DRAIN_ALERTS = ("GPUUncorrectableECC", "GPURowRemapFailure", "GPURowRemapPending", "InfiniBandLinkDown",
                 "GPUFellOffBus", "GPUMissing", "ValidationFailed")
+# Drained for only where they name a host: LinkFailed of a host link carries its node (a switch-to-switch
+# link has none and is routed to the pager alone, never to the receiver).
+HOST_ALERTS = ("LinkFailed",)
 # XID alerts drain by the recovery action the XID catalog gives the code (the alert's `action` label),
 # never by a list of codes: reset_gpu, reboot_node and service_hardware all need the node empty first.
 XID_ALERTS = ("GPUXidCritical", "GPUXidWarning")
@@ -79,7 +82,7 @@ def xid_action(labels: dict[str, str]) -> str:
 
 def is_hardware_fault(labels: dict[str, str]) -> bool:
     name = labels.get("alertname", "")
-    return name in DRAIN_ALERTS or (name in XID_ALERTS and xid_action(labels) in XID_DRAIN_ACTIONS)
+    return name in DRAIN_ALERTS or name in HOST_ALERTS or (name in XID_ALERTS and xid_action(labels) in XID_DRAIN_ACTIONS)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from lockstep.exporters.catalog import (
     analytics,
     fabric,
     fleet,
+    gnmi,
     gpu,
     health,
     nccl,
@@ -18,11 +19,13 @@ from lockstep.exporters.catalog import (
     pace,
     power,
     storage,
+    switches,
     validation,
 )
 from lockstep.exporters.catalog.model import COUNTER, GAUGE, Metric
 
-SECTIONS = (health, gpu, fleet, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace)
+SECTIONS = (health, gpu, fleet, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace, switches,
+            gnmi)
 
 
 def _build() -> dict[str, Metric]:

@@ -113,3 +113,6 @@ SEVERITIES = (PAGE, TICKET)
 def numbered(states: Mapping[int, str]) -> str:
     """``1 down, 2 init, ...``: a state gauge's values as its HELP text lists them."""
     return ", ".join(f"{value} {name}" for value, name in states.items())
+
+# lockstep_link_health's state label (the fabric exporter's verdict per port), best first.
+LINK_HEALTH_STATES = ("ok", "degraded", "failed")

@@ -173,6 +173,11 @@ class LazyJobs:
         """The GPU backend's device ids (index, UUID, MIG devices)."""
         return self._collector().refs()
 
+    def pod_jobs(self) -> dict[str, str]:
+        """``{pod UID: job id}`` of the pods holding GPUs, on a Kubernetes node; empty under Slurm."""
+        kube = self._collector().kube
+        return kube.pod_jobs() if kube is not None else {}
+
     def close(self) -> None:
         if self._jobs is not None:
             self._jobs.close()

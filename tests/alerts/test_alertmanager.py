@@ -31,7 +31,7 @@ def _amtool(*args: str) -> subprocess.CompletedProcess:
 def test_committed_config_passes_amtool_check_config() -> None:
     result = _amtool("check-config", str(DEPLOY))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "7 inhibit rules" in result.stdout and "3 receivers" in result.stdout
+    assert "10 inhibit rules" in result.stdout and "3 receivers" in result.stdout
 
 
 @pytest.mark.parametrize("labels, receivers", [
@@ -40,6 +40,10 @@ def test_committed_config_passes_amtool_check_config() -> None:
     (["alertname=GPUFellOffBus", "severity=page", "node=node01"], "quarantine,pager"),
     (["alertname=GPUUncorrectableECC", "severity=ticket", "node=node01"], "quarantine,queue"),
     (["alertname=InfiniBandLinkDown", "severity=page", "node=node01"], "quarantine,pager"),
+    (["alertname=LinkFailed", "severity=page", "node=node07", "device=mlx5_4"], "quarantine,pager"),
+    # A switch-to-switch link names no host: nothing to drain.
+    (["alertname=LinkFailed", "severity=page", "guid=0x00000000f0040000", "port=33"], "pager"),
+    (["alertname=LinkDegraded", "severity=ticket", "node=node07", "device=mlx5_4"], "queue"),
     (["alertname=SomethingElse"], "queue"),
 ])
 def test_amtool_routes(labels: list[str], receivers: str) -> None:

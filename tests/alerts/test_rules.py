@@ -35,6 +35,10 @@ CONTRACT = {
     "TrainingJobMemberLost": "page",
     # Added with hang localisation: a page for a job of rank_hung_page_gpus GPUs or more, else a ticket.
     "TrainingJobRankHung": "page|ticket",
+    # Added with the fabric exporter's link-health verdicts.
+    "LinkFailed": "page", "LinkDegraded": "ticket",
+    # Added with the node-side storage collectors.
+    "NVMeWearing": "ticket",
 }
 
 

@@ -18,6 +18,7 @@ from lockstep.analytics.scoring.steptimes import parse_csv
 from lockstep.exporters.catalog import power as power_catalog
 from lockstep.exporters.fabric.ethtool import parse_driver, parse_ethtool_stats
 from lockstep.exporters.fabric.ib import parse_counter, parse_rate, parse_state
+from lockstep.exporters.fabric.ibdiag import IbDiagError, parse_ibnetdiscover, parse_perfquery
 from lockstep.exporters.power import bmc, cdu, pdu, pollreport
 from lockstep.exporters.power.redfish import decode
 from lockstep.exporters.storage.diskstats import parse_diskstats
@@ -275,3 +276,27 @@ def test_an_alias_bomb_loads_within_the_bound_or_is_refused(levels, fanout):
         assert whole > MAX_EXPANDED_NODES and "aliases expand" in str(exc)
     else:
         assert _expanded(value) == whole <= MAX_EXPANDED_NODES
+
+
+IBD = FIXTURES / "infiniband-diags"
+
+
+@FAST
+@given(st.one_of(spliced(IBD / "treydock/ibnetdiscover/test.out"), spliced(IBD / "treydock/ibnetdiscover/test2.out"),
+                 spliced(IBD / "treydock/perfquery/0x7cfe9003009ce5b0.out"), NOISE))
+def test_infiniband_diags_parsers_raise_only_their_own_error(text):
+    for parse in (parse_ibnetdiscover, parse_perfquery):
+        try:
+            parse(text)
+        except IbDiagError:
+            pass
+
+
+@FAST
+@given(st.integers(0, 8), st.sampled_from(["4X", "x", "4x", "²x", "\u0663x"]), st.data())
+def test_a_corrupt_ibnetdiscover_line_loses_that_port_alone(victim, width, data):
+    lines = (IBD / "treydock/ibnetdiscover/test.out").read_text().splitlines()
+    bad = data.draw(st.sampled_from(["0xZZ", "-1", "0x" + "f" * 17]))
+    lines[victim] = lines[victim].replace("0x", bad, 1).replace("4x", width, 1)
+    fabric = parse_ibnetdiscover("\n".join(lines))
+    assert len(fabric.ports) + fabric.unreadable_lines == 9 and fabric.unreadable_lines == 1

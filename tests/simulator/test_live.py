@@ -83,6 +83,7 @@ def all_counters(root: Path, nodes: tuple[str, ...] = ("node00", "node01", "node
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["link-flap", "pause-storm", "checkpoint"])
 def test_counters_never_decrease(tmp_path: Path, name: str) -> None:
     last: dict[str, int] = {}
@@ -165,6 +166,7 @@ def test_hang_silences_traffic_and_io(tmp_path: Path) -> None:
         assert g["utilization"]["gpu"] >= 95 and g["prof"]["sm_active"] < 0.1 and g["power_mw"] < 200_000
 
 
+@pytest.mark.slow
 def test_checkpoint_is_a_write_burst_with_idle_gpus(tmp_path: Path) -> None:
     io, seen = {}, {}
     for t in ticks("checkpoint", tmp_path):

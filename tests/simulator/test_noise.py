@@ -53,6 +53,7 @@ def test_the_drawn_table_is_the_data(pai):
     assert np.percentile(pai.median(axis=1), np.arange(0, 101, 10)) == pytest.approx(PAI_COV_DECILES, abs=6e-5)
 
 
+@pytest.mark.slow
 def test_per_job_spread_has_the_pai_distribution(pai, simulated):
     from scipy.stats import ks_2samp
 

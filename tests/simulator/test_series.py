@@ -28,6 +28,7 @@ def contract(tmp_path_factory) -> tuple[pd.DataFrame, dict]:
     return series(tmp_path_factory.mktemp("contract"), "thermal-straggler")
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_outputs(tmp_path: Path) -> None:
     """With its realistic noise too: the noise is seeded."""
     a, ta = series(tmp_path, "pause-storm", "a.parquet", noisy=True)

@@ -89,6 +89,7 @@ def _result(started: float, figures: int, test: str = "fio-many-jobs") -> Result
                   tuple(Figure("read_bw", "bytes_per_second", 1e9 + started, f"job{j}") for j in range(figures)))
 
 
+@pytest.mark.slow
 def test_the_store_drops_the_oldest_history_to_keep_a_file_under_the_cap(tmp_path):
     store = Store(tmp_path, durable=False)
     for run in range(30):

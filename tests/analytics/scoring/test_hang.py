@@ -47,8 +47,9 @@ def checked(sc):
     return res, truth, truthcheck.check_hangs(truth, res, sc.start_timestamp, sc.sample_period_s)
 
 
-@pytest.mark.parametrize("kind,cause", [("rank_stopped", RANK_STOPPED), ("rank_died", RANK_DEAD),
-                                        ("peer_dead", RANK_DEAD)])
+@pytest.mark.parametrize("kind,cause", [("rank_stopped", RANK_STOPPED),
+                                        pytest.param("rank_died", RANK_DEAD, marks=pytest.mark.slow),
+                                        pytest.param("peer_dead", RANK_DEAD, marks=pytest.mark.slow)])
 def test_the_hung_rank_is_named_with_node_gpu_and_rank_within_a_minute(kind, cause):
     sc = scenario({"kind": kind, "node": "node02", "gpu": 5, "start_s": 410, "end_s": 800})
     res, truth, check = checked(sc)
@@ -86,7 +87,7 @@ def test_the_stall_is_named_in_the_service_view_and_its_metrics():
     [{"kind": "storage_starvation", "start_s": 400, "end_s": 600, "read_cap_bytes_per_s": 1.0e7}],
     [{"kind": "slow_rank", "node": "node01", "gpu": 1, "start_s": 400, "end_s": 600, "slowdown": 3.0}],
 ], ids=["running", "job-wide-hang", "storage", "slow-rank"])
-@pytest.mark.parametrize("period", [5, 15])
+@pytest.mark.parametrize("period", [pytest.param(5, marks=pytest.mark.slow), 15])
 def test_no_culprit_where_no_rank_hangs(faults, period):
     """Checkpoints every 300 s pause every rank together; with 5 s samples each RAS answer (polled every 15 s)
     is read three times over, the one taken as the job stopped included."""

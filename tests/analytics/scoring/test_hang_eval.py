@@ -17,6 +17,8 @@ from lockstep.simulator.series import tables
 from lockstep.simulator.truth import Truth
 
 HUNG, HEALTHY = 24, 12
+# dozens of simulated jobs: make test runs them, make test-fast leaves them out
+pytestmark = pytest.mark.slow
 
 
 def checked(doc: dict) -> tuple[dict, float]:

@@ -107,6 +107,7 @@ def _end(run) -> float:
     return run.start + run.truth["duration_s"]
 
 
+@pytest.mark.slow
 async def test_each_replica_scores_only_its_shard_and_never_queries_a_rejected_id(run, caplog):
     ids = ("7300", "4242", "4242+0", "4242_7", "job.a")
     scored = {}
@@ -127,6 +128,7 @@ async def test_each_replica_scores_only_its_shard_and_never_queries_a_rejected_i
     assert scored == {0: {"7300", "4242_7", "job.a"}, 1: {"4242", "4242+0"}}
 
 
+@pytest.mark.slow
 async def test_a_job_that_fails_keeps_its_last_view_and_counters_while_the_others_refresh(run):
     source = FakeSource(_jobs(run, "7300", "7301"))
     refresher = Refresher(source, Settings(window_s=120))
@@ -154,6 +156,7 @@ MALFORMED = {
 }
 
 
+@pytest.mark.slow
 async def test_a_malformed_answer_for_one_job_loses_that_job_alone(run):
     """In a steady refresh and in a catch-up alike, whatever the malformation (one per refresh): the
     other job is scored and accounted to the end, and the broken one catches up once it answers again."""
@@ -188,6 +191,7 @@ async def test_every_job_failing_fails_the_refresh_and_keeps_the_results_marked_
     assert health.last_error.startswith("PrometheusError: HTTP 422")
 
 
+@pytest.mark.slow
 async def test_a_gap_is_caught_up_one_window_per_refresh_oldest_first(run):
     """A refresh at 120 s, the next at 600 s with a 125 s window: the 360 s between are fetched in
     window-sized chunks from the last counted sample (120 s) up to the current window's first sample
@@ -214,6 +218,7 @@ async def test_a_gap_is_caught_up_one_window_per_refresh_oldest_first(run):
         assert abs(counters.lost[cause] - want) <= max(0.1 * want, 0.002 * truth["allocated_gpu_seconds"]), cause
 
 
+@pytest.mark.slow
 async def test_a_catch_up_chunk_that_fails_is_retried_and_one_without_data_is_passed_over(run):
     source = FakeSource(_jobs(run, "7300"))
     source.down = (run.start + 120, run.start + 360)   # Prometheus itself was down: no samples

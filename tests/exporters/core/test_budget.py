@@ -23,8 +23,11 @@ from tests.helpers.paths import REPO
 
 SERIES_BUDGET = 1500
 # The collectors the budget was set for; a new default collector must be weighed against it
-# (validation: 50 tests add about 500 series, bench/bench_validation.py).
-BUDGETED_DEFAULTS = {"gpu", "jobs", "infiniband", "roce", "pfc", "lustre", "nfs", "disk", "validation"}
+# (validation: 50 tests add about 500 series, bench/bench_validation.py; job-io: 4 per job and block device
+# plus 2 per job, about 20 for a training job on a node with 4 disks; gds: about 25 plus 4 per GPU where nvidia-fs
+# is loaded, none elsewhere; nvme: 1 per controller, 15 more per controller with --nvme.smart-command).
+BUDGETED_DEFAULTS = {"gpu", "jobs", "infiniband", "roce", "pfc", "lustre", "nfs", "disk", "validation", "job-io", "gds",
+                     "nvme"}
 SCENARIO = ("name: budget-node\nseed: 3\nduration_s: 60\nsample_period_s: 5\n"
             "cluster: {nodes: 1, gpus_per_node: 8, nodes_per_rack: 1, rack_budget_watts: 60000}\n"
             "job: {job_id: '77', nodes: 1, step_time_s: 1.5, storage_read_bytes_per_step: 1.0e9}\n")

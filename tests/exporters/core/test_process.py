@@ -180,11 +180,12 @@ def test_port_in_use_is_a_clear_error(exporter):
 def test_every_subcommand_has_useful_help():
     top = run_cli("--help")
     assert top.returncode == 0
-    for command in ("exporter", "power-exporter", "analytics", "sim", "dashboards", "alerts", "report", "demo"):
+    for command in ("exporter", "power-exporter", "switch-exporter", "analytics", "sim", "dashboards", "alerts", "report",
+                    "demo"):
         assert command in top.stdout
         sub = run_cli(command, "--help")
         assert sub.returncode == 0 and "usage: lockstep " + command in sub.stdout, command
-    for command in (("exporter",), ("power-exporter",), ("analytics", "serve")):
+    for command in (("exporter",), ("power-exporter",), ("switch-exporter",), ("analytics", "serve")):
         text = " ".join(run_cli(*command, "--help").stdout.split())   # argparse wraps lines
         # a derived default (None) is described in the flag's help, never shown as "None"
         assert "(default: None)" not in text and "(default: False)" not in text, command

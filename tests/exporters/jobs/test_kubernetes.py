@@ -225,3 +225,31 @@ def test_auto_picks_kubernetes_where_the_kubelet_socket_is_and_slurm_elsewhere(t
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
     assert JobsOptions.from_config(ExporterConfig(flags=flags)).source == "kubernetes"
     assert JobsOptions.from_config(ExporterConfig(flags={**flags, "jobs.source": "slurm"})).source == "slurm"
+
+
+async def test_job_io_names_a_pods_cgroup_by_its_job(node):
+    """The ``job-io`` collector asks the same mapping which job a pod's cgroup (named by the pod's UID, as the
+    kubelet's systemd driver names it) belongs to; a pod holding no GPU is left out."""
+    from lockstep.exporters.collectors.job_io import job_io
+
+    slices = node.root / "node00/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice"
+    stat = (FIXTURES / "cgroup/sys/fs/cgroup/system.slice/slurmstepd.scope/job_4242/io.stat").read_text()
+    trainer_pod, idle = trainer(0, [0]), SimPod("ml-team", "data-loader", "node00", (SimContainer("loader"),), {})
+    node.set_pods([trainer_pod, NOTEBOOK, idle])
+    for pod in (trainer_pod, NOTEBOOK, idle):
+        group = slices / f"kubepods-burstable-pod{pod.uid.replace('-', '_')}.slice"
+        group.mkdir(parents=True)
+        (group / "io.stat").write_text(stat)
+    s = Scraper({"job-io": job_io(exporter_config(f"--sim.node-root={node.root / 'node00'}", "--jobs.source=kubernetes"))})
+
+    def jobs(text: str) -> dict[str, str]:
+        return {line.split('pod_uid="')[1].split('"')[0]: line.split('job_id="')[1].split('"')[0]
+                for line in text.splitlines() if line.startswith("lockstep_job_io_read_bytes_total{")}
+    try:
+        deadline = time.monotonic() + 30
+        while 'lockstep_scrape_collector_success{collector="job-io"} 1' not in (text := render_text(s.families())):
+            assert time.monotonic() < deadline, text
+            await asyncio.sleep(0.05)
+        assert jobs(text) == {trainer_pod.uid: "ml-team/llama-pretrain", NOTEBOOK.uid: "research/notebook-7f9c"}
+    finally:
+        s.close()

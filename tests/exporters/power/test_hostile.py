@@ -9,6 +9,7 @@ import json
 import shutil
 
 import aiohttp
+import pytest
 from aiohttp import web
 
 from lockstep.exporters.power.app import POLLER, AppOptions, create_app
@@ -100,6 +101,7 @@ async def test_redirects_stay_on_the_bmc_and_a_loop_is_named(aiohttp_server, tmp
     assert moved.up, moved.error
 
 
+@pytest.mark.slow
 async def test_concurrent_probes_share_one_request_limit_per_bmc(aiohttp_server, aiohttp_client, tmp_path):
     """Before: the per-BMC limit was made per poll, so 40 concurrent /probe calls put 40 requests in
     flight on one BMC (embedded web servers answer 503 or fall over)."""

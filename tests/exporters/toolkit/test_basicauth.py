@@ -49,6 +49,7 @@ async def client_for(aiohttp_client, cost: int):
     return await aiohttp_client(app)
 
 
+@pytest.mark.slow
 async def test_a_flood_of_wrong_passwords_does_not_delay_a_good_scrape(aiohttp_client, checks):
     """Before: every bad password took a slot of the shared default executor, so a verified scrape's
     render queued behind them (619 ms instead of 1.2 ms for 24 bad requests)."""
