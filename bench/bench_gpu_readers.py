@@ -36,6 +36,8 @@ SCRAPES, BUDGET = 40, 0.5
 class DriverPacedNvml:
     """The simulator's NVML with each call as slow as the captured driver's."""
 
+    ANSWERS_IN_PYTHON = False   # each call sleeps outside the GIL first, as a real one runs in the driver
+
     def __init__(self, inner: SimNvml, delays: dict[str, float]) -> None:
         self._inner, self._delays = inner, delays
 

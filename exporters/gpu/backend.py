@@ -47,7 +47,7 @@ class GpuOptions:
                       "a number, or slurm for the node's gpu GRES from `scontrol show node`")
         add_flag(group, "gpu.readers", metavar="N",
                  help=f"GPUs read at once, each in its own thread (default {MAX_READERS}; 1 reads them one after "
-                      "another)")
+                      "another, as the sim and replay backends always are: they answer in Python)")
         add_flag(group, "gpu.read-timeout", metavar="DURATION",
                  help="a GPU whose NVML call has not returned after this long is reported down "
                       "(lockstep_gpu_up 0) while the others are reported (default 5s)")
