@@ -86,9 +86,10 @@ def receivers(config: AlertsConfig) -> list[dict]:
         pager["pagerduty_configs"] = [{"routing_key_file": r.pagerduty_routing_key_file, "send_resolved": True}]
     result = [pager, {"name": "queue", "webhook_configs": [_webhook(r.queue_webhook_url)]}]
     if r.quarantine_webhook_url:
-        # Resolved notifications are useless to it: undraining is a human decision.
+        # Resolved notifications only matter to a receiver that returns nodes (--return-when-resolved);
+        # by default undraining is a human decision.
         result.append({"name": "quarantine", "webhook_configs": [
-            _webhook(r.quarantine_webhook_url, False, r.quarantine_bearer_token_file)]})
+            _webhook(r.quarantine_webhook_url, r.quarantine_send_resolved, r.quarantine_bearer_token_file)]})
     return result
 
 

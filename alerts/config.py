@@ -43,7 +43,7 @@ def _apply(obj: Any, section: Section | None) -> Any:
         return obj
     changes = {}
     for f in fields(obj):
-        kind = float if f.type in ("float", float) else str
+        kind = float if f.type in ("float", float) else bool if f.type in ("bool", bool) else str
         changes[f.name] = section.get(f.name, kind, getattr(obj, f.name), _check_for(f.name, kind))
     section.finish()
     return replace(obj, **changes)

@@ -11,7 +11,7 @@ import math
 import os
 import re
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lockstep.exporters.catalog import xid
@@ -28,6 +28,14 @@ HOST_ALERTS = ("LinkFailed",)
 # never by a list of codes: reset_gpu, reboot_node and service_hardware all need the node empty first.
 XID_ALERTS = ("GPUXidCritical", "GPUXidWarning")
 WINDOW_S = 3600.0
+# Alerts whose resolution means the fault itself cleared (the GPU answers again, the counter was reset
+# with the GPU, the link came up, a validation run passed): with --return-when-resolved the node is
+# returned once every such alert of its drain has resolved. An XID alert resolves when its window has
+# passed, repaired or not, so a node an XID drained is never returned by the receiver.
+RETURNABLE_ALERTS = DRAIN_ALERTS
+# Repeat offenders: a node drained more than REPEAT_DRAINS times within REPEAT_WINDOW_S is held for a
+# human to clear, whatever resolved; drains are remembered for HISTORY_S (the 30-day count).
+REPEAT_DRAINS, REPEAT_WINDOW_S, HISTORY_S = 1, 7 * 86400.0, 30 * 86400.0
 # How long a drained node counts as handled. Long enough to absorb Alertmanager's re-sends of a firing
 # group (repeat_interval, 4h), short enough that a node repaired and resumed is drained on a new fault.
 FORGET_AFTER_S = 24 * 3600.0
@@ -78,6 +86,15 @@ def is_hardware_fault(labels: dict[str, str]) -> bool:
 
 
 @dataclass(frozen=True)
+class Fault:
+    """One valid hardware-fault alert of a notification, firing or resolved, by Alertmanager's fingerprint."""
+    node: str
+    fingerprint: str
+    firing: bool
+    returnable: bool
+
+
+@dataclass(frozen=True)
 class Refusal:
     """An alert of a notification that cannot be acted on, refused alone: ``index`` in its ``alerts``."""
     index: int
@@ -93,6 +110,7 @@ class Refusal:
 class Notification:
     drains: list[DrainRequest]
     refused: list[Refusal]
+    faults: list[Fault] = field(default_factory=list)
 
 
 def read_notification(body: bytes) -> Notification:
@@ -110,21 +128,28 @@ def read_notification(body: bytes) -> Notification:
         raise BadPayload('missing "alerts" list')
     requests: dict[str, DrainRequest] = {}
     refused: list[Refusal] = []
+    faults: list[Fault] = []
     for i, alert in enumerate(alerts):
         labels = alert.get("labels") if isinstance(alert, dict) else None
         if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
             refused.append(Refusal(i, "", "labels must be a mapping of strings"))
             continue
-        if alert.get("status") != "firing" or not is_hardware_fault(labels):
+        status = alert.get("status")
+        if status not in ("firing", "resolved") or not is_hardware_fault(labels):
             continue
-        node, name = labels.get("node", ""), _clean(labels["alertname"])
+        node, name = labels.get("node", ""), _clean(labels.get("alertname", ""))
         if not node:
             refused.append(Refusal(i, name, "has no node label"))
         elif not NODE_NAME.fullmatch(node) or node.upper() == "ALL":
             refused.append(Refusal(i, name, f"node label {_clean(node)!r} is not one node name"))
         else:
-            requests.setdefault(node.casefold(), DrainRequest(node, labels["alertname"], _reason(labels)))
-    return Notification(list(requests.values()), refused)
+            fingerprint = alert.get("fingerprint")
+            if not isinstance(fingerprint, str) or not fingerprint:
+                fingerprint = json.dumps(labels, sort_keys=True)
+            faults.append(Fault(node, fingerprint, status == "firing", labels["alertname"] in RETURNABLE_ALERTS))
+            if status == "firing":
+                requests.setdefault(node.casefold(), DrainRequest(node, labels["alertname"], _reason(labels)))
+    return Notification(list(requests.values()), refused, faults)
 
 
 def parse_notification(body: bytes) -> list[DrainRequest]:
@@ -145,11 +170,16 @@ class Policy:
         self.max_drained_fraction = max_drained_fraction
         self.drained: dict[str, float] = {}
         self.recent: deque[float] = deque()
+        self.history: dict[str, list[float]] = {}   # node -> its drains within HISTORY_S (repeat offenders)
+        self.faults: dict[str, set[str]] = {}       # node -> fingerprints of its drain's alerts not yet resolved
         if state_file is not None and state_file.exists():
             try:
                 state = json.loads(state_file.read_text())
                 self.drained = {str(k).casefold(): float(v) for k, v in state.get("drained", {}).items()}
                 self.recent = deque(sorted(float(t) for t in state.get("recent", [])))
+                self.history = {str(k).casefold(): sorted(float(t) for t in v)
+                                for k, v in state.get("history", {}).items()}
+                self.faults = {str(k).casefold(): {str(f) for f in v} for k, v in state.get("faults", {}).items()}
             except (OSError, ValueError, TypeError, AttributeError) as exc:
                 # Refuse to start rather than forget what was drained (and re-drain or overspend the budget).
                 raise ValueError(f"{state_file}: unreadable quarantine state: {exc}") from None
@@ -180,10 +210,46 @@ class Policy:
         return max(1, math.floor(self.max_drained_fraction * fleet + 1e-9))
 
     def record(self, node: str, now: float, persist: bool = True) -> None:
+        key = node.casefold()
         self.recent.append(now)
-        self.drained[node.casefold()] = now
-        if persist and self.state_file is not None:
-            write_durably(self.state_file, json.dumps({"drained": self.drained, "recent": list(self.recent)}))
+        self.drained[key] = now
+        self.history[key] = [t for t in self.history.get(key, []) if now - t < HISTORY_S] + [now]
+        if persist:
+            self.save()
+
+    def save(self) -> None:
+        if self.state_file is not None:
+            write_durably(self.state_file, json.dumps({
+                "drained": self.drained, "recent": list(self.recent), "history": self.history,
+                "faults": {node: sorted(fps) for node, fps in self.faults.items()}}))
+
+    def drains_within(self, node: str, now: float, window_s: float) -> int:
+        return sum(1 for t in self.history.get(node.casefold(), []) if now - t < window_s)
+
+    def repeat_offender(self, node: str, now: float) -> bool:
+        """Drained more than REPEAT_DRAINS times within REPEAT_WINDOW_S: held for a human to clear."""
+        return self.drains_within(node, now, REPEAT_WINDOW_S) > REPEAT_DRAINS
+
+    def note_faults(self, faults: list[Fault]) -> list[str]:
+        """Track each node's open fault alerts; the nodes this receiver drained whose every returnable
+        alert has now resolved and that no other alert keeps drained (candidates for return). A resolved
+        XID alert closes nothing: its node stays until a human returns it."""
+        touched = []
+        for f in faults:
+            key = f.node.casefold()
+            if f.firing:
+                self.faults.setdefault(key, set()).add(f.fingerprint)
+            elif f.returnable:   # also when already discarded: a failed return is retried with the resend
+                self.faults.get(key, set()).discard(f.fingerprint)
+                touched.append(f.node)
+        return [node for node in dict.fromkeys(touched)
+                if node.casefold() in self.drained and not self.faults.get(node.casefold())]
+
+    def returned(self, node: str) -> None:
+        """The node is back in service: a new fault drains it again at once."""
+        self.drained.pop(node.casefold(), None)
+        self.faults.pop(node.casefold(), None)
+        self.save()
 
 
 def write_durably(path: Path, text: str) -> None:
@@ -202,7 +268,10 @@ def write_durably(path: Path, text: str) -> None:
         os.close(directory)
 
 
-def scontrol_argv(scontrol: str, request: DrainRequest) -> list[str]:
-    """The Slurm command line: one argv, never a shell, so a label value cannot inject anything."""
+def scontrol_argv(scontrol: str, request: DrainRequest, state: str = "DRAIN") -> list[str]:
+    """The Slurm command line: one argv, never a shell, so a label value cannot inject anything.
+    ``RESUME`` returns a node (scontrol takes no Reason= with it)."""
+    if state == "RESUME":
+        return [scontrol, "update", f"NodeName={request.node}", "State=RESUME"]
     return [scontrol, "update", f"NodeName={request.node}", "State=DRAIN", f"Reason={request.reason}"]
 

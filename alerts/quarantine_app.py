@@ -2,7 +2,11 @@
 (bearer token required) and drains faulty nodes with ``scontrol``; ``GET /-/healthy``.
 
 Every decision is logged (logfmt fields action=drain|dry_run|already|rate_limited|circuit_open|
-unknown_node|failed|refused). Requests are handled one at a time (a lock) so the hourly cap holds under
+unknown_node|failed|refused, and with ``return_when_resolved`` returned|dry_run_return|held). A node
+drained more than once in 7 days is a repeat offender: its drain reason says so, it is never returned
+automatically (``held``), and ``GET /metrics`` shows it (``lockstep_fleet_repeat_offender``). Drains are
+counted from the receiver's own state, not from Prometheus: the hold must stand when Prometheus is
+down, and only the receiver knows which drains it made. Requests are handled one at a time (a lock) so the hourly cap holds under
 concurrent notifications. With a node inventory (``lockstep.alerts.inventory``) a name it does not list is
 refused, and the circuit breaker counts its size as the fleet.
 """
@@ -18,8 +22,19 @@ from pathlib import Path
 from aiohttp import web
 
 from lockstep.alerts.inventory import Inventory, InventoryError
-from lockstep.alerts.quarantine import BadPayload, DrainRequest, Policy, read_notification, scontrol_argv
+from lockstep.alerts.quarantine import (
+    HISTORY_S,
+    REPEAT_WINDOW_S,
+    BadPayload,
+    DrainRequest,
+    Policy,
+    read_notification,
+    scontrol_argv,
+)
+from lockstep.exporters.catalog import fleet as m
+from lockstep.exporters.toolkit.exposition import Encoder, render_text
 from lockstep.exporters.toolkit.logs import kv
+from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.quarantine")
 
@@ -35,6 +50,9 @@ class QuarantineConfig:
     inventory: Path | None = None
     # The circuit breaker: never more than this share of the inventory's nodes drained at once.
     max_drained_fraction: float = 0.1
+    # Return a drained node (scontrol State=RESUME) once every alert of its drain has resolved, but for
+    # XID drains and repeat offenders. Off: undraining stays a human decision.
+    return_when_resolved: bool = False
 
 
 @dataclass
@@ -48,8 +66,8 @@ class _State:
 STATE = web.AppKey("quarantine", _State)
 
 
-async def _scontrol(config: QuarantineConfig, request: DrainRequest) -> tuple[bool, str]:
-    argv = scontrol_argv(config.scontrol, request)
+async def _scontrol(config: QuarantineConfig, request: DrainRequest, state: str = "DRAIN") -> tuple[bool, str]:
+    argv = scontrol_argv(config.scontrol, request, state)
     try:
         proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
@@ -94,6 +112,9 @@ async def _handle(state: _State, request: DrainRequest) -> dict:
         # live run on the same state file must not take these nodes for drained.
         state.policy.record(request.node, now, persist=False)
     elif decision == "drain":
+        if state.policy.drains_within(request.node, now, REPEAT_WINDOW_S) >= 1:   # this drain makes it one
+            request = replace(request, reason=f"{request.reason} repeat-offender clear-by-hand")
+            fields["reason"] = request.reason
         ok, output = await _scontrol(config, request)
         if ok:
             state.policy.record(request.node, now)
@@ -101,6 +122,28 @@ async def _handle(state: _State, request: DrainRequest) -> dict:
             decision, fields["error"] = "failed", output
     level = logging.ERROR if decision in ("failed", "rate_limited", "circuit_open") else logging.INFO
     log.log(level, "quarantine %s", decision, extra=kv(action=decision, **fields))
+    return {"action": decision, **fields}
+
+
+async def _return(state: _State, node: str) -> dict:
+    """A node whose drain's alerts have all resolved: returned, or held for a human."""
+    config, now, policy = state.config, time.time(), state.policy
+    fields = {"node": node, "drains_7d": policy.drains_within(node, now, REPEAT_WINDOW_S)}
+    if policy.repeat_offender(node, now):
+        log.warning("quarantine held: repeat offender, clear by hand", extra=kv(action="held", **fields))
+        return {"action": "held", **fields}
+    if config.dry_run:
+        decision = "dry_run_return"
+        policy.drained.pop(node.casefold(), None)   # as its drain: in memory only
+    else:
+        ok, output = await _scontrol(config, DrainRequest(node, "", ""), "RESUME")
+        decision = "returned" if ok else "failed"
+        if ok:
+            policy.returned(node)
+        else:
+            fields["error"] = output
+    log.log(logging.ERROR if decision == "failed" else logging.INFO, "quarantine %s", decision,
+            extra=kv(action=decision, **fields))
     return {"action": decision, **fields}
 
 
@@ -126,6 +169,11 @@ async def alerts_handler(request: web.Request) -> web.Response:
                     extra=kv(action="refused", alert=r.index, alertname=r.alertname, error=r.error))
     async with state.lock:
         actions = [await _handle(state, d) for d in notification.drains]
+        candidates = state.policy.note_faults(notification.faults)
+        if state.config.return_when_resolved:
+            actions += [await _return(state, node) for node in candidates]
+        elif candidates:
+            state.policy.save()
     # 5xx makes Alertmanager retry the notification: what failed is tried again, the rest is idempotent.
     # A refused alert is not a failure: sent again it would be refused again, so it is answered (and
     # logged) and the notification is 200, which Alertmanager records as delivered. A 4xx would do no
@@ -140,6 +188,22 @@ async def healthy(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
 
 
+async def metrics(request: web.Request) -> web.Response:
+    """Each node drained within 30 days: its drains in 7 and 30 days, and whether it is a repeat offender."""
+    policy, now = request.app[STATE].policy, time.time()
+    samples = []
+    for node in sorted(policy.history):
+        month = policy.drains_within(node, now, HISTORY_S)
+        if not month:
+            continue
+        samples += [Sample(m.NODE_DRAINS, (node, "7d"), float(policy.drains_within(node, now, REPEAT_WINDOW_S))),
+                    Sample(m.NODE_DRAINS, (node, "30d"), float(month)),
+                    Sample(m.REPEAT_OFFENDER, (node,), float(policy.repeat_offender(node, now)))]
+    families: dict = {}
+    Encoder().add(families, samples)
+    return web.Response(text=render_text(families), content_type="text/plain", charset="utf-8")
+
+
 def create_app(config: QuarantineConfig) -> web.Application:
     if not config.token:
         raise ValueError("the quarantine receiver needs a bearer token")
@@ -149,4 +213,5 @@ def create_app(config: QuarantineConfig) -> web.Application:
     app[STATE] = _State(config, policy, asyncio.Lock(), inventory)
     app.router.add_post("/alerts", alerts_handler)
     app.router.add_get("/-/healthy", healthy)
+    app.router.add_get("/metrics", metrics)
     return app

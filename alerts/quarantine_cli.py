@@ -43,6 +43,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-drained-fraction", type=float, default=0.1,
                    help="circuit breaker: drain no more once this share of the inventory stands drained "
                         "(default 0.1; at least one node)")
+    p.add_argument("--return-when-resolved", action="store_true",
+                   help="return a drained node (scontrol State=RESUME) once every alert of its drain has resolved "
+                        "(needs quarantine_send_resolved in the alerts config); never a node an XID drained, nor "
+                        "one drained more than once in 7 days (held for a human: lockstep_fleet_repeat_offender)")
     add_log_flags(p)
 
 
@@ -65,7 +69,8 @@ def config_from_args(args: argparse.Namespace, environ: dict[str, str] | None = 
         raise ValueError("--execute needs --node-inventory FILE: without it any alert could drain any name")
     return QuarantineConfig(token=token, dry_run=not args.execute, max_drains_per_hour=args.max_drains_per_hour,
                             scontrol=args.scontrol, state_file=args.state_file, inventory=args.node_inventory,
-                            max_drained_fraction=args.max_drained_fraction)
+                            max_drained_fraction=args.max_drained_fraction,
+                            return_when_resolved=args.return_when_resolved)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -76,6 +76,8 @@ class Routing:
     queue_webhook_url: str = "http://queue.invalid/lockstep"
     quarantine_webhook_url: str = ""        # set to send hardware faults to `lockstep alerts quarantine-receiver`
     quarantine_bearer_token_file: str = ""
+    # Send resolved notifications too: needed by a receiver run with --return-when-resolved.
+    quarantine_send_resolved: bool = False
     group_wait: str = "30s"
     pager_group_wait: str = "10s"           # pages go out faster than tickets
     group_interval: str = "5m"

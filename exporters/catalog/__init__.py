@@ -10,6 +10,7 @@ from __future__ import annotations
 from lockstep.exporters.catalog import (
     analytics,
     fabric,
+    fleet,
     gnmi,
     gpu,
     health,
@@ -24,7 +25,7 @@ from lockstep.exporters.catalog import (
 )
 from lockstep.exporters.catalog.model import COUNTER, GAUGE, Metric
 
-SECTIONS = (health, gpu, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace, switches,
+SECTIONS = (health, gpu, fleet, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace, switches,
             gnmi, storagesys)
 
 

@@ -121,7 +121,10 @@ HEALTH = gauge(
     "within --gpu.xid-window), ecc_uncorrectable (2: volatile uncorrectable errors, reset needed), row_remap "
     "(1 pending, 2 failed), retired_pages (1 at 15 or pending, 2 at 63), pcie (1: below max width or over 8 "
     "replays a minute), nvlink (1: errors growing, 2: a link went down), thermal (1: thermal slowdown), driver "
-    f"(1: persistence mode off), and dcgm_<system> (DCGM health watches: {', '.join(DCGM_HEALTH_SYSTEMS)}).",
+    "(1: persistence mode off), pcie_link (1: link generation or width below its maximum while the GPU is over 50 % "
+    "busy; held while idle), clocks (1: a clock-event reason without thermal or power cause, hw_slowdown or "
+    "applications_clocks_setting, held 5 minutes), nvlink_links (1: fewer NVLinks active than the GPU has; "
+    f"--gpu.nvlink-per-link only), and dcgm_<system> (DCGM health watches: {', '.join(DCGM_HEALTH_SYSTEMS)}).",
     ("gpu", "check"))
 HEALTHY = gauge("lockstep_gpu_healthy", "0 if any lockstep_gpu_health check of the GPU failed (2), else 1.", G)
 GPUS_EXPECTED = gauge("lockstep_node_gpus_expected",

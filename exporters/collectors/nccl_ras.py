@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from lockstep.exporters.catalog import nccl as m
 from lockstep.exporters.collectors.jobs import LazyJobs
 from lockstep.exporters.jobs.placement import Placements
-from lockstep.exporters.nccl.node import local_addresses, normal_address, slurm_job_of_pid
+from lockstep.exporters.nccl.node import LocalAddresses, normal_address, slurm_job_of_pid
 from lockstep.exporters.nccl.ras import NCCL_RESULTS, Communicator, RasParseError, RasStatus, parse
 from lockstep.exporters.nccl.rasclient import (
     DEFAULT_ADDRESS,
@@ -235,6 +235,7 @@ class RasPoller:
         self.ask = ask or (lambda: query(options.host, options.port, timeout=options.timeout, fmt=options.format,
                                          max_bytes=options.max_answer_bytes))
         self.local = local or self._local
+        self._addresses = LocalAddresses(options.procfs)
         self.state = _State()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -243,7 +244,7 @@ class RasPoller:
         names = {self.options.node_name, self.options.node_name.split(".")[0]} - {""}
         if self.options.node_addresses is not None:
             return set(self.options.node_addresses) | names
-        return {normal_address(a) for a in local_addresses(self.options.procfs)} | names
+        return self._addresses() | names
 
     def poll_once(self) -> str:
         """One poll; returns its result (one of ``POLL_RESULTS``)."""

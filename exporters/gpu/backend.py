@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lockstep.exporters.gpu.readers import MAX_READERS
 from lockstep.exporters.registry import add_flag
 
 if TYPE_CHECKING:
@@ -26,6 +27,8 @@ class GpuOptions:
     nvlink_per_link: bool = False
     xid_window_s: float = 3600.0  # how long an XID keeps the xid health check at its severity
     expected_count: int | str | None = None   # GPUs the node should have: a number, or "slurm"
+    readers: int = MAX_READERS    # GPUs read at once; 1 reads them one after another in the scrape's thread
+    read_timeout_s: float = 5.0   # a GPU whose NVML call takes longer is reported down for this scrape
 
     @staticmethod
     def add_flags(group: argparse._ArgumentGroup) -> None:
@@ -42,6 +45,12 @@ class GpuOptions:
         add_flag(group, "gpu.expected-count", metavar="N|slurm",
                  help="GPUs this node should have (lockstep_node_gpus_expected; GPUMissing fires below it): "
                       "a number, or slurm for the node's gpu GRES from `scontrol show node`")
+        add_flag(group, "gpu.readers", metavar="N",
+                 help=f"GPUs read at once, each in its own thread (default {MAX_READERS}; 1 reads them one after "
+                      "another, as the sim and replay backends always are: they answer in Python)")
+        add_flag(group, "gpu.read-timeout", metavar="DURATION",
+                 help="a GPU whose NVML call has not returned after this long is reported down "
+                      "(lockstep_gpu_up 0) while the others are reported (default 5s)")
         add_flag(group, "gpu.xid-window", metavar="DURATION",
                  help="how long an XID keeps the xid health check at its severity (default 1h; 90s, 15m, "
                       "2h)")
@@ -56,7 +65,9 @@ class GpuOptions:
         common = dict(dcgm_names=names == "dcgm", hostname=config.node_name,
                       nvlink_per_link=bool(config.flag("gpu.nvlink-per-link", False)),
                       xid_window_s=parse_duration("--gpu.xid-window", str(config.flag("gpu.xid-window", "1h"))),
-                      expected_count=parse_expected(str(config.flag("gpu.expected-count", "")) or None))
+                      expected_count=parse_expected(str(config.flag("gpu.expected-count", "")) or None),
+                      readers=parse_readers(str(config.flag("gpu.readers", MAX_READERS))),
+                      read_timeout_s=parse_duration("--gpu.read-timeout", str(config.flag("gpu.read-timeout", "5s"))))
         if spec in ("nvml", "dcgm"):
             return cls(spec, **common)
         for kind in ("sim", "replay"):
@@ -76,6 +87,12 @@ def parse_duration(flag: str, text: str) -> float:
     if seconds <= 0:
         raise ValueError(f"{flag}: {text!r} must be positive")
     return seconds
+
+
+def parse_readers(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise ValueError(f"--gpu.readers: {text!r} is not a number of threads from 1 to 64")
+    return int(text)
 
 
 def parse_expected(text: str | None) -> int | str | None:

@@ -3,8 +3,18 @@
 
 Thresholds are DCGM's health-watch limits (NVIDIA/DCGM ``dcgm_gpu_hardware_limits.h``): more than 8
 PCIe replays a minute, 15 retired pages (warning) and 63 (failed), NVLink CRC errors at 100 a second.
-Rates need the previous scrape's counters: ``HealthTracker`` keeps those (and nothing else) per GPU,
-as DCGM's own watches do. A check whose inputs the GPU does not report is absent, not ok.
+Rates need the previous scrape's counters: ``HealthTracker`` keeps those per GPU, as DCGM's own
+watches do, and what the link and clock evidence needs: when an unexplained clock-event reason began,
+and the PCIe link's last judgement under load. A check whose inputs the GPU does not report is absent,
+not ok.
+
+Link and bus evidence (a GPU that passes every fixed check yet runs slower than its peers):
+``pcie_link`` the PCIe link below its maximum generation or width while the GPU is busy (at idle GPUs
+drop the generation to save power: the real idle captures show gen 1 of 4, so only a loaded GPU is
+judged, and the last judgement is held while idle); ``clocks`` a clock-event reason that costs speed
+without a thermal or power cause (hardware slowdown with no thermal or power-brake bit, clocks held
+by an applications-clocks setting) for ``CLOCKS_PERSIST_S`` on end; ``nvlink_links`` fewer links
+active than the GPU's topology has (links NVML knows on it; per-link mode only).
 """
 from __future__ import annotations
 
@@ -22,6 +32,10 @@ PCIE_REPLAYS_PER_MINUTE = 8
 RETIRED_PAGES_WARNING, RETIRED_PAGES_FAILED = 15, 63
 NVLINK_CRC_PER_SECOND = 100.0
 _THERMAL = reason_bits(THERMAL_REASONS)
+LOADED_PERCENT = 50        # utilization at which the PCIe link must be at its maximum
+CLOCKS_PERSIST_S = 300.0   # an unexplained clock-event reason held this long is evidence, not a blip
+_UNEXPLAINED = reason_bits(("hw_slowdown", "applications_clocks_setting"))
+_CAUSED = reason_bits(THERMAL_REASONS + ("sw_power_cap", "hw_power_brake_slowdown"))
 
 
 @dataclass(slots=True)
@@ -30,6 +44,8 @@ class _Previous:
     pcie_replay: float | None
     nvlink: dict[str, tuple[float | None, ...]]
     links_seen: frozenset[str]    # every link ever read active (per-link mode), to notice one going down
+    unexplained_since: float | None = None   # when the current run of an unexplained clock reason began
+    pcie_link: int | None = None             # the PCIe link's last verdict under load
 
 
 @dataclass
@@ -44,9 +60,18 @@ class HealthTracker:
         before = self.previous.get(snap.static.index)
         links = {link.link: _link(link) for link in snap.nvlink}
         seen = (before.links_seen if before else frozenset()) | links.keys()
-        self.previous[snap.static.index] = _Previous(now, snap.pcie_replay, links, seen)
+        since = unexplained_since(snap, before.unexplained_since if before else None, now)
+        link = pcie_link_check(snap, before.pcie_link if before else None)
+        self.previous[snap.static.index] = _Previous(now, snap.pcie_replay, links, seen, since, link)
         elapsed = now - before.at if before is not None else 0.0
         checks = {"bus": OK, **memory_checks(snap), **config_checks(snap)}
+        if link is not None:
+            checks["pcie_link"] = link
+        if snap.clock_event_reasons is not None:
+            checks["clocks"] = WARNING if since is not None and now - since >= CLOCKS_PERSIST_S else OK
+        if snap.nvlink_links:
+            active = sum(1 for name in links if name != "total")
+            checks["nvlink_links"] = WARNING if active < snap.nvlink_links else OK
         if xid_level is not None:
             checks["xid"] = xid_level
         pcie = pcie_check(snap, before.pcie_replay if before else None, elapsed)
@@ -87,6 +112,26 @@ def config_checks(snap: GpuSnapshot) -> dict[str, int]:
     if snap.persistence_mode is not None:   # off: driver state torn down and rebuilt around every job
         out["driver"] = OK if snap.persistence_mode else WARNING
     return out
+
+
+def unexplained_since(snap: GpuSnapshot, since: float | None, now: float) -> float | None:
+    """When the clocks began to be held back with no thermal or power cause (None: they are not now)."""
+    reasons = snap.clock_event_reasons
+    if reasons is None or not reasons & _UNEXPLAINED or reasons & _CAUSED:
+        return None
+    return now if since is None else since
+
+
+def pcie_link_check(snap: GpuSnapshot, last: int | None) -> int | None:
+    """Warning when the link runs below its maximum generation or width under load; idle keeps ``last``."""
+    s = snap.static
+    if snap.utilization_gpu is None or snap.utilization_gpu < LOADED_PERCENT:
+        return last
+    below = [(now, top) for now, top in ((snap.pcie_gen, s.pcie_gen_max), (snap.pcie_width, s.pcie_width_max))
+             if now is not None and top is not None]
+    if not below:
+        return last
+    return WARNING if any(now < top for now, top in below) else OK
 
 
 def pcie_check(snap: GpuSnapshot, replay_before: float | None, elapsed: float) -> int | None:

@@ -1,6 +1,8 @@
 """What the GPU collector needs from NVML, as a Protocol: the ``pynvml`` module itself satisfies it,
 and so do the simulator backend (``sim.SimNvml``) and the tests' fake. Names, signatures, return types
-and exceptions are pynvml's; nothing here may be called that pynvml lacks."""
+and exceptions are pynvml's; nothing here may be called that pynvml lacks. A backend whose calls run in Python
+(holding the GIL) says so with a class attribute ``ANSWERS_IN_PYTHON = True``: its GPUs are then read one
+after another, since read side by side they would only take turns."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Protocol, Sequence

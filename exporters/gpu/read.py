@@ -90,8 +90,10 @@ def read_snapshot(nvml: Nvml, static: GpuStatic, handle: Any, per_link: bool = F
     fields = read_fields(nvml, g, h)
     totals = [fields.pop(key) for key in _NVLINK_TOTALS]
     nvlink = (NvLinkCounters("total", *totals),) if any(v is not None for v in totals) else ()
+    nvlink_links = None
     if per_link:
-        nvlink += read_nvlink(nvml, g, h)
+        active, nvlink_links = read_nvlink(nvml, g, h)
+        nvlink += active
     # Both: the instant reading for lockstep_gpu_power_watts, the 1 s average for dcgm-exporter's name.
     power_average = g.call("nvmlDeviceGetPowerUsage", nvml.nvmlDeviceGetPowerUsage, h)
     reasons = g.call("nvmlDeviceGetCurrentClocksEventReasons", nvml.nvmlDeviceGetCurrentClocksEventReasons, h)
@@ -119,6 +121,7 @@ def read_snapshot(nvml: Nvml, static: GpuStatic, handle: Any, per_link: bool = F
         mig_mode=mig_mode[0] if mig_mode is not None else None,
         migs=read_migs(nvml, g, h) if mig_mode is not None and mig_mode[0] == pynvml.NVML_DEVICE_MIG_ENABLE else (),
         nvlink=nvlink,
+        nvlink_links=nvlink_links or None,
         prof=prof,
         **fields)
 
@@ -161,16 +164,18 @@ def _retired_classic(nvml: Nvml, g: NvmlGuard, h: Any) -> dict[str, float | None
                                       nvml.nvmlDeviceGetRetiredPagesPendingStatus, h)}
 
 
-def read_nvlink(nvml: Nvml, g: NvmlGuard, h: Any) -> tuple[NvLinkCounters, ...]:
-    """Error counters of every active link; the first link NVML rejects ends the scan."""
-    links = []
+def read_nvlink(nvml: Nvml, g: NvmlGuard, h: Any) -> tuple[tuple[NvLinkCounters, ...], int]:
+    """Error counters of every active link, and how many links NVML knows on the GPU (active or not:
+    the board's topology); the first link NVML rejects ends the scan."""
+    links, known = [], 0
     for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
         state = g.call("nvmlDeviceGetNvLinkState", nvml.nvmlDeviceGetNvLinkState, h, link)
         if state is None:
             break
+        known += 1
         if state:
             links.append(NvLinkCounters(str(link), *_link_counters(nvml, g, h, link)))
-    return tuple(links)
+    return tuple(links), known
 
 
 def _link_counters(nvml: Nvml, g: NvmlGuard, h: Any, link: int) -> list[float | None]:

@@ -58,6 +58,8 @@ def _key(handle: Any) -> int:
 class ReplayNvml:
     """Also answers every call of ``_SCALAR_CALLS`` (set below the class)."""
 
+    ANSWERS_IN_PYTHON = True   # holds the GIL throughout: the collector reads its GPUs one after another
+
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.log = parse_smi_log(self.path.read_text(), str(self.path))  # SmiFormatError names file and element

@@ -51,6 +51,8 @@ def parse_gpus_json(text: str, path: str) -> dict[str, Any]:
 
 
 class SimNvml(SimEvents):
+    ANSWERS_IN_PYTHON = True   # holds the GIL throughout: the collector reads its GPUs one after another
+
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._doc: dict[str, Any] = {"gpus": []}

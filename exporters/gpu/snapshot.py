@@ -89,6 +89,7 @@ class GpuSnapshot:
     mig_mode: float | None = None               # current MIG mode, 1 enabled; None where the GPU has none
     migs: tuple[MigDevice, ...] = ()
     nvlink: tuple[NvLinkCounters, ...] = ()
+    nvlink_links: int | None = None             # links NVML knows on this GPU, active or not (per-link mode)
     prof: tuple[tuple[str, float], ...] = ()    # DCGM profiling fields (ProfSource keys)
 
 

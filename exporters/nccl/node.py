@@ -12,6 +12,7 @@ per host).
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import re
@@ -48,19 +49,33 @@ def parse_if_inet6(text: str) -> set[str]:
     return found
 
 
-def local_addresses(procfs: Path) -> set[str]:
-    """This host's IPv4 and IPv6 addresses (empty where procfs does not say)."""
-    found: set[str] = set()
-    for name, parse in (("fib_trie", parse_fib_trie), ("if_inet6", parse_if_inet6)):
-        try:
-            found |= parse(read_text(os.path.join(procfs, "net", name)))
-        except OSError:
-            continue
-    return found
+class LocalAddresses:
+    """This host's IPv4 and IPv6 addresses (empty where procfs does not say), normalised: the files are read
+    on every call and parsed again only when their text changed (each poll would parse the same table)."""
+
+    def __init__(self, procfs: Path) -> None:
+        self.paths = tuple((os.path.join(procfs, "net", name), parse)
+                           for name, parse in (("fib_trie", parse_fib_trie), ("if_inet6", parse_if_inet6)))
+        self._parsed: dict[str, tuple[str, frozenset[str]]] = {}   # path → (its last text, its addresses)
+
+    def __call__(self) -> set[str]:
+        found: set[str] = set()
+        for path, parse in self.paths:
+            try:
+                text = read_text(path)
+            except OSError:
+                continue
+            last = self._parsed.get(path)
+            if last is None or last[0] != text:
+                last = self._parsed[path] = (text, frozenset(normal_address(a) for a in parse(text)))
+            found |= last[1]
+        return found
 
 
+@functools.lru_cache(maxsize=4096)
 def normal_address(value: str) -> str:
-    """An IP address as ``inet_ntop`` writes it (so that two spellings of one IPv6 address compare equal)."""
+    """An IP address as ``inet_ntop`` writes it (so that two spellings of one IPv6 address compare equal).
+    Cached: a poll normalises every rank's host, and a job's hosts are few."""
     try:
         return str(ipaddress.ip_address(value))
     except ValueError:

@@ -226,4 +226,5 @@ def test_fake_h100_takes_the_paths_a_real_hopper_driver_took():
     collector.close()
     assert calls.names == real_calls
     real_absent = {field for field, value in record["snapshots"][0].items() if value is None}
-    assert {field for field, value in snapshot.items() if value is None} == real_absent
+    # Fields the snapshot gained after the capture (nvlink_links: per-link mode only, off here) are not compared.
+    assert {field for field, value in snapshot.items() if value is None and field in record["snapshots"][0]} == real_absent

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pynvml
@@ -46,6 +47,32 @@ def test_sim_golden(golden, gpus_json, names):
     finally:
         collector.close()
     golden(f"gpu/sim_{names}.prom", text)
+
+
+class ThreadRecordingSim(SimNvml):
+    """The simulator noting the thread that asks for each GPU's field batch."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.threads: set[str] = set()
+
+    def nvmlDeviceGetFieldValues(self, handle, fieldIds):
+        self.threads.add(threading.current_thread().name)
+        return super().nvmlDeviceGetFieldValues(handle, fieldIds)
+
+
+def test_sim_gpus_are_read_in_the_scrapes_thread_whatever_the_readers(gpus_json):
+    """The simulator answers in Python under the GIL: a reader pool would only make its GPUs take turns."""
+    options = GpuOptions("sim", gpus_json, hostname="node00")
+    assert options.readers > 1
+    nvml = ThreadRecordingSim(gpus_json)
+    collector = GpuCollector(nvml, None, options, watch_xid=False)
+    try:
+        text = render(collector)
+    finally:
+        collector.close()
+    assert nvml.threads == {threading.current_thread().name}
+    assert 'lockstep_gpu_up{gpu="0"} 1' in text and 'lockstep_gpu_up{gpu="2"} 0' in text
 
 
 def test_lost_gpu_is_down_and_others_unaffected(gpus_json):
