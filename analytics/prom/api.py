@@ -13,11 +13,11 @@ import aiohttp
 from lockstep.analytics.prom import promql
 from lockstep.analytics.prom.decode import Block, decode_matrix
 from lockstep.analytics.prom.envelope import result_of
-from lockstep.analytics.prom.errors import MalformedAnswer, PrometheusError
+from lockstep.analytics.prom.errors import MalformedAnswer, PrometheusError, QueryTimeout
 from lockstep.analytics.prom.grid import Window
 from lockstep.exporters.toolkit.jsonload import load_json
 
-__all__ = ["PrometheusError", "MalformedAnswer", "Window", "api_get", "list_jobs", "query_range"]
+__all__ = ["PrometheusError", "MalformedAnswer", "QueryTimeout", "Window", "api_get", "list_jobs", "query_range"]
 
 _DECODE_INLINE_BYTES = 256 * 1024   # below this, a thread hop costs more than the decoding
 
@@ -31,17 +31,22 @@ async def _get(session: aiohttp.ClientSession, url: str, params: dict, timeout: 
     try:
         async with request as resp:
             return resp.status, await resp.read()
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+    except asyncio.TimeoutError as exc:
+        raise QueryTimeout(f"{url}: {type(exc).__name__}: {exc}") from None
+    except (aiohttp.ClientError, ValueError) as exc:
         raise PrometheusError(f"{url}: {type(exc).__name__}: {exc}") from None
 
 
 def _refused(url: str, status: int, body: bytes) -> PrometheusError:
-    """An answer other than 200: Prometheus' own error message when the body carries one."""
+    """An answer other than 200: Prometheus' own error message when the body carries one; the store's
+    own query timeout (Prometheus: 503 with errorType "timeout") is a ``QueryTimeout``."""
     try:
-        message = load_json(body).get("error", "")
+        doc = load_json(body)
+        message, kind = doc.get("error", ""), doc.get("errorType", "")
     except (ValueError, AttributeError):
-        message = body[:200].decode(errors="replace")
-    return PrometheusError(f"{url}: HTTP {status}: {message}")
+        message, kind = body[:200].decode(errors="replace"), ""
+    timed_out = status == 503 and (kind == "timeout" or "timeout" in str(message) or "timed out" in str(message))
+    return (QueryTimeout if timed_out else PrometheusError)(f"{url}: HTTP {status}: {message}")
 
 
 async def api_get(session: aiohttp.ClientSession, base_url: str, path: str, params: dict, timeout: float) -> list:

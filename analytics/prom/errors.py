@@ -8,3 +8,8 @@ class PrometheusError(RuntimeError):
 
 class MalformedAnswer(PrometheusError):
     """An answer that is not a well-formed ``query_range`` matrix on the window's grid."""
+
+
+class QueryTimeout(PrometheusError):
+    """A query that did not finish within its timeout (the client's, or the store's own): asking for
+    less at once may succeed where asking again for the same would not."""

@@ -61,12 +61,13 @@ async def _refresh_ctx(app: web.Application):
 
 
 async def refresh_loop(refresher: Refresher, cfg: ServiceConfig, refreshed: asyncio.Event) -> None:
-    """Refresh every ``interval_s``; after failures, with a doubling backoff up to ``max_backoff_s``."""
+    """Refresh every ``interval_s``, at once while a job's window is still being fetched; after failures,
+    with a doubling backoff up to ``max_backoff_s``."""
     failed_in_row = 0
     while True:
         try:
             await refresher.refresh(cfg.now())
-            failed_in_row, delay = 0, cfg.interval_s
+            failed_in_row, delay = 0, 0.0 if refresher.state.fills.cut_short else cfg.interval_s
         except Exception as exc:  # failure stays local: keep serving the last results
             failed_in_row += 1
             delay = min(cfg.max_backoff_s, cfg.interval_s * 2 ** (failed_in_row - 1))

@@ -48,6 +48,12 @@ class ServiceConfig:
     prometheus_auth: PromAuth = PromAuth()   # how requests to prometheus_url authenticate
     now: Callable[[], float] = field(default=time.time, compare=False)   # injected by tests
 
+    @property
+    def fetch_budget_s(self) -> float:
+        """A refresh fetches new windows for at most its interval (at least one request's timeout), then
+        scores what it has; the next refresh, started at once, goes on from there."""
+        return max(self.interval_s, self.timeout_s)
+
     def __post_init__(self) -> None:
         check_url(self.prometheus_url, self.prometheus_auth)
         for name in ("interval_s", "window_s", "step_s", "timeout_s"):

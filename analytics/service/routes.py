@@ -48,6 +48,11 @@ async def job(request: web.Request) -> web.Response:
         return _error(400, "bad_data", str(exc))
     state = request.app[STATE]
     view = state.results.jobs.get(job_id)
+    coverage = state.results.coverage.get(job_id)
+    if view is None and coverage is not None:
+        return web.json_response({"status": "error", "errorType": "not_found", "coverage": coverage,
+                                  "error": f"job {job_id}: its window is being fetched ({coverage:.0%} of it so far); "
+                                           "it is scored once its newest rows are in"}, status=404)
     if view is None:
         shard = request.app[CONFIG].shard
         where = "" if shard.owns(job_id) else f" (belongs to another shard than {shard.index}/{shard.count})"

@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -79,6 +79,7 @@ class JobView:
     stall: StallView
     loss: LossView
     imbalance: ImbalanceView = BALANCED
+    coverage: float = 1.0               # the share of the window scored (below 1 while it is being fetched)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -93,17 +94,18 @@ class JobSummary:
     cause: str | None
     stragglers: tuple[ScoreView, ...]
     goodput_ratio: float | None
+    coverage: float = 1.0
 
     @classmethod
     def of(cls, view: JobView) -> JobSummary:
         return cls(view.job_id, view.time, view.stall.stalled, view.stall.cause, view.stragglers,
-                   view.loss.goodput_ratio)
+                   view.loss.goodput_ratio, view.coverage)
 
     @classmethod
     def from_json(cls, row: dict) -> JobSummary:
         """A row as served; KeyError or TypeError when it is not one."""
         return cls(row["job_id"], row["time"], row["stalled"], row["cause"],
-                   tuple(ScoreView(**s) for s in row["stragglers"]), row["goodput_ratio"])
+                   tuple(ScoreView(**s) for s in row["stragglers"]), row["goodput_ratio"], row.get("coverage", 1.0))
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -116,6 +118,12 @@ def job_view(res: JobResult, counters: LossCounters) -> JobView:
     return JobView(job_id=res.job_id, time=float(res.times[i]) if i >= 0 else None, gpus=gpus, nodes=nodes,
                    stragglers=tuple(g for g in gpus + nodes if g.flagged), stall=_stall(res, i),
                    loss=loss_view(counters), imbalance=imbalance_view(res, counters))
+
+
+def partial_view(res: JobResult, counters: LossCounters, coverage: float) -> JobView:
+    """A job scored on the rows of its window fetched so far (``coverage`` of them): its scores and stall
+    as of its latest sample, its loss as counted before (a window not fetched whole is not counted)."""
+    return replace(job_view(res, counters), coverage=round(coverage, 4))
 
 
 def _scores(res: JobResult, i: int) -> tuple[tuple[ScoreView, ...], tuple[ScoreView, ...]]:

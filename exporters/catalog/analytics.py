@@ -81,3 +81,11 @@ ANALYTICS_FULL_FETCHES = gauge(
     "lockstep_analytics_refresh_full_fetches",
     "Jobs whose window the last refresh fetched whole (new jobs, GPUs changed, after a gap).")
 METRICS += (ANALYTICS_REFRESH_SAMPLES, ANALYTICS_FULL_FETCHES)
+
+# Added with windows fetched across refreshes: how much of a job's window its scores rest on.
+JOB_WINDOW_COVERAGE = gauge(
+    "lockstep_analytics_job_window_coverage_ratio",
+    "Share of the job's scored window (--window) fetched for every input of every GPU: 1 once it is whole; below 1 "
+    "while a new job's window is being fetched, its scores resting on the newest rows only (none before those are "
+    "in) and its loss not counted yet.", ("job_id",), "ratio")
+METRICS += (JOB_WINDOW_COVERAGE,)
