@@ -30,11 +30,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from lockstep.analytics.frame.features import REASON_PREFIX, Features
 from lockstep.analytics.scoring import relative
-from lockstep.analytics.scoring.nanstats import nan_reduce
+from lockstep.analytics.scoring.bynode import nanmedian, node_columns, per_node
+from lockstep.analytics.scoring.rolling import rolling_mean
 from lockstep.analytics.scoring.stall import JobSignals
 
 K = 4.0                   # the job's normal spreads a change must reach to count
@@ -65,8 +65,7 @@ class StragglerResult:
 
 def smoothed(x: np.ndarray, active: np.ndarray, samples: int) -> np.ndarray:
     """Causal mean over the last ``samples`` active samples (stalls of other causes left out)."""
-    kept = np.where(active[:, None], x, np.nan)
-    return pd.DataFrame(kept).rolling(samples, min_periods=1).mean().to_numpy()
+    return rolling_mean(np.where(active[:, None], x, np.nan), samples)
 
 
 def slowness(js: JobSignals, sig: dict[str, np.ndarray], active: np.ndarray, period: float) -> dict[str, np.ndarray]:
@@ -201,10 +200,11 @@ def node_pace(drifts: dict[str, relative.Drift], nodes: np.ndarray, active: np.n
     node-wide slowdown through per-GPU noise that would hide it GPU by GPU."""
     step, work = drifts["step"].excess, drifts["work"].excess
     pace = np.where(np.isfinite(step), step, work)
-    out = {}
-    for node in pd.unique(nodes):
-        cols = pace[:, nodes == node]
-        out[str(node)] = np.where(active & (cols.shape[1] >= 2), nan_reduce(np.nanmedian, cols, axis=1), np.nan)
+    names, groups = node_columns(nodes)
+    medians = per_node(pace, groups, nanmedian)
+    several = np.asarray([len(g) >= 2 for g in groups], dtype=bool)
+    medians = np.where(active[:, None] & several[None, :], medians, np.nan)
+    out = {str(node): medians[:, k] for k, node in enumerate(names)}
     spread = relative.robust_scale(np.stack(list(out.values()))) if out else 0.0
     return out, spread
 
@@ -216,16 +216,15 @@ def _node_candidates(nodes: np.ndarray, drifts: dict[str, relative.Drift], activ
     paces, spread = node_pace(drifts, nodes, active)
     bar = relative.bar(spread, K, min(FLOORS[s] for s in PACE))
     step, work = drifts["step"].excess, drifts["work"].excess
+    if not paces:
+        return {}
     with np.errstate(invalid="ignore"):
         slower = np.where(np.isfinite(step), step, work) > 0
-        job_hit = np.nanmean(np.stack([p >= bar for p in paces.values()]), axis=0) if paces else 0
-        out = {}
-        for node, pace in paces.items():
-            share = slower[:, nodes == node].mean(axis=1)
-            cand = (pace >= bar) & (share >= NODE_SHARE) & (job_hit < 0.5)
-            if cand.any():
-                out[node] = cand
-    return out
+        hit = np.stack(list(paces.values()), axis=1) >= bar          # times × nodes
+        job_hit = hit.mean(axis=1)
+        share = per_node(slower, node_columns(nodes)[1], np.mean)
+        cand = hit & (share >= NODE_SHARE) & (job_hit < 0.5)[:, None]
+    return {node: cand[:, k] for k, node in enumerate(paces) if cand[:, k].any()}
 
 
 def performance(slowdown):
