@@ -14,12 +14,13 @@ answers from a simulator frame; tests hold the two to each other on a real Prome
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from lockstep.analytics.prom import promql
 from lockstep.exporters.catalog import analytics, fabric, gpu, storage
 from lockstep.exporters.catalog.enums import IB_PORT_ACTIVE, THROTTLE_REASONS
+from lockstep.exporters.catalog.recorded import ANALYTICS_INPUTS
 
 GPU_KEY = ("node", "gpu")
 HCA_KEY = ("node", "device")
@@ -41,12 +42,26 @@ class Input:
     match: str = ""            # extra label matchers
     own_job_id: bool = False   # the metric carries job_id itself (else: selected on the job's nodes)
     fanout: int = 1            # series per GPU (per node for node-wide inputs): sizes the pieces of a window
+    recorded: bool = False     # read from its recorded series (``ANALYTICS_INPUTS``), one per key of ``by``
 
     def promql(self, job_id: str, step: float, nodes: Sequence[str] = ()) -> str:
         """The query for ``job_id`` on its ``nodes`` (the job's own series need none); ``step``: the
         query_range step (a rate spans two of them)."""
         where = f"job_id={promql.quote(promql.validate_job_id(job_id))}" if self.own_job_id else \
             f"node=~{promql.quote(promql.alternatives(nodes))}"
+        return self.expression(where, step)
+
+    def as_recorded(self) -> Input:
+        """This input read from its recorded series (itself when it has none)."""
+        return replace(self, recorded=True) if self.name in ANALYTICS_INPUTS else self
+
+    def expression(self, where: str, step: float) -> str:
+        """The input's PromQL on the series ``where`` selects (every node's: ``""``, what its recording
+        rule records; recorded, the one series per key the rule evaluated at each step)."""
+        op = {"gauge": "max", "ratio": "max", "rate": "sum", "present": "group"}[self.kind]
+        if self.recorded:   # its sample of this step only: a store may hold no staleness marker where it ends
+            inner = f"last_over_time({ANALYTICS_INPUTS[self.name]}{{{where}}}[{round(step * 1000)}ms])"
+            return f"{op} by ({', '.join(self.by)}) ({inner})"
         if self.kind == "ratio":
             num, den = (self._selector(m, where) for m in self.metrics)
             inner = f"{num} / ({den} > 0)"
@@ -57,7 +72,6 @@ class Input:
             inner = " or ".join([state] + [f"{self._rate(m, where, step)} > 0" for m in self.metrics])
         else:
             inner = self._selector(self.metrics[0], where) + (" > 0" if self.kind == "present" else "")
-        op = {"gauge": "max", "ratio": "max", "rate": "sum", "present": "group"}[self.kind]
         return f"{op} by ({', '.join(self.by)}) ({inner})"
 
     def _selector(self, metric: str, where: str) -> str:
@@ -94,3 +108,5 @@ INPUTS = (
 )
 # Every metric the inputs read (what a simulator frame needs to hold for the scorers).
 INPUT_METRICS = tuple(dict.fromkeys([m for i in INPUTS for m in i.metrics] + [fabric.IB_STATE.name]))
+# The inputs the TSDB may record for the service, one series per rank or node (``ANALYTICS_INPUTS``).
+RECORDABLE = tuple(i for i in INPUTS if i.name in ANALYTICS_INPUTS)

@@ -17,7 +17,8 @@ from lockstep.analytics.prom.errors import MalformedAnswer, PrometheusError, Que
 from lockstep.analytics.prom.grid import Window
 from lockstep.exporters.toolkit.jsonload import load_json
 
-__all__ = ["PrometheusError", "MalformedAnswer", "QueryTimeout", "Window", "api_get", "list_jobs", "query_range"]
+__all__ = ["PrometheusError", "MalformedAnswer", "QueryTimeout", "Window", "api_get", "list_jobs", "query_range",
+           "scalar"]
 
 _DECODE_INLINE_BYTES = 256 * 1024   # below this, a thread hop costs more than the decoding
 
@@ -89,3 +90,12 @@ async def list_jobs(session: aiohttp.ClientSession, base_url: str, at: float, ti
     query = promql.jobs_within(lookback_s) if lookback_s > 0 else promql.JOBS_QUERY
     result = await api_get(session, base_url, "/api/v1/query", {"query": query, "time": f"{at:.3f}"}, timeout)
     return sorted({r["metric"].get("job_id", "") for r in result} - {""})
+
+
+async def scalar(session: aiohttp.ClientSession, base_url: str, query: str, at: float, timeout: float) -> float | None:
+    """The value of ``query`` (one series) at ``at``; None when it has none."""
+    result = await api_get(session, base_url, "/api/v1/query", {"query": query, "time": f"{at:.3f}"}, timeout)
+    try:
+        return float(result[0]["value"][1]) if result else None
+    except (KeyError, IndexError, TypeError, ValueError):
+        raise MalformedAnswer(f"{base_url}: {query}: not a sample: {str(result)[:200]}") from None

@@ -47,7 +47,8 @@ async def _source_ctx(app: web.Application):
     cfg = app[CONFIG]
     async with open_session(cfg.prometheus_url, cfg.prometheus_auth, app[CREDENTIALS],
                             user_agent=f"lockstep-analytics/{VERSION}") as session:
-        app[SOURCE] = PrometheusSource(session, cfg.prometheus_url, cfg.timeout_s, cfg.resume_lookback_s)
+        app[SOURCE] = PrometheusSource(session, cfg.prometheus_url, cfg.timeout_s, cfg.resume_lookback_s,
+                                       cfg.recorded_inputs)
         yield
 
 

@@ -13,6 +13,7 @@ fetches a new job's window across refreshes, keeping what each one fetched
 """
 from __future__ import annotations
 
+from lockstep.analytics.frame.inputs import Input
 from lockstep.analytics.frame.window import JobWindow
 from lockstep.analytics.prom.grid import Window
 from lockstep.analytics.service import pieces
@@ -24,23 +25,24 @@ __all__ = ["Answers", "advance", "fetch_window"]
 SAMPLES_PER_QUERY = pieces.SAMPLES_PER_QUERY   # a fresh pace's pieces
 
 
-async def fetch_window(source: Answers, job_id: str, window: Window, columns=None, pace: Pace | None = None) \
-        -> JobWindow | None:
+async def fetch_window(source: Answers, job_id: str, window: Window, columns=None, pace: Pace | None = None,
+                       inputs: tuple[Input, ...] | None = None) -> JobWindow | None:
     """The job's window, whole; with ``columns`` (the GPUs held before), None when the job has GPUs
-    outside them in ``window`` (its membership changed). ``pace``: the job's, learned (a fresh one)."""
-    fill = await Fill.start(source, job_id, window, columns)
+    outside them in ``window`` (its membership changed). ``pace``: the job's, learned (a fresh one);
+    ``inputs``: as the job's were asked for (raw, or recorded where the store holds them now)."""
+    fill = await Fill.start(source, job_id, window, columns, inputs)
     await fill.fill(source, pace if pace is not None else Pace(SAMPLES_PER_QUERY), bands=False)
     return None if fill.changed else fill.result()
 
 
 async def advance(source: Answers, held: JobWindow, job_id: str, window: Window, again: int = 1,
-                  pace: Pace | None = None) -> JobWindow | None:
+                  pace: Pace | None = None, inputs: tuple[Input, ...] | None = None) -> JobWindow | None:
     """``held`` moved on to ``window``, fetching only its new rows and its last ``again`` rows once more;
     None when it cannot be."""
     if not continues(held.grid, window):
         return None
     first = max(window.start, held.grid.end - (again - 1) * window.step)
-    rows = await fetch_window(source, job_id, Window(first, window.end, window.step), held.columns, pace)
+    rows = await fetch_window(source, job_id, Window(first, window.end, window.step), held.columns, pace, inputs)
     if rows is None:
         return None
     moved = held.moved_to(window, rows)

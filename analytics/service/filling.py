@@ -48,14 +48,19 @@ class Fill:
     missing: dict[str, np.ndarray] = field(default_factory=dict)   # input → rows × nodes (× 1: by job id)
     fetched: int = 0                                # samples the last ``fill`` placed
     changed: bool = False                           # the job's GPUs changed: start again
+    inputs: tuple[Input, ...] = INPUTS              # as asked for: raw, or from the series the store records
 
     def __post_init__(self) -> None:
         if self.member_missing is None:
             self.member_missing = np.ones(self.grid.rows, bool)
 
     @classmethod
-    async def start(cls, source: Answers, job_id: str, grid: Window, held: pd.MultiIndex | None = None) -> Fill:
-        return cls(job_id, grid, len(held) if held is not None else await gpus_now(source, job_id, grid), held)
+    async def start(cls, source: Answers, job_id: str, grid: Window, held: pd.MultiIndex | None = None,
+                    inputs: tuple[Input, ...] | None = None) -> Fill:
+        """A fill of ``grid`` (``held``: the columns of a window it continues); ``inputs`` as the job's
+        last fill asked for them, else as the store holds them now (``read_inputs``)."""
+        expected = len(held) if held is not None else len((await gpus_now(source, job_id, grid)).labels) or UNSEEN_GPUS
+        return cls(job_id, grid, expected, held, inputs=inputs if inputs is not None else await read_inputs(source, grid))
 
     @property
     def complete(self) -> bool:
@@ -101,7 +106,7 @@ class Fill:
         if self.window is None and not self._columns():
             return False
         series = self._series()
-        pieces = [p for inp in INPUTS if inp is not MEMBER for p in self._plan(inp, series[inp.name], pace, bands)]
+        pieces = [p for inp in self.inputs if inp is not MEMBER for p in self._plan(inp, series[inp.name], pace, bands)]
         pieces.sort(key=lambda p: -(p.first + p.rows) if bands else 0)     # newest first (stable per input)
         return await run(pieces, partial(self._answer, source, self._nodes()), pace, series, deadline)
 
@@ -117,7 +122,7 @@ class Fill:
             if grid.end > self.grid.end else self.grid.rows
         new = Window(self.grid.start + upto * step, grid.end, step)
         moved = Fill(self.job_id, grid, self.expected, self.held,
-                     np.concatenate([self.member_missing[skip:upto], np.ones(new.rows, bool)]))
+                     np.concatenate([self.member_missing[skip:upto], np.ones(new.rows, bool)]), inputs=self.inputs)
         if self.window is None:
             moved.members = [shifted for first, b in self.members if (shifted := _shift(first, b, skip, upto))]
             return moved
@@ -167,7 +172,7 @@ class Fill:
         self.members = []
         nodes = len(self._nodes())
         self.missing = {inp.name: np.full((self.grid.rows, 1 if inp.own_job_id else nodes), nodes > 0)
-                        for inp in INPUTS if inp is not MEMBER}
+                        for inp in self.inputs if inp is not MEMBER}
         return True
 
     def _nodes(self) -> tuple[str, ...]:
@@ -178,7 +183,7 @@ class Fill:
         gpus = pd.Series(self.window.columns.get_level_values("node")).value_counts(sort=False)
         per_node = gpus.reindex(list(self._nodes())).to_numpy()
         out = {}
-        for inp in INPUTS:
+        for inp in self.inputs:
             each = np.ones_like(per_node) if inp.by == NODE_KEY else per_node
             out[inp.name] = each * inp.fanout if not inp.own_job_id else np.asarray([max(1, per_node.sum())])
         return out
@@ -189,6 +194,7 @@ class Fills:
     """The windows being fetched for the service, one per job, and each job's pace (kept for its life)."""
     held: dict[str, Fill] = field(default_factory=dict)
     paces: dict[str, Pace] = field(default_factory=dict)
+    inputs: dict[str, tuple[Input, ...]] = field(default_factory=dict)   # as each job's last fill asked for them
     cut_short: set[str] = field(default_factory=set)   # jobs whose last fill ran out of time (no error): more to do
 
     def pace(self, job_id: str) -> Pace:
@@ -203,7 +209,7 @@ class Fills:
         for _ in range(2):          # once more from nothing when the job's GPUs changed
             if fill is None or fill.changed:
                 fill = await Fill.start(source, job_id, grid)
-            self.held[job_id] = fill
+            self.held[job_id], self.inputs[job_id] = fill, fill.inputs
             await fill.fill(source, self.pace(job_id), deadline)
             if not fill.changed:
                 break
@@ -214,9 +220,10 @@ class Fills:
         return fill
 
     def forget_all_but(self, jobs) -> None:
-        for gone in (set(self.held) | set(self.paces)) - set(jobs):
+        for gone in (set(self.held) | set(self.paces) | set(self.inputs)) - set(jobs):
             self.held.pop(gone, None)
             self.paces.pop(gone, None)
+            self.inputs.pop(gone, None)
         self.cut_short &= set(self.held)
 
 
@@ -227,12 +234,19 @@ def continues(held: Window, window: Window) -> bool:
             and held.start <= window.start <= held.end <= window.end)
 
 
-async def gpus_now(source: Answers, job_id: str, window: Window) -> int:
+async def gpus_now(source: Answers, job_id: str, window: Window) -> Block:
     """The job's GPUs at the window's first and last steps, one small query (sizes the pieces of the
     membership query)."""
     ends = Window(window.start, window.end, max(window.step, window.end - window.start))
-    block = await source.series(MEMBER, job_id, ends, ())
-    return len(block.labels) or UNSEEN_GPUS
+    return await source.series(MEMBER, job_id, ends, ())
+
+
+async def read_inputs(source: Answers, grid: Window) -> tuple[Input, ...]:
+    """The inputs, each from its recorded series where the store records them at the grid's step since
+    before its start (a source that cannot tell: all raw)."""
+    recorded = getattr(source, "recorded", None)
+    names = await recorded(grid.start, grid.step) if recorded is not None else set()
+    return tuple(inp.as_recorded() if inp.name in names else inp for inp in INPUTS)
 
 
 def _shift(first: int, block: Block, skip: int, upto: int) -> tuple[int, Block] | None:

@@ -209,7 +209,8 @@ class Refresher:
             first = counters.accounted_until
             chunk = Window(first, min(first + self.settings.window_s - step, window.start), step)
             try:
-                held = await fetch_window(self.source, job_id, chunk, pace=self.state.fills.pace(job_id))
+                held = await fetch_window(self.source, job_id, chunk, pace=self.state.fills.pace(job_id),
+                                          inputs=self.state.fills.inputs.get(job_id))
             except PrometheusError as exc:
                 log.warning("catch-up failed; retried next refresh", extra=kv(job_id=job_id, err=str(exc)[:500]))
                 continue
@@ -246,8 +247,8 @@ class Refresher:
         """The job's window held, moved on to ``window``; fetched whole when it cannot be (with a fetch
         budget, across refreshes: a ``Fill`` while it is not whole yet)."""
         held, fills = self.state.windows.get(job_id), self.state.fills
-        moved = await advance(self.source, held, job_id, window, self.settings.refetch_steps, fills.pace(job_id)) \
-            if held is not None else None
+        moved = await advance(self.source, held, job_id, window, self.settings.refetch_steps, fills.pace(job_id),
+                              fills.inputs.get(job_id)) if held is not None else None
         if moved is None and self._deadline is None:
             moved = await fetch_window(self.source, job_id, window)
             self._full += 1

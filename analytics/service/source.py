@@ -13,6 +13,7 @@ from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.grid import Window
 from lockstep.analytics.service import resume
 from lockstep.analytics.service.state import LossCounters
+from lockstep.exporters.catalog.recorded import ANALYTICS_INPUTS, ANALYTICS_STEP
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class PrometheusSource:
     base_url: str
     timeout_s: float
     resume_lookback_s: float = 0.0      # 0: jobs never continue exported counters
+    recorded_inputs: bool = True        # read the inputs' recorded series where the store holds them
 
     async def list_jobs(self, at: float, lookback_s: float = 0.0) -> list[str]:
         return await source_prom.list_jobs(self.session, self.base_url, at, self.timeout_s, lookback_s)
@@ -28,6 +30,13 @@ class PrometheusSource:
     async def series(self, inp: Input, job_id: str, window: Window, nodes: tuple[str, ...] = ()) -> Block:
         return await source_prom.query_range(self.session, self.base_url, inp.promql(job_id, window.step, nodes),
                                              window, self.timeout_s)
+
+    async def recorded(self, at: float, step: float) -> set[str]:
+        """The inputs (by name) the store records at ``step`` since before ``at`` (none when off)."""
+        if not self.recorded_inputs:
+            return set()
+        every = await source_prom.scalar(self.session, self.base_url, f"max({ANALYTICS_STEP})", at, self.timeout_s)
+        return set(ANALYTICS_INPUTS) if every is not None and abs(every - step) < 1e-6 else set()
 
     async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
         if not self.resume_lookback_s:
