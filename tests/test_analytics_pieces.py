@@ -8,7 +8,7 @@ import pytest
 
 from lockstep.analytics.frame.inputs import INPUTS
 from lockstep.analytics.prom.errors import PrometheusError, QueryTimeout
-from lockstep.analytics.service.pieces import MIN_SAMPLES, Pace, Piece, plan, run
+from lockstep.analytics.service.pieces import MIN_SAMPLES, NAME_CHARS, RAW_SERIES, Pace, Piece, plan, run, shares
 
 SM = next(i for i in INPUTS if i.name == "sm")
 
@@ -103,3 +103,17 @@ async def test_no_piece_starts_after_the_deadline_but_the_first():
     pieces = plan(SM, np.ones((5, 4), bool), series[SM.name], 40)
     assert not await run(pieces, answer, Pace(concurrency=1), series, deadline=0.0)
     assert asked == pieces[:1]
+
+
+def test_a_piece_names_and_reads_at_most_what_one_query_may():
+    """A steady refresh of 8,192 nodes answers few samples, but its node list alone is over the 16 KiB
+    a VictoriaMetrics takes by default, and 128 PFC series per node are over the 300,000 series it
+    reads: it goes in several queries."""
+    names = [f"node{i:04d}" for i in range(8192)]
+    for raw, limit in ((np.full(8192, 8), NAME_CHARS), (np.full(8192, 128), RAW_SERIES)):
+        fixed = shares(names, raw)
+        pieces = plan(SM, np.ones((7, 8192), bool), np.full(8192, 1), 10**9, fixed=fixed)
+        assert len(pieces) > 1 and all(fixed[p.lo:p.hi].sum() <= 1.0 + fixed.max() for p in pieces)
+        per_piece = [sum(len(n) + 1 for n in names[p.lo:p.hi]) if limit == NAME_CHARS else raw[p.lo:p.hi].sum()
+                     for p in pieces]
+        assert max(per_piece) <= limit and sorted(_cells(pieces)) == [(r, n) for r in range(7) for n in range(8192)]

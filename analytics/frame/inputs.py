@@ -42,6 +42,7 @@ class Input:
     match: str = ""            # extra label matchers
     own_job_id: bool = False   # the metric carries job_id itself (else: selected on the job's nodes)
     fanout: int = 1            # series per GPU (per node for node-wide inputs): sizes the pieces of a window
+    reads: int = 1             # raw series the store reads per series answered (PFC: 8 NICs x 8 priorities x 2): bounds a query
     recorded: bool = False     # read from its recorded series (``ANALYTICS_INPUTS``), one per key of ``by``
 
     def promql(self, job_id: str, step: float, nodes: Sequence[str] = ()) -> str:
@@ -95,16 +96,16 @@ INPUTS = (
     Input("tensor", "gauge", (gpu.TENSOR_ACTIVE.name,), GPU_KEY),
     # per-rank step time (compute + all-reduce, no waiting) where the training job exports it
     Input("step", "gauge", (analytics.RANK_STEP_SECONDS.name,), GPU_KEY, own_job_id=True),
-    Input("clock", "ratio", (gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name), GPU_KEY),
+    Input("clock", "ratio", (gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name), GPU_KEY, reads=2),
     Input("reasons", "present", (gpu.CLOCK_EVENT.name,), GPU_KEY + ("reason",),
           match=f'reason=~"{"|".join(THROTTLE_REASONS)}"', fanout=len(THROTTLE_REASONS)),
     Input("tx", "rate", (fabric.IB_TRANSMIT_BYTES.name,), HCA_KEY),
     Input("xmit_wait", "rate", (fabric.IB_TRANSMIT_WAIT.name,), HCA_KEY),
-    Input("link", "present", LINK_COUNTERS, HCA_KEY),
-    Input("read", "rate", (storage.READ_BYTES.name,), NODE_KEY),
-    Input("write", "rate", (storage.WRITE_BYTES.name,), NODE_KEY),
-    Input("pause", "rate", (fabric.PFC_PAUSE_DURATION.name,), NODE_KEY),
-    Input("cnp", "rate", (fabric.ROCE_CNP_HANDLED.name,), NODE_KEY),
+    Input("link", "present", LINK_COUNTERS, HCA_KEY, reads=len(LINK_COUNTERS) + 1),
+    Input("read", "rate", (storage.READ_BYTES.name,), NODE_KEY, reads=4),
+    Input("write", "rate", (storage.WRITE_BYTES.name,), NODE_KEY, reads=4),
+    Input("pause", "rate", (fabric.PFC_PAUSE_DURATION.name,), NODE_KEY, reads=128),
+    Input("cnp", "rate", (fabric.ROCE_CNP_HANDLED.name,), NODE_KEY, reads=8),
 )
 # Every metric the inputs read (what a simulator frame needs to hold for the scorers).
 INPUT_METRICS = tuple(dict.fromkeys([m for i in INPUTS for m in i.metrics] + [fabric.IB_STATE.name]))

@@ -13,6 +13,7 @@ coverage (the share of the window's rows that are complete) is served with it.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -24,10 +25,13 @@ from lockstep.analytics.frame.inputs import INPUTS, MEMBER, NODE_KEY, Input
 from lockstep.analytics.frame.window import JobWindow
 from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.grid import Window
-from lockstep.analytics.service.pieces import Answers, Pace, Piece, plan, run
+from lockstep.analytics.service.pieces import Answers, Pace, Piece, plan, run, shares
+from lockstep.exporters.toolkit.logs import kv
 
 ENOUGH_S = 300.0         # the newest complete rows a partial result needs (the straggler scorer's baseline span)
 UNSEEN_GPUS = 16_384     # a job's GPUs assumed for sizing when it holds none at either end of a window
+
+log = logging.getLogger("lockstep.analytics")
 
 
 class _MembershipChanged(Exception):
@@ -133,12 +137,14 @@ class Fill:
 
     def _plan(self, inp: Input, series: np.ndarray, pace: Pace, bands: bool) -> list[Piece]:
         missing, by_node = self.missing[inp.name], not inp.own_job_id
+        fixed = shares(self._nodes(), series * (1 if inp.recorded else inp.reads)) if by_node else None
         if not bands or int((missing * series).sum()) <= pace.samples:
-            return plan(inp, missing, series, pace.samples, by_node)
+            return plan(inp, missing, series, pace.samples, by_node, fixed)
         newest = self.grid.rows - min(self.grid.rows, round(ENOUGH_S / self.grid.step))
         recent, older = missing.copy(), missing.copy()
         recent[:newest], older[newest:] = False, False
-        return plan(inp, recent, series, pace.samples, by_node) + plan(inp, older, series, pace.samples, by_node)
+        return plan(inp, recent, series, pace.samples, by_node, fixed) + \
+            plan(inp, older, series, pace.samples, by_node, fixed)
 
     async def _member(self, source: Answers, piece: Piece) -> None:
         block = await source.series(MEMBER, self.job_id, self.grid.sub(piece.first, piece.rows), ())
@@ -179,7 +185,7 @@ class Fill:
         return tuple(dict.fromkeys(self.window.columns.get_level_values("node")))
 
     def _series(self) -> dict[str, np.ndarray]:
-        """Per input, its series per node of the job (per job for inputs selected by job id)."""
+        """Per input, the series it answers per node of the job (per job for inputs selected by job id)."""
         gpus = pd.Series(self.window.columns.get_level_values("node")).value_counts(sort=False)
         per_node = gpus.reindex(list(self._nodes())).to_numpy()
         out = {}
@@ -209,14 +215,20 @@ class Fills:
         for _ in range(2):          # once more from nothing when the job's GPUs changed
             if fill is None or fill.changed:
                 fill = await Fill.start(source, job_id, grid)
+                log.info("fetching a job's window", extra=kv(job_id=job_id, gpus=fill.expected, rows=grid.rows,
+                                                               recorded=",".join(i.name for i in fill.inputs if i.recorded)))
             self.held[job_id], self.inputs[job_id] = fill, fill.inputs
             await fill.fill(source, self.pace(job_id), deadline)
             if not fill.changed:
                 break
+        pace = self.pace(job_id)
         if fill.complete:
             del self.held[job_id]
+            log.info("window whole", extra=kv(job_id=job_id, piece_samples=pace.samples, timeouts=pace.timeouts))
         else:
             self.cut_short.add(job_id)
+            log.info("window fetched in part", extra=kv(job_id=job_id, coverage=round(fill.coverage(), 3),
+                                                         scored=fill.enough(), timeouts=pace.timeouts))
         return fill
 
     def forget_all_but(self, jobs) -> None:

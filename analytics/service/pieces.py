@@ -2,10 +2,13 @@
 when the store is slow.
 
 A piece is one input over some rows of the window's grid and a group of the job's nodes (a subset of
-them per query: ``node=~``). Pieces are planned only over what is still missing (``plan``), so no
-piece that succeeded is asked for again; a piece that times out is split in two (by nodes, then by
-time), not asked for whole again, and the job's ``Pace`` learns it: later pieces are planned at most
-half that size, with one query fewer in flight. The pace is kept for the job's life.
+them per query: ``node=~``), its cost the samples it answers. Pieces are planned only over what is
+still missing (``plan``), so no piece that succeeded is asked for again; a piece that times out is
+split in two (by nodes, then by time), not asked for whole again, and the job's ``Pace`` learns it:
+later pieces are planned at most half that size, with one query fewer in flight. The pace is kept for
+the job's life. Whatever its rows, a piece names at most ``NAME_CHARS`` characters of nodes and reads
+at most ``RAW_SERIES`` raw series (VictoriaMetrics refuses queries over 16 KiB and over 300,000 series
+by default).
 """
 from __future__ import annotations
 
@@ -21,8 +24,10 @@ from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.errors import QueryTimeout
 from lockstep.analytics.prom.grid import Window
 
-SAMPLES_PER_QUERY = 250_000   # a piece's answer at first (about 6 MB of JSON); learned down on timeouts
+SAMPLES_PER_QUERY = 250_000   # a piece's cost at first (its answer: up to about 6 MB of JSON); learned down on timeouts
 MIN_SAMPLES = 1_000           # never planned smaller than this (a timed-out piece may still be split below it)
+NAME_CHARS = 12_000           # characters of node names one query may carry
+RAW_SERIES = 200_000          # raw series one query may read
 CONCURRENCY = 4               # queries in flight per job at first; one fewer after each timeout, down to one
 
 
@@ -73,16 +78,25 @@ class Piece:
         return Piece(self.inp, first, rows, lo, hi, rows * int(series[lo:hi].sum()), self.by_node)
 
 
-def plan(inp: Input, missing: np.ndarray, series: np.ndarray, budget: int, by_node: bool = True) -> list[Piece]:
-    """Pieces of at most ``budget`` samples covering exactly the cells of ``missing`` (rows × nodes,
-    True: not fetched yet); ``series``: the input's series per node."""
+def shares(names: list[str], raw: np.ndarray) -> np.ndarray:
+    """Per node, its share of what one query may carry whatever its rows: its name (and a separator)
+    of ``NAME_CHARS``, its raw series of ``RAW_SERIES``."""
+    return np.maximum(np.asarray([len(n) + 1 for n in names]) / NAME_CHARS, np.asarray(raw) / RAW_SERIES)
+
+
+def plan(inp: Input, missing: np.ndarray, series: np.ndarray, budget: int, by_node: bool = True,
+         fixed: np.ndarray | None = None) -> list[Piece]:
+    """Pieces of at most ``budget`` cost covering exactly the cells of ``missing`` (rows × nodes, True:
+    not fetched yet); ``series``: the input's samples per node and row; ``fixed``: each node's
+    ``shares``, at most one query's worth per piece."""
     out: list[Piece] = []
-    _cover(inp, missing, series, max(1, budget), by_node, 0, missing.shape[0], 0, missing.shape[1], out)
+    fixed = np.zeros(missing.shape[1]) if fixed is None else fixed
+    _cover(inp, missing, series, max(1, budget), by_node, 0, missing.shape[0], 0, missing.shape[1], out, fixed)
     return out
 
 
 def _cover(inp: Input, missing: np.ndarray, series: np.ndarray, budget: int, by_node: bool,
-           r0: int, r1: int, n0: int, n1: int, out: list[Piece]) -> None:
+           r0: int, r1: int, n0: int, n1: int, out: list[Piece], fixed: np.ndarray) -> None:
     sub = missing[r0:r1, n0:n1]
     if r0 >= r1 or n0 >= n1 or not sub.any():
         return
@@ -91,18 +105,18 @@ def _cover(inp: Input, missing: np.ndarray, series: np.ndarray, budget: int, by_
         if not (rows.all() and cols.all()):      # cut away what is fetched already, rows then nodes
             for a, b in _runs(rows):
                 for c, d in _runs(cols):
-                    _cover(inp, missing, series, budget, by_node, r0 + a, r0 + b, n0 + c, n0 + d, out)
+                    _cover(inp, missing, series, budget, by_node, r0 + a, r0 + b, n0 + c, n0 + d, out, fixed)
             return
         if by_node and n1 - n0 > 1:              # still mixed: halve it
             mid = (n0 + n1) // 2
-            _cover(inp, missing, series, budget, by_node, r0, r1, n0, mid, out)
-            _cover(inp, missing, series, budget, by_node, r0, r1, mid, n1, out)
+            _cover(inp, missing, series, budget, by_node, r0, r1, n0, mid, out, fixed)
+            _cover(inp, missing, series, budget, by_node, r0, r1, mid, n1, out, fixed)
         else:
             mid = (r0 + r1) // 2
-            _cover(inp, missing, series, budget, by_node, mid, r1, n0, n1, out)
-            _cover(inp, missing, series, budget, by_node, r0, mid, n0, n1, out)
+            _cover(inp, missing, series, budget, by_node, mid, r1, n0, n1, out, fixed)
+            _cover(inp, missing, series, budget, by_node, r0, mid, n0, n1, out, fixed)
         return
-    groups = _groups(series[n0:n1], max(1, budget // (r1 - r0))) if by_node else [(0, n1 - n0)]
+    groups = _groups(series[n0:n1], max(1, budget // (r1 - r0)), fixed[n0:n1]) if by_node else [(0, n1 - n0)]
     for a, b in groups:
         width = max(1, int(series[n0 + a:n0 + b].sum()))
         per = max(1, budget // width)
@@ -111,11 +125,13 @@ def _cover(inp: Input, missing: np.ndarray, series: np.ndarray, budget: int, by_
             out.append(Piece(inp, first, end - first, n0 + a, n0 + b, (end - first) * width, by_node))
 
 
-def _groups(series: np.ndarray, per_row: int) -> list[tuple[int, int]]:
-    """Consecutive nodes in groups of about equal series, each at most ``per_row`` where one node allows."""
-    total = int(series.sum())
-    count = max(1, -(-total // per_row))
-    bounds = np.searchsorted(np.cumsum(series), np.arange(1, count) * total / count, side="right")
+def _groups(series: np.ndarray, per_row: int, fixed: np.ndarray) -> list[tuple[int, int]]:
+    """Consecutive nodes in groups of about equal weight, each at most ``per_row`` series and one
+    query's ``fixed`` shares where one node allows."""
+    weight = np.maximum(series / per_row, fixed)
+    total = float(weight.sum())
+    count = max(1, int(np.ceil(total - 1e-9)))
+    bounds = np.searchsorted(np.cumsum(weight), np.arange(1, count) * total / count, side="right")
     edges = sorted(set([0, *bounds.tolist(), len(series)]))
     return [(a, b) for a, b in zip(edges, edges[1:]) if b > a]
 
