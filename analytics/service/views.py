@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from lockstep.analytics.scoring.bynode import node_columns, per_node
 from lockstep.analytics.scoring.detections import gpu_evidence, node_evidence
 from lockstep.analytics.scoring.evidence import plain
 from lockstep.analytics.scoring.score import JobResult
@@ -127,16 +128,21 @@ def partial_view(res: JobResult, counters: LossCounters, coverage: float) -> Job
 
 
 def _scores(res: JobResult, i: int) -> tuple[tuple[ScoreView, ...], tuple[ScoreView, ...]]:
+    """Each GPU's and each node's view at sample ``i`` (the nodes' medians taken together, not node by node)."""
     s = res.stragglers
-    gpus = tuple(ScoreView(node, gpu, float(performance(s.scores[i, j])), bool(s.flagged[i, j]),
-                           plain(gpu_evidence(s, i, j)) if s.flagged[i, j] else None)
+    perf, flagged = performance(s.scores[i]), s.flagged[i]
+    gpus = tuple(ScoreView(node, gpu, float(perf[j]), bool(flagged[j]),
+                           plain(gpu_evidence(s, i, j)) if flagged[j] else None)
                  for j, (_, node, gpu) in enumerate(res.columns))
     nodes_col = np.asarray(res.columns.get_level_values("node"))
+    names, groups = node_columns(nodes_col)
+    medians = performance(per_node(s.scores[i][None, :], groups, np.median)[0])
     nodes = []
-    for node in dict.fromkeys(nodes_col):
-        flagged = bool(s.node_flagged.get(str(node), np.zeros(i + 1, bool))[i])
-        nodes.append(ScoreView(str(node), None, float(performance(np.median(s.scores[i, nodes_col == node]))),
-                               flagged, plain(node_evidence(s, nodes_col == node, i)) if flagged else None))
+    for k, node in enumerate(names):
+        held = s.node_flagged.get(str(node))
+        hit = bool(held[i]) if held is not None else False
+        nodes.append(ScoreView(str(node), None, float(medians[k]), hit,
+                               plain(node_evidence(s, nodes_col == node, i)) if hit else None))
     return gpus, tuple(nodes)
 
 
