@@ -63,8 +63,13 @@ class Fill:
                     inputs: tuple[Input, ...] | None = None) -> Fill:
         """A fill of ``grid`` (``held``: the columns of a window it continues); ``inputs`` as the job's
         last fill asked for them, else as the store holds them now (``read_inputs``)."""
-        expected = len(held) if held is not None else len((await gpus_now(source, job_id, grid)).labels) or UNSEEN_GPUS
-        return cls(job_id, grid, expected, held, inputs=inputs if inputs is not None else await read_inputs(source, grid))
+        if held is not None:
+            expected, node = len(held), (held[0][1] if len(held) else "")
+        else:
+            now = (await gpus_now(source, job_id, grid)).labels
+            expected, node = len(now) or UNSEEN_GPUS, (now[0].get("node", "") if now else "")
+        return cls(job_id, grid, expected, held,
+                   inputs=inputs if inputs is not None else await read_inputs(source, grid, node))
 
     @property
     def complete(self) -> bool:
@@ -167,8 +172,8 @@ class Fill:
 
     def _columns(self) -> bool:
         """The window, once every GPU's membership is in; False when its GPUs are not those held."""
-        found = job_columns([(self.job_id, b.labels[s].get("node", ""), b.labels[s].get("gpu", ""))
-                             for _, b in self.members for s in np.unique(b.series)])
+        gpus = {(labels.get("node", ""), labels.get("gpu", "")) for _, b in self.members for labels in b.labels}
+        found = job_columns([(self.job_id, node, gpu) for node, gpu in gpus])
         if self.held is not None and not set(found).issubset(set(self.held)):
             self.changed = True
             return False
@@ -253,11 +258,11 @@ async def gpus_now(source: Answers, job_id: str, window: Window) -> Block:
     return await source.series(MEMBER, job_id, ends, ())
 
 
-async def read_inputs(source: Answers, grid: Window) -> tuple[Input, ...]:
-    """The inputs, each from its recorded series where the store records them at the grid's step since
-    before its start (a source that cannot tell: all raw)."""
+async def read_inputs(source: Answers, grid: Window, node: str) -> tuple[Input, ...]:
+    """The inputs, each from its recorded series where the store records them for the job's ``node`` at
+    the grid's step since before its start (a source that cannot tell: all raw)."""
     recorded = getattr(source, "recorded", None)
-    names = await recorded(grid.start, grid.step) if recorded is not None else set()
+    names = await recorded(grid.start, grid.step, node) if recorded is not None else set()
     return tuple(inp.as_recorded() if inp.name in names else inp for inp in INPUTS)
 
 

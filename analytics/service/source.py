@@ -9,6 +9,7 @@ import aiohttp
 
 from lockstep.analytics.frame.inputs import Input
 from lockstep.analytics.prom import api as source_prom
+from lockstep.analytics.prom import promql
 from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.grid import Window
 from lockstep.analytics.service import resume
@@ -31,11 +32,14 @@ class PrometheusSource:
         return await source_prom.query_range(self.session, self.base_url, inp.promql(job_id, window.step, nodes),
                                              window, self.timeout_s)
 
-    async def recorded(self, at: float, step: float) -> set[str]:
-        """The inputs (by name) the store records at ``step`` since before ``at`` (none when off)."""
-        if not self.recorded_inputs:
+    async def recorded(self, at: float, step: float, node: str) -> set[str]:
+        """The inputs (by name) the store records at ``step`` since before ``at``, ``node``'s among them
+        (none when off): one store may hold clusters that record and others that do not."""
+        if not self.recorded_inputs or not node:
             return set()
-        every = await source_prom.scalar(self.session, self.base_url, f"max({ANALYTICS_STEP})", at, self.timeout_s)
+        mine = f"count({ANALYTICS_INPUTS['clock']}{{node={promql.quote(node)}}})"
+        every = await source_prom.scalar(self.session, self.base_url, f"max({ANALYTICS_STEP}) and on () {mine}", at,
+                                         self.timeout_s)
         return set(ANALYTICS_INPUTS) if every is not None and abs(every - step) < 1e-6 else set()
 
     async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
