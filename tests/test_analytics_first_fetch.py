@@ -160,9 +160,9 @@ async def test_a_partial_result_is_served_with_its_coverage_and_counted_only_onc
             break
     partial = [(c, view, loss) for c, view, loss in seen if c < 1.0 and view is not None]
     assert partial and seen[-1][0] == 1.0
-    for coverage, view, loss in partial:
-        assert view.coverage == pytest.approx(coverage, abs=1e-4) and view.time == _end(run)
-        assert ENOUGH_S / 605 <= coverage < 1.0 and loss.allocated == 0.0
+    for coverage, view, loss in partial:      # a partial result is scored again at most every RESCORE_S
+        assert ENOUGH_S / 605 <= view.coverage <= coverage + 1e-4 and view.time == _end(run)
+        assert coverage < 1.0 and loss.allocated == 0.0
     assert [(s.node, s.gpu) for s in refresher.state.results.jobs[JOB].stragglers] == [("node01", "3")]
     assert len(source.cells) == len(set(source.cells))      # the same window each time: nothing asked again
     whole = await _whole(run, _end(run))

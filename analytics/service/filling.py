@@ -14,6 +14,7 @@ coverage (the share of the window's rows that are complete) is served with it.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -29,6 +30,7 @@ from lockstep.analytics.service.pieces import Answers, Pace, Piece, plan, run, s
 from lockstep.exporters.toolkit.logs import kv
 
 ENOUGH_S = 300.0         # the newest complete rows a partial result needs (the straggler scorer's baseline span)
+RESCORE_S = 120.0        # a partial result is scored again at most this often: the time goes to fetching the rest
 UNSEEN_GPUS = 16_384     # a job's GPUs assumed for sizing when it holds none at either end of a window
 
 log = logging.getLogger("lockstep.analytics")
@@ -53,6 +55,7 @@ class Fill:
     fetched: int = 0                                # samples the last ``fill`` placed
     changed: bool = False                           # the job's GPUs changed: start again
     inputs: tuple[Input, ...] = INPUTS              # as asked for: raw, or from the series the store records
+    scored_at: float | None = None                  # monotonic time its partial result was last scored
 
     def __post_init__(self) -> None:
         if self.member_missing is None:
@@ -91,8 +94,13 @@ class Fill:
         return self.window is not None and bool(self.complete_rows()[self.grid.rows - newest:].all())
 
     def features(self) -> Features | None:
-        """The complete rows as the scorers read them, once the newest are complete (None before)."""
-        return self.window.features(self.complete_rows()) if self.enough() else None
+        """The complete rows as the scorers read them, once the newest are complete and the last partial
+        result is ``RESCORE_S`` old (None: keep the last one)."""
+        now = time.monotonic()
+        if not self.enough() or (self.scored_at is not None and now - self.scored_at < RESCORE_S):
+            return None
+        self.scored_at = now
+        return self.window.features(self.complete_rows())
 
     def result(self) -> JobWindow:
         """The whole window (``complete``), without the GPUs that left it while it was filled."""
@@ -131,7 +139,8 @@ class Fill:
             if grid.end > self.grid.end else self.grid.rows
         new = Window(self.grid.start + upto * step, grid.end, step)
         moved = Fill(self.job_id, grid, self.expected, self.held,
-                     np.concatenate([self.member_missing[skip:upto], np.ones(new.rows, bool)]), inputs=self.inputs)
+                     np.concatenate([self.member_missing[skip:upto], np.ones(new.rows, bool)]), inputs=self.inputs,
+                     scored_at=self.scored_at)
         if self.window is None:
             moved.members = [shifted for first, b in self.members if (shifted := _shift(first, b, skip, upto))]
             return moved

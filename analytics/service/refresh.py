@@ -140,6 +140,8 @@ class Refresher:
         views = self._account(scored, failed, window)
         for job_id, res in partial.items():     # scored on part of its window: not counted yet
             views[job_id] = partial_view(res, state.losses.setdefault(job_id, LossCounters()), filling[job_id].coverage())
+        for job_id in (filling.keys() - views.keys()) & state.results.jobs.keys():   # not scored again this time
+            views[job_id] = state.results.jobs[job_id]
         self._forget_all_but(views.keys() | filling.keys())
         coverage = {j: filling[j].coverage() if j in filling else 1.0 for j in sorted(views.keys() | filling.keys())}
         state.results = Results(views, time.time(), {j: copy.deepcopy(state.losses[j]) for j in views}, coverage)
