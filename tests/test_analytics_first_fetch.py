@@ -168,3 +168,24 @@ async def test_a_partial_result_is_served_with_its_coverage_and_counted_only_onc
     whole = await _whole(run, _end(run))
     assert refresher.state.results.jobs == whole.state.results.jobs
     assert refresher.state.losses == whole.state.losses
+
+
+async def test_a_gpu_found_only_in_the_older_rows_is_added_not_started_over(run):
+    """The newest rows come first, and with the GPUs held at the window's two ends they make the columns.
+    A GPU that held the job only in between is found with the older rows: it is added as a column and its
+    node's answers asked for again, nothing else; the window is the one fetched whole at once."""
+    frame = run.frame
+    gone = (frame["metric"] == "lockstep_gpu_job_info") & (frame["node"] == "node02") & (frame["gpu"] == "7") & \
+        ~frame["timestamp"].between(run.start + 60, _end(run) - ENOUGH_S - 60)
+    run_ = type(run)(run.scenario, frame[~gone], run.truth, run.start, run.period)
+    source = SizedSource(run_)
+    refresher = Refresher(source, Settings())
+    refresher.state.fills.paces[JOB] = Pace(samples=2_000)
+    await refresher.refresh(_end(run))
+    assert refresher.state.results.coverage == {JOB: 1.0}
+    again = {(inp, node) for (inp, _, node), n in Counter(source.cells).items() if n > 1}
+    assert {node for inp, node in again if inp != "step"} == {"node02"}   # step is asked for by job id
+    whole = Refresher(SizedSource(run_), Whole())
+    await whole.refresh(_end(run))
+    assert refresher.state.results.jobs == whole.state.results.jobs and refresher.state.losses == whole.state.losses
+    assert ("node02", "7") in [(g.node, g.gpu) for g in refresher.state.results.jobs[JOB].gpus]

@@ -79,6 +79,16 @@ class JobWindow:
         else:
             self.signals[inp.name][rows, col] = values
 
+    def widened(self, columns: pd.MultiIndex) -> JobWindow:
+        """This window with the columns of ``columns`` (a superset, in their order), the new ones empty."""
+        out = JobWindow.empty(self.grid, columns)
+        at = columns.get_indexer(self.columns)
+        for name, matrix in self.signals.items():
+            out.signal(name)[:, at] = matrix
+        out.seen, out.fetched = self.seen.copy(), self.fetched
+        out.pods[at], out.pod_rows[at] = self.pods, self.pod_rows
+        return out
+
     def signal(self, name: str) -> np.ndarray:
         """The matrix of ``name``, created absent where it is new (a clock-event reason first seen)."""
         if name not in self.signals:

@@ -1,7 +1,8 @@
 """A job's window filled piece by piece (``lockstep.analytics.service.pieces``), kept across refreshes.
 
-The job's GPUs come first (``lockstep_gpu_job_info`` over the whole window: the columns), then every
-other input, the newest rows first. What was fetched is kept when a refresh fails, times out or runs
+The newest rows come first: the job's GPUs over them (``lockstep_gpu_job_info``; with those at the
+window's two ends: the columns), then every other input over them, then the same for the older rows (a
+GPU found there only is added as a column). What was fetched is kept when a refresh fails, times out or runs
 out of its time: the next refresh moves it on to its own window (rows still inside stay, the last
 ``--refetch-steps`` rows are asked for again as a held window's are) and asks only for what is missing.
 
@@ -56,6 +57,7 @@ class Fill:
     changed: bool = False                           # the job's GPUs changed: start again
     inputs: tuple[Input, ...] = INPUTS              # as asked for: raw, or from the series the store records
     scored_at: float | None = None                  # monotonic time its partial result was last scored
+    ends: list[dict] = field(default_factory=list)  # the GPUs held at the window's first and last steps
 
     def __post_init__(self) -> None:
         if self.member_missing is None:
@@ -66,12 +68,10 @@ class Fill:
                     inputs: tuple[Input, ...] | None = None) -> Fill:
         """A fill of ``grid`` (``held``: the columns of a window it continues); ``inputs`` as the job's
         last fill asked for them, else as the store holds them now (``read_inputs``)."""
-        if held is not None:
-            expected, node = len(held), (held[0][1] if len(held) else "")
-        else:
-            now = (await gpus_now(source, job_id, grid)).labels
-            expected, node = len(now) or UNSEEN_GPUS, (now[0].get("node", "") if now else "")
-        return cls(job_id, grid, expected, held,
+        now = (await gpus_now(source, job_id, grid)).labels if held is None else []
+        expected = len(held) if held is not None else len(now) or UNSEEN_GPUS
+        node = held[0][1] if held is not None and len(held) else (now[0].get("node", "") if now else "")
+        return cls(job_id, grid, expected, held, ends=now,
                    inputs=inputs if inputs is not None else await read_inputs(source, grid, node))
 
     @property
@@ -109,11 +109,26 @@ class Fill:
         return out
 
     async def fill(self, source: Answers, pace: Pace, deadline: float | None = None, bands: bool = True) -> bool:
-        """Fetch what is missing, newest first, until it is all in (True) or ``deadline`` (loop time) has
-        passed; raises the first error that is not a timeout (what was fetched is kept)."""
+        """Fetch what is missing, the newest ``ENOUGH_S`` first (``bands``; else all rows at once), until
+        it is all in (True) or ``deadline`` (loop time) has passed; raises the first error that is not a
+        timeout (what was fetched is kept)."""
         self.fetched = 0
+        newest = np.zeros(self.grid.rows, bool)
+        newest[self.grid.rows - min(self.grid.rows, round(ENOUGH_S / self.grid.step)):] = True
+        bands = bands and self.expected * self.grid.rows > pace.samples     # a job whose GPUs fit one query: at once
+        for _ in range(3):      # again where a GPU found in older rows made its node's newer rows missing
+            for rows in ((newest, ~newest) if bands else (np.ones(self.grid.rows, bool),)):
+                if not await self._fill_rows(source, pace, deadline, rows, bands):
+                    return False
+            if self.complete or self.changed:
+                break
+        return self.complete
+
+    async def _fill_rows(self, source: Answers, pace: Pace, deadline: float | None, rows: np.ndarray,
+                         newest_first: bool) -> bool:
+        """The job's GPUs over ``rows``, then every other input over them."""
         member = {MEMBER.name: np.asarray([max(1, self.expected)])}
-        pieces = plan(MEMBER, self.member_missing[:, None], member[MEMBER.name], pace.samples, by_node=False)
+        pieces = plan(MEMBER, (self.member_missing & rows)[:, None], member[MEMBER.name], pace.samples, by_node=False)
         try:
             if not await run(pieces, partial(self._member, source), pace, member, deadline):
                 return False
@@ -123,8 +138,9 @@ class Fill:
         if self.window is None and not self._columns():
             return False
         series = self._series()
-        pieces = [p for inp in self.inputs if inp is not MEMBER for p in self._plan(inp, series[inp.name], pace, bands)]
-        pieces.sort(key=lambda p: -(p.first + p.rows) if bands else 0)     # newest first (stable per input)
+        pieces = [p for inp in self.inputs if inp is not MEMBER for p in self._plan(inp, series[inp.name], pace, rows)]
+        if newest_first:
+            pieces.sort(key=lambda p: -(p.first + p.rows))       # stable: by input where they end alike
         return await run(pieces, partial(self._answer, source, self._nodes()), pace, series, deadline)
 
     def moved_to(self, grid: Window, again: int) -> Fill | None:
@@ -149,16 +165,14 @@ class Fill:
                          for name, m in self.missing.items()}
         return moved
 
-    def _plan(self, inp: Input, series: np.ndarray, pace: Pace, bands: bool) -> list[Piece]:
-        missing, by_node = self.missing[inp.name], not inp.own_job_id
-        fixed = shares(self._nodes(), series * (1 if inp.recorded else inp.reads)) if by_node else None
-        if not bands or int((missing * series).sum()) <= pace.samples:
-            return plan(inp, missing, series, pace.samples, by_node, fixed)
-        newest = self.grid.rows - min(self.grid.rows, round(ENOUGH_S / self.grid.step))
-        recent, older = missing.copy(), missing.copy()
-        recent[:newest], older[newest:] = False, False
-        return plan(inp, recent, series, pace.samples, by_node, fixed) + \
-            plan(inp, older, series, pace.samples, by_node, fixed)
+    def _plan(self, inp: Input, series: np.ndarray, pace: Pace, rows: np.ndarray) -> list[Piece]:
+        """``inp``'s missing cells on ``rows`` where the job's GPUs are in (an answer is kept only where
+        the GPU held the job), in pieces."""
+        by_node = not inp.own_job_id
+        names = inp.promql(self.job_id, self.grid.step, ("",)).count("node=~")     # the node list, once per selector
+        fixed = shares(self._nodes(), series * (1 if inp.recorded else inp.reads), names) if by_node else None
+        missing = self.missing[inp.name] & (rows & ~self.member_missing)[:, None]
+        return plan(inp, missing, series, pace.samples, by_node, fixed)
 
     async def _member(self, source: Answers, piece: Piece) -> None:
         block = await source.series(MEMBER, self.job_id, self.grid.sub(piece.first, piece.rows), ())
@@ -166,8 +180,11 @@ class Fill:
             self.members.append((piece.first, block))
         else:
             known = set(self.window.columns)
-            if any((self.job_id, s.get("node", ""), s.get("gpu", "")) not in known for s in block.labels):
+            new = {(s.get("node", ""), s.get("gpu", "")) for s in block.labels} - {(n, g) for _, n, g in known}
+            if new and self.held is not None:
                 raise _MembershipChanged
+            if new:
+                self._widen(new)
             self.window.place(MEMBER, block, piece.first)
         self.fetched += block.samples
         self.member_missing[piece.first:piece.first + piece.rows] = False
@@ -179,9 +196,32 @@ class Fill:
         self.fetched += block.samples
         self.missing[piece.inp.name][piece.first:piece.first + piece.rows, piece.lo:piece.hi] = False
 
+    def _widen(self, gpus: set[tuple[str, str]]) -> None:
+        """The window with the columns of ``gpus`` added (GPUs found in older rows only, or joining);
+        their nodes' answers did not keep them, so those are missing again (an input selected by job id:
+        all of it)."""
+        before = {n: i for i, n in enumerate(self._nodes())}
+        self.window = self.window.widened(job_columns(list(self.window.columns) + [(self.job_id, n, g) for n, g in gpus]))
+        self.expected = len(self.window.columns)
+        nodes = self._nodes()
+        again = np.asarray([n in {node for node, _ in gpus} for n in nodes])
+        held = [i for i, n in enumerate(nodes) if n in before]
+        for inp in self.inputs:
+            m = self.missing.get(inp.name)
+            if m is None:
+                continue
+            if inp.own_job_id:
+                m[:] = True
+                continue
+            wide = np.ones((m.shape[0], len(nodes)), bool)
+            wide[:, held] = m[:, [before[nodes[i]] for i in held]]
+            wide[:, again] = True
+            self.missing[inp.name] = wide
+
     def _columns(self) -> bool:
-        """The window, once every GPU's membership is in; False when its GPUs are not those held."""
+        """The window, once the GPUs of its first rows are in; False when they are not those held."""
         gpus = {(labels.get("node", ""), labels.get("gpu", "")) for _, b in self.members for labels in b.labels}
+        gpus |= {(labels.get("node", ""), labels.get("gpu", "")) for labels in self.ends}
         found = job_columns([(self.job_id, node, gpu) for node, gpu in gpus])
         if self.held is not None and not set(found).issubset(set(self.held)):
             self.changed = True

@@ -78,10 +78,10 @@ class Piece:
         return Piece(self.inp, first, rows, lo, hi, rows * int(series[lo:hi].sum()), self.by_node)
 
 
-def shares(names: list[str], raw: np.ndarray) -> np.ndarray:
-    """Per node, its share of what one query may carry whatever its rows: its name (and a separator)
-    of ``NAME_CHARS``, its raw series of ``RAW_SERIES``."""
-    return np.maximum(np.asarray([len(n) + 1 for n in names]) / NAME_CHARS, np.asarray(raw) / RAW_SERIES)
+def shares(names: list[str], raw: np.ndarray, lists: int = 1) -> np.ndarray:
+    """Per node, its share of what one query may carry whatever its rows: its name (and a separator, in
+    each of the query's ``lists`` of nodes) of ``NAME_CHARS``, its raw series of ``RAW_SERIES``."""
+    return np.maximum(np.asarray([len(n) + 1 for n in names]) * lists / NAME_CHARS, np.asarray(raw) / RAW_SERIES)
 
 
 def plan(inp: Input, missing: np.ndarray, series: np.ndarray, budget: int, by_node: bool = True,
