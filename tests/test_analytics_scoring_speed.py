@@ -48,3 +48,24 @@ def test_per_node_reductions_are_the_loop_over_nodes(seed):
     for k, node in enumerate(names):
         np.testing.assert_array_equal(medians[:, k], nan_reduce(np.nanmedian, x[:, nodes == node], axis=1))
         np.testing.assert_array_equal(means[:, k], (x > 0.5)[:, nodes == node].mean(axis=1))
+
+
+def test_a_large_jobs_drifts_side_by_side_are_the_ones_computed_in_turn(monkeypatch):
+    from pathlib import Path
+
+    from lockstep.analytics.evaluation.evaluate import simulate
+    from lockstep.analytics.evaluation.simframe import build_features
+    from lockstep.analytics.scoring import straggler
+    from lockstep.analytics.scoring.score import score_features
+
+    run = simulate(Path(__file__).parent.parent / "simulator/scenarios/slow-node.yaml")
+    features = build_features(run.frame)
+    in_turn = score_features(features, run.start, run.period)
+    monkeypatch.setattr(straggler, "PARALLEL_GPUS", 1)
+    side_by_side = score_features(features, run.start, run.period)
+    for job, res in in_turn.items():
+        other = side_by_side[job]
+        for name, d in res.stragglers.drifts.items():
+            np.testing.assert_array_equal(d.excess, other.stragglers.drifts[name].excess)
+        np.testing.assert_array_equal(res.stragglers.flagged, other.stragglers.flagged)
+        assert res.detections == other.detections and res.loss == other.loss

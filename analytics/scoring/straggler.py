@@ -27,6 +27,7 @@ found no window the rule misses and costs about the CPU of the scoring pass itse
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,7 @@ SMOOTH_S = 15.0           # pace signals averaged over this span
 NODE_SHARE = 0.75         # this share of a node's GPUs slow together → node-wide slowdown
 BASELINE_S = 300.0        # a GPU's usual level is learned over its first active samples of this span...
 READY = 6                 # ...and judged against once it holds this many samples
+PARALLEL_GPUS = 4096      # from this many GPUs, the pace signals' drifts are computed side by side
 
 
 @dataclass(frozen=True)
@@ -106,8 +108,16 @@ def signal_votes(js: JobSignals, sig: dict[str, np.ndarray], active: np.ndarray,
     """Per-sample, per-GPU agreement count, and the drifts, bars, hits and reason votes behind it."""
     samples, ready = max(READY, round(BASELINE_S / period)), READY
     prior = prior or {}
-    drifts = {name: relative.drift(x, active, samples, FLOORS[name], ready, prior.get(name))
-              for name, x in slowness(js, sig, active, period).items()}
+    paces = slowness(js, sig, active, period)
+
+    def drift(name: str) -> relative.Drift:
+        return relative.drift(paces[name], active, samples, FLOORS[name], ready, prior.get(name))
+
+    if paces["work"].shape[1] < PARALLEL_GPUS:
+        drifts = {name: drift(name) for name in paces}
+    else:   # independent, and NumPy lets go of the GIL: a large job's drifts on every core
+        with ThreadPoolExecutor(len(paces)) as pool:
+            drifts = dict(zip(paces, pool.map(drift, paces)))
     bars = {name: relative.bar(d.spread, K, FLOORS[name]) for name, d in drifts.items()}
     with np.errstate(invalid="ignore"):
         hits = {name: d.excess >= bars[name] for name, d in drifts.items()}
