@@ -7,16 +7,22 @@ STAMP := $(VENV)/.installed
 # Debian packages providing the real Prometheus stack the demo and the tests start. The tests also
 # need ethtool and ip (iproute2: the PFC test reads a real veth pair's driver statistics), node_exporter
 # (the fabric differential test), chromium (renders the monthly report headless to check its plots),
-# VictoriaMetrics (the second backend Prometheus remote_writes into; vmctl migrates history) and fio
-# (the one validation tool that runs without a GPU or HCA: `lockstep validate run fio` runs it for real).
-DEMO_TOOLS := prometheus promtool prometheus-alertmanager amtool
-DEMO_PACKAGES := prometheus prometheus-alertmanager
-TEST_TOOLS := $(DEMO_TOOLS) prometheus-node-exporter ethtool ip chromium victoria-metrics vmctl fio
-TEST_PACKAGES := $(DEMO_PACKAGES) prometheus-node-exporter ethtool iproute2 chromium victoria-metrics fio
+# VictoriaMetrics (the second backend Prometheus remote_writes into; vmctl migrates history), fio
+# (the one validation tool that runs without a GPU or HCA: `lockstep validate run fio` runs it for real),
+# setpriv (util-linux: drops CAP_DAC_OVERRIDE to make a sysfs file unreadable), systemd-analyze
+# (systemd: verifies the units in deploy/systemd/) and kubectl (Debian 12's kubernetes-client: builds
+# deploy/kubernetes offline with `kubectl kustomize`; any kubectl from 1.14 on does).
+# Each tool as COMMAND:PACKAGE; only the packages of missing commands are installed (a kubectl from
+# elsewhere stays, for one).
+DEMO_TOOLS := prometheus:prometheus promtool:prometheus prometheus-alertmanager:prometheus-alertmanager \
+  amtool:prometheus-alertmanager
+TEST_TOOLS := $(DEMO_TOOLS) prometheus-node-exporter:prometheus-node-exporter ethtool:ethtool ip:iproute2 \
+  chromium:chromium victoria-metrics:victoria-metrics vmctl:victoria-metrics fio:fio setpriv:util-linux \
+  systemd-analyze:systemd kubectl:kubernetes-client ibnetdiscover:infiniband-diags
 # Debian's python3 lacks the venv module until python3-venv is installed.
 VENV_PACKAGES := python3-venv
 
-.PHONY: test demo bench eval fuzz tools demo-tools venv clean proto
+.PHONY: test test-fast lint demo bench eval fuzz tools demo-tools venv clean proto
 
 # $(call apt_or_explain,PACKAGES,WHAT IS MISSING): install as root, else name the exact command.
 define apt_or_explain
@@ -28,10 +34,12 @@ else \
 fi
 endef
 
-# $(call ensure_tools,COMMANDS,PACKAGES); ip lives in /usr/sbin, off a normal user's PATH.
+# $(call ensure_tools,COMMAND:PACKAGE ...); ip lives in /usr/sbin, off a normal user's PATH.
 define ensure_tools
-@missing=""; for t in $(1); do PATH="$$PATH:/usr/sbin:/sbin" command -v $$t >/dev/null || missing="$$missing $$t"; done; \
-if [ -n "$$missing" ]; then $(call apt_or_explain,$(2),$${missing# }); fi
+@missing=""; packages=""; for tool in $(1); do t=$${tool%%:*}; p=$${tool#*:}; \
+  PATH="$$PATH:/usr/sbin:/sbin" command -v $$t >/dev/null && continue; missing="$$missing $$t"; \
+  case " $$packages " in *" $$p "*) ;; *) packages="$$packages $$p";; esac; done; \
+if [ -n "$$missing" ]; then $(call apt_or_explain,$${packages# },$${missing# }); fi
 endef
 
 $(STAMP): pyproject.toml
@@ -44,10 +52,10 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 tools:
-	$(call ensure_tools,$(TEST_TOOLS),$(TEST_PACKAGES))
+	$(call ensure_tools,$(TEST_TOOLS))
 
 demo-tools:
-	$(call ensure_tools,$(DEMO_TOOLS),$(DEMO_PACKAGES))
+	$(call ensure_tools,$(DEMO_TOOLS))
 
 # The suite spends over half its time waiting on live runs in wall-clock time (simulated clusters,
 # Prometheus scrapes, Alertmanager's group waits), so two pytest-xdist workers overlap those waits even
@@ -55,7 +63,20 @@ demo-tools:
 # filled Prometheus) starts once. TEST_WORKERS=0 runs it in this process (for -s, --pdb, or one test).
 TEST_WORKERS ?= 2
 test: $(STAMP) tools
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+
+# The tests that start no process (every test that does is marked integration, and tests/conftest.py
+# fails one that starts a process without the marker) and cost no more than a second or two each (the
+# whole-scenario evaluations and the real timeouts are marked slow; make test runs them): the check to
+# run while editing, under a minute, with no Debian tools needed. Two workers here too, a module to each
+# (its fixtures computed once).
+test-fast: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -m "not integration and not slow" -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
 
 demo: $(STAMP) demo-tools
 	$(VENV)/bin/lockstep demo $(DEMO_ARGS)
@@ -75,7 +96,7 @@ fuzz: $(STAMP)
 eval: $(STAMP)
 	$(VENV)/bin/lockstep analytics evaluate --all simulator/scenarios --models
 
-# The kubelet PodResources gRPC code in exporters/third_party/podresources/ is checked in; this regenerates
+# The kubelet PodResources and the gNMI gRPC code in exporters/third_party/ are checked in; this regenerates
 # it with the one grpcio-tools release the generator pins, in a venv of its own (tools/gen_podresources.py).
 PROTO_VENV := .venv-proto
 GRPCIO_TOOLS := $(shell sed -n 's/^GRPCIO_TOOLS = "\(.*\)"/\1/p' tools/gen_podresources.py)
@@ -83,6 +104,7 @@ proto:
 	@test -x $(PROTO_VENV)/bin/python || $(PYTHON) -m venv $(PROTO_VENV)
 	$(PROTO_VENV)/bin/python -m pip install --quiet grpcio-tools==$(GRPCIO_TOOLS)
 	$(PROTO_VENV)/bin/python tools/gen_podresources.py
+	$(PROTO_VENV)/bin/python tools/gen_gnmi.py
 
 clean:
 	rm -rf $(VENV) $(PROTO_VENV) build *.egg-info .pytest_cache

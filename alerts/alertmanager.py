@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from lockstep.alerts.model import dump
-from lockstep.alerts.quarantine import DRAIN_ALERTS, XID_ALERTS
+from lockstep.alerts.quarantine import DRAIN_ALERTS, HOST_ALERTS, XID_ALERTS
 from lockstep.alerts.settings import AlertsConfig
 from lockstep.exporters.catalog.enums import PAGE, TICKET
 
@@ -11,6 +11,8 @@ GROUP_BY = ["cluster", "job_id", "alertname"]
 # drains for by their action label.
 QUARANTINE_ALERTS = DRAIN_ALERTS + XID_ALERTS
 GPU_LOWER = "GPUXid.*|GPUUncorrectableECC|GPURowRemap.*|GPUThermalThrottling"
+# The node agent's view of an HCA port, which the fabric exporter's verdict on the same link explains.
+HOST_LINK = "InfiniBandLinkFlapping|InfiniBandSymbolErrors|InfiniBandLinkDegraded"
 
 
 def inhibit_rules(config: AlertsConfig) -> list[dict]:
@@ -29,6 +31,10 @@ def inhibit_rules(config: AlertsConfig) -> list[dict]:
         {"source_matchers": ['alertname="TrainingJobHung"'],
          "target_matchers": ['alertname=~"TrainingJobStalled|TrainingJobStraggler"'],
          "equal": ["cluster", "job_id"]},
+        # A rank the hung job waits for, named, explains its stall, its hang and its slow-looking ranks.
+        {"source_matchers": ['alertname="TrainingJobRankHung"'],
+         "target_matchers": ['alertname=~"TrainingJobStalled|TrainingJobStraggler|TrainingJobHung"'],
+         "equal": ["cluster", "job_id"]},
         # A lost member explains why the rest of its job stands still (or looks hung): page for the member.
         {"source_matchers": ['alertname="TrainingJobMemberLost"'],
          "target_matchers": ['alertname=~"TrainingJobStalled|TrainingJobStraggler|TrainingJobHung"'],
@@ -41,6 +47,22 @@ def inhibit_rules(config: AlertsConfig) -> list[dict]:
         {"source_matchers": ['alertname="InfiniBandLinkDown"'],
          "target_matchers": ['alertname=~"InfiniBandLinkFlapping|InfiniBandSymbolErrors|InfiniBandLinkDegraded"'],
          "equal": ["cluster", "node", "device", "port"]},
+        # The fabric exporter's verdict on a host link names both ends and its reasons: it explains the node
+        # agent's tickets on the same HCA (matched by node and device: the fabric's `port` is the switch's
+        # on one end, so ports are not compared; a dual-port HCA's other port is muted too). A failed link
+        # explains its degraded verdict. Only sources with a node: a switch-to-switch link has none and
+        # would mute every node-less LinkDegraded of the cluster.
+        {"source_matchers": ['alertname="LinkFailed"', 'node=~".+"'],
+         "target_matchers": [f'alertname=~"LinkDegraded|{HOST_LINK}"'],
+         "equal": ["cluster", "node", "device"]},
+        {"source_matchers": ['alertname="LinkDegraded"', 'node=~".+"'],
+         "target_matchers": [f'alertname=~"{HOST_LINK}"'],
+         "equal": ["cluster", "node", "device"]},
+        # A port the node agent sees down pages already; the fabric's failed verdict on it (link_downed
+        # moved) is the same fault, seen from the switch.
+        {"source_matchers": ['alertname="InfiniBandLinkDown"'],
+         "target_matchers": ['alertname=~"LinkFailed|LinkDegraded"'],
+         "equal": ["cluster", "node", "device"]},
         # A node whose agent is down: whatever else still fires for it is stale or a consequence. Only a
         # source with a node: ExporterDown{signal="targets_gone"} has none and would mute every node-less
         # alert (the power exporter's, the analytics service's) of the cluster.
@@ -75,6 +97,8 @@ def route(config: AlertsConfig) -> dict:
     routes = []
     if r.quarantine_webhook_url:
         routes.append({"receiver": "quarantine", "matchers": [f'alertname=~"{"|".join(QUARANTINE_ALERTS)}"'],
+                       "continue": True})
+        routes.append({"receiver": "quarantine", "matchers": [f'alertname=~"{"|".join(HOST_ALERTS)}"', 'node=~".+"'],
                        "continue": True})
     routes += [{"receiver": "pager", "matchers": [f'severity="{PAGE}"'], "group_wait": r.pager_group_wait},
                {"receiver": "queue", "matchers": [f'severity="{TICKET}"']}]

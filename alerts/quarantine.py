@@ -20,7 +20,10 @@ from lockstep.exporters.toolkit.jsonload import load_json
 
 # Alerts after which a node must take no more work until someone resets a GPU, reboots or repairs it.
 DRAIN_ALERTS = ("GPUUncorrectableECC", "GPURowRemapFailure", "GPURowRemapPending", "InfiniBandLinkDown",
-                "GPUFellOffBus", "GPUMissing", "ValidationFailed")
+                "GPUFellOffBus", "GPUMissing", "ValidationFailed", "GPUHardwareStraggler")
+# Drained for only where they name a host: LinkFailed of a host link carries its node (a switch-to-switch
+# link has none and is routed to the pager alone, never to the receiver).
+HOST_ALERTS = ("LinkFailed",)
 # XID alerts drain by the recovery action the XID catalog gives the code (the alert's `action` label),
 # never by a list of codes: reset_gpu, reboot_node and service_hardware all need the node empty first.
 XID_ALERTS = ("GPUXidCritical", "GPUXidWarning")
@@ -71,11 +74,33 @@ def xid_action(labels: dict[str, str]) -> str:
 
 def is_hardware_fault(labels: dict[str, str]) -> bool:
     name = labels.get("alertname", "")
-    return name in DRAIN_ALERTS or (name in XID_ALERTS and xid_action(labels) in XID_DRAIN_ACTIONS)
+    return name in DRAIN_ALERTS or name in HOST_ALERTS or (name in XID_ALERTS and xid_action(labels) in XID_DRAIN_ACTIONS)
 
 
-def parse_notification(body: bytes) -> list[DrainRequest]:
-    """Drain requests for the firing hardware-fault alerts of one notification, one per node."""
+@dataclass(frozen=True)
+class Refusal:
+    """An alert of a notification that cannot be acted on, refused alone: ``index`` in its ``alerts``."""
+    index: int
+    alertname: str
+    error: str
+
+    def __str__(self) -> str:
+        return f"alerts[{self.index}] ({self.alertname}): {self.error}" if self.alertname else \
+            f"alerts[{self.index}]: {self.error}"
+
+
+@dataclass(frozen=True)
+class Notification:
+    drains: list[DrainRequest]
+    refused: list[Refusal]
+
+
+def read_notification(body: bytes) -> Notification:
+    """Drain requests for the firing hardware-fault alerts of one notification, one per node, and the
+    alerts refused, each for its own reason (labels that are not strings, no node label, a node label
+    that is not one node name). One bad alert costs only itself: Alertmanager groups alerts of many
+    nodes into one notification, and the valid drains beside a forged or broken alert must still
+    happen. BadPayload only for a body that is no webhook notification at all."""
     try:
         payload = load_json(body)
     except ValueError as exc:
@@ -84,19 +109,31 @@ def parse_notification(body: bytes) -> list[DrainRequest]:
     if not isinstance(alerts, list):
         raise BadPayload('missing "alerts" list')
     requests: dict[str, DrainRequest] = {}
+    refused: list[Refusal] = []
     for i, alert in enumerate(alerts):
         labels = alert.get("labels") if isinstance(alert, dict) else None
         if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-            raise BadPayload(f"alerts[{i}].labels must be a mapping of strings")
+            refused.append(Refusal(i, "", "labels must be a mapping of strings"))
+            continue
         if alert.get("status") != "firing" or not is_hardware_fault(labels):
             continue
-        node = labels.get("node", "")
+        node, name = labels.get("node", ""), _clean(labels["alertname"])
         if not node:
-            raise BadPayload(f"alerts[{i}] ({labels.get('alertname')}) has no node label")
-        if not NODE_NAME.fullmatch(node) or node.upper() == "ALL":
-            raise BadPayload(f"alerts[{i}] ({labels.get('alertname')}): node label {node!r} is not one node name")
-        requests.setdefault(node.casefold(), DrainRequest(node, labels["alertname"], _reason(labels)))
-    return list(requests.values())
+            refused.append(Refusal(i, name, "has no node label"))
+        elif not NODE_NAME.fullmatch(node) or node.upper() == "ALL":
+            refused.append(Refusal(i, name, f"node label {_clean(node)!r} is not one node name"))
+        else:
+            requests.setdefault(node.casefold(), DrainRequest(node, labels["alertname"], _reason(labels)))
+    return Notification(list(requests.values()), refused)
+
+
+def parse_notification(body: bytes) -> list[DrainRequest]:
+    """The drain requests of a notification every alert of which is well formed; BadPayload naming
+    the first refused alert otherwise (checking a payload, as a test of what the rules send does)."""
+    notification = read_notification(body)
+    if notification.refused:
+        raise BadPayload(str(notification.refused[0]))
+    return notification.drains
 
 
 class Policy:

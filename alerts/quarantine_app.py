@@ -2,7 +2,7 @@
 (bearer token required) and drains faulty nodes with ``scontrol``; ``GET /-/healthy``.
 
 Every decision is logged (logfmt fields action=drain|dry_run|already|rate_limited|circuit_open|
-unknown_node|failed). Requests are handled one at a time (a lock) so the hourly cap holds under
+unknown_node|failed|refused). Requests are handled one at a time (a lock) so the hourly cap holds under
 concurrent notifications. With a node inventory (``lockstep.alerts.inventory``) a name it does not list is
 refused, and the circuit breaker counts its size as the fleet.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 from aiohttp import web
 
 from lockstep.alerts.inventory import Inventory, InventoryError
-from lockstep.alerts.quarantine import BadPayload, DrainRequest, Policy, parse_notification, scontrol_argv
+from lockstep.alerts.quarantine import BadPayload, DrainRequest, Policy, read_notification, scontrol_argv
 from lockstep.exporters.toolkit.logs import kv
 
 log = logging.getLogger("lockstep.quarantine")
@@ -116,15 +116,24 @@ async def alerts_handler(request: web.Request) -> web.Response:
         return web.json_response({"error": "unauthorized"}, status=401,
                                  headers={"WWW-Authenticate": 'Bearer realm="lockstep-quarantine"'})
     try:
-        drains = parse_notification(await request.read())
+        notification = read_notification(await request.read())
     except BadPayload as exc:
         log.warning("bad notification: %s", exc)
         return web.json_response({"error": str(exc)}, status=400)
+    refused = [{"alert": r.index, "alertname": r.alertname, "error": r.error} for r in notification.refused]
+    for r in notification.refused:
+        log.warning("quarantine refused an alert: %s", r.error,
+                    extra=kv(action="refused", alert=r.index, alertname=r.alertname, error=r.error))
     async with state.lock:
-        actions = [await _handle(state, d) for d in drains]
+        actions = [await _handle(state, d) for d in notification.drains]
     # 5xx makes Alertmanager retry the notification: what failed is tried again, the rest is idempotent.
+    # A refused alert is not a failure: sent again it would be refused again, so it is answered (and
+    # logged) and the notification is 200, which Alertmanager records as delivered. A 4xx would do no
+    # better: Alertmanager does not retry it, but neither does it record the notification, so it sends
+    # the whole group again at every group_interval, valid alerts and all.
     status = 502 if any(a["action"] == "failed" for a in actions) else 200
-    return web.json_response({"dry_run": state.config.dry_run, "actions": actions}, status=status)
+    return web.json_response({"dry_run": state.config.dry_run, "actions": actions, "refused": refused},
+                             status=status)
 
 
 async def healthy(request: web.Request) -> web.Response:

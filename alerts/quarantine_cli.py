@@ -69,12 +69,15 @@ def config_from_args(args: argparse.Namespace, environ: dict[str, str] | None = 
 
 
 def run(args: argparse.Namespace) -> int:
-    from aiohttp import web
+    import asyncio
 
     from lockstep.exporters.toolkit import logs
+    from lockstep.exporters.toolkit.conntimeouts import from_args as timeouts_from_args
+    from lockstep.exporters.toolkit.web import serve
     try:
         config = config_from_args(args)
         listen = parse_listen_address(getattr(args, "web.listen-address"))
+        timeouts = timeouts_from_args(args)
         app = create_app(config)
     except ValueError as exc:
         print(f"lockstep alerts quarantine-receiver: {exc}", file=sys.stderr)
@@ -83,5 +86,5 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("lockstep.quarantine").info(
         "starting quarantine receiver", extra=kv(address=str(listen), dry_run=config.dry_run,
                                                  max_drains_per_hour=config.max_drains_per_hour))
-    web.run_app(app, host=listen.host, port=listen.port, print=None)
+    asyncio.run(serve(app, listen, None, timeouts=timeouts))
     return 0

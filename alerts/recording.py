@@ -24,6 +24,8 @@ INTERFACE_RAIL = "lockstep:interface_rail:info"
 PFC_PAUSED = "lockstep:pfc_paused:ratio"                       # seconds paused per second, over pfc_window
 PFC_PAUSED_INTERFACE = "lockstep:pfc_paused_interface:ratio"
 PFC_STORM_EVENTS = "lockstep:pfc_storm_events:increase"        # watchdog events within pfc_window
+FABRIC_PORT_HOST = "lockstep:fabric_port_host:info"              # a fabric port's host end: node and device
+FABRIC_PORT = "lockstep:fabric_port:info"                       # ... with its own and its partner's names
 RACK_POWER = "lockstep:rack_power_watts:sum"
 RACK_POWER_BUDGET = "lockstep:rack_power_budget:ratio"
 JOB_LOST_GPU_SECONDS = "lockstep:job_lost_gpu_seconds:rate"    # over checkpoint_window
@@ -92,6 +94,27 @@ def fabric(config: AlertsConfig) -> list[Record]:
             f"sum by (job_id) (\n  lockstep:node_ib_{direction}_bytes:rate\n"
             f"  * on (node) group_left (job_id) {NODE_JOB}\n)"))
     return records
+
+
+def switches(config: AlertsConfig) -> list[Record]:
+    """The fabric exporter's ports with the names alerts show and the host behind each host link: for
+    an HCA port its own node description, for a switch port cabled to an HCA its partner's, read as
+    ``fabric_ca_description`` (host, device). Switch-to-switch ports have no host."""
+    sel, pattern = config.selectors.fabric, config.thresholds.fabric_ca_description
+    info = "lockstep_fabric_port_info"
+
+    def host(kind: str, description: str) -> str:
+        ports = metric(info, sel, kind)
+        # Backquotes: a raw PromQL string, so the regex's backslashes stay as written.
+        return (f'label_replace(label_replace({ports}, "node", "$1", "{description}", `{pattern}`), '
+                f'"device", "$2", "{description}", `{pattern}`)')
+    on_ca, on_switch = host('kind="ca"', "name"), host('kind="switch",remote_kind="ca"', "remote_name")
+    # max by: the same port served twice (two exporters on one subnet) must not break the joins.
+    names = f"max by (guid, port, name, remote_name, remote_guid, remote_port) ({metric(info, sel)})"
+    return [
+        Record(FABRIC_PORT_HOST, f"max by (guid, port, node, device) (\n  {on_ca}\n  or\n  {on_switch}\n)"),
+        Record(FABRIC_PORT, attach(names, "node, device", "guid, port", FABRIC_PORT_HOST)),
+    ]
 
 
 def power(config: AlertsConfig) -> list[Record]:
@@ -179,8 +202,8 @@ def analytics_inputs(config: AlertsConfig) -> list[Record]:
 
 
 def groups(config: AlertsConfig) -> list[dict]:
-    rules = (job_membership(config) + gpu(config) + fabric(config) + power(config) + analytics(config)
-             + validation(config))
+    rules = (job_membership(config) + gpu(config) + fabric(config) + switches(config) + power(config)
+             + analytics(config) + validation(config))
     return [{"name": GROUP, "interval": config.evaluation_interval, "rules": [r.render() for r in rules]},
             {"name": ANALYTICS_GROUP, "interval": config.analytics_step,
              "rules": [r.render() for r in analytics_inputs(config)]}]

@@ -3,7 +3,7 @@
 Each alert is defined once, in ``rules_hardware``, ``rules_ops`` or ``rules_validation``, with its severity and
 its ``for:``;
 its runbook is docs/runbooks/<name>.md. An alert name may have several rules (one per signal): they
-share the severity and the ``for:``.
+share the ``for:``, and the severity unless a threshold of the config splits them (``SPLIT_SEVERITY``).
 """
 from __future__ import annotations
 
@@ -11,13 +11,18 @@ from lockstep.alerts import recording, rules_hardware, rules_ops, rules_validati
 from lockstep.alerts.model import Alert, dump
 from lockstep.alerts.settings import AlertsConfig
 
+# Alerts whose rules page or open a ticket by a threshold: a rank hung in a job of rank_hung_page_gpus GPUs or more
+# pages, in a smaller one it is a ticket.
+SPLIT_SEVERITY = ("TrainingJobRankHung",)
+
 
 def all_alerts(config: AlertsConfig) -> list[Alert]:
     alerts = rules_hardware.alerts(config) + rules_ops.alerts(config) + rules_validation.alerts(config)
     first: dict[str, Alert] = {}
     for alert in alerts:
         same = first.setdefault(alert.name, alert)
-        if (same.severity, same.for_) != (alert.severity, alert.for_):
+        severity_differs = same.severity != alert.severity and alert.name not in SPLIT_SEVERITY
+        if severity_differs or same.for_ != alert.for_:
             raise ValueError(f"{alert.name}: its rules disagree on severity or for: "
                              f"({same.severity}, {same.for_}) vs ({alert.severity}, {alert.for_})")
     return alerts

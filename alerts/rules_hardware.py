@@ -1,4 +1,4 @@
-"""Alerts on the hardware the node agents watch: PFC, InfiniBand ports, GPUs.
+"""Alerts on the hardware the node agents watch: PFC, InfiniBand ports, GPUs, local NVMe drives.
 
 Fabric and GPU alerts carry the ``job_id`` of the job on the faulty part where there is one (joined
 through the recorded ``lockstep:node_job:info`` / ``lockstep:gpu_job:info``). That label is the
@@ -7,8 +7,14 @@ with the same ``job_id`` fires (see ``alertmanager.py``).
 """
 from __future__ import annotations
 
-from lockstep.alerts.model import Alert, metric, with_job
-from lockstep.alerts.recording import GPU_JOB, NODE_JOB, PFC_PAUSED_INTERFACE, PFC_STORM_EVENTS
+from lockstep.alerts.model import Alert, attach, metric, with_job
+from lockstep.alerts.recording import (
+    FABRIC_PORT,
+    GPU_JOB,
+    NODE_JOB,
+    PFC_PAUSED_INTERFACE,
+    PFC_STORM_EVENTS,
+)
 from lockstep.alerts.settings import AlertsConfig
 from lockstep.exporters.catalog.enums import (
     IB_PORT_ACTIVE,
@@ -86,6 +92,34 @@ def _degraded(rate: str, sel: str, node_sel: str) -> str:
             f"    max by (node, hca_type) ({typed})\n  )\n  unless on (node, device, port) {expected}\n)")
 
 
+def _link(config: AlertsConfig, state: str) -> str:
+    """Ports whose fabric-exporter verdict is ``state``, with their names and link partner, the host and
+    device behind a host link and the job on that host (none for a switch-to-switch link)."""
+    health = metric("lockstep_link_health", config.selectors.fabric, f'state="{state}"')
+    verdict = f"{health} == 1"
+    labels = "name, remote_name, remote_guid, remote_port, node, device"
+    return with_job(attach(verdict, labels, "guid, port", FABRIC_PORT), "node", NODE_JOB, "guid, port")
+
+
+def fabric(config: AlertsConfig) -> list[Alert]:
+    """The fabric exporter's link-health verdicts (exporters/switches/linkhealth.py). A host link's two
+    ends both carry the host's ``node`` and ``device``; a switch-to-switch link has neither."""
+    port = "{{ $labels.name }} port {{ $labels.port }}"
+    partner = "{{ with $labels.remote_name }} (to {{ . }} port {{ $labels.remote_port }}){{ end }}"
+    host = "{{ with $labels.node }} Host behind it: {{ . }} {{ $labels.device }}.{{ end }}"
+    reasons = "lockstep_link_health_reason{guid=\"{{ $labels.guid }}\",port=\"{{ $labels.port }}\"}"
+    return [
+        Alert("LinkFailed", _link(config, "failed"), PAGE, f"InfiniBand link failed: {port}",
+              f"{port}{partner} went down or overran its buffers within the fatal window (the reasons: {reasons})."
+              f"{host} Every collective of the job on it stalls or aborts; the host is a quarantine candidate.",
+              for_="0m"),
+        Alert("LinkDegraded", _link(config, "degraded"), TICKET, f"InfiniBand link degraded: {port}",
+              f"{port}{partner} is over its bit-error budget, recovers too often or runs below its expected rate "
+              f"(the reasons: {reasons}).{host} A marginal cable or transceiver: replace it before it fails.",
+              for_="5m"),
+    ]
+
+
 def _new_events(counter: str, window: str) -> str:
     """Events within ``window``. The agent creates a (gpu, xid) series at its first event, already at 1:
     increase() has no earlier sample to count from, so a series that did not exist one window ago counts
@@ -145,5 +179,24 @@ def gpu(config: AlertsConfig) -> list[Alert]:
     ]
 
 
+def nvme(config: AlertsConfig) -> list[Alert]:
+    t, sel = config.thresholds, config.selectors.node
+    used = metric("lockstep_nvme_percentage_used_ratio", sel)
+    spare = metric("lockstep_nvme_available_spare_ratio", sel)
+    spare_min = metric("lockstep_nvme_available_spare_threshold_ratio", sel)
+    where = "NVMe {{ $labels.controller }} on {{ $labels.node }}"
+    return [
+        Alert("NVMeWearing", with_job(f"{used} >= {t.nvme_wear_ratio:g}", "node", NODE_JOB, "node, controller"), TICKET,
+              f"{where} is wearing out",
+              f"{where} has used {{{{ $value | humanizePercentage }}}} of its rated write endurance (SMART Percentage "
+              "Used); plan its replacement before it goes read-only.", (("signal", "wear"),), for_="15m"),
+        Alert("NVMeWearing", with_job(f"{spare} <= {spare_min}", "node", NODE_JOB,
+                                      "node, controller"), TICKET,
+              f"{where} is out of spare blocks",
+              f"{where} has {{{{ $value | humanizePercentage }}}} spare capacity left, at or below its own threshold "
+              "(SMART Available Spare): the drive is failing.", (("signal", "spare"),), for_="15m"),
+    ]
+
+
 def alerts(config: AlertsConfig) -> list[Alert]:
-    return pfc(config) + infiniband(config) + gpu(config)
+    return pfc(config) + infiniband(config) + fabric(config) + gpu(config) + nvme(config)

@@ -3,9 +3,9 @@ on lockstep's own exporters."""
 from __future__ import annotations
 
 from lockstep.alerts.model import FOR, Alert, metric
-from lockstep.alerts.recording import JOB_LOST_GPU_TIME, RACK_POWER_BUDGET
+from lockstep.alerts.recording import JOB_GPUS, JOB_LOST_GPU_TIME, RACK_POWER_BUDGET
 from lockstep.alerts.settings import AlertsConfig
-from lockstep.exporters.catalog.enums import CHECKPOINT, HANG, PAGE, STALLS_ALERTED_APART, TICKET
+from lockstep.exporters.catalog.enums import CHECKPOINT, HANG, HARDWARE, PAGE, RANK_DEAD, STALLS_ALERTED_APART, TICKET
 
 
 def jobs(config: AlertsConfig) -> list[Alert]:
@@ -13,8 +13,12 @@ def jobs(config: AlertsConfig) -> list[Alert]:
     stalled = metric("lockstep_job_stalled", sel, f'cause!~"{"|".join(STALLS_ALERTED_APART)}"')
     hung = metric("lockstep_job_stalled", sel, f'cause="{HANG}"')
     missing = metric("lockstep_job_member_missing", sel)
+    culprit = f'max by (job_id, node, gpu, rank, cause) ({metric("lockstep_job_hang_culprit", sel)}) == 1'
+    large = f"{JOB_GPUS} >= {t.rank_hung_page_gpus:g}"
     score = f'min by (job_id, node, gpu) ({metric("lockstep_straggler_score", sel)})'
     flagged = f'max by (job_id, node, gpu) ({metric("lockstep_straggler_flagged", sel)}) == 1'
+    broken = metric("lockstep_straggler_cause", sel, f'cause="{HARDWARE}"')
+    hardware = f"max by (job_id, node, gpu) ({broken}) == 1"
     return [
         # Checkpoint stalls are expected and bounded; they have their own alert below. A hang pages as Hung.
         Alert("TrainingJobStalled", f"max by (job_id, cause) ({stalled}) == 1", PAGE,
@@ -28,6 +32,15 @@ def jobs(config: AlertsConfig) -> list[Alert]:
               "{{ $labels.node }} GPU {{ $labels.gpu }} holds job {{ $labels.job_id }} back: it runs at "
               "{{ $value | humanizePercentage }} of the best ranks' speed and every rank waits for it.",
               keep_firing_for=t.straggler_keep_firing_for, for_="5m"),
+        # A straggler its own hardware explains (a thermal or hardware slowdown, the power brake, its clock below
+        # its peers', a narrow PCIe link, a hardware XID), also when it was slow since the job started: the
+        # node is a quarantine candidate (alerts/quarantine.py drains it; the running job finishes first).
+        Alert("GPUHardwareStraggler", hardware, TICKET,
+              "Broken GPU slows job {{ $labels.job_id }}: {{ $labels.node }} GPU {{ $labels.gpu }}",
+              "{{ $labels.node }} GPU {{ $labels.gpu }} holds job {{ $labels.job_id }} back and its own hardware "
+              "explains it (the straggler's evidence says which: clock-event reasons, its clock against its peers', "
+              "temperature, PCIe link, XIDs). Drain {{ $labels.node }}"
+              "{{ if $labels.gpu }} (GPU {{ $labels.gpu }}){{ end }} once the job can move.", for_="5m"),
         Alert("TrainingJobHung", f"max by (job_id) ({hung}) == 1", PAGE,
               "Training job {{ $labels.job_id }} is hung",
               "Job {{ $labels.job_id }} shows no compute, no traffic and no I/O for "
@@ -40,6 +53,11 @@ def jobs(config: AlertsConfig) -> list[Alert]:
               "{{ $labels.pod }}){{ end }} left the GPU-job mapping (the pod is gone, or the node agent "
               "stopped answering) and the rest of the job has waited in its collective for " + FOR
               + ": it burns its GPUs until the member is back or the job is restarted.", for_="2m"),
+        # One alert per rank the hung job waits for, named by NCCL's RAS: a page where the job is large (many
+        # GPUs burn for one rank), a ticket otherwise.
+        *(rank_hung(culprit, f"\n{how} on (job_id) ({large})", severity, size)
+          for how, severity, size in (("and", PAGE, f"at least {t.rank_hung_page_gpus:g}"),
+                                      ("unless", TICKET, f"under {t.rank_hung_page_gpus:g}"))),
         Alert("CheckpointStallExcessive",
               f'{JOB_LOST_GPU_TIME}{{cause="{CHECKPOINT}"}} > {t.checkpoint_lost_ratio:g}', TICKET,
               "Checkpoints cost job {{ $labels.job_id }} {{ $value | humanizePercentage }} of its GPU time",
@@ -47,6 +65,20 @@ def jobs(config: AlertsConfig) -> list[Alert]:
               f"blocking checkpoints over {t.checkpoint_window} (threshold {t.checkpoint_lost_ratio:.0%}).",
               for_="15m"),
     ]
+
+
+def rank_hung(culprit: str, size_match: str, severity: str, size: str) -> Alert:
+    rank = "{{ if $labels.rank }}rank {{ $labels.rank }}{{ else }}a rank{{ end }}"
+    return Alert(
+        "TrainingJobRankHung", culprit + size_match, severity,
+        "Job {{ $labels.job_id }} waits for " + rank + " on {{ $labels.node }} GPU {{ $labels.gpu }}",
+        "Job {{ $labels.job_id }} (" + size + " GPUs) is hung on one of its ranks: NCCL's RAS shows " + rank
+        + " on {{ $labels.node }} GPU {{ $labels.gpu }} "
+        f'{{{{ if eq $labels.cause "{RANK_DEAD}" }}}}no longer answering (its process is gone or frozen)'
+        "{{ else }}behind its communicator (it stopped entering collectives){{ end }} while every other rank has "
+        "waited for it in a collective for " + FOR + ".", for_="3m",
+        # a RAS answer missed (a scrape or a poll) leaves one sample without its culprit: no second page for it
+        keep_firing_for="1m")
 
 
 def facility(config: AlertsConfig) -> list[Alert]:

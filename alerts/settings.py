@@ -20,10 +20,20 @@ class Thresholds:
     ib_flap_window: str = "15m"
     ib_symbol_errors: float = 10            # symbol errors within ib_symbol_window
     ib_symbol_window: str = "10m"
+    # An HCA's node description as the fabric exporter's `name`/`remote_name` labels carry it, read as
+    # `<host> <device>`: rdma-core's rdma-ndd writes "%h %d" by default (hostname, then the RDMA device).
+    # Prometheus anchors the regex; a description that does not match names no node (nothing to drain).
+    fabric_ca_description: str = r"(\S+)\s+(\S+)"
     gpu_event_window: str = "10m"           # XID / ECC increase window (which XIDs page: the XID catalog's severity)
     # The analytics service scores no straggler while the whole job is stalled (every rank waits), so a
     # straggler vanishes during each stall; hold its alert through them instead of resolving/re-firing.
     straggler_keep_firing_for: str = "10m"
+    # A hang localised to its ranks pages for a job on at least this many GPUs (so many GPUs wait for one
+    # rank that a human should come now); a smaller job's is a ticket.
+    rank_hung_page_gpus: float = 64
+    # An NVMe drive with this share of its rated endurance used (SMART Percentage Used) is due for replacement
+    # planning; spare at or below the drive's own threshold fires regardless.
+    nvme_wear_ratio: float = 0.8
     checkpoint_lost_ratio: float = 0.1      # checkpoint-stalled share of allocated GPU time
     checkpoint_window: str = "1h"
     rack_power_budget_ratio: float = 0.9

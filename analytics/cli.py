@@ -1,4 +1,4 @@
-"""``lockstep analytics serve|evaluate|steptimes``."""
+"""``lockstep analytics serve|evaluate|steptimes|hang``."""
 from __future__ import annotations
 
 import argparse
@@ -14,8 +14,10 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     from lockstep.analytics.service.config import add_serve_flags
     from lockstep.exporters.toolkit.logs import add_flags as add_log_flags
 
-    p = subparsers.add_parser("analytics", help="straggler, stall and utilization-loss scoring: serve, evaluate, steptimes",
-                              description="straggler, stall and utilization-loss scoring: serve, evaluate, steptimes")
+    p = subparsers.add_parser("analytics", help="straggler, stall and utilization-loss scoring: serve, evaluate, steptimes"
+                                                "; hang localisation",
+                              description="straggler, stall and utilization-loss scoring: serve, evaluate, steptimes; "
+                                          "hang localisation from Flight Recorder dumps: hang")
     sub = p.add_subparsers(dest="analytics_command", metavar="SUBCOMMAND", required=True)
     serve = sub.add_parser("serve", help="score jobs from Prometheus; serve /metrics and /api/v1/jobs",
                            formatter_class=DefaultsHelpFormatter)
@@ -40,13 +42,21 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     st = sub.add_parser("steptimes", help="per-rank step times (worker,step,seconds CSV) → stragglers and imbalance")
     st.add_argument("file", help="CSV with header worker,step,seconds (or the Alibaba PAI ,worker,gpu,time,"
                                  "batch_time_norm)")
+    st.add_argument("--telemetry", metavar="FILE", help="CSV of the same workers' hardware (worker,step and any of "
+                                                        "clock_ratio,temperature_celsius,reasons,pcie_degraded,"
+                                                        "hardware_xid): each finding's cause is added")
     st.add_argument("--json", action="store_true", help="print JSON")
+    from lockstep.analytics.hang.cli import add_flags as add_hang_flags
+    add_hang_flags(sub.add_parser("hang", help="PyTorch Flight Recorder dumps of a hung job (one per rank) → the first "
+                                               "collective not every rank joined, who did not (node, GPU), mismatched "
+                                               "calls; exit 0 none found, 1 hang found, 2 no readable dump"))
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        return {"serve": _serve, "evaluate": _evaluate, "steptimes": _steptimes}[args.analytics_command](args)
+        return {"serve": _serve, "evaluate": _evaluate, "steptimes": _steptimes,
+                "hang": _hang}[args.analytics_command](args)
     except (ConfigError, ValueError, FileNotFoundError) as exc:
         print(f"lockstep analytics {args.analytics_command}: error: {exc}", file=sys.stderr)
         return 2
@@ -58,13 +68,15 @@ def _serve(args: argparse.Namespace) -> int:
     from lockstep.analytics.prom.session import check_credentials
     from lockstep.analytics.service.app import create_app
     from lockstep.analytics.service.config import config_from_args
+    from lockstep.exporters.toolkit.conntimeouts import from_args as timeouts_from_args
     from lockstep.exporters.toolkit.logs import setup_from_args
     from lockstep.exporters.toolkit.web import serve
 
     setup_from_args(args)
     config = config_from_args(args)
+    timeouts = timeouts_from_args(args)
     check_credentials(config.prometheus_auth)
-    asyncio.run(serve(create_app(config), config.listen, config.web_config))
+    asyncio.run(serve(create_app(config), config.listen, config.web_config, timeouts=timeouts))
     return 0
 
 
@@ -117,18 +129,30 @@ def _post_mortem(args: argparse.Namespace) -> int:
 def _steptimes(args: argparse.Namespace) -> int:
     from lockstep.analytics.scoring.steptimes import parse_csv, result
 
-    found = result(parse_csv(args.file))
+    telemetry = None
+    if args.telemetry:
+        from lockstep.analytics.scoring.stepcause import parse_telemetry
+        telemetry = parse_telemetry(args.telemetry)
+    found = result(parse_csv(args.file), telemetry)
     if args.json:
         print(json.dumps(found))
         return 0
     for s in found["stragglers"] or [{"worker": None}]:
+        why = f"; {s['cause']}" + (" since the start" if s.get("since_start") else "") if s.get("cause") else ""
         print("no stragglers" if s["worker"] is None else
-              f"worker {s['worker']}: first flagged at step {s['first_flagged_step']}, score {s['score']:.2f}")
+              f"worker {s['worker']}: first flagged at step {s['first_flagged_step']}, score {s['score']:.2f}{why}")
     for imb in found["imbalance"] or [{"ranks": []}]:
         if not imb["ranks"]:
             print("no imbalance")
             continue
         ranks = ", ".join(f"{r['worker']} {r['ratio']:.2f}x" for r in imb["ranks"])
+        why = f"; {imb['cause']}" if imb.get("cause") else ""
         print(f"imbalance since the start (ratio to the median): {ranks}; "
-              f"{100 * imb['lost_share']:.1f}% of the workers' time spent waiting for it")
+              f"{100 * imb['lost_share']:.1f}% of the workers' time spent waiting for it{why}")
     return 0
+
+
+def _hang(args: argparse.Namespace) -> int:
+    from lockstep.analytics.hang.cli import run as run_hang
+
+    return run_hang(args)

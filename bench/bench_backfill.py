@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_sim import BENCH_YAML  # noqa: E402
+from bench_sim import BENCH_YAML
 
 CASES = [  # (label, nodes, days, step, metrics)
     ("1,024 GPUs x 30 min, every series", 128, 30 / 1440, 5, "all"),

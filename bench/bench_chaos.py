@@ -1,4 +1,4 @@
-"""Chaos figures (tests/chaos.py; behaviour checks of the same, time-compressed: tests/test_chaos.py).
+"""Chaos figures (tests/helpers/chaos.py; behaviour checks of the same, time-compressed: tests/integration/test_chaos.py).
 
 1. Prometheus SIGKILLed under the analytics service and restarted on the same port and data, on the
    service test's simulated run (backfilled blocks; the service's clock is injected: a refresh 2 min
@@ -24,14 +24,13 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
-
-from chaos import alertmanager_outage, prometheus_outage, refreshed  # noqa: E402
-from test_analytics_service import PROM_CONFIG, SCENARIO, _config  # noqa: E402
+sys.path.insert(0, str(REPO))
 
 from lockstep.analytics.evaluation.evaluate import simulate  # noqa: E402
 from lockstep.localcluster import backfill  # noqa: E402
 from lockstep.stack import Stack, start_prometheus  # noqa: E402
+from tests.helpers.analytics_service import PROM_CONFIG, SCENARIO, service_config  # noqa: E402
+from tests.helpers.chaos import alertmanager_outage, prometheus_outage, refreshed  # noqa: E402
 
 JOB = "7300"
 
@@ -46,7 +45,7 @@ async def steady(url: str, sim, window_s: float, interval_s: float = 30.0) -> ob
 
     start, end = sim.start, sim.start + sim.truth["duration_s"]
     clock = [start + 120]
-    app = create_app(dataclasses.replace(_config(url, sim), window_s=window_s, now=lambda: clock[0]))
+    app = create_app(dataclasses.replace(service_config(url, sim), window_s=window_s, now=lambda: clock[0]))
     runner = web.AppRunner(app)
     await runner.setup()
     try:
@@ -68,7 +67,7 @@ async def analytics_chaos(work: Path) -> None:
         reference = await steady(prom.url, sim, window_s=125)
         port = int(prom.url.rsplit(":", 1)[1])
         out = await prometheus_outage(prom, lambda: stack.add(start_prometheus(PROM_CONFIG, work, port)),
-                                      dataclasses.replace(_config(prom.url, sim), window_s=125), JOB,
+                                      dataclasses.replace(service_config(prom.url, sim), window_s=125), JOB,
                                       (start + 120, start + 360, end), chunks=6)
     got, truth = out.counters, sim.truth["loss"]
     print(f"Prometheus SIGKILLed 2 min into a {sim.truth['duration_s']:.0f} s run of {JOB} and restarted: "

@@ -22,7 +22,7 @@ from pathlib import Path
 import aiohttp
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path.insert(0, str(REPO))
 
 from lockstep.exporters.power.config import PowerConfig, Target  # noqa: E402
 from lockstep.exporters.power.poller import STRUCTURE_TTL_S, Poller  # noqa: E402
@@ -34,7 +34,7 @@ KINDS = [("bmc", "public-rackmount1")] * 176 + [("pdu", "public-pdu")] * 22 + [(
 
 
 def serve(port_queue) -> None:
-    from redfish_mockup import MockupService
+    from tests.helpers.redfish_mockup import MockupService
 
     svc = MockupService()
     for i, (_, mockup) in enumerate(KINDS):

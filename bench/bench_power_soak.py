@@ -1,7 +1,7 @@
 """Soak of the power exporter: 24 simulated hours of 200 Redfish targets (176 BMCs, 22 PDUs, 2 CDUs from
 the DMTF mockups), 5 % of them flapping, time-compressed.
 
-A separate process serves the targets (tests/redfish_mockup.py). Each flapping target cycles through
+A separate process serves the targets (tests/helpers/redfish_mockup.py). Each flapping target cycles through
 windows of ``--flap-rounds`` poll rounds: answering, HTTP 500, hung before the headers, answering,
 stalled after the headers, trickling its body one byte at a time. The exporter's app
 (``lockstep.exporters.power.app.create_app``) runs in this process; one poll round of every target is one
@@ -30,7 +30,7 @@ import aiohttp
 from aiohttp import web
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
+sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 from bench_node_agent import rss_bytes  # noqa: E402
 from bench_power import KINDS, MOCKUPS, run_service  # noqa: E402
@@ -49,7 +49,7 @@ CYCLE = 6                                   # windows per cycle: five answering,
 def serve(port_queue, phase) -> None:
     """The targets; the flapping ones answer in the mode ``BAD[phase.value]``, or normally at -1 (set by
     the soak)."""
-    from redfish_mockup import MockupService
+    from tests.helpers.redfish_mockup import MockupService
 
     svc = MockupService()
     for i, (_, mockup) in enumerate(KINDS):

@@ -10,7 +10,8 @@ In a fresh child process (its memory is its own), the service's own refresh (``R
 - steady: five refreshes 30 s apart, the held window moved on (its last step and the new rows);
 - peer: two more refreshes with the held window dropped first, so the same window is fetched whole.
 Per phase: wall time (fetch and decode / scoring), Prometheus' CPU (from its /proc stat), samples
-returned, and the service's peak RSS (VmHWM, reset between phases). The figures are the ratios of
+returned, and the service's peak RSS (VmHWM, reset between phases); over all phases, the largest
+answer read, against the service's --prometheus-max-answer-size. The figures are the ratios of
 the peer over the steady refresh, measured in one run. Then the post-mortem of a 4,096-GPU hour
 (``lockstep analytics evaluate --prometheus-url``): wall time and peak RSS.
 
@@ -70,12 +71,22 @@ def peak_rss_mb(reset: bool = False) -> float:
 async def _phases(url: str, prom_pid: int, start: float) -> dict:
     import aiohttp
 
+    from lockstep.analytics.prom import api as source_prom
     from lockstep.analytics.service import refresh
     from lockstep.analytics.service.config import ServiceConfig
     from lockstep.analytics.service.source import PrometheusSource
 
     scoring: list[float] = []
     score_window = refresh.score_window
+    answers: list[int] = []
+    read_answer = source_prom.read_answer
+
+    async def measured(resp, max_bytes):
+        body = await read_answer(resp, max_bytes)
+        answers.append(len(body))
+        return body
+
+    source_prom.read_answer = measured
 
     def timed(*args):
         t0 = time.perf_counter()
@@ -111,6 +122,7 @@ async def _phases(url: str, prom_pid: int, start: float) -> dict:
             if k in (0, 5):                 # the first fetch's peak, then the steady refreshes' own
                 out[f"{phase}_peak_rss_mb"] = peak_rss_mb(reset=True)
     out["full_peak_rss_mb"] = peak_rss_mb()
+    out["largest_answer_bytes"] = max(answers)
     return out
 
 

@@ -10,7 +10,7 @@ leaves ``sys/class/infiniband``), then the whole class directory goes (the RDMA 
 both return as new directories and the simulator resumes. Every scrape must answer 200; printed: the
 unplugged HCA's series and the descriptors while it is gone, the infiniband collector's success
 while the class is gone, and that the returned HCA's counter advances again (read through new
-descriptors, not the old files). (Behaviour checks of the same: tests/test_infiniband.py.)
+descriptors, not the old files). (Behaviour checks of the same: tests/exporters/fabric/test_infiniband.py.)
 
 ``--host`` soaks the agent on this host's own hardware instead (its default collectors; the real NVML
 where the host has NVIDIA GPUs): no simulator and no chaos, the same sampling and flatness check.
@@ -31,10 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_exporter import Scraper  # noqa: E402
-from bench_node_agent import live_node, rss_bytes  # noqa: E402
+from bench_exporter import Scraper
+from bench_node_agent import live_node, rss_bytes
 
-from lockstep import stack  # noqa: E402
+from lockstep import stack
 
 FLAT = 0.05
 HCA = "mlx5_3"

@@ -27,13 +27,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_exporter import measure  # noqa: E402
-from bench_node_agent import TICK_S, live_node, report_budgets, rss_bytes  # noqa: E402
+from bench_exporter import measure
+from bench_node_agent import TICK_S, live_node, report_budgets, rss_bytes
 
-from lockstep import stack  # noqa: E402
-from lockstep.validation.parsers import parse_file  # noqa: E402
-from lockstep.validation.result import from_parsed  # noqa: E402
-from lockstep.validation.store import Store  # noqa: E402
+from lockstep import stack
+from lockstep.validation.parsers import parse_file
+from lockstep.validation.result import from_parsed
+from lockstep.validation.store import Store
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "validation"
 BUDGET = {"p99_s": 0.025, "rss_bytes": 80e6, "series": 1500, "year_over_week_cpu": 1.10, "per_series_cpu": 1.0}

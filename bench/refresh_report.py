@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from lockstep.analytics.prom.answersize import SERVE_DEFAULT
+
 # measured before incremental refresh: GPUs → (refresh s, of which fetch and decode s, peak RSS GB)
 BEFORE = {1024: (20.3, 19.0, 1.5), 4096: (89.0, 87.0, 5.4)}
 # the targets set for incremental refresh: GPUs → (steady refresh s, steady peak RSS MB); the first fetch of 16,384 within 3 GB
@@ -28,6 +30,7 @@ def summarize(r: dict) -> dict:
            "full_prom_cpu_s": _median(full, "prom_cpu_s"), "full_samples": _median(full, "samples"),
            "incremental": all(s["full_fetches"] == 0 for s in steady) and all(f["full_fetches"] == 1 for f in full),
            "flagged": sorted({tuple(f) for phase in ("first", "steady", "full") for s in r[phase] for f in s["flagged"]})}
+    row["largest_answer_mb"] = r["largest_answer_bytes"] / 2 ** 20
     row["samples_ratio"] = row["full_samples"] / max(row["steady_samples"], 1)
     row["cpu_ratio"] = row["full_prom_cpu_s"] / max(row["steady_prom_cpu_s"], 0.01)
     row["wall_ratio"] = row["full_s"] / row["steady_s"]
@@ -47,6 +50,9 @@ def report(rows: list[dict], pm: dict | None, load: tuple, setup: str) -> bool:
               f"{r['cpu_ratio']:>6.1f} {r['wall_ratio']:>6.1f}")
     print("steady = median of 5 refreshes 30 s apart (the held window moved on); refetch = the same refresh with the "
           "window fetched whole (median of 2); x = refetch / steady; RSS = the service's peak in that phase")
+    for r in rows:
+        print(f"largest answer read at {r['gpus']:,} GPUs: {r['largest_answer_mb']:.1f} MiB, against the service's "
+              f"--prometheus-max-answer-size of {SERVE_DEFAULT >> 20} MiB ({r['largest_answer_mb'] / (SERVE_DEFAULT >> 20):.0%})")
     for gpus, (wall, fetch, gb) in BEFORE.items():
         now = next((r for r in rows if r["gpus"] == gpus), None)
         if now:
@@ -71,7 +77,9 @@ def _budgets(rows: list[dict], pm: dict | None) -> bool:
         checks = [(f"steady samples x{r['samples_ratio']:.1f} fewer (>= {MIN_SAMPLES_RATIO:g})",
                    r["samples_ratio"] >= MIN_SAMPLES_RATIO),
                   ("moved on when steady, fetched whole when dropped", r["incremental"]),
-                  (f"flagged {r['flagged']}", r["flagged"] == THROTTLED)]
+                  (f"flagged {r['flagged']}", r["flagged"] == THROTTLED),
+                  (f"largest answer {r['largest_answer_mb']:.1f} MiB (< half the cap, {SERVE_DEFAULT >> 21} MiB)",
+                   r["largest_answer_mb"] < SERVE_DEFAULT / 2 ** 21)]
         if r["gpus"] in BUDGETS:
             wall, mb = BUDGETS[r["gpus"]]
             checks.append((f"steady {r['steady_s']:.2f} s (< {wall:g}), {r['steady_rss_mb']:.0f} MB (< {mb:.0f})",

@@ -1,7 +1,8 @@
 """Training job (variable ``job_id``): who holds the job back and why. Straggler ranking with the
-evidence next to the score, per-GPU activity (the straggler stands out), imbalance (GPUs off the
-job's median pace since they started, and the GPU-hours the others spend waiting for them), step
-pace, stalls by cause, lost GPU-hours by cause, and the rails and storage the job's nodes use."""
+evidence and cause next to the score, per-GPU activity (the straggler stands out), imbalance (GPUs off
+the job's median pace since they started, why, and the GPU-hours the others spend waiting for them),
+step pace, stalls by cause, job-wide slowdowns by cause, lost GPU-hours by cause, the goodput ledger,
+and the rails and storage the job's nodes use."""
 from __future__ import annotations
 
 from lockstep.alerts import recording as r
@@ -10,11 +11,20 @@ from lockstep.dashboards import queries as q
 from lockstep.dashboards.config import Config, range_total, rate, sel
 from lockstep.dashboards.grafana import dashboard, data_link, query_variable, target
 from lockstep.exporters.catalog import analytics, fabric, gpu, storage
-from lockstep.exporters.catalog.enums import CHECKPOINT, HANG, MEMBER_LOST, NETWORK, STORAGE, STRAGGLER
+from lockstep.exporters.catalog.enums import (
+    CHECKPOINT,
+    HANG,
+    MEMBER_LOST,
+    NETWORK,
+    RANK_DEAD,
+    RANK_STOPPED,
+    STORAGE,
+    STRAGGLER,
+)
 
 NAME = "job"
 CAUSE_COLOURS = {CHECKPOINT: "blue", NETWORK: "purple", STORAGE: "orange", STRAGGLER: "yellow", HANG: "red",
-                 MEMBER_LOST: "dark-red"}
+                 MEMBER_LOST: "dark-red", RANK_STOPPED: "dark-orange", RANK_DEAD: "dark-purple"}
 
 
 def _summary(cfg: Config) -> list:
@@ -48,9 +58,11 @@ def _stragglers(cfg: Config) -> list:
         target(f"count by (node, gpu) ({reasons})", instant=True, table=True),
         target(f"max by (node, gpu) ({q.job_gpus(cfg, sel(gpu.TEMPERATURE, n))})", instant=True, table=True),
         target(f"max by (node, gpu) ({sel(analytics.STRAGGLER_FLAGGED, a, q.JOB)})", instant=True, table=True),
-    ], "none", columns={"node": "node", "gpu": "gpu", "Value #A": "score", "Value #F": "flagged",
+        # why a flagged one is slow: hardware (drain its node), transient, unknown
+        target(f"max by (node, gpu, cause) ({sel(analytics.STRAGGLER_CAUSE, a, q.JOB)})", instant=True, table=True),
+    ], "none", columns={"node": "node", "gpu": "gpu", "Value #A": "score", "Value #F": "flagged", "cause": "cause",
                         "Value #B": "SM clock / max", "Value #C": "SM active", "Value #D": "throttle reasons",
-                        "Value #E": "temperature"},
+                        "Value #E": "temperature"}, hide=("Value #G",),
         sort_by="score", sort_desc=False, links=[data_link(cfg, "GPU node ${__data.fields.node}", "node", node="node")],
         overrides=[_unit_override(col, unit) for col, unit in (("score", "percentunit"), ("SM clock / max", "percentunit"),
                                                                ("SM active", "percentunit"), ("temperature", "celsius"))],
@@ -66,7 +78,9 @@ def _imbalance(cfg: Config) -> list:
     waited = f"sum({rate(cfg, analytics.JOB_IMBALANCE_LOST_GPU_SECONDS, a, q.JOB)})"
     ratios = p.table("Imbalance: GPUs off the job's median pace since they started", [
         target(f"max by (node, gpu) ({sel(analytics.JOB_IMBALANCE_RATIO, a, q.JOB)})", instant=True, table=True),
-    ], "none", columns={"node": "node", "gpu": "gpu", "Value": "ratio to median"}, sort_by="ratio to median",
+        target(f"max by (node, gpu, cause) ({sel(analytics.JOB_IMBALANCE_CAUSE, a, q.JOB)})", instant=True, table=True),
+    ], "none", columns={"node": "node", "gpu": "gpu", "Value #A": "ratio to median", "cause": "cause"},
+        hide=("Value #B",), sort_by="ratio to median",
         links=[data_link(cfg, "GPU node ${__data.fields.node}", "node", node="node")], w=12, h=6)
     return [
         p.stat("Imbalance: GPU-hours spent waiting (range)", [target(f"{range_total(cfg, waited)} / 3600")],
@@ -93,6 +107,21 @@ def _pace(cfg: Config) -> list:
         p.timeseries("GPUs lost by cause", [target(losing, "{{cause}}")], "short", stack=True, w=12),
         p.bargauge("Lost GPU-hours by cause (range)", [target(f"{range_total(cfg, lost)} / 3600", "{{cause}}")],
                    "suffix: GPU-h", w=12),
+    ]
+
+
+def _slowdown_and_ledger(cfg: Config) -> list:
+    """Job-wide slowdowns (every rank slower than the job's own baseline, no stall: never paged) with
+    their cause, and the goodput ledger: where the job's GPU-hours went."""
+    a = cfg.selectors.analytics
+    booked = f"sum by (kind, cause) ({rate(cfg, analytics.JOB_LEDGER_GPU_SECONDS, a, q.JOB)})"
+    return [
+        p.timeseries("Pace against its own baseline (job-wide slowdowns)",
+                     [target(sel(analytics.JOB_PACE_RATIO, a, q.JOB), "pace ratio"),
+                      target(f"max by (cause) ({sel(analytics.JOB_SLOWDOWN, a, q.JOB)})", "slowed: {{cause}}")],
+                     "percentunit", min=0, w=12),
+        p.bargauge("Where GPU-hours went (goodput ledger, range)",
+                   [target(f"{range_total(cfg, booked)} / 3600", "{{kind}} {{cause}}")], "suffix: GPU-h", w=12),
     ]
 
 
@@ -125,7 +154,9 @@ def _stall_colour(cause: str, colour: str) -> dict:
 
 def build(cfg: Config):
     job_id = query_variable("job_id", "Job", f"label_values({sel(gpu.JOB_INFO, cfg.selectors.node)}, job_id)")
-    panels = [*_summary(cfg), *_stragglers(cfg), *_imbalance(cfg), *_pace(cfg), *_fabric_and_storage(cfg)]
+    panels = [*_summary(cfg), *_stragglers(cfg), *_imbalance(cfg), *_pace(cfg), *_slowdown_and_ledger(cfg),
+              *_fabric_and_storage(cfg)]
     return dashboard(cfg, NAME, "lockstep / Training job",
-                     "One training job: straggler ranking with evidence, activity, imbalance, pace, stalls, "
-                     "lost GPU-hours, rails and storage.", panels, [job_id])
+                     "One training job: straggler ranking with causes and evidence, activity, imbalance, pace, "
+                     "stalls, job-wide slowdowns, lost GPU-hours and the goodput ledger, rails and storage.",
+                     panels, [job_id])

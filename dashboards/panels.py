@@ -36,10 +36,13 @@ def stat(title: str, targets: Sequence[Target], unit: str, *, thresholds: Thresh
 
 
 def table(title: str, targets: Sequence[Target], unit: str, *, columns: dict[str, str] | None = None,
-          sort_by: str | None = None, sort_desc: bool = True, links: Sequence[dict[str, str]] = (), **kw: Any) -> ModernPanel:
-    """Instant table queries merged into one table; ``columns`` renames (and orders) fields."""
+          sort_by: str | None = None, sort_desc: bool = True, links: Sequence[dict[str, str]] = (),
+          hide: Sequence[str] = (), **kw: Any) -> ModernPanel:
+    """Instant table queries merged into one table; ``columns`` renames (and orders) fields, ``hide``
+    drops fields (the value of a query whose label is the column, as a cause is)."""
     columns = columns or {}
-    organize = {"excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True},
+    organize = {"excludeByName": {"Time": True, "__name__": True, "job": True, "instance": True,
+                                  **dict.fromkeys(hide, True)},
                 "indexByName": {name: i for i, name in enumerate(columns)}, "renameByName": columns}
     transformations = [{"id": "merge", "options": {}}, {"id": "organize", "options": organize}]
     options = {"cellHeight": "sm", "showHeader": True,

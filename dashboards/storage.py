@@ -1,6 +1,6 @@
 """Storage (variable ``node``, multi-valued): read/write throughput per mount, metadata operations,
 checkpoint bursts and how long checkpoints stall jobs, NFS round-trip time and retransmissions,
-local NVMe throughput and busy time."""
+local NVMe throughput and busy time; per-job block I/O and I/O stall time (cgroup v2), NVMe wear and spare."""
 from __future__ import annotations
 
 from lockstep.dashboards import panels as p
@@ -13,6 +13,7 @@ from lockstep.exporters.catalog.enums import CHECKPOINT
 
 NAME = "storage"
 CHECKPOINTS = f'cause="{CHECKPOINT}"'
+SOME_STALLED = 'kind="some"'
 
 
 def _throughput(cfg: Config) -> list:
@@ -58,9 +59,28 @@ def _nfs_and_disks(cfg: Config) -> list:
     ]
 
 
+def _jobs_and_nvme(cfg: Config) -> list:
+    n = (cfg.selectors.node, q.NODE)
+    return [
+        p.timeseries("Block I/O per job (cgroup v2)", [
+            target(f"sum by (job_id, mount) ({rate(cfg, s.JOB_IO_READ_BYTES, *n)})", "read {{job_id}} {{mount}}"),
+            target(f"-sum by (job_id, mount) ({rate(cfg, s.JOB_IO_WRITE_BYTES, *n)})", "write {{job_id}} {{mount}}"),
+        ], "Bps", w=12),
+        p.timeseries("I/O stall time per job (some task waiting)", [
+            target(f"max by (job_id) ({rate(cfg, s.JOB_IO_PRESSURE, *n, SOME_STALLED)})", "{{job_id}}")],
+            "percentunit", min=0, max=1, w=12),
+        p.timeseries("NVMe endurance used", [
+            target(sel(s.NVME_PERCENTAGE_USED, *n), "{{node}} {{controller}}")], "percentunit", min=0, w=12),
+        p.timeseries("NVMe spare left and its threshold", [
+            target(sel(s.NVME_AVAILABLE_SPARE, *n), "{{node}} {{controller}}"),
+            target(sel(s.NVME_AVAILABLE_SPARE_THRESHOLD, *n), "threshold {{node}} {{controller}}"),
+        ], "percentunit", min=0, max=1, w=12),
+    ]
+
+
 def build(cfg: Config):
     node = query_variable("node", "Node", f"label_values({sel(s.READ_BYTES, cfg.selectors.node)}, node)",
                           include_all=True)
     return dashboard(cfg, NAME, "lockstep / Storage",
-                     "Filesystem clients per mount, checkpoints, NFS latency, local disks.",
-                     [*_throughput(cfg), *_checkpoints(cfg), *_nfs_and_disks(cfg)], [node])
+                     "Filesystem clients per mount, checkpoints, NFS latency, local disks, per-job I/O, NVMe health.",
+                     [*_throughput(cfg), *_checkpoints(cfg), *_nfs_and_disks(cfg), *_jobs_and_nvme(cfg)], [node])

@@ -40,7 +40,19 @@ SIM_NODE_FLAGS: Mapping[str, Callable[[SimNode], str]] = MappingProxyType({
     "jobs.kubernetes.kubelet-socket": lambda node: str(node.kubelet_socket),
     "jobs.kubernetes.kubeconfig": lambda node: str(node.kubeconfig),
     "node.name": lambda node: node.name,
+    # the node's simulated NCCL RAS service, where it runs one (the job's nodes; --collector.nccl-ras reads it)
+    "nccl-ras.address": lambda node: _first_line(node.nccl_ras_address),
+    # read by the off-by-default nccl-inspector and steps collectors when enabled
+    "nccl-inspector.dir": lambda node: str(node.nccl_inspector),
+    "steps.socket": lambda node: str(node.steps_socket),
 })
+
+
+def _first_line(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
 
 
 def extra_modules(argv: Sequence[str]) -> list[str]:
@@ -173,16 +185,18 @@ def build_scraper(config: ExporterConfig, specs: Mapping[str, CollectorSpec]) ->
 
 def run(args: argparse.Namespace) -> int:
     from lockstep.exporters.server import create_app
+    from lockstep.exporters.toolkit.conntimeouts import from_args as timeouts_from_args
     from lockstep.exporters.toolkit.web import serve
 
     setup_from_args(args)
     try:
         config = config_from_args(args)
+        timeouts = timeouts_from_args(args)
         scraper = build_scraper(config, args._specs)
     except (ConfigError, ValueError) as exc:
         print(f"lockstep exporter: error: {exc}", file=sys.stderr)
         return 2
     log.info("starting lockstep exporter", extra=kv(version=VERSION, node=config.node_name,
                                                     collectors=",".join(config.collectors)))
-    asyncio.run(serve(create_app(config, scraper), config.listen, config.web_config))
+    asyncio.run(serve(create_app(config, scraper), config.listen, config.web_config, timeouts=timeouts))
     return 0

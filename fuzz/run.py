@@ -18,7 +18,13 @@ SEEDS = {
     "diskstats": ["procfs/diskstats"], "llite": ["procfs/fs/lustre", "lustre/lctl-2.14"],
     "mountstats": ["procfs/self"], "ethtool": ["ethtool/node"], "infiniband": ["sysfs/class/infiniband"],
     "redfish": ["redfish/public-rackmount1/Chassis", "redfish/public-pdu", "redfish/public-cooling-unit"],
-    "webhook": ["alerts"],
+    "webhook": ["alerts"], "yaml": ["alerts"],
+    "nccl": [f"validation/{name}" for name in ("nccl_allreduce.log", "nccl_alltoall.log", "nccl_broadcast.log",
+                                                "nccl_v2.18_two_nodes.constructed.log", "nccl_per_iter.constructed.log",
+                                                "nccl_mpirun_tagged.constructed.log", "nccl_no_hash.constructed.log")],
+    "perftest": ["validation/ib_loopback_8M_size.log", "validation/ib_loopback_all_sizes.log",
+                 "validation/ib_write_lat.constructed.log"],
+    "gpu-burn": ["validation/gpu_burn.log"],
 }
 MISSING = """error: atheris is not installed in this environment.
 atheris (https://pypi.org/project/atheris/) ships wheels for CPython 3.8-3.11 on x86-64 Linux; on another

@@ -14,7 +14,12 @@ from lockstep.exporters.toolkit.version import VERSION
 SUBCOMMANDS = {
     "exporter": ("lockstep.exporters.cli", "run the node agent (GPU, fabric, storage collectors) serving /metrics"),
     "power-exporter": ("lockstep.exporters.power.cli", "poll Redfish/IPMI BMCs, PDUs and CDUs; serve rack power and cooling"),
-    "analytics": ("lockstep.analytics.cli", "straggler, stall and utilization-loss scoring: serve, evaluate, steptimes"),
+    "fabric-exporter": ("lockstep.exporters.switches.cli", "sweep an InfiniBand subnet's switch and HCA ports: counters, "
+                                                           "link partners, link health"),
+    "switch-exporter": ("lockstep.exporters.gnmi.cli", "subscribe over gNMI to switches' PFC, ECN, queue and "
+                                                       "PFC-watchdog counters; serve them"),
+    "analytics": ("lockstep.analytics.cli", "straggler, stall and utilization-loss scoring: serve, evaluate, steptimes; "
+                                            "hang localisation"),
     "sim": ("lockstep.simcli", "simulated GPU training cluster with fault injection: run, series, backfill"),
     "dashboards": ("lockstep.dashboards.cli", "generate the Grafana dashboards (grafanalib)"),
     "alerts": ("lockstep.alerts.cli", "generate Prometheus rules and Alertmanager config; quarantine receiver"),

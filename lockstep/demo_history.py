@@ -160,10 +160,31 @@ def analytics_blocks(scenario) -> list:
 
     allocated = lambda s: np.array([gpus * period * s.k])  # noqa: E731
     return [Block(A.JOB_LOST_GPU_SECONDS, per_cause, lost),
+            ledger_block(scenario),
             Block(A.JOB_STALLED, per_cause, stalled),
             Block(A.JOB_ALLOCATED_GPU_SECONDS, one, allocated),
             Block(A.JOB_GOODPUT, one, lambda s: 1.0 - sum(s.lost_gpu_s.values()) / np.maximum(allocated(s), 1.0)),
             *imbalance_blocks(scenario)]
+
+
+def ledger_block(scenario):
+    """The job's goodput ledger as the service exports it, from the ground truth (the model's own
+    ledger: every GPU-second productive or lost to one kind and cause)."""
+    from lockstep.exporters.catalog import analytics as A
+    from lockstep.exporters.catalog.enums import LEDGER
+    from lockstep.simulator.blocks import Block
+
+    keys = [(kind, cause) for kind, causes in LEDGER.items() for cause in causes]
+    labels = {"node": np.full(len(keys), ""), "job_id": np.full(len(keys), scenario.job.job_id),
+              "kind": np.array([k for k, _ in keys]), "cause": np.array([c for _, c in keys])}
+    counted = np.zeros(len(keys))
+
+    def booked(s) -> np.ndarray:
+        """Never down (a counter that drops reads as a reset), as the lost GPU-seconds."""
+        counted[:] = np.maximum(counted, [s.ledger[k][c] for k, c in keys])
+        return counted.copy()
+
+    return Block(A.JOB_LEDGER_GPU_SECONDS, labels, booked)
 
 
 def imbalance_blocks(scenario) -> list:

@@ -36,7 +36,7 @@ def _handler(log_path: Path, emit: Callable[[str], None], lock: threading.Lock) 
     seen: set = set()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server API)
+        def do_POST(self) -> None:
             kind = self.path.strip("/") or "page"
             try:
                 payload = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))

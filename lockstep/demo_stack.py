@@ -84,7 +84,10 @@ def start_all(config: DemoConfig, stack: Stack, pager_url: str) -> dict[str, Ser
     sim = lc.start_sim(scenario, root, stack, speed=config.speed, redfish_port=port["redfish_port"],
                        extra_args=["--duration", "0", "--scheduler", config.scheduler, *continued])
     services = {"simulator (Redfish)": sim}
-    agents = lc.start_node_agents(root, stack, base_port=config.base_port or None, log_dir=config.workdir / "logs")
+    # Every agent reads its node's NCCL RAS service (the simulator runs one per job node), polled at the scrape
+    # interval, so a hung rank is named on the dashboard and in its page.
+    agents = lc.start_node_agents(root, stack, base_port=config.base_port or None, log_dir=config.workdir / "logs",
+                                  extra_args=("--collector.nccl-ras", "--nccl-ras.poll-interval=5"))
     services.update({f"node agent {n}": s for n, s in agents.items()})
     services["power exporter"] = lc.start_power_exporter(root / "power-exporter.yaml", stack,
                                                          port["power_port"], config.workdir / "logs")

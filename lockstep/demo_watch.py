@@ -38,7 +38,7 @@ def _key(alert: dict) -> tuple:
 
 def describe(alert: dict) -> str:
     labels = alert["labels"]
-    keys = ("node", "gpu", "interface", "priority", "direction", "level", "job_id", "rack")
+    keys = ("node", "gpu", "rank", "cause", "interface", "priority", "direction", "level", "job_id", "rack")
     where = " ".join(f"{k}={labels[k]}" for k in keys if k in labels)
     return f"{labels.get('alertname', '?')} [{labels.get('severity', '?')}] {where}".rstrip()
 

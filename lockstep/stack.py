@@ -25,6 +25,8 @@ DEBIAN_PACKAGES = {
     "prometheus-alertmanager": "prometheus-alertmanager", "amtool": "prometheus-alertmanager",
     "prometheus-node-exporter": "prometheus-node-exporter",
     "victoria-metrics": "victoria-metrics", "vmctl": "victoria-metrics", "script": "bsdutils",
+    "ip": "iproute2", "ethtool": "ethtool", "setpriv": "util-linux", "systemd-analyze": "systemd",
+    "kubectl": "kubernetes-client",
 }
 
 

@@ -16,20 +16,25 @@ import numpy as np
 from lockstep.exporters.catalog import analytics as A
 from lockstep.exporters.catalog import fabric as F
 from lockstep.exporters.catalog import gpu as G
+from lockstep.exporters.catalog import nccl as N
 from lockstep.exporters.catalog import power as W
 from lockstep.exporters.catalog.enums import CLOCK_EVENT_BITS, IB_PORT_ACTIVE, IDLE_REASON, THERMAL_REASONS
 from lockstep.exporters.catalog.model import Metric
+from lockstep.exporters.catalog.nccl import COLLECTIVES
 from lockstep.exporters.catalog.xid import lookup
 from lockstep.simulator import hardware as hw
-from lockstep.simulator.faults import fault_xid, members_gone
+from lockstep.simulator.collectives import REASONS as MISSING_REASONS
+from lockstep.simulator.collectives import Answer, RankModel
+from lockstep.simulator.faults import fault_xid, members_gone, rank_hangs
 from lockstep.simulator.signals import GPU, PFC, PORT, STORAGE, STORM, Signal
 from lockstep.simulator.state import State
 from lockstep.simulator.topology import Topology
 
 # The clock-event reasons of the series, one lockstep_gpu_clock_event_active each, in this order: what
-# the simulated GPUs raise (idle, power cap, thermal; faults.py) and hw_slowdown, which stays 0.
+# the simulated GPUs raise (idle, power cap, thermal, and a broken GPU's hardware slowdown and power
+# brake; faults.py).
 REASONS = {reason: CLOCK_EVENT_BITS[reason]
-           for reason in (IDLE_REASON, "sw_power_cap", "hw_slowdown", *THERMAL_REASONS)}
+           for reason in (IDLE_REASON, "sw_power_cap", "hw_slowdown", *THERMAL_REASONS, "hw_power_brake_slowdown")}
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,8 @@ class Block:
 
 
 def build_blocks(topo: Topology) -> list[Block]:
-    return _gpu_blocks(topo) + _job_blocks(topo) + _port_blocks(topo) + _storage_blocks(topo) + _power_blocks(topo)
+    return (_gpu_blocks(topo) + _job_blocks(topo) + _port_blocks(topo) + _storage_blocks(topo) + _power_blocks(topo)
+            + _ras_blocks(topo))
 
 
 def _gpu_labels(topo: Topology, sel: np.ndarray | None = None) -> dict[str, np.ndarray]:
@@ -67,6 +73,9 @@ def _gpu_blocks(topo: Topology) -> list[Block]:
         return np.where(s.lost, np.nan, v)
     blocks = [Block(G.UP, lab, lambda s: (~s.lost) * 1.0)]
     blocks += _table_blocks(GPU, lab, shown)
+    # as the node agent derives it from the link's width (exporters/gpu/)
+    blocks.append(Block(G.PCIE_LINK_DEGRADED, lab,
+                        lambda s: shown(s, (s.gpu["pcie_width"] < s.gpu["pcie_width_max"]) * 1.0)))
     for reason, bit in REASONS.items():
         blocks.append(Block(G.CLOCK_EVENT, {**lab, "reason": np.full(topo.n_gpus, reason)},
                             (lambda b: lambda s: shown(s, (s.gpu["reasons"] & b) > 0))(bit)))
@@ -132,3 +141,71 @@ def _power_blocks(topo: Topology) -> list[Block]:
         Block(W.RACK_BUDGET, {"node": pdu["node"], "rack": racks}, lambda s: np.full(len(racks), budget)),
         Block(W.COOLANT_TEMPERATURE, cool, lambda s: np.array([s.coolant["supply_c"], s.coolant["return_c"]])),
     ]
+
+
+def _ras_blocks(topo: Topology) -> list[Block]:
+    """What each job node's agent serves of its last RAS answer (``collectives``): the addresses RAS knows the
+    node by, the answer's age, its communicators' sizes, its ranks' collective counts and how far each is behind its
+    communicator, and the missing ranks it names (those the scenario's faults can make missing)."""
+    model = RankModel(topo)
+    job, g, job_id = model.job, model.g, topo.scenario.job.job_id
+    if not model.n:
+        return []
+    names = np.array(topo.nodes)[model.nodes]
+    world = next(c for c in job.comms if c.name == "world")
+    local = {j: next(c for c in job.comms if c.name == f"node{j}") for j in range(len(names))} if g > 1 else {}
+    comms = [(j, world) for j in range(len(names))] + [(j, c) for j, c in local.items()]
+
+    def answered(s: State) -> list[Answer | None]:
+        return [a if a is not None and a.status.answering[j] else None for j, a in enumerate(model.answers(s))]
+
+    def per(rows: list, value: Callable[[Answer, object], float], rank: bool = False) -> Callable[[State], np.ndarray]:
+        """``rank``: rows of a rank, absent once its GPU is lost (as the GPU's own series are)."""
+        gpu_of = model.nodes[[row[2] // g for row in rows]] * g + [row[2] % g for row in rows] if rank else None
+
+        def values(s: State) -> np.ndarray:
+            got = answered(s)
+            out = np.array([value(got[row[0]], row) if got[row[0]] is not None else np.nan for row in rows])
+            return np.where(s.lost[gpu_of], np.nan, out) if rank and len(rows) else out
+        return values
+
+    def labels(rows: list, **columns: Callable) -> dict[str, np.ndarray]:
+        return {"node": np.array([names[row[0]] for row in rows]), "job_id": np.full(len(rows), job_id),
+                **{k: np.array([f(row) for row in rows]) for k, f in columns.items()}}
+
+    hex16 = "{:016x}".format
+    blocks = [Block(N.RAS_NODE_ADDRESS, {"node": names, "address": np.array(job.nodes)},
+                    lambda s: np.array([1.0 if a is not None else np.nan for a in answered(s)])),
+              Block(N.RAS_ANSWER_AGE, {"node": names},
+                    lambda s: np.array([s.t - a.at if a is not None else np.nan for a in answered(s)])),
+              Block(N.COMMUNICATOR_RANKS, labels(comms, comm=lambda r: hex16(r[1].hash)),
+                    per(comms, lambda a, r: float(len(r[1].members))))]
+    # per rank here and communicator: (job node, communicator, world rank)
+    ranks = [(j, c, r) for j, c in comms for r in c.members if r // g == j]
+    counted = [(j, c, r, name) for j, c, r in ranks for name in COLLECTIVES if c.base.get(name) or c.per_step.get(name)]
+    blocks.append(Block(N.RANK_COLLECTIVES, labels(counted, comm=lambda x: hex16(x[1].hash),
+                                                   rank=lambda x: str(x[1].members.index(x[2])), gpu=lambda x: str(x[2] % g),
+                                                   collective=lambda x: x[3]),
+                        per(counted, lambda a, x: x[1].base.get(x[3], 0) + x[1].per_step.get(x[3], 0) * a.entered[x[2]],
+                            rank=True)))
+
+    def behind(a: Answer, x) -> float:
+        _, c, r = x
+        furthest = np.nanmax(a.entered[list(c.members)])
+        return float(sum(c.per_step.values()) * (furthest - a.entered[r]))
+
+    blocks.append(Block(N.RANK_BEHIND, labels(ranks, comm=lambda x: hex16(x[1].hash),
+                                              rank=lambda x: str(x[1].members.index(x[2])), gpu=lambda x: str(x[2] % g)),
+                        per(ranks, behind, rank=True)))
+    # missing ranks: named by every node in the world communicator, by its own node in that node's
+    gone = sorted({model.rank_of(f.node, f.gpu) for f in rank_hangs(topo) if f.kind != "rank_stopped"}
+                  | {model.rank_of(f.node, 0) + i for f in topo.scenario.faults if f.kind == "member_lost"
+                     and topo.job_nodes[topo.nodes.index(f.node)] for i in range(g)})
+    named = [(j, c, r, code) for j, c in comms for r in gone if r in c.members for code in MISSING_REASONS]
+    process = job.processes
+    blocks.append(Block(N.MISSING_RANK_INFO, labels(
+        named, comm=lambda x: hex16(x[1].hash), rank=lambda x: str(x[1].members.index(x[2])),
+        address=lambda x: process[x[2]].host, pid=lambda x: str(process[x[2]].pid), gpu=lambda x: str(x[2] % g),
+        reason=lambda x: MISSING_REASONS[x[3]]),
+        per(named, lambda a, x: 1.0 if a.status.missing[x[2]] == x[3] else np.nan)))
+    return blocks

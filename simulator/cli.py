@@ -29,6 +29,9 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> a
                    help="how the job holds its GPUs: the Slurm prolog's mapping files (default), or pods of a "
                         "JobSet with a kubelet PodResources socket per node and an API server answering pod "
                         "list/watch (DIR/kubeconfig)")
+    r.add_argument("--nccl-inspector", choices=("2.30", "2.29", "off"), default="2.30",
+                   help="NCCL Inspector Prometheus files of the job's ranks under DIR/<node>/nccl-inspector/, as "
+                        "that NCCL release writes them (default 2.30), or none")
     r.add_argument("--counters-from", type=Path, metavar="FILE",
                    help="start the hardware counters where another run left them (a counters document, "
                         "FORMATS.md), e.g. at the end of a backfilled history")
@@ -64,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"lockstep sim: cannot write {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     from lockstep.simulator.live import run_live
+    inspector = None if args.nccl_inspector == "off" else args.nccl_inspector
     return asyncio.run(run_live(scenario, args.root, args.speed, listen, args.duration, args.scheduler,
-                                start_counters))
+                                start_counters, inspector))
 
 
 def _counters(scenario, path: Path | None) -> dict | None:

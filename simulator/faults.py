@@ -12,11 +12,14 @@ import numpy as np
 
 from lockstep.exporters.catalog.enums import POWER_CAP_REASON, THERMAL_REASONS, reason_bits
 from lockstep.simulator import hardware as hw
-from lockstep.simulator.scenario import INSTANT_KINDS, Fault
+from lockstep.simulator.scenario import INSTANT_KINDS, RANK_HANG_KINDS, Fault
 from lockstep.simulator.topology import Topology
 
 THERMAL_BITS = reason_bits(THERMAL_REASONS)
 POWER_BITS = reason_bits((POWER_CAP_REASON,))
+# What NVML reports of a broken GPU: the hardware slowdown with its heat, or with the power brake asserted.
+DEFECT_BITS = {"thermal": reason_bits(("hw_slowdown", *THERMAL_REASONS)),
+               "power_brake": reason_bits(("hw_slowdown", "hw_power_brake_slowdown")), "pcie": 0}
 
 
 # XID the driver logs with an instant fault: a double-bit error (48), a row remapped (63, effective at
@@ -77,6 +80,15 @@ class Conditions:
     read_cap: float | None         # aggregate read bytes/s cap, None if uncapped
     read_cap_share: float          # fraction of the interval under the cap
     member_s: float = 0.0          # job blocked waiting for a member that is gone (member_lost)
+    idle_s: float = 0.0            # the job's processes gone, its GPUs idle but still allocated (restart)
+    lanes: np.ndarray | None = None        # per GPU, PCIe lanes trained (gpu_defect pcie)
+    hot: np.ndarray | None = None          # per GPU, bool: running at its slowdown temperature (gpu_defect thermal)
+    pause_share: np.ndarray | None = None  # per NIC, share of the interval paused by PFC (fabric_congestion)
+    cap: str = ""                  # a cluster-wide cap holding every GPU's clock: "power" or "thermal" (power_cap)
+    cap_share: float = 0.0         # ...for this share of the interval
+    stopped_s: float = 0.0         # job blocked waiting for a rank that stopped entering collectives
+    dead_s: float = 0.0            # job blocked waiting for a rank whose process is gone (rank_died, peer_dead)
+    out: np.ndarray | None = None  # per GPU: share of the interval its process is out of the job's collectives
 
 
 def conditions(topo: Topology, t: float) -> Conditions:
@@ -86,17 +98,32 @@ def conditions(topo: Topology, t: float) -> Conditions:
     c = Conditions(np.ones(n), np.zeros(n, np.int64), np.zeros(n, bool), np.zeros(n, bool),
                    np.ones(len(topo.nodes)), np.ones(n), 1.0, np.zeros(n), np.full(n, -1), np.zeros(n, np.int64),
                    np.zeros(n), np.zeros(n, bool), 0.0, 0.0, 0.0, None, 0.0)
+    c.lanes, c.hot, c.pause_share = np.full(n, 16), np.zeros(n, bool), np.zeros(n)
     c.ckpt_s = sum(overlap(a, b, lo, t) for a, b in checkpoint_windows(topo, lo, t))
     downs: list[tuple[float, float]] = []
     for f in topo.faults:
-        o = overlap(f.start_s, f.end_s, lo, t)
+        # a GPU broken when the job starts was broken before it: its first sample shows the defect too
+        o = overlap(-math.inf if f.kind == "gpu_defect" and f.start_s <= 0 else f.start_s, f.end_s, lo, t)
         if f.kind in INSTANT_KINDS or (o <= 0 and f.kind != "link_flap"):
             continue
         _apply(c, topo, f, o / period, o, lo, t, downs)
     c.net_down_s = _union_length(downs, lo, t)
     c.hang_s = min(c.hang_s, period)
     c.member_s = min(c.member_s, period)
+    c.idle_s = min(c.idle_s, period)
     return c
+
+
+def rank_hangs(topo: Topology) -> list[Fault]:
+    """The scenario's rank hangs on the job's nodes (a rank off the job hangs nothing)."""
+    return [f for f in topo.scenario.faults if f.kind in RANK_HANG_KINDS and topo.job_nodes[topo.nodes.index(f.node)]]
+
+
+def blocked_at(topo: Topology, t: float) -> bool:
+    """The job stands still at simulated time ``t``: a checkpoint, a hang, a member or a rank it waits for."""
+    spans = checkpoint_windows(topo, t, t) + [(f.start_s, f.end_s) for f in topo.scenario.faults
+                                              if f.kind in ("hang", "member_lost", *RANK_HANG_KINDS)]
+    return any(a <= t < b for a, b in spans)
 
 
 def members_gone(topo: Topology, t: float) -> set[str]:
@@ -140,6 +167,33 @@ def _apply(c: Conditions, topo: Topology, f: Fault, share: float, o: float, lo: 
         c.hang_s += o
     elif f.kind == "member_lost" and topo.job_nodes[topo.nodes.index(f.node)]:
         c.member_s = max(c.member_s, o)   # one lost member blocks the job as much as several
+    elif f.kind == "gpu_defect":
+        g = topo.flat(f.node, f.gpu)
+        if f.defect == "pcie":            # host transfers over half the lanes: the rank's steps take longer
+            c.rank_slowdown[g] *= 1 + (f.slowdown - 1) * share
+            c.lanes[g] = f.lanes
+        else:
+            c.clock_factor[g] *= 1 - (1 - f.clock_factor) * share
+            c.hot[g] |= f.defect == "thermal"
+        c.reasons[g] |= DEFECT_BITS[f.defect]
+    elif f.kind == "fabric_congestion":
+        # every ring slows; the switches pause the job's NICs on the lossless class
+        c.rail_throughput = min(c.rail_throughput, 1 - (1 - f.throughput) * share)
+        c.pause_share = np.where(topo.job_gpus, np.maximum(c.pause_share, f.pause_share * share), c.pause_share)
+    elif f.kind == "power_cap":
+        c.clock_factor *= 1 - (1 - f.clock_factor) * share
+        c.cap, c.cap_share = f.reason, max(c.cap_share, share)
+    elif f.kind == "restart":
+        c.idle_s += o
+    elif f.kind in RANK_HANG_KINDS and topo.job_nodes[topo.nodes.index(f.node)]:
+        if f.kind == "rank_stopped":
+            c.stopped_s = min(max(c.stopped_s, o), topo.scenario.sample_period_s)
+        else:
+            c.dead_s = min(max(c.dead_s, o), topo.scenario.sample_period_s)
+        if c.out is None:
+            c.out = np.zeros(topo.n_gpus)
+        g = topo.flat(f.node, f.gpu)
+        c.out[g] = max(c.out[g], share)
 
 
 def _union_length(spans: list[tuple[float, float]], lo: float, hi: float) -> float:

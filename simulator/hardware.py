@@ -18,6 +18,7 @@ POWER_CKPT_W = 110.0
 SM_COMPUTE, SM_COMM, SM_SPIN = 0.86, 0.12, 0.04
 TENSOR_COMPUTE = 0.58
 THERMAL_THROTTLE_C = 87.0  # H100 slows clocks from ~85 C (sw/hw thermal slowdown)
+DEFECT_C = 90.0            # a GPU whose cooling failed (a dried thermal interface, a dead fan) sits at its slowdown
 
 # A step: forward/backward compute, then the exposed part of the gradient all-reduce.
 COMPUTE_SHARE = 0.75
@@ -41,3 +42,8 @@ LIQUID_CAPTURE = 0.85      # share of server heat taken by the liquid loop
 # Storage: Lustre 1 MiB RPCs, NFS home directory, local NVMe cache.
 RPC_BYTES = 1 << 20
 SECTOR = 512
+
+# NCCL's RAS (src/ras/ras_internal.h): a peer that stops answering is considered dead after
+# RAS_PEER_DEAD_TIMEOUT; the node agent polls RAS every 15 s (the nccl-ras collector's default).
+RAS_PEER_DEAD_TIMEOUT_S = 60.0
+RAS_POLL_S = 15.0

@@ -5,12 +5,22 @@ Each step every rank computes (C0 scaled by its clock factor and its node's slow
 ranks all-reduce (M0, slower when a rail's throughput collapses); the step ends when the slowest
 rank is done, and data loading (overlapped with compute) can hold it back when storage is capped.
 
-Loss accounting (GPU-seconds, per job GPU, summed): blocked time counts whole (a member lost,
-checkpoint, hang, network while a rail is down); during running time a rank loses ``tau * d / T`` per cause, where
-``T`` is the actual step time and ``d`` that cause's share of ``T - T0``:
-- throttle: the extra compute time of a throttled GPU itself (``c_g - C0``);
+Loss accounting (GPU-seconds, per job GPU, summed): blocked time counts whole (a member lost, a rank
+dead or stopped, checkpoint, hang, network while a rail is down); during running time a rank loses
+``tau * d / T`` per cause, where ``T`` is the actual step time and ``d`` that cause's share of ``T - T0``:
+- throttle: the extra compute time of a throttled GPU itself (``c_g - C0``); under a cluster-wide cap
+  every rank's share of the steps' slowing (nobody waits for a straggler then);
 - straggler: time a rank waits for a slower peer (``max c - c_g``), and a slow node's own slowdown;
 - network: ``M - M0``; storage: data-loading time beyond the step (``T - max c - M``).
+
+The goodput ledger (``JobTick.ledger``) splits the same interval by finding: every GPU-second is
+productive or lost to exactly one (kind, cause) of ``lockstep.exporters.catalog.enums.LEDGER``. A
+cause's running loss is a stall's when the fault alone at least doubles the step (as the truth's
+stalls), else a job-wide slowdown's; the slowest rank's extra compute splits into what every rank
+shares (a cluster-wide cap: a slowdown) and the rest (a straggler, hardware when its own clock or
+link is at fault, else transient); the ranks' waiting that a worker group adds to their jitter's (a
+slower group's peers wait for it, a faster group waits for the rest) is imbalance (work). A restart
+leaves the GPUs allocated and idle.
 """
 from __future__ import annotations
 
@@ -21,12 +31,19 @@ import numpy as np
 from lockstep.exporters.catalog.enums import (
     CHECKPOINT,
     HANG,
+    HARDWARE,
     LOSS_CAUSES,
     MEMBER_LOST,
     NETWORK,
+    POWER,
+    RANK_DEAD,
+    RANK_STOPPED,
     STORAGE,
     STRAGGLER,
     THROTTLE,
+    TRANSIENT,
+    WORK,
+    ledger_zero,
 )
 from lockstep.simulator import hardware as hw
 from lockstep.simulator.faults import Conditions
@@ -48,6 +65,8 @@ class JobTick:
     lost: dict[str, float]       # GPU-seconds lost per cause in the interval
     read_bytes: float            # job-wide bytes read from storage
     imbalance: float = 0.0       # GPU-seconds ranks waited for the static spread and jitter (no cause)
+    ledger: dict[str, dict[str, float]] | None = None   # kind -> cause -> GPU-seconds (productive included)
+    comm_s: float = 0.0          # the all-reduce's own time per step (M: M0, longer on a degraded rail)
 
 
 def sub_steps(job, period: float, jitter: float) -> int:
@@ -80,23 +99,84 @@ def job_tick(topo: Topology, c: Conditions, noisy: np.random.Generator) -> JobTi
         read_s = c.read_cap_share * job.storage_read_bytes_per_step / c.read_cap
     step = max(maxc + m, read_s)
     member = min(c.member_s, period)        # the rest wait in the collective for a member that is gone
-    hang = min(c.hang_s, period - member)
-    ckpt = min(c.ckpt_s, period - member - hang)
-    down = min(c.net_down_s, period - member - hang - ckpt)
-    tau = period - member - hang - ckpt - down
+    dead = min(c.dead_s, period - member)   # ... for a rank whose process is gone
+    stopped = min(c.stopped_s, period - member - dead)   # ... for a rank that stopped entering collectives
+    hang = min(c.hang_s, period - member - dead - stopped)
+    idle = min(c.idle_s, period - member - dead - stopped - hang)
+    ckpt = min(c.ckpt_s, period - member - dead - stopped - hang - idle)
+    down = min(c.net_down_s, period - member - dead - stopped - hang - idle - ckpt)
+    tau = period - member - dead - stopped - hang - idle - ckpt - down
     steps = tau / step
     io = step - maxc - m
+    split = _split_compute(topo, c, base, eps, factor, maxc, maxc_calm)
+    if c.cap:      # a cap every rank shares slows the steps as a whole: throttle, nobody's straggler
+        own_throttle = np.where(c.clock_factor[sel] < c.clock_factor[sel].max(), base * eps.mean(axis=0) * (
+            1 / c.clock_factor[sel] - 1 / c.clock_factor[sel].max()), 0.0) + split["shared"]
     lost = {
-        MEMBER_LOST: n * member, HANG: n * hang, CHECKPOINT: n * ckpt,
+        MEMBER_LOST: n * member, RANK_DEAD: n * dead, RANK_STOPPED: n * stopped, HANG: n * hang, CHECKPOINT: n * ckpt,
         NETWORK: n * down + n * tau * (m - m0) / step,
         STORAGE: n * tau * io / step,
         THROTTLE: float(own_throttle.sum()) * tau / step,
         STRAGGLER: float((maxc - maxc_calm) * n - own_throttle.sum()) * tau / step,
     }
     frac = steps / period
+    blocked = {"member": member, "dead": dead, "stopped": stopped, "hang": hang, "idle": idle, "ckpt": ckpt,
+               "down": down}
+    # the ranks waiting on a hung rank spin in NCCL; the hung rank's own process is out of it (its GPU idles)
+    out = c.out[sel] if c.out is not None else 0.0
     return JobTick(
         steps=steps, step_s=step, compute=comp * frac, comm=np.full(n, m * frac),
-        spin=(maxc - comp) * frac + (member + hang + down) / period, io_wait=np.full(n, io * frac),
+        spin=(maxc - comp) * frac + (member + hang + down + (dead + stopped) * (1 - out)) / period,
+        io_wait=np.full(n, io * frac),
         ckpt=ckpt / period, rank_busy_s=steps_c[-1] + m, lost=lost,
         read_bytes=steps * job.storage_read_bytes_per_step,
-        imbalance=float(maxc_calm * n - calm.mean(axis=0).sum()) * tau / step)
+        imbalance=float(maxc_calm * n - calm.mean(axis=0).sum()) * tau / step, comm_s=m,
+        ledger=_ledger(topo, c, n, period, blocked, tau / step,
+                       {"step": step, "maxc": maxc, "calm": maxc_calm, "m": m, "m0": m0, "io": io, "read": read_s},
+                       split))
+
+
+def _split_compute(topo: Topology, c: Conditions, base: np.ndarray, eps: np.ndarray, factor: np.ndarray,
+                   maxc: float, calm: float) -> dict:
+    """The slowest rank's compute beyond the calm steps' (seconds per step), split: what a factor
+    every rank shares costs (a cluster-wide cap), what a worker group costs, and the rest, by the
+    cause of the rank that sets the pace (its own clock or link: hardware; else transient)."""
+    sel = topo.job_gpus
+    common = float(factor.max())                       # the least slowed rank's factor: every rank has it
+    shared = float((base / common * eps).max(axis=1).mean())
+    slowest = int(np.argmin(factor))
+    own = bool(c.clock_factor[sel][slowest] < c.clock_factor[sel].max() or c.lanes[sel][slowest] < 16)
+    return {"shared": max(shared - calm, 0.0), "rank": max(maxc - max(shared, calm), 0.0),
+            "rank_cause": HARDWARE if own else TRANSIENT,
+            "groups": max(_waiting(base * eps) - _waiting(base * topo.draws.group_speed[sel] * eps), 0.0)}
+
+
+def _waiting(compute: np.ndarray) -> float:
+    """Seconds per step a rank waits for the slowest, on average (sub-steps × ranks of compute times)."""
+    return float((compute.max(axis=1, keepdims=True) - compute).mean())
+
+
+def _ledger(topo: Topology, c: Conditions, n: int, period: float, blocked: dict[str, float], share: float,
+            t: dict[str, float], compute: dict) -> dict[str, dict[str, float]]:
+    """GPU-seconds of the interval by (kind, cause) (module docstring); ``share``: running time per step.
+    A cause's running loss is a stall's where its effect alone at least doubles the step."""
+    nominal = topo.scenario.job.step_time_s
+    c0 = nominal * hw.COMPUTE_SHARE
+    out = ledger_zero()
+    out["stall"][MEMBER_LOST] = n * blocked["member"]
+    out["stall"][RANK_DEAD] = n * blocked["dead"]
+    out["stall"][RANK_STOPPED] = n * blocked["stopped"]
+    out["stall"][HANG] = n * blocked["hang"]
+    out["idle"][""] = n * blocked["idle"]
+    out[CHECKPOINT][CHECKPOINT] = n * blocked["ckpt"]
+    out["stall"][NETWORK] = n * blocked["down"]
+    out["stall" if c0 + t["m"] > 2 * nominal else "slowdown"][NETWORK] += n * share * (t["m"] - t["m0"])
+    out["stall" if t["read"] > 2 * nominal else "slowdown"][STORAGE] += n * share * t["io"]
+    out["slowdown"][POWER] += n * share * compute["shared"]
+    if t["maxc"] + t["m0"] > 2 * nominal:
+        out["stall"][STRAGGLER] += n * share * compute["rank"]
+    else:
+        out["straggler"][compute["rank_cause"]] += n * share * compute["rank"]
+    out["imbalance"][WORK] = n * share * compute["groups"]
+    out["productive"][""] = n * period - sum(v for kind in out.values() for v in kind.values())
+    return out

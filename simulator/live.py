@@ -14,16 +14,21 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import yaml
 from aiohttp import web
 
 from lockstep.exporters.catalog.simlayout import SimCluster
 from lockstep.exporters.toolkit.listen import ListenAddress
 from lockstep.simulator import redfish
+from lockstep.simulator.collectives import DEAD, RankModel
+from lockstep.simulator.inspector import InspectorWriter
 from lockstep.simulator.kube import KubeNodes
 from lockstep.simulator.model import Model
+from lockstep.simulator.ncclras import RasService
 from lockstep.simulator.scenario import Scenario
 from lockstep.simulator.state import State
+from lockstep.simulator.steps import StepSender
 from lockstep.simulator.topology import Topology
 from lockstep.simulator.tree import ethtool, gpus, procfs, slurm, sysfs
 from lockstep.simulator.tree.files import TreeWriter
@@ -31,30 +36,65 @@ from lockstep.simulator.validation import ValidationWriter
 from lockstep.validation.store import Store
 
 
+class RasNodes:
+    """A simulated NCCL RAS service per job node (127.0.0.1, a port of its own, written to the node's
+    ``nccl-ras.address``), serving the job as its collectives stand at each tick (``collectives``)."""
+
+    def __init__(self, topo: Topology) -> None:
+        self.model = RankModel(topo)
+        self.services = {topo.nodes[i]: RasService(self.model.job).start() for i in self.model.nodes}
+
+    def follow(self, s: State) -> None:
+        answer = self.model.now(s)
+        missing = answer.status.missing
+        self.model.job.follow(np.nan_to_num(answer.entered, nan=0.0).astype(int),
+                              np.flatnonzero(missing > 0), np.flatnonzero(missing == DEAD))
+
+    def stop(self) -> None:
+        for service in self.services.values():
+            service.stop()
+
+
 class TreeSink:
     """Writes every node's source trees for one ``State`` (and, presented the Kubernetes way, moves the
-    kubelets and the API server to its time instead of writing the Slurm prolog's files)."""
+    kubelets and the API server to its time instead of writing the Slurm prolog's files); the job's RAS
+    services follow it."""
 
-    def __init__(self, topo: Topology, root: Path, job_id: str, kube: KubeNodes | None = None) -> None:
+    def __init__(self, topo: Topology, root: Path, job_id: str, kube: KubeNodes | None = None,
+                 nccl_inspector: str | None = None, ras: RasNodes | None = None) -> None:
         self.topo, self.cluster, self.writer, self.job_id = topo, SimCluster(Path(root)), TreeWriter(), job_id
         self.nodes = [self.cluster.node(name) for name in topo.nodes]
+        # The ranks' own reports: NCCL Inspector's files (a version, or None: off) and their step ends. Under
+        # Kubernetes a process knows no Slurm job: the agent names the job from the GPU's pod.
+        slurm_job = job_id if kube is None else ""
+        self.inspector = None if nccl_inspector is None else InspectorWriter(topo, self.nodes, nccl_inspector,
+                                                                               slurm_job)
+        self.steps = StepSender(topo, self.nodes, slurm_job)
         self.first = True
         self.validation = None
         if topo.scenario.validation is not None:
             self.validation = ValidationWriter(topo.scenario, topo, Store(self.cluster.validation_results, durable=False))
         self.kube = kube
+        self.ras = ras
 
     def write(self, s: State) -> None:
         w, topo = self.writer, self.topo
+        if self.ras is not None:
+            self.ras.follow(s)
         for n, node in enumerate(self.nodes):
             if self.first:
                 sysfs.write_static(w, topo, node, n)
                 if self.kube is None:
                     slurm.write(w, topo, node, n, self.job_id)
+                if self.ras is not None and node.name in self.ras.services:
+                    w.put(str(node.nccl_ras_address), f"{self.ras.services[node.name].address}\n".encode())
             sysfs.write_counters(w, topo, node, n, s)
             ethtool.write(w, topo, node, n, s, self.first)
             procfs.write(w, topo, node, n, s, self.first)
             gpus.write(w, topo, node, n, s)
+        if self.inspector is not None:
+            self.inspector.write(s)
+        self.steps.send(s)
         if self.validation is not None:
             if self.first:
                 self.validation.history(s.timestamp - s.t)
@@ -70,6 +110,7 @@ def cluster_doc(scenario: Scenario, topo: Topology, start: float, speed: float, 
         "sample_period_s": scenario.sample_period_s, "speed": speed, "redfish_url": url,
         "job": {"job_id": scenario.job.job_id, "nodes": list(scenario.job.nodes)},
         "nodes": [{"name": node, "rack": topo.rack_of(i), "root": node, "redfish": f"{url}/{node}",
+                   "address": topo.address(i),
                    "gpus": [{"index": g, "uuid": str(topo.identity["uuid"][i * topo.gpus_per_node + g]),
                              "hca": topo.hca(g), "port": 1, "interface": topo.iface(g)}
                             for g in range(topo.gpus_per_node)]}
@@ -96,7 +137,8 @@ def power_config(scenario: Scenario, topo: Topology, url: str) -> dict:
 
 
 async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenAddress,
-                   duration_s: float | None, scheduler: str = "slurm", counters: dict | None = None) -> int:
+                   duration_s: float | None, scheduler: str = "slurm", counters: dict | None = None,
+                   nccl_inspector: str | None = "2.30") -> int:
     start = time.time()
     model = Model(scenario, start_timestamp=start, counters=counters)
     ticks = None if duration_s == 0 else int((duration_s or scenario.duration_s) // scenario.sample_period_s) + 1
@@ -104,6 +146,8 @@ async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenA
     state = next(states)
     current = [redfish.snapshot_of(state)]
     kube: KubeNodes | None = None
+    ras: RasNodes | None = None
+    sink: TreeSink | None = None
     runner = web.AppRunner(redfish.create_app(model.topo, lambda: current[0]), access_log=None)
     await runner.setup()
     try:
@@ -118,13 +162,18 @@ async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenA
         if scheduler == "kubernetes":
             kube = KubeNodes(model.topo, SimCluster(root))
             await kube.start(host, state.t)
-        sink = TreeSink(model.topo, root, scenario.job.job_id, kube)
+        ras = RasNodes(model.topo)
+        sink = TreeSink(model.topo, root, scenario.job.job_id, kube, nccl_inspector, ras)
         await asyncio.to_thread(sink.write, state)
         _announce(sink, scenario, model.topo, start, speed, url)
         await _tick_loop(states, sink, current, start, scenario.sample_period_s / speed)
     finally:
         if kube is not None:
             await kube.stop()
+        if ras is not None:
+            ras.stop()
+        if sink is not None:
+            sink.steps.close()
         await runner.cleanup()
     print("lockstep sim: stopped", file=sys.stderr, flush=True)
     return 0
@@ -144,7 +193,8 @@ def _announce(sink: TreeSink, scenario: Scenario, topo: Topology, start: float, 
           f"period {scenario.sample_period_s:g} s, speed {speed:g}x\n"
           f"  trees:      {root}/<node>/ (sys, proc, ethtool, gpus.json)\n"
           f"  cluster:    {cluster.cluster_doc}\n  redfish:    {url}/<device>/redfish/v1\n"
-          f"  power cfg:  {cluster.power_config}" + (
+          f"  power cfg:  {cluster.power_config}\n"
+          f"  nccl ras:   {root}/<node>/nccl-ras.address (the job's nodes: a RAS service each)" + (
               f"\n  kubernetes: {sink.kube.url} (pods), {root}/<node>/kubelet.sock, {cluster.kubeconfig}"
               if sink.kube is not None else ""), flush=True)
 

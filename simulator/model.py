@@ -7,6 +7,7 @@ The yielded ``State`` is updated in place on the next tick: copy what you keep.
 """
 from __future__ import annotations
 
+import math
 from typing import Iterator
 
 import numpy as np
@@ -86,8 +87,14 @@ class Model:
             for cause, v in j.lost.items():
                 s.lost_gpu_s[cause] += v
             s.imbalance_gpu_s += j.imbalance
+            for kind, causes in j.ledger.items():
+                for cause, v in causes.items():
+                    s.ledger[kind][cause] += v
+        # what the job's RAS answers, polled between ticks, read its steps from (simulator/collectives.py)
+        s.step_history = [*s.step_history[-(math.ceil(hw.RAS_POLL_S / period) + 1):], (s.t, s.steps)]
         s.port_down[:] = c.port_down
         s.rank_busy_s[:] = j.rank_busy_s
+        s.comm_s = j.comm_s
         self._power(s, j, period if k > 0 else 0.0, rng)
 
     def _xids(self, s: State) -> None:

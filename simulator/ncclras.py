@@ -14,8 +14,8 @@ versions answer ``ERROR: Unknown command``), ``STATUS`` and ``VERBOSE STATUS`` (
 with the missing comma of NCCL 2.28.7 and 2.28.9), and ``MONITOR`` (2.29 and later: ``PEER_DEAD`` events).
 The simulated versions are 2.26 and later (per-collective counts).
 
-For ``lockstep sim run`` a node's service is ``node_service(job, version)``; the scenario calls ``advance`` on
-the job at every step and the fault methods when a fault begins.
+For ``lockstep sim run`` a node's service is ``node_service(job, version)``; the run sets every rank's steps and
+whether RAS reaches its process from the model at each tick (``follow``; ``simulator/collectives.py``).
 """
 from __future__ import annotations
 
@@ -96,6 +96,7 @@ class RasJob:
     unresponsive: set[int] = field(init=False, default_factory=set)
     dead: set[int] = field(init=False, default_factory=set)
     async_errors: dict[int, int] = field(init=False, default_factory=dict)
+    entered: tuple[int, ...] | None = field(init=False, default=None)   # per rank, set by ``follow``
     lock: threading.RLock = field(init=False, default_factory=threading.RLock, repr=False)
     listeners: list = field(init=False, default_factory=list, repr=False)   # called with each newly dead rank
 
@@ -145,6 +146,18 @@ class RasJob:
         """A peer dies and every communicator holding it waits on it: its ranks freeze ``lead`` steps on."""
         self.declare_dead(rank)
 
+    def follow(self, entered: Sequence[int], unresponsive: Sequence[int], dead: Sequence[int]) -> None:
+        """Each rank's steps entered, and the ranks RAS gets no answer from and those it considers dead, as
+        a model says (``lockstep sim run``): replaces what ``advance`` and the fault methods set."""
+        with self.lock:
+            self.entered = tuple(int(e) for e in entered)
+            self.step = max(self.entered, default=0)
+            newly = set(dead) - self.dead
+            self.unresponsive, self.dead = set(unresponsive) | set(dead), set(dead)
+            for rank in sorted(newly):
+                for listener in list(self.listeners):
+                    listener(self.processes[rank])
+
     def set_async_error(self, rank: int, code: int) -> None:
         """What ncclCommGetAsyncError would return on the rank (an ncclResult_t code)."""
         with self.lock:
@@ -153,6 +166,8 @@ class RasJob:
     # What RAS reports.
 
     def effective_step(self, rank: int) -> int:
+        if self.entered is not None:
+            return self.entered[rank]
         if rank in self.stopped:
             return self.stopped[rank]
         blocked = min(self.stopped.values(), default=None)

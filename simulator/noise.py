@@ -5,7 +5,7 @@ percent off its peers, nodes differ, every step takes a little more or less, sen
 noise, scrapes go missing, and the top of a rack runs warmer than the bottom. ``noise: none`` turns
 all of it off (exact tests); the realistic default comes from field data, the jitter calibrated to
 the per-iteration coefficient of variation across the workers of 100 real Alibaba PAI jobs
-(tests/fixtures/pai/coefficient_variation.csv; tests/test_sim_noise.py checks the shape).
+(tests/fixtures/pai/coefficient_variation.csv; tests/simulator/test_noise.py checks the shape).
 
 Noise draws come from their own random streams, so ``noise: none`` reproduces the exact model
 number for number, and the static draws depend on the seed alone.
@@ -22,7 +22,7 @@ from lockstep.simulator import hardware as hw
 
 # Per-job median CoV (σ/μ across the 10 workers of each iteration) of the PAI jobs without worker
 # groups (median CoV ≤ 0.2: 65 of 100 jobs), at the deciles 0, 0.1, ..., 1.0 (numpy's linear
-# interpolation; tests/test_sim_noise.py recomputes them from the data). A job's per-iteration CoV
+# interpolation; tests/simulator/test_noise.py recomputes them from the data). A job's per-iteration CoV
 # is drawn from these (``step_cov: pai``) or is the median job's (the default).
 PAI_COV_DECILES = (0.0141, 0.0311, 0.0387, 0.0489, 0.0544, 0.0627, 0.0695, 0.0790, 0.0901, 0.1253, 0.1884)
 PAI_MEDIAN_COV = PAI_COV_DECILES[5]

@@ -6,9 +6,9 @@ import numpy as np
 
 from lockstep.exporters.catalog.enums import CLOCK_EVENT_BITS, IDLE_REASON
 from lockstep.simulator import hardware as hw
-from lockstep.simulator.faults import POWER_BITS, Conditions
+from lockstep.simulator.faults import POWER_BITS, THERMAL_BITS, Conditions
 from lockstep.simulator.job import JobTick
-from lockstep.simulator.topology import Topology
+from lockstep.simulator.topology import BASE_PRIORITY, Topology
 
 
 def _per_gpu(topo: Topology, job_values: np.ndarray | float, other: float) -> np.ndarray:
@@ -26,21 +26,28 @@ def gpu_gauges(topo: Topology, c: Conditions, j: JobTick, rng: np.random.Generat
     idle = 1.0 - compute - comm - spin - ckpt
     running = topo.job_gpus & (compute + comm + spin > 0.05)
     capped = nz.power_capped(running & (compute > 0.3), noisy)
+    # a cluster-wide power cap lowers every GPU's limit and holds them all at it
+    limit = hw.POWER_LIMIT_W * ((0.35 + 0.65 * c.clock_factor) if c.cap == "power" and c.cap_share >= 0.5 else 1.0)
+    capped |= running & (compute > 0.3) & (c.cap == "power")
     # a throttled GPU draws less while computing; a power-capped one sits at its limit
     compute_w = hw.POWER_COMPUTE_W * (0.35 + 0.65 * c.clock_factor)
     power = (hw.POWER_IDLE_W * np.clip(idle, 0, 1) + compute_w * compute + hw.POWER_COMM_W * comm
              + hw.POWER_SPIN_W * spin + hw.POWER_CKPT_W * ckpt + rng.normal(0, 6, n))
-    power = np.where(c.power_capped & (compute > 0.3), hw.POWER_LIMIT_W - np.abs(rng.normal(0, 3, n)), power)
+    power = np.where(c.power_capped & (compute > 0.3), limit - np.abs(rng.normal(0, 3, n)), power)
     if capped.any():
-        power = np.where(capped, hw.POWER_LIMIT_W - np.abs(noisy.normal(0, 3, n)), power)
-    power = np.clip(power, 60, hw.POWER_LIMIT_W)
+        power = np.where(capped, limit - np.abs(noisy.normal(0, 3, n)), power)
+    power = np.clip(power, 60, limit)
     temp = 32.0 + 0.055 * power + rng.normal(0, 0.4, n) + nz.inlet_rise(topo.rack_slot[topo.gpu_node])
-    temp = np.where(c.thermal, hw.THERMAL_THROTTLE_C + np.abs(rng.normal(0, 0.8, n)), temp)
+    hot = c.thermal | (running & (c.cap == "thermal"))
+    temp = np.where(hot, hw.THERMAL_THROTTLE_C + np.abs(rng.normal(0, 0.8, n)), temp)
+    if c.hot.any():      # drawn only then: the other scenarios' numbers stay as they were
+        temp = np.where(c.hot, hw.DEFECT_C + np.abs(rng.normal(0, 0.8, n)), temp)
     clock_factor = c.clock_factor * nz.capped_clock(capped, noisy)
     clock = np.where(running, np.round(hw.MAX_SM_MHZ * clock_factor / 15) * 15, hw.IDLE_SM_MHZ)
     clock = clock - 15 * rng.integers(0, 2, n) * (c.clock_factor >= 1) * running
     reasons = c.reasons | np.where(running, 0, CLOCK_EVENT_BITS[IDLE_REASON])  # while nothing runs
     reasons = reasons | np.where(capped, POWER_BITS, 0)
+    reasons = reasons | np.where(running & (c.cap == "thermal"), THERMAL_BITS, 0)
     util = np.clip(compute + comm + spin + 0.05 * ckpt, 0, 1)
     mem_used = np.where(topo.job_gpus, hw.MEMORY_JOB, hw.MEMORY_IDLE) + rng.integers(0, 2**24, n)
     sm = nz.sensor(np.clip(compute * hw.SM_COMPUTE + comm * hw.SM_COMM + spin * hw.SM_SPIN, 0, 1), running, noisy)
@@ -53,11 +60,13 @@ def gpu_gauges(topo: Topology, c: Conditions, j: JobTick, rng: np.random.Generat
         "clock_sm": clock.astype(np.int64),
         "clock_sm_max": np.full(n, hw.MAX_SM_MHZ, np.int64),
         "power_mw": np.round(power * 1000).astype(np.int64),
-        "power_limit_mw": np.full(n, int(hw.POWER_LIMIT_W * 1000), np.int64),
+        "power_limit_mw": np.round(np.full(n, limit) * 1000).astype(np.int64),
         "temp": np.round(temp).astype(np.int64),
         "mem_temp": np.round(temp - 5 + rng.normal(0, 0.3, n)).astype(np.int64),
         "mem_used": mem_used.astype(np.int64),
         "reasons": reasons.astype(np.int64),
+        "pcie_width": c.lanes.astype(np.int64),
+        "pcie_width_max": np.full(n, 16, np.int64),
     }
 
 
@@ -71,12 +80,13 @@ def port_increments(topo: Topology, c: Conditions, j: JobTick, rng: np.random.Ge
     rx = np.floor(data * rng.normal(1, 0.01, n) / 4).astype(np.int64)
     tx_pk, rx_pk = tx * 4 // hw.MTU, rx * 4 // hw.MTU
     storm = c.storm_s
-    ecn = rng.poisson(tx_pk * 2e-6 + storm * 4e4)
+    paused = c.pause_share * period            # congestion: the switch pauses the NIC part of the time
+    ecn = rng.poisson(tx_pk * 2e-6 + storm * 4e4 + paused * 4e3)
     flaps = c.flap_events
     inc = {
         "port_xmit_data": tx, "port_rcv_data": rx, "port_xmit_packets": tx_pk, "port_rcv_packets": rx_pk,
         "unicast_xmit_packets": tx_pk, "unicast_rcv_packets": rx_pk,
-        "port_xmit_wait": rng.poisson(tx_pk * 0.05) + np.floor(storm * hw.XMIT_WAIT_TICKS_PER_S).astype(np.int64),
+        "port_xmit_wait": rng.poisson(tx_pk * 0.05) + np.floor((storm + paused) * hw.XMIT_WAIT_TICKS_PER_S).astype(np.int64),
         "symbol_error": rng.poisson(c.flap_s * 40) + 150 * flaps, "link_downed": flaps,
         "link_error_recovery": 2 * flaps, "port_rcv_errors": rng.poisson(c.flap_s * 3),
         "port_xmit_discards": rng.poisson(c.flap_s * 50 + storm * 20),
@@ -95,11 +105,14 @@ def _pfc(topo: Topology, c: Conditions) -> dict[str, np.ndarray]:
     col = np.array([topo.pfc_priorities.index(p) if p >= 0 else 0 for p in c.storm_priority])
     mask = np.zeros(shape)
     mask[np.arange(topo.n_gpus), col] = c.storm_s
+    # congestion (fabric_congestion): the switches pause the job's NICs on the lossless class
+    paused = np.zeros(shape)
+    paused[:, topo.pfc_priorities.index(BASE_PRIORITY)] = c.pause_share * topo.scenario.sample_period_s
     return {
         "tx_pause": np.floor(mask * hw.STORM_PAUSES_PER_S).astype(np.int64),
         "tx_pause_duration": np.floor(mask * 0.97e6).astype(np.int64),  # mlx5 reports microseconds
-        "rx_pause": np.floor(mask * hw.STORM_PAUSES_PER_S * 0.3).astype(np.int64),
-        "rx_pause_duration": np.floor(mask * 0.3e6).astype(np.int64),
+        "rx_pause": np.floor((mask * 0.3 + paused) * hw.STORM_PAUSES_PER_S).astype(np.int64),
+        "rx_pause_duration": np.floor((mask * 0.3 + paused) * 1e6).astype(np.int64),
     }
 
 

@@ -20,10 +20,19 @@ _JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")  # Slurm: 123, 123_4 
 # Kubernetes: <namespace>/<name>, a DNS-1123 label and a DNS-1123 subdomain (the simulator makes pods of it)
 _KUBE_JOB_ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?/[a-z0-9](?:[a-z0-9.-]{0,61}[a-z0-9])?")
 FAULT_KINDS = ("gpu_throttle", "slow_node", "slow_rank", "drift", "pause_storm", "link_flap", "storage_starvation",
-               "hang", "xid", "ecc_error", "row_remap", "gpu_missing", "link_degraded", "member_lost")
+               "hang", "xid", "ecc_error", "row_remap", "gpu_missing", "link_degraded", "member_lost", "gpu_defect",
+               "fabric_congestion", "power_cap", "restart", "rank_stopped", "rank_died", "peer_dead")
+# A hang of one rank, as NCCL's RAS sees it: its process stops entering collectives (still answering RAS), dies
+# (RAS gets no answer from it, then considers it dead), or is dead to RAS at once; the rest of the job waits.
+RANK_HANG_KINDS = ("rank_stopped", "rank_died", "peer_dead")
 # Faults that happen at one instant (``at_s``) rather than over a window.
 INSTANT_KINDS = ("xid", "ecc_error", "row_remap")
 REMAP_OUTCOMES = ("pending", "failed")
+# A GPU broken before the job started (gpu_defect): heat (thermal slowdown at ~90 C), the power brake (a
+# PSU or board asserting it), a PCIe link trained at fewer lanes (its host transfers take longer).
+DEFECTS = ("thermal", "power_brake", "pcie")
+# Faults of the whole cluster or job, with no node of their own.
+WIDE_KINDS = ("hang", "storage_starvation", "fabric_congestion", "power_cap", "restart")
 
 
 @dataclass(frozen=True)
@@ -58,7 +67,7 @@ class Fault:
     start_s: float
     end_s: float
     node: str | None = None
-    gpu: int | None = None      # gpu_throttle, slow_rank, drift, xid, ecc_error, row_remap, gpu_missing
+    gpu: int | None = None      # gpu_throttle, slow_rank, drift, xid, ecc_error, row_remap, gpu_missing, rank hangs
     nic: int | None = None      # pause_storm (rail index); link_flap uses ``hca``
     priority: int = 3
     clock_factor: float = 1.0
@@ -70,6 +79,10 @@ class Fault:
     count: int = 1              # ecc_error: uncorrectable errors counted
     outcome: str = "pending"    # row_remap: pending (until a GPU reset) or failed
     rate_factor: float = 1.0    # link_degraded: the link's data rate against its nominal (NDR trained as HDR: 0.5)
+    defect: str = "thermal"     # gpu_defect: thermal, power_brake or pcie
+    lanes: int = 16             # gpu_defect pcie: the lanes the link trained at (of 16)
+    throughput: float = 1.0     # fabric_congestion: the all-reduce's throughput against its nominal
+    pause_share: float = 0.0    # fabric_congestion: share of each job NIC's time paused by PFC
 
 
 @dataclass(frozen=True)
@@ -78,6 +91,17 @@ class Validation:
 
     every_s: float                  # a round of runs at t = 0, every_s, 2 every_s, ...
     history_runs: int = 3           # earlier daily runs at nominal figures, so baselines exist from the start
+
+
+@dataclass(frozen=True)
+class PrometheusOutage:
+    """For the evaluation only (the simulator ignores it): from ``start_s`` to ``end_s`` the analytics
+    service gets no answer from Prometheus, which was itself down (its samples lost) for the first
+    ``lost_s`` of it; ``make eval`` replays the run through the service's refresh and its catch-up."""
+
+    start_s: float
+    end_s: float
+    lost_s: float
 
 
 @dataclass(frozen=True)
@@ -93,6 +117,7 @@ class Scenario:
     file: str = "<string>"
     validation: Validation | None = None
     noise: Noise = REALISTIC
+    prometheus_outage: PrometheusOutage | None = None
 
     @property
     def node_names(self) -> tuple[str, ...]:
@@ -126,8 +151,21 @@ def parse_scenario(data: object, file: str | Path) -> Scenario:
     faults = tuple(_fault(s, names, cluster, duration) for s in top.sections("faults"))
     validation = _validation(top.section("validation", None))
     noise = _noise(top)
+    outage = _outage(top.section("prometheus_outage", None), duration)
     top.finish()
-    return Scenario(name, seed, duration, period, cluster, job, faults, start, str(file), validation, noise)
+    return Scenario(name, seed, duration, period, cluster, job, faults, start, str(file), validation, noise, outage)
+
+
+def _outage(s: Section | None, duration: float) -> PrometheusOutage | None:
+    if s is None:
+        return None
+    start, end = _num(s, "start_s", check=_in_run(duration)), _num(s, "end_s", check=_in_run(duration))
+    if end <= start:
+        raise s.error("end_s", f"must be after start_s ({start:g}), got {end:g}")
+    lost = _num(s, "lost_s", (end - start) / 2, check=lambda v: None if 0 <= v <= end - start else
+                f"must be 0..{end - start:g} (the outage's length)")
+    s.finish()
+    return PrometheusOutage(start, end, lost)
 
 
 def _validation(s: Section | None) -> Validation | None:
@@ -210,7 +248,7 @@ def _job_id(value: str | int) -> str | None:
 def _fault(s: Section, names: tuple[str, ...], cluster: Cluster, duration: float) -> Fault:
     kind = s.get("kind", str, check=one_of(*FAULT_KINDS))
     fields = {"kind": kind, **_window(s, kind, duration)}
-    if kind not in ("hang", "storage_starvation"):
+    if kind not in WIDE_KINDS:
         fields["node"] = s.get("node", str, check=lambda n: None if n in names else
                                f"node {n!r} does not exist (cluster has {names[0]}..{names[-1]})")
     fields.update(_params(s, kind, cluster.gpus_per_node))
@@ -232,7 +270,7 @@ def _params(s: Section, kind: str, gpus: int) -> dict:
     """The kind's own fields (defaults in ``Fault``); ``hca`` of a link_flap or link_degraded is stored as ``nic``."""
     def rail(v):
         return None if 0 <= v < gpus else f"must be 0..{gpus - 1}"
-    if kind in ("xid", "gpu_missing"):
+    if kind in ("xid", "gpu_missing", *RANK_HANG_KINDS):
         return {"gpu": s.get("gpu", int, check=rail)}
     if kind == "ecc_error":
         return {"gpu": s.get("gpu", int, check=rail), "count": s.get("count", int, 1, check=positive)}
@@ -259,7 +297,26 @@ def _params(s: Section, kind: str, gpus: int) -> dict:
                 "rate_factor": _num(s, "rate_factor", 0.5, check=lambda v: None if 0 < v < 1 else "must be in (0, 1)")}
     if kind == "storage_starvation":
         return {"read_cap_bytes_per_s": _num(s, "read_cap_bytes_per_s", check=positive)}
+    if kind == "gpu_defect":
+        defect = s.get("defect", str, "thermal", check=one_of(*DEFECTS))
+        out = {"gpu": s.get("gpu", int, check=rail), "defect": defect}
+        if defect == "pcie":
+            out["lanes"] = s.get("lanes", int, 8, check=lambda v: None if v in (1, 2, 4, 8) else "must be 1, 2, 4 or 8")
+            out["slowdown"] = _num(s, "slowdown", 1.15, check=lambda v: None if v > 1 else "must be > 1")
+        else:
+            out["clock_factor"] = _num(s, "clock_factor", 0.8, check=_share_open)
+        return out
+    if kind == "fabric_congestion":
+        return {"throughput": _num(s, "throughput", 0.6, check=_share_open),
+                "pause_share": _num(s, "pause_share", 0.1, check=lambda v: None if 0 <= v < 1 else "must be 0..1")}
+    if kind == "power_cap":
+        return {"clock_factor": _num(s, "clock_factor", 0.85, check=_share_open),
+                "reason": s.get("reason", str, "power", check=one_of("thermal", "power"))}
     return {}
+
+
+def _share_open(v: float) -> str | None:
+    return None if 0 < v < 1 else "must be in (0, 1)"
 
 
 def _num(s: Section, key: str, default: object = ..., check=None) -> float:

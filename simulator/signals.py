@@ -89,6 +89,8 @@ GPU = (
     _gpu("dram_active", None, "prof.dram_active"),
     # The series splits the bitmask into lockstep_gpu_clock_event_active{reason} (blocks.REASONS).
     _gpu("reasons", None, "clock_event_reasons"),
+    _gpu("pcie_width", G.PCIE_WIDTH, "pcie.width"),
+    _gpu("pcie_width_max", G.PCIE_WIDTH_MAX, "pcie.max_width"),
 )
 
 

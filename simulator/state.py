@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lockstep.exporters.catalog.enums import ledger_zero
 from lockstep.simulator.job import CAUSES
 
 
@@ -31,3 +32,6 @@ class State:
     steps: float                          # job steps since start
     lost_gpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0.0))
     imbalance_gpu_s: float = 0.0          # waiting for the static spread and jitter (noise; no cause)
+    ledger: dict[str, dict[str, float]] = field(default_factory=ledger_zero)   # the goodput ledger, job.py
+    step_history: list[tuple[float, float]] = field(default_factory=list)   # (t, steps) of the last few ticks
+    comm_s: float = 0.0                   # the all-reduce's own time per step (rank_busy_s minus it: compute)

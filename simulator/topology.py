@@ -92,6 +92,11 @@ class Topology:
     cdu_name = "cdu1"
 
     @staticmethod
+    def address(node_index: int) -> str:
+        """The node's address on the job's bootstrap network: what NCCL's RAS names it by."""
+        return f"10.10.{node_index // 250}.{node_index % 250 + 1}"
+
+    @staticmethod
     def hca(gpu: int) -> str:
         return f"mlx5_{gpu}"
 

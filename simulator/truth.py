@@ -1,10 +1,13 @@
-"""Ground truth of a scenario: stragglers, stall intervals with causes, GPU-seconds lost by cause.
+"""Ground truth of a scenario: stragglers, stall intervals with causes, hung ranks, job-wide slowdowns,
+GPU-seconds lost by cause and the goodput ledger.
 
 A stall is an interval in which the job makes less than half its nominal progress. Candidate
 intervals come from the scenario (lost members, checkpoint windows, hangs, rail drops of a link flap, pause
-storms, storage caps, stragglers), each kept only if its effect alone halves progress; where
-they overlap the earlier cause in ``PRIORITY`` owns the time. Loss is the model's own per-tick
-accounting (simulator/job.py), summed over the run.
+storms, storage caps, fabric congestion, stragglers), each kept only if its effect alone halves progress; where
+they overlap the earlier cause in ``PRIORITY`` owns the time. A job-wide slowdown is a fault that slows
+every rank together without halving progress (a storage cap, fabric congestion, a cluster-wide power
+cap). Every finding carries the cause the evidence the stack collects can tell (``cause``). Loss and
+the ledger are the model's own per-tick accounting (simulator/job.py), summed over the run.
 """
 from __future__ import annotations
 
@@ -12,15 +15,31 @@ import dataclasses
 
 import numpy as np
 
-from lockstep.exporters.catalog.enums import CHECKPOINT, HANG, MEMBER_LOST, NETWORK, STORAGE, STRAGGLER
+from lockstep.exporters.catalog.enums import (
+    CHECKPOINT,
+    HANG,
+    HARDWARE,
+    MEMBER_LOST,
+    NETWORK,
+    POWER,
+    RANK_DEAD,
+    RANK_STOPPED,
+    STORAGE,
+    STRAGGLER,
+    TRANSIENT,
+    WORK,
+    ledger_zero,
+)
 from lockstep.simulator import hardware as hw
-from lockstep.simulator.faults import checkpoint_windows, flap_downs
+from lockstep.simulator.faults import checkpoint_windows, flap_downs, rank_hangs
 from lockstep.simulator.job import CAUSES
-from lockstep.simulator.scenario import Scenario
+from lockstep.simulator.scenario import RANK_HANG_KINDS, Scenario
 from lockstep.simulator.state import State
 from lockstep.simulator.topology import Topology
 
-PRIORITY = (MEMBER_LOST, HANG, CHECKPOINT, NETWORK, STORAGE, STRAGGLER)
+PRIORITY = (MEMBER_LOST, RANK_DEAD, RANK_STOPPED, HANG, CHECKPOINT, NETWORK, STORAGE, STRAGGLER)
+# The stall cause of each rank hang: a rank that stopped entering collectives, or one whose process RAS lost.
+RANK_CAUSE = {"rank_stopped": RANK_STOPPED, "rank_died": RANK_DEAD, "peer_dead": RANK_DEAD}
 
 
 class Truth:
@@ -29,9 +48,14 @@ class Truth:
         self.lost = dict.fromkeys(CAUSES, 0.0)
         self.steps = 0.0
         self.imbalance = 0.0
+        self.ledger = ledger_zero()
+        self.slowed: list[tuple[float, dict[str, float]]] = []    # per tick: GPU-seconds slowed, by cause
 
     def observe(self, state: State) -> None:
+        before = self.ledger["slowdown"]
         self.lost, self.steps, self.imbalance = dict(state.lost_gpu_s), state.steps, state.imbalance_gpu_s
+        self.ledger = {kind: dict(causes) for kind, causes in state.ledger.items()}
+        self.slowed.append((state.t, {c: v - before[c] for c, v in self.ledger["slowdown"].items()}))
 
     def document(self) -> dict:
         sc, job = self.scenario, self.scenario.job
@@ -42,7 +66,7 @@ class Truth:
             "sample_period_s": sc.sample_period_s, "duration_s": sc.duration_s,
             "jobs": [{"job_id": job.job_id, "nodes": list(job.nodes), "gpus_per_node": sc.cluster.gpus_per_node,
                       "step_time_s": job.step_time_s}],
-            "stragglers": stragglers(sc, Topology(sc).faults), "stalls": stalls(sc),
+            "stragglers": stragglers(sc, Topology(sc).faults), "stalls": stalls(sc), "hangs": hangs(sc),
             "loss": {"job_id": job.job_id, "allocated_gpu_seconds": float(n_gpus * run_s),
                      "lost_gpu_seconds": {c: round(self.lost[c], 3) for c in CAUSES}},
             "steps": round(self.steps, 3), "nominal_steps": round(run_s / job.step_time_s, 3),
@@ -50,6 +74,10 @@ class Truth:
             "imbalance_gpu_seconds": round(self.imbalance, 3),
             "imbalanced": imbalanced(sc),
             "noise": dataclasses.asdict(sc.noise) if sc.noise.on else "none",
+            "slowdowns": slowdowns(sc, self.slowed),
+            "ledger": {"job_id": job.job_id, "allocated_gpu_seconds": float(n_gpus * run_s),
+                       "gpu_seconds": {kind: {cause: round(v, 3) for cause, v in causes.items()}
+                                       for kind, causes in self.ledger.items()}},
         }
 
 
@@ -58,17 +86,56 @@ class Truth:
 # show it (slow_rank, drift: only its pace tells) once ≥ 25%. A milder or shorter one is listed:
 # flagging it is no false flag, missing it no miss.
 MUST_GPU, MUST_NODE, MUST_TRANSIENT, MUST_TRANSIENT_S, MUST_RANK = 1.15, 1.12, 1.5, 30.0, 1.25
+# A job-wide slowdown a scorer must report: every rank ≥ 15% slower (its pace ≤ 0.85 of its baseline) for
+# ≥ 2 minutes; a milder or shorter one is listed so that reporting it is no false finding.
+MUST_SLOWDOWN, MUST_SLOWDOWN_S = 0.15, 120.0
+STRAGGLER_KINDS = ("gpu_throttle", "slow_node", "slow_rank", "drift", "gpu_defect")
+# The cause a straggler's evidence shows: its own clock, clock-event reasons, heat or PCIe link (hardware),
+# or nothing but its pace (a slow node's host, a rank's software: transient).
+STRAGGLER_CAUSE = {"gpu_throttle": HARDWARE, "gpu_defect": HARDWARE, "slow_node": TRANSIENT, "slow_rank": TRANSIENT,
+                   "drift": TRANSIENT}
 
 
 def stragglers(sc: Scenario, faults: tuple | None = None) -> list[dict]:
     members = set(sc.job.nodes)
     out = []
     for f in faults if faults is not None else sc.faults:
-        if f.node not in members or f.kind not in ("gpu_throttle", "slow_node", "slow_rank", "drift"):
+        if f.node not in members or f.kind not in STRAGGLER_KINDS:
             continue
         row = {"job_id": sc.job.job_id, "node": f.node, "gpu": None if f.kind == "slow_node" else str(f.gpu),
-               "kind": f.kind, "start_s": f.start_s, "end_s": min(f.end_s, sc.duration_s)}
+               "kind": f.kind, "start_s": f.start_s, "end_s": min(f.end_s, sc.duration_s),
+               "cause": STRAGGLER_CAUSE[f.kind]}
         out.append({**row, **_required(f, row["end_s"], _blocked(sc, f.start_s, row["end_s"]))})
+    return out
+
+
+def slowdowns(sc: Scenario, slowed: list[tuple[float, dict[str, float]]]) -> list[dict]:
+    """Faults that slow the whole job without halving its progress, with the cause their evidence shows
+    and the share of the job's GPU time they took while on, from the model's own ledger (``slowed``: per
+    tick, the GPU-seconds lost to a slowdown by cause): the nominal step is not the job's, whose steps
+    already wait for the slowest of its jittering ranks."""
+    job = sc.job
+    c0, m0 = job.step_time_s * hw.COMPUTE_SHARE, job.step_time_s * (1 - hw.COMPUTE_SHARE)
+    n_gpus = len(job.nodes) * sc.cluster.gpus_per_node
+    out = []
+    for f in sc.faults:
+        if f.kind == "storage_starvation":
+            cause, step = STORAGE, job.storage_read_bytes_per_step / f.read_cap_bytes_per_s
+        elif f.kind == "fabric_congestion":
+            cause, step = NETWORK, c0 + m0 / f.throughput
+        elif f.kind == "power_cap":
+            cause, step = POWER, c0 / f.clock_factor + m0
+        else:
+            continue
+        end = min(f.end_s, sc.duration_s)
+        if step > 2 * job.step_time_s or end <= f.start_s:       # a stall, not a slowdown
+            continue
+        lost = sum(v.get(cause, 0.0) for t, v in slowed if f.start_s < t <= end + sc.sample_period_s)
+        share = lost / (n_gpus * (end - f.start_s))
+        running = end - f.start_s - _blocked(sc, f.start_s, end)
+        out.append({"job_id": job.job_id, "start_s": f.start_s, "end_s": end, "cause": cause, "kind": f.kind,
+                    "lost_gpu_seconds": round(lost, 1), "share": round(share, 4),
+                    "required": share >= MUST_SLOWDOWN and running >= MUST_SLOWDOWN_S})
     return out
 
 
@@ -76,8 +143,18 @@ def _blocked(sc: Scenario, start: float, end: float) -> float:
     """Seconds of [start, end] the job stands still (checkpoints, hangs, a lost member): no rank's pace
     shows then."""
     spans = checkpoint_windows(Topology(sc), start, end) + [
-        (f.start_s, f.end_s) for f in sc.faults if f.kind in ("hang", "member_lost")]
+        (f.start_s, f.end_s) for f in sc.faults if f.kind in ("hang", "member_lost", "restart", *RANK_HANG_KINDS)]
     return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
+
+
+def hangs(sc: Scenario) -> list[dict]:
+    """The ranks the job waits for: each rank hang on the job's nodes with its cause, node, GPU and world rank
+    (the job's GPUs in order, as RAS and ``lockstep_rank_step_seconds`` number them)."""
+    topo = Topology(sc)
+    order = list(np.flatnonzero(topo.job_gpus))
+    return [{"job_id": sc.job.job_id, "kind": f.kind, "cause": RANK_CAUSE[f.kind], "node": f.node, "gpu": str(f.gpu),
+             "rank": order.index(topo.flat(f.node, f.gpu)), "start_s": f.start_s, "end_s": min(f.end_s, sc.duration_s)}
+            for f in rank_hangs(topo)]
 
 
 def imbalanced(sc: Scenario) -> list[dict]:
@@ -86,7 +163,7 @@ def imbalanced(sc: Scenario) -> list[dict]:
     topo = Topology(sc)
     speed = topo.draws.group_speed
     return [{"job_id": sc.job.job_id, "node": topo.nodes[g // topo.gpus_per_node], "gpu": str(g % topo.gpus_per_node),
-             "speed": float(speed[g])} for g in np.flatnonzero(topo.job_gpus & (speed != 1.0))]
+             "speed": float(speed[g]), "cause": WORK} for g in np.flatnonzero(topo.job_gpus & (speed != 1.0))]
 
 
 def _required(f, end: float, blocked: float) -> dict:
@@ -95,6 +172,8 @@ def _required(f, end: float, blocked: float) -> dict:
     the bar)."""
     if f.kind == "gpu_throttle":
         return {"required": 1 / f.clock_factor >= MUST_GPU}
+    if f.kind == "gpu_defect":
+        return {"required": (f.slowdown if f.defect == "pcie" else 1 / f.clock_factor) >= MUST_GPU}
     if f.kind == "slow_node":
         return {"required": f.slowdown >= MUST_NODE}
     if f.kind == "slow_rank":
@@ -117,15 +196,22 @@ def _candidates(sc: Scenario) -> dict[str, list[tuple[float, float]]]:
             out[HANG].append((f.start_s, f.end_s))
         elif f.kind == "member_lost" and f.node in members:
             out[MEMBER_LOST].append((f.start_s, f.end_s))
+        elif f.kind in RANK_HANG_KINDS and f.node in members:
+            out[RANK_CAUSE[f.kind]].append((f.start_s, f.end_s))
         elif f.kind == "link_flap" and f.node in members:
             out[NETWORK] += flap_downs(f)
         elif f.kind == "pause_storm" and f.node in members and halves(c0 + m0 / hw.STORM_THROUGHPUT):
             out[NETWORK].append((f.start_s, f.end_s))
         elif f.kind == "storage_starvation" and halves(job.storage_read_bytes_per_step / f.read_cap_bytes_per_s):
             out[STORAGE].append((f.start_s, f.end_s))
+        elif f.kind == "fabric_congestion" and halves(c0 + m0 / f.throughput):
+            out[NETWORK].append((f.start_s, f.end_s))
         elif f.kind == "gpu_throttle" and f.node in members and halves(c0 / f.clock_factor + m0):
             out[STRAGGLER].append((f.start_s, f.end_s))
         elif f.kind in ("slow_node", "slow_rank") and f.node in members and halves(c0 * f.slowdown + m0):
+            out[STRAGGLER].append((f.start_s, f.end_s))
+        elif f.kind == "gpu_defect" and f.node in members and halves(
+                c0 * (f.slowdown if f.defect == "pcie" else 1 / f.clock_factor) + m0):
             out[STRAGGLER].append((f.start_s, f.end_s))
     return out
 
@@ -157,6 +243,9 @@ def _fault_doc(f) -> dict:
             "slow_rank": ("node", "gpu", "slowdown"), "drift": ("node", "gpu", "slowdown"),
             "pause_storm": ("node", "nic", "priority"), "link_flap": ("node", "nic", "flaps"),
             "storage_starvation": ("read_cap_bytes_per_s",), "hang": (), "gpu_missing": ("node", "gpu"),
-            "link_degraded": ("node", "nic", "rate_factor"), "member_lost": ("node",)}[f.kind]
+            "link_degraded": ("node", "nic", "rate_factor"), "member_lost": ("node",),
+            "gpu_defect": ("node", "gpu", "defect", *(("lanes", "slowdown") if f.defect == "pcie" else ("clock_factor",))),
+            "fabric_congestion": ("throughput", "pause_share"), "power_cap": ("clock_factor", "reason"), "restart": (),
+            **dict.fromkeys(RANK_HANG_KINDS, ("node", "gpu"))}[f.kind]
     named = {("hca" if f.kind in ("link_flap", "link_degraded") and k == "nic" else k): doc[k] for k in keep}
     return {"kind": f.kind, **named, "start_s": f.start_s, "end_s": f.end_s}

@@ -87,8 +87,9 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
 
 def main(args: argparse.Namespace) -> int:
     from lockstep.validation import commands
+    from lockstep.validation.store import StoreError
     try:
         return {"ingest": commands.ingest, "run": commands.run, "report": commands.report}[args.validate_command](args)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, StoreError) as exc:
         print(f"lockstep validate {args.validate_command}: error: {exc}", file=sys.stderr)
         return 2

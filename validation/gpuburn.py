@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from lockstep.validation.lines import last_line, numbered, require_text
+from lockstep.validation.lines import Lines
 from lockstep.validation.model import Check, Figure, Parsed, ParseError
 
 _GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: (\S+)\)$")
@@ -32,15 +32,18 @@ def _record(text: str, number: int, source: str) -> tuple[list[float], list[tupl
     return flops, errors
 
 
-def _scan(text: str, source: str):
+def _scan(lines: Lines):
     gpus, last, verdicts, tested = {}, None, {}, None
-    for number, line in numbered(text):
+    for number, line in lines:
         for part in line.split("\r"):
             part = part.strip()
             if (m := _GPU.match(part)):
                 gpus[int(m[1])] = {"model": m[2], "uuid": m[3]}
             elif "proc'd:" in part:
-                last = (_record(part, number, source), number)
+                try:
+                    last = (_record(part, number, lines.source), number)
+                except ParseError as exc:
+                    raise lines.fail(exc.line, exc.reason) from None
             elif (m := _TESTED.match(part)):
                 tested = (int(m[1]), number)
             elif tested and (m := _VERDICT.match(part)):
@@ -50,9 +53,14 @@ def _scan(text: str, source: str):
 
 def parse_gpu_burn(text: str, source: str = "<gpu-burn output>") -> Parsed:
     """Gflop/s and errors per GPU (last progress record) and the OK/FAULTY verdict per GPU."""
-    require_text(text, source)
-    gpus, last, verdicts, tested = _scan(text, source)
-    end = last_line(text)
+    return parse_gpu_burn_lines(Lines.of_text(text, source))
+
+
+def parse_gpu_burn_lines(lines: Lines) -> Parsed:
+    """``parse_gpu_burn`` of an output read line by line (it redraws its progress record all run long)."""
+    source = lines.source
+    gpus, last, verdicts, tested = _scan(lines)
+    end = lines.finish()
     if last is None:
         raise ParseError(source, end, "no gpu-burn progress record (not gpu-burn output?)")
     if tested is None or len(verdicts) != tested[0]:

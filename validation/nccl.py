@@ -11,10 +11,13 @@ GB = 1e9 bytes (nccl-tests divides by 1.0E9); times are microseconds.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from lockstep.validation.lines import last_line, numbered, require_text, scaled, to_float
+from lockstep.validation.lines import Lines, scaled, to_float
 from lockstep.validation.model import Check, Figure, Parsed, ParseError
+from lockstep.validation.sizetable import SizeTable
+
+MAX_RANKS = 256   # ranks a result lists (rank, host, device, model); the count is kept whole
 
 _HALF = ("time", "algbw", "busbw")
 _CHECK = ("#wrong", "error")
@@ -85,69 +88,86 @@ def parse_row(tokens: list[str], layout: Layout) -> dict:
 @dataclass
 class _State:
     layout: Layout | None = None
-    rows: list | None = None
-    footer: dict | None = None
-    ranks: list | None = None
+    table: SizeTable = field(default_factory=SizeTable)
+    peak_busbw: float = float("-inf")
+    footer: dict = field(default_factory=dict)
+    ranks: list = field(default_factory=list)     # the first MAX_RANKS
+    rank_count: int = 0
+    hosts: dict = field(default_factory=dict)     # in order of first appearance
     version: str = ""
     test: str = ""
 
 
-def _scan(text: str, source: str) -> _State:
-    state, end = _State(rows=[], footer={}, ranks=[]), last_line(text)
-    for number, line in numbered(text):
+def _scan(lines: Lines) -> _State:
+    state = _State()
+    for number, line in lines:
         stripped = line.strip()
         tokens = stripped.lstrip("#").split()
         if state.layout is None and "algbw" in tokens and "busbw" in tokens:
             state.layout = parse_layout(tokens)
             if state.layout is None:
-                raise ParseError(source, number, f"unknown nccl-tests column layout: {stripped!r}")
+                raise lines.fail(number, f"unknown nccl-tests column layout: {stripped!r}")
         elif (m := _RANK.match(stripped)):
-            state.ranks.append({"rank": int(m[1]), "host": m[2], "device": int(m[3]), "model": m[4].strip()})
+            state.rank_count += 1
+            state.hosts.setdefault(m[2])
+            if len(state.ranks) < MAX_RANKS:
+                state.ranks.append({"rank": int(m[1]), "host": m[2], "device": int(m[3]), "model": m[4].strip()})
         elif (m := _FOOTER.match(stripped)):
             state.footer[m[1]] = (m[2], m[3], number)
         elif (m := _VERSION.match(stripped)) or (m := _STARTING.match(stripped)):
             setattr(state, "version" if "version" in stripped else "test", m[1])
         elif state.layout is not None and tokens and tokens[0].isdigit() and not stripped.startswith("#"):
             if state.footer:
-                raise ParseError(source, number, "a result row after the summary (two runs in one output?)")
+                raise lines.fail(number, "a result row after the summary (two runs in one output?)")
             try:
-                state.rows.append(parse_row(tokens, state.layout))
+                row = parse_row(tokens, state.layout)
             except ValueError as exc:
-                cut = " (truncated?)" if number == end else ""
-                raise ParseError(source, number, f"malformed result row ({exc}): {stripped!r}{cut}") from None
+                error = lines.fail(number, f"malformed result row ({exc}): {stripped!r}")
+                cut = " (truncated?)" if number == lines.finish() else ""
+                raise ParseError(lines.source, number, error.reason + cut) from None
+            state.table.add(row)
+            state.peak_busbw = max(state.peak_busbw, row["out_of_place"]["busbw_bytes_per_second"],
+                                   row["in_place"]["busbw_bytes_per_second"])
     return state
 
 
 def parse_nccl(text: str, source: str = "<nccl-tests output>") -> Parsed:
     """Rows per message size, the printed average bus bandwidth and out-of-bounds count, ranks and hosts."""
-    require_text(text, source)
-    state = _scan(text, source)
-    end = last_line(text)
+    return parse_nccl_lines(Lines.of_text(text, source))
+
+
+def parse_nccl_lines(lines: Lines) -> Parsed:
+    """``parse_nccl`` of an output read line by line: its memory does not grow with the table."""
+    source = lines.source
+    state = _scan(lines)
+    end = lines.finish()
     if state.layout is None:
         raise ParseError(source, end, "no nccl-tests result table (not nccl-tests output?)")
-    if not state.rows:
+    if not state.table.count:
         raise ParseError(source, end, "no result rows after the column header (truncated?)")
     if "Avg bus bandwidth" not in state.footer:
         raise ParseError(source, end, "output ends before '# Avg bus bandwidth' (truncated?)")
     avg, _, avg_line = state.footer["Avg bus bandwidth"]
     if (avg_busbw := scaled(avg, 9)) is None:
         raise ParseError(source, avg_line, f"average bus bandwidth {avg!r} is not a number")
-    return _result(state, avg_busbw)
+    return _result(state, avg_busbw, source)
 
 
-def _result(state: _State, avg_busbw: float) -> Parsed:
-    placements = [row[p] for row in state.rows for p in ("out_of_place", "in_place")]
+def _result(state: _State, avg_busbw: float, source: str) -> Parsed:
     figures = [Figure("avg_busbw", "bytes_per_second", avg_busbw),
-               Figure("peak_busbw", "bytes_per_second", max(p["busbw_bytes_per_second"] for p in placements))]
+               Figure("peak_busbw", "bytes_per_second", state.peak_busbw)]
     checks = []
     if "Out of bounds values" in state.footer:
-        count, verdict, _ = state.footer["Out of bounds values"]
+        count, verdict, line = state.footer["Out of bounds values"]
+        if not (count.isascii() and count.isdigit()):
+            raise ParseError(source, line, f"out-of-bounds count {count!r} is not a number")
         wrong = int(count)
         figures.append(Figure("out_of_bounds", "errors", float(wrong)))
         failed = wrong > 0 or verdict == "FAILED"
         checks.append(Check("data", "fail" if failed else "pass", "", f"{wrong} out-of-bounds values"))
-    if state.ranks:
-        figures.append(Figure("ranks", "", float(len(state.ranks))))
-    hosts = tuple(dict.fromkeys(r["host"] for r in state.ranks))
-    return Parsed("nccl", tuple(figures), tuple(checks), hosts, state.test, state.version,
-                  {"rows": state.rows, "ranks": state.ranks})
+    if state.rank_count:
+        figures.append(Figure("ranks", "", float(state.rank_count)))
+    detail = {"rows": state.table.rows(), "ranks": state.ranks, **state.table.summary()}
+    if state.rank_count > len(state.ranks):
+        detail["rank_count"] = state.rank_count
+    return Parsed("nccl", tuple(figures), tuple(checks), tuple(state.hosts), state.test, state.version, detail)

@@ -1,4 +1,5 @@
-"""One parser per ``--kind``; reading a file is kept apart from parsing it."""
+"""One parser per ``--kind``; reading a file is kept apart from parsing it. The tools whose output is
+a table of lines (nccl-tests, perftest, gpu-burn) are parsed as the file is read, a line at a time."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,14 +7,18 @@ from typing import Callable
 
 from lockstep.validation.dcgm import parse_dcgm_diag
 from lockstep.validation.fio import parse_fio
-from lockstep.validation.gpuburn import parse_gpu_burn
+from lockstep.validation.gpuburn import parse_gpu_burn, parse_gpu_burn_lines
+from lockstep.validation.lines import Lines
 from lockstep.validation.model import Parsed, ParseError
-from lockstep.validation.nccl import parse_nccl
-from lockstep.validation.perftest import parse_perftest
+from lockstep.validation.nccl import parse_nccl, parse_nccl_lines
+from lockstep.validation.perftest import parse_perftest, parse_perftest_lines
 
 PARSERS: dict[str, Callable[[str, str], Parsed]] = {
     "nccl": parse_nccl, "perftest": parse_perftest, "dcgm-diag": parse_dcgm_diag, "fio": parse_fio,
     "gpu-burn": parse_gpu_burn,
+}
+LINE_PARSERS: dict[str, Callable[[Lines], Parsed]] = {
+    "nccl": parse_nccl_lines, "perftest": parse_perftest_lines, "gpu-burn": parse_gpu_burn_lines,
 }
 MAX_BYTES = 64 << 20   # a nccl-tests run with NCCL_DEBUG=INFO on 1,000 ranks is a few MB
 
@@ -36,4 +41,7 @@ def read_output(path: Path) -> str:
 
 
 def parse_file(kind: str, path: Path) -> Parsed:
+    if kind in LINE_PARSERS:
+        with open(path, "rb") as f:
+            return LINE_PARSERS[kind](Lines.of_file(f, str(path), MAX_BYTES))
     return parse(kind, read_output(path), str(path))

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 
-from lockstep.validation.lines import last_line, numbered, require_text, scaled, to_float
+from lockstep.validation.lines import Lines, scaled, to_float
 from lockstep.validation.model import Figure, Parsed, ParseError
+from lockstep.validation.sizetable import SizeTable
 
 # perftest's MB is 2**20 bytes (format_factor 0x100000): in ib_loopback_8M_size.log, 24056.72 MB/s over
 # 8388608-byte messages is 3007 messages/s only with MB = 2**20, as its MsgRate column says (0.003007 Mpps).
@@ -65,18 +66,15 @@ def _lat_row(tokens: list[str], kind: str) -> dict:
     return row
 
 
-def _merge(rows: dict[int, dict], row: dict) -> None:
+def _replaces(row: dict, old: dict) -> bool:
     """Server and client both report a size: keep the report with the lower bandwidth (latency: the first)."""
-    old = rows.get(row["size_bytes"])
-    if old is None or row.get("bw_average_bytes_per_second", float("inf")) < old.get(
-            "bw_average_bytes_per_second", float("inf")):
-        rows[row["size_bytes"]] = row
+    return row.get("bw_average_bytes_per_second", float("inf")) < old.get("bw_average_bytes_per_second", float("inf"))
 
 
-def _scan(text: str, source: str) -> tuple[str, str, str, dict, dict[int, dict]]:
+def _scan(lines: Lines) -> tuple[str, str, str, dict, SizeTable]:
     title = device = ""
-    layout, rows = None, {}
-    for number, line in numbered(text):
+    layout, rows = None, SizeTable(_replaces)
+    for number, line in lines:
         tokens = line.split()
         if (m := _TITLE.match(line)):
             title = f"{m[1]} {m[2]}"
@@ -85,20 +83,21 @@ def _scan(text: str, source: str) -> tuple[str, str, str, dict, dict[int, dict]]
         elif tokens and tokens[0] == "#bytes":
             found = _layout(line)
             if found is None:
-                raise ParseError(source, number, f"unknown perftest result layout: {' '.join(tokens)!r}")
+                raise lines.fail(number, f"unknown perftest result layout: {' '.join(tokens)!r}")
             if found[2].get("unit") == "cycles":
-                raise ParseError(source, number, "latency in cycles (--report-cycles): rerun without it")
+                raise lines.fail(number, "latency in cycles (--report-cycles): rerun without it")
             layout = found
         elif layout is not None and tokens and tokens[0].isdigit():
             if len(tokens) != layout[1]:
-                raise ParseError(source, number, f"{len(tokens)} fields where the header has {layout[1]}: "
-                                 f"{line.strip()!r} (truncated?)")
+                raise lines.fail(number, f"{len(tokens)} fields where the header has {layout[1]}: "
+                                         f"{line.strip()!r} (truncated?)")
             try:
-                _merge(rows, _bw_row(tokens, layout[2]) if layout[0] == "bw" else _lat_row(tokens, layout[0]))
+                rows.add(_bw_row(tokens, layout[2]) if layout[0] == "bw" else _lat_row(tokens, layout[0]))
             except ValueError as exc:
-                raise ParseError(source, number, f"malformed result row ({exc}): {line.strip()!r}") from None
-    if layout is None or not rows:
-        raise ParseError(source, last_line(text), "no perftest result rows (not perftest output, or truncated)")
+                raise lines.fail(number, f"malformed result row ({exc}): {line.strip()!r}") from None
+    end = lines.finish()
+    if layout is None or not rows.count:
+        raise ParseError(lines.source, end, "no perftest result rows (not perftest output, or truncated)")
     return title, device, layout[0], layout[2], rows
 
 
@@ -112,13 +111,18 @@ def _program(title: str) -> str:
 
 def parse_perftest(text: str, source: str = "<perftest output>") -> Parsed:
     """Rows per message size; headline figures from the largest size. Test: ``<program>/<device>``."""
-    require_text(text, source)
-    title, device, _, _, rows = _scan(text, source)
-    ordered = [rows[size] for size in sorted(rows)]
+    return parse_perftest_lines(Lines.of_text(text, source))
+
+
+def parse_perftest_lines(lines: Lines) -> Parsed:
+    """``parse_perftest`` of an output read line by line: its memory does not grow with the table."""
+    title, device, _, _, rows = _scan(lines)
+    ordered = sorted(rows.rows(), key=lambda row: row["size_bytes"])
     figures = _headline(ordered[-1])
     program = _program(title)
     test = f"{program}/{device}" if program and device else program
-    return Parsed("perftest", tuple(figures), (), (), test, "", {"rows": ordered, "device": device, "title": title})
+    return Parsed("perftest", tuple(figures), (), (), test, "",
+                  {"rows": ordered, "device": device, "title": title, **rows.summary()})
 
 
 def _headline(row: dict) -> list[Figure]:

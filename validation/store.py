@@ -8,7 +8,8 @@ Writers serialise on ``DIR/<node>/.lock``; readers (the node agent) never lock: 
 rename, so a reader sees the old file or the new one, never half of one.
 
 Bounded: ``history_runs`` runs per file, files unchanged for ``max_age_s`` removed, ``max_series``
-files per node.
+files per node, and every file at most ``MAX_SERIES_BYTES`` (the oldest history dropped to fit): the
+agent of every node a shared directory covers reads them, and skips a larger one unread.
 """
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ log = logging.getLogger("lockstep.validation.store")
 DEFAULT_DIR = Path("/var/lib/lockstep/validation")
 FORMAT = 1
 RAW_TAIL_BYTES = 1 << 20
+# What the node agent reads of one series file at most: a result keeps a bounded part of the tool's table
+# (validation/sizetable.py), so a file is tens of KB; read whole, a file costs a few times its size in memory.
+MAX_SERIES_BYTES = 4 << 20
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -50,9 +54,13 @@ def series_file(root: Path, node: str, kind: str, test: str, scale: int) -> Path
 
 
 def read_series(path: str | os.PathLike) -> dict:
-    """A series file's document; ``ValueError`` if it is not one (the agent logs and skips it)."""
+    """A series file's document; ``ValueError`` if it is not one or is larger than ``MAX_SERIES_BYTES``
+    (the agent logs and skips it)."""
     with open(path, "rb") as f:
-        doc = json.loads(f.read())
+        data = f.read(MAX_SERIES_BYTES + 1)
+    if len(data) > MAX_SERIES_BYTES:
+        raise ValueError(f"{path}: larger than {MAX_SERIES_BYTES >> 20} MiB, not read")
+    doc = json.loads(data)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("latest"), dict):
         raise ValueError(f"{path}: not a lockstep validation series (format {FORMAT})")
     return doc
@@ -74,6 +82,20 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
         os.fsync(dir_fd)   # the rename itself survives a crash
     finally:
         os.close(dir_fd)
+
+
+def _encode(doc: dict, path: Path) -> bytes:
+    """The document as stored, within ``MAX_SERIES_BYTES``: the oldest history dropped until it fits;
+    StoreError when the latest result alone does not."""
+    while True:
+        data = json.dumps(doc, separators=(",", ":")).encode()
+        history = doc["history"]
+        if len(data) <= MAX_SERIES_BYTES:
+            return data
+        if len(history) <= 1:
+            raise StoreError(f"{path}: the result is {len(data) >> 20} MiB as JSON, more than the "
+                             f"{MAX_SERIES_BYTES >> 20} MiB the node agent reads")
+        doc["history"] = history[max(1, len(history) // 8):]
 
 
 @contextmanager
@@ -107,7 +129,7 @@ class Store:
                    "baseline": {"history": history_baseline(history[:-1], self.limits.baseline)},
                    "history": history}
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, json.dumps(doc, separators=(",", ":")).encode(), self.durable)
+            atomic_write(path, _encode(doc, path), self.durable)
             if raw is not None:
                 atomic_write(path.with_suffix(".out"), raw.encode(errors="replace")[-RAW_TAIL_BYTES:], self.durable)
             self._prune(self.root / node, keep=path)

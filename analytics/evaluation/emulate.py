@@ -33,6 +33,9 @@ def frame_block(by_metric: dict[str, pd.DataFrame], inp: Input, grid: Window, jo
     if nodes is not None and not inp.own_job_id:
         by_metric = {m: rows[rows["node"].astype(str).isin(nodes)] for m, rows in by_metric.items()
                      if m in inp.metrics or m == fabric.IB_STATE.name}
+    if inp.kind in JOINS:
+        keys, matrix = _group([JOINS[inp.kind](by_metric, inp, wide, job_id, nodes)], inp)
+        return _block(keys, matrix[2:], inp.by)
     # a ratio's divisor is read with its dividend
     parts = [_part(by_metric, inp, metric, wide, job_id) for metric in inp.metrics[:1 if inp.kind == "ratio" else None]]
     if inp.name == "link":
@@ -63,6 +66,55 @@ def _part(by_metric: dict[str, pd.DataFrame], inp: Input, metric: str, wide: Win
     elif inp.kind == "present":
         matrix = np.where(matrix > 0, 1.0, np.nan)
     return labels, matrix
+
+
+def _own(by_metric: dict[str, pd.DataFrame], metric: str, job_id: str | None, inp: Input) -> pd.DataFrame:
+    """A metric's rows of the job (all jobs: None), with the input's matchers."""
+    rows = by_metric.get(metric)
+    if rows is None:
+        return pd.DataFrame(columns=list(dict.fromkeys(["timestamp", "metric", "value", *inp.by, "comm", "address"])))
+    if job_id is not None:
+        rows = rows[rows["job_id"].astype(str) == job_id]
+    for name, allowed in _matchers(inp.match).items():
+        rows = rows[rows[name].astype(str).str.fullmatch(allowed)]
+    return rows
+
+
+def _missing(by_metric: dict[str, pd.DataFrame], inp: Input, wide: Window, job_id: str | None,
+             nodes: tuple[str, ...] | None) -> tuple[pd.DataFrame, np.ndarray]:
+    """``metrics[0]{...} and on (node, address) metrics[1]{node=~...}``: each missing rank named by a node whose
+    address it has."""
+    labels, matrix = series_matrix(_own(by_metric, inp.metrics[0], job_id, inp), wide)
+    addresses = by_metric.get(inp.metrics[1])
+    if not len(labels) or addresses is None:
+        return labels, np.full(matrix.shape, np.nan)
+    if nodes is not None:
+        addresses = addresses[addresses["node"].astype(str).isin(nodes)]
+    address_labels, address = series_matrix(addresses, wide)
+    at = _aligned(address_labels, address, labels[["node", "address"]].astype(str))
+    return labels, np.where(np.isfinite(matrix) & np.isfinite(at), 1.0, np.nan)
+
+
+def _largest(by_metric: dict[str, pd.DataFrame], inp: Input, wide: Window, job_id: str | None,
+             nodes: tuple[str, ...] | None) -> tuple[pd.DataFrame, np.ndarray]:
+    """``metrics[0]{...} and on (comm) (max by (comm) (metrics[1]) == scalar(max(metrics[1])))``: the series of
+    the communicators as large as the largest, at each row."""
+    labels, matrix = series_matrix(_own(by_metric, inp.metrics[0], job_id, inp), wide)
+    size_labels, size = series_matrix(_own(by_metric, inp.metrics[1], job_id, inp), wide)
+    if not len(labels) or not len(size_labels):
+        return labels, np.full(matrix.shape, np.nan)
+    comm, comms = pd.factorize(size_labels["comm"].astype(str))
+    per_comm = np.full((size.shape[0], len(comms)), -np.inf)
+    for c in range(len(comms)):
+        per_comm[:, c] = np.max(np.where(np.isfinite(size[:, comm == c]), size[:, comm == c], -np.inf), axis=1)
+    largest = per_comm.max(axis=1, keepdims=True)
+    top = (per_comm == largest) & np.isfinite(per_comm)
+    of = pd.Index(comms).get_indexer(labels["comm"].astype(str))
+    keep = np.where(of >= 0, top[:, np.maximum(of, 0)], False)
+    return labels, np.where(np.isfinite(matrix) & keep, 1.0, np.nan)
+
+
+JOINS = {"missing": _missing, "largest": _largest}
 
 
 def _link_state(by_metric: dict[str, pd.DataFrame], wide: Window) -> tuple[pd.DataFrame, np.ndarray]:
@@ -149,7 +201,7 @@ def _group(parts: list[tuple[pd.DataFrame, np.ndarray]], inp: Input) -> tuple[pd
     seen = np.logical_or.reduceat(finite, starts, axis=1)
     if inp.kind == "rate":
         reduced = np.add.reduceat(np.where(finite, values, 0.0), starts, axis=1)
-    elif inp.kind == "present":
+    elif inp.kind in ("present", *JOINS):
         reduced = np.ones(seen.shape)
     else:
         reduced = np.maximum.reduceat(np.where(finite, values, -np.inf), starts, axis=1)

@@ -21,6 +21,7 @@ class Run:
     truth: dict
     start: float
     period: float
+    outage: object | None = None      # the scenario's prometheus_outage (the evaluation replays it)
 
 
 def simulate(path: str | Path, inputs_only: bool = False) -> Run:
@@ -41,18 +42,26 @@ def simulate(path: str | Path, inputs_only: bool = False) -> Run:
         chunks = (t.filter(pc.is_in(t["metric"].cast(pa.string()), value_set=wanted)) for t in chunks)
     frame = pa.concat_tables(list(chunks)).to_pandas()
     doc = truth.document()
-    return Run(scenario.name, frame, doc, float(doc["start_timestamp"]), float(doc["sample_period_s"]))
+    return Run(scenario.name, frame, doc, float(doc["start_timestamp"]), float(doc["sample_period_s"]),
+               scenario.prometheus_outage)
 
 
 def report(name: str, results: dict[str, JobResult]) -> dict:
     """The evaluation report of docs/architecture.md (``loss`` is one object for a one-job scenario),
-    with ``imbalance``: one finding per job that has any (``[]`` when every job is balanced)."""
+    with ``imbalance``: one finding per job that has any (``[]`` when every job is balanced),
+    ``slowdowns``: the job-wide slowdowns with their cause, ``ledger``: each job's goodput ledger (one
+    object for one job, as ``loss``), and ``hangs``: each rank a hung job waited for, as NCCL's RAS named
+    it (``[]`` when none)."""
     stragglers = [plain(d) for r in results.values() for d in r.detections]
     stalls = [plain(s) for r in results.values() for s in r.stalls]
     losses = [{k: v for k, v in r.loss.items() if k != "goodput_ratio"} for r in results.values()]
+    ledgers = [plain(r.ledger_account) for r in results.values()]
     return {"scenario": name, "stragglers": stragglers, "stalls": stalls,
             "loss": losses[0] if len(losses) == 1 else losses,
-            "imbalance": [plain(r.imbalance) for r in results.values() if r.imbalance["ranks"]]}
+            "imbalance": [plain(r.imbalance) for r in results.values() if r.imbalance["ranks"]],
+            "hangs": [plain(h) for r in results.values() for h in r.hangs],
+            "slowdowns": [plain(d) for r in results.values() for d in r.slowdowns],
+            "ledger": ledgers[0] if len(ledgers) == 1 else ledgers}
 
 
 def evaluate(path: str | Path) -> tuple[Run, dict[str, JobResult], dict]:
@@ -65,18 +74,32 @@ def format_text(rep: dict, title: str | None = None) -> str:
     lines = [title or f"scenario {rep['scenario']}"]
     for d in rep["stragglers"]:
         where = d["node"] + (f" gpu {d['gpu']}" if d["gpu"] is not None else " (node-wide)")
+        why = f"; {d['cause']}" + (" since the start" if d.get("since_start") else "") if d.get("cause") else ""
+        todo = f"; {d['action']}" if d.get("action") else ""
         lines.append(f"  straggler  job {d['job_id']} {where} first detected at {d['first_detected_s']:.0f}s "
-                     f"score {d['score']:.2f}")
+                     f"score {d['score']:.2f}{why}{todo}")
     for s in rep["stalls"]:
         lines.append(f"  stall      job {s['job_id']} {s['start_s']:.0f}-{s['end_s']:.0f}s {s['cause']}")
+    for d in rep.get("slowdowns", []):
+        lines.append(f"  slowdown   job {d['job_id']} {d['start_s']:.0f}-{d['end_s']:.0f}s {d['cause']} (pace "
+                     f"{d['pace_ratio']:.2f}x its baseline, reported at {d['first_detected_s']:.0f}s); "
+                     f"{d['lost_gpu_seconds']:.0f} GPU-s")
     for loss in rep["loss"] if isinstance(rep["loss"], list) else [rep["loss"]]:
         lost = ", ".join(f"{k} {v:.0f}" for k, v in loss["lost_gpu_seconds"].items() if v)
         lines.append(f"  loss       job {loss['job_id']} allocated {loss['allocated_gpu_seconds']:.0f} GPU-s; "
                      f"lost {lost or 'nothing'}")
+    for h in rep.get("hangs", []):
+        lines.append(f"  hung rank  job {h['job_id']} {h['node']} gpu {h['gpu']} rank {h['rank'] or '?'} ({h['cause']}) "
+                     f"first named at {h['first_named_s']:.0f}s")
     for imb in rep.get("imbalance", []):
         if imb["ranks"]:
             ranks = ", ".join(f"{r['node']} gpu {r['gpu']} {r['ratio']:.2f}x" for r in imb["ranks"][:8])
             more = f" (+{len(imb['ranks']) - 8} more)" if len(imb["ranks"]) > 8 else ""
             lines.append(f"  imbalance  job {imb['job_id']} since the start: {ranks}{more}; "
-                         f"{imb['lost_gpu_seconds']:.0f} GPU-s spent waiting for it")
+                         f"{imb['lost_gpu_seconds']:.0f} GPU-s spent waiting for it; {imb.get('cause', 'work')}")
+    ledgers = rep.get("ledger", [])
+    for book in ledgers if isinstance(ledgers, list) else [ledgers]:
+        parts = [f"{kind}{'/' + cause if cause else ''} {v:.0f}" for kind, causes in book["gpu_seconds"].items()
+                 for cause, v in causes.items() if round(v)]
+        lines.append(f"  ledger     job {book['job_id']} {book['allocated_gpu_seconds']:.0f} GPU-s: {', '.join(parts)}")
     return "\n".join(lines)

@@ -65,7 +65,9 @@ def weigh(truth: dict, results: dict[str, JobResult], start: float, period: floa
         out["stragglers"]["mcd"].append(compare(mcd_flags(res, period), windows, rel, period))
         want = {(g["node"], g["gpu"]) for g in truth.get("imbalanced", []) if g["job_id"] == res.job_id}
         learned = res.stragglers.drifts["work"].learned      # what the scorer's imbalance rests on
-        for name, found in (("rule", imbalance.involved_by_rule(learned)), ("gmm", imbalance.involved(learned))):
+        broken = res.stragglers.since_start.any(axis=0)       # hardware stragglers since the start: not imbalance
+        for name, found in (("rule", imbalance.involved_by_rule(learned) & ~broken),
+                            ("gmm", imbalance.involved(learned) & ~broken)):
             got = _members(found, res)
             counts = out["imbalance"][name]
             counts[0] += len(got & want)

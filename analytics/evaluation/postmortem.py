@@ -88,8 +88,10 @@ def _report(pm: PostMortem, window: Window, rep: dict, jobs: list[str], rejected
     """The contract's report with the window it covers and unix times next to the offsets from --from."""
     for d in rep["stragglers"]:
         d["first_detected"] = window.start + d["first_detected_s"]
-    for s in rep["stalls"]:
+    for s in rep["stalls"] + rep.get("slowdowns", []):
         s["start"], s["end"] = window.start + s["start_s"], window.start + s["end_s"]
+    for h in rep["hangs"]:
+        h["first_named"], h["last_named"] = window.start + h["first_named_s"], window.start + h["last_named_s"]
     head = {"prometheus_url": pm.prometheus_url, "from": window.start, "to": window.end, "step_s": window.step,
             **({"job": pm.job_id} if pm.job_id is not None else {}), "jobs": jobs}
     tail = {"rejected_job_ids": rejected} if rejected else {}

@@ -5,6 +5,13 @@ a node-wide slowdown, its node) is flagged within ``LATENCY_S`` of onset (one ma
 false`` need not be); a run of flagged samples that overlaps no truth window of the same target
 (plus ``GRACE_SAMPLES`` after its end) is a false flag. Stalls are compared second by second within each
 sample: the seconds of truth stall of a cause that the scorer also calls stalled with that cause are correct.
+Causes: each detected straggler's and each worker group GPU's against the truth's. Job-wide slowdowns:
+one the truth requires is found when a reported one overlaps it with its cause within
+``SLOWDOWN_LATENCY_S`` of its start, its GPU-seconds compared with the truth's; a reported one that
+overlaps none of the truth's is a false one. The goodput ledger: each (kind, cause) against the truth's
+within the loss account's tolerance, and its sum against the allocation.
+Hung ranks (truth ``hangs``): named when the scorer names the rank's GPU as a culprit within ``LATENCY_S`` of the
+hang; a run of culprit samples on a GPU that overlaps none of its hangs is a false finding.
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ GRACE_SAMPLES = 3     # a flag may outlast its slowdown by the pace signals' 15 
 LOSS_TOLERANCE = 0.10        # relative, per cause...
 LOSS_FLOOR = 0.002           # ...or this share of the allocated GPU-seconds, for causes near zero
 NOISY_TOLERANCE, NOISY_FLOOR = 0.2, 0.005    # the same, on scenarios with realistic noise (check_loss)
+SLOWDOWN_LATENCY_S = 120.0   # a job-wide slowdown reported within two minutes of its start
 
 
 def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
@@ -160,11 +168,113 @@ def check_loss(truth: dict, res: JobResult) -> dict:
     return out
 
 
+def check_causes(truth: dict, res: JobResult) -> dict:
+    """Per finding kind, the findings whose cause the truth knows: stragglers the truth requires that were
+    flagged, and worker group GPUs reported as imbalance; ``right`` those with the truth's cause."""
+    flagged = {(d["node"], d["gpu"]): d["cause"] for d in res.detections}
+    ranks = {(r["node"], r["gpu"]): r["cause"] for r in res.imbalance["ranks"]}
+    out = {}
+    for kind, rows, found in (("straggler", [s for s in truth["stragglers"] if s["job_id"] == res.job_id
+                                             and s.get("required", True)], flagged),
+                              ("imbalance", [g for g in truth.get("imbalanced", []) if g["job_id"] == res.job_id],
+                               ranks)):
+        seen = [(r, found[(r["node"], r["gpu"])]) for r in rows if (r["node"], r["gpu"]) in found]
+        wrong = [{"node": r["node"], "gpu": r["gpu"], "want": r["cause"], "got": got} for r, got in seen
+                 if got != r["cause"]]
+        out[kind] = {"total": len(seen), "right": len(seen) - len(wrong), "wrong": wrong}
+    return out
+
+
+def check_slowdowns(truth: dict, res: JobResult) -> dict:
+    """Each truth slowdown with what was reported of it, and the reported ones that match none."""
+    rows = [s for s in truth.get("slowdowns", []) if s["job_id"] == res.job_id]
+    def overlaps(a, b):
+        return a["start_s"] < b["end_s"] and b["start_s"] < a["end_s"]
+    expected = []
+    for want in rows:
+        found = [d for d in res.slowdowns if overlaps(d, want)]
+        right = [d for d in found if d["cause"] == want["cause"]]
+        got = right[0] if right else (found[0] if found else None)
+        latency = got["first_detected_s"] - want["start_s"] if got else None
+        lost = sum(d["lost_gpu_seconds"] for d in right)
+        expected.append({**want, "found_cause": got["cause"] if got else None, "latency_s": latency,
+                         "detected": bool(right) and latency <= SLOWDOWN_LATENCY_S, "scored_gpu_seconds": round(lost, 1),
+                         "relative_error": round(abs(lost - want["lost_gpu_seconds"]) / want["lost_gpu_seconds"], 4)
+                         if right and want["lost_gpu_seconds"] else None})
+    false = [d for d in res.slowdowns if not any(overlaps(d, w) for w in rows)]
+    return {"expected": expected, "false": [{k: d[k] for k in ("start_s", "end_s", "cause")} for d in false]}
+
+
+def check_ledger(truth: dict, res: JobResult) -> dict:
+    """Each (kind, cause) of the ledger against the truth's (``check_loss``'s tolerance on noisy
+    scenarios), and how far its sum is from the allocation."""
+    want = truth.get("ledger")
+    if not want or res.ledger_account is None:
+        return {}
+    got, allocated = res.ledger_account["gpu_seconds"], float(want["allocated_gpu_seconds"])
+    exact = truth.get("noise", "none") == "none"
+    tolerance, floor = (LOSS_TOLERANCE, LOSS_FLOOR) if exact else (NOISY_TOLERANCE, NOISY_FLOOR)
+    entries = {}
+    for kind, by_cause in want["gpu_seconds"].items():
+        for cause, expected in by_cause.items():
+            scored = float(got.get(kind, {}).get(cause, 0.0))
+            entries[f"{kind}/{cause}" if cause else kind] = {
+                "truth": round(expected, 1), "scored": round(scored, 1), "error": round(scored - expected, 1),
+                "ok": abs(scored - expected) <= max(tolerance * expected, floor * allocated)}
+    total = sum(v for by_cause in got.values() for v in by_cause.values())
+    return {"entries": entries, "allocated": res.ledger_account["allocated_gpu_seconds"],
+            "sum_error": abs(total - res.ledger_account["allocated_gpu_seconds"])}
+
+
+def false_findings(truth: dict, res: JobResult, stragglers: dict, slowdowns: dict) -> dict:
+    """Findings with nothing behind them in the truth: straggler flag runs, job-wide slowdowns, and
+    hardware findings (a straggler judged hardware where the truth has no hardware fault on it, an
+    imbalanced GPU whose hardware hints at more where the truth has none)."""
+    hardware = {(s["node"], s["gpu"]) for s in truth["stragglers"] if s["job_id"] == res.job_id
+                and s.get("cause") == "hardware"}
+    wrong_hw = [d for d in res.detections if d["cause"] == "hardware" and (d["node"], d["gpu"]) not in hardware]
+    hinted = [r for r in res.imbalance["ranks"] if r["cause"] != "work" and (r["node"], r["gpu"]) not in hardware]
+    return {"stragglers": len(stragglers["false_flags"]), "slowdowns": len(slowdowns["false"]),
+            "hardware": len(wrong_hw) + len(hinted)}
+
+
+def check_hangs(truth: dict, res: JobResult, start: float, period: float) -> dict:
+    """Each truth hang with the latency to the first sample naming its GPU (``named``: within ``LATENCY_S``),
+    whether that sample's cause and the rank reported are the truth's; and the false findings."""
+    rel = res.times - start
+    flags = res.culprits if res.culprits is not None else np.zeros((len(rel), len(res.columns)), bool)
+    column = {(node, gpu): j for j, (_, node, gpu) in enumerate(res.columns)}
+    ranks = {(h["node"], h["gpu"]): h["rank"] for h in res.hangs}
+    expected = [h for h in truth.get("hangs", []) if h["job_id"] == res.job_id]
+    found = []
+    for h in expected:
+        j = column.get((h["node"], h["gpu"]))
+        hit = flags[:, j] & (rel > h["start_s"]) & (rel - period < h["end_s"]) if j is not None else rel < 0
+        first = int(np.argmax(hit)) if hit.any() else None
+        latency = float(rel[first] - h["start_s"]) if first is not None else None
+        found.append({**h, "latency_s": latency, "named": latency is not None and latency <= LATENCY_S,
+                      "cause_right": first is not None and res.causes[first] == h["cause"],
+                      "rank_right": ranks.get((h["node"], h["gpu"])) == str(h["rank"])})
+    false = []
+    for (node, gpu), j in column.items():
+        windows = [h for h in expected if (h["node"], h["gpu"]) == (node, gpu)]
+        for a, b in _runs(flags[:, j]):
+            if not any(rel[a] > w["start_s"] and rel[a] - period < w["end_s"] + GRACE_SAMPLES * period
+                       for w in windows):
+                false.append({"node": node, "gpu": gpu, "cause": str(res.causes[a]), "from_s": float(rel[a] - period),
+                              "to_s": float(rel[b - 1])})
+    return {"expected": found, "false_findings": false}
+
+
 def check(truth: dict, results: dict[str, JobResult], start: float, period: float) -> dict:
     jobs = {}
     for job_id, res in results.items():
         jobs[job_id] = {"stragglers": check_stragglers(truth, res, start, period),
-                        "stalls": check_stalls(truth, res, start, period)}
+                        "stalls": check_stalls(truth, res, start, period),
+                        "hangs": check_hangs(truth, res, start, period),
+                        "causes": check_causes(truth, res), "slowdowns": check_slowdowns(truth, res)}
+        jobs[job_id]["false_findings"] = false_findings(truth, res, jobs[job_id]["stragglers"], jobs[job_id]["slowdowns"])
         if truth["loss"]["job_id"] == job_id:
             jobs[job_id]["loss"] = check_loss(truth, res)
+            jobs[job_id]["ledger"] = check_ledger(truth, res)
     return jobs

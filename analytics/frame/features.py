@@ -15,8 +15,10 @@ import numpy as np
 import pandas as pd
 
 REASON_PREFIX = "reason:"    # signals[REASON_PREFIX + reason]: 1 while the GPU holds that clock-event reason
+# signals["missing"]: the GPU's rank as NCCL's RAS lists it missing (absent: not missing)
+MISSING_UNRESPONSIVE, MISSING_DEAD = 1.0, 2.0
 SIGNALS = ("sm", "tensor", "step", "clock", "throttle", "tx", "xmit_wait", "link", "read", "write", "pause", "cnp",
-           "member")
+           "member", "temp", "pcie", "xid")
 COLUMNS = ("job_id", "node", "gpu")
 
 
@@ -25,13 +27,19 @@ class Features:
     """``signals[name]`` is a float32 matrix (times × GPUs); absent data is NaN, never zero. ``member``
     is 1 while the column's GPU is mapped to the column's job (``lockstep_gpu_job_info``), absent
     otherwise (a member whose mapping is gone: its node agent stopped answering, its pod was deleted);
-    besides ``SIGNALS``, ``reason:<reason>`` for each throttling clock-event reason held in the window
-    (1 while held)."""
+    ``temp`` is the GPU's temperature (celsius); ``pcie`` 1 while its PCIe link runs below its width,
+    ``xid`` 1 once the GPU has logged a hardware XID (the node agent's count since it started), both
+    absent otherwise; besides ``SIGNALS``, ``reason:<reason>`` for each throttling clock-event reason
+    held in the window (1 while held), and where the job's node agents read NCCL's RAS: ``collectives``
+    (the rank's collectives per second), ``behind`` (collectives it is behind its communicators' furthest
+    rank within one RAS answer), ``ras_age`` (seconds since that answer was taken) and ``missing``
+    (``MISSING_UNRESPONSIVE``/``MISSING_DEAD`` while RAS lists it missing)."""
 
     times: np.ndarray          # Unix seconds, ascending
     columns: pd.MultiIndex     # (job_id, node, gpu), sorted by job then node then gpu (numeric)
     signals: dict[str, np.ndarray]
     pods: tuple[str, ...] = ()   # per column: the pod that held the GPU for the job (Kubernetes), else ""
+    ranks: tuple[str, ...] = ()  # per column: its rank in the job's largest NCCL communicator, else ""
 
     def jobs(self) -> list[str]:
         return list(dict.fromkeys(self.columns.get_level_values("job_id")))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from lockstep.analytics.prom import promql
-from lockstep.exporters.catalog import analytics, fabric, gpu, storage
+from lockstep.exporters.catalog import analytics, fabric, gpu, nccl, storage
 from lockstep.exporters.catalog.enums import IB_PORT_ACTIVE, THROTTLE_REASONS
 from lockstep.exporters.catalog.recorded import ANALYTICS_INPUTS
 
@@ -33,7 +33,10 @@ class Input:
     """One query per job. ``kind``: ``gauge`` (the value, max per key), ``ratio`` (metrics[0] over
     metrics[1] where that is positive, max per key), ``rate`` (per-second rate of counters, summed per
     key) or ``present`` (1 per key while any of ``metrics`` is above 0 or, for ``link``, while a port
-    is not ACTIVE or one of its link error counters rose; no sample otherwise)."""
+    is not ACTIVE or one of its link error counters rose; no sample otherwise); NCCL's RAS adds two
+    joins: ``missing`` (1 per key while a rank RAS got no answer from is named by its own node: its
+    address one of metrics[1]'s for that node) and ``largest`` (1 per key for the series of metrics[0]
+    in the job's largest communicators, by metrics[1])."""
 
     name: str
     kind: str
@@ -50,16 +53,24 @@ class Input:
         query_range step (a rate spans two of them)."""
         where = f"job_id={promql.quote(promql.validate_job_id(job_id))}" if self.own_job_id else \
             f"node=~{promql.quote(promql.alternatives(nodes))}"
-        return self.expression(where, step)
+        return self.expression(where, step, nodes)
+
+    @property
+    def per_job(self) -> bool:
+        """Its query selects by job id alone, every node of the job at once (``missing`` also names the
+        nodes its ranks are joined on, so a query may ask for some of them)."""
+        return self.own_job_id and self.kind != "missing"
 
     def as_recorded(self) -> Input:
         """This input read from its recorded series (itself when it has none)."""
         return replace(self, recorded=True) if self.name in ANALYTICS_INPUTS else self
 
-    def expression(self, where: str, step: float) -> str:
+    def expression(self, where: str, step: float, nodes: Sequence[str] = ()) -> str:
         """The input's PromQL on the series ``where`` selects (every node's: ``""``, what its recording
-        rule records; recorded, the one series per key the rule evaluated at each step)."""
-        op = {"gauge": "max", "ratio": "max", "rate": "sum", "present": "group"}[self.kind]
+        rule records; recorded, the one series per key the rule evaluated at each step); ``nodes``: those
+        a ``missing`` input's addresses are joined on."""
+        op = {"gauge": "max", "ratio": "max", "rate": "sum", "present": "group", "missing": "group",
+              "largest": "group"}[self.kind]
         if self.recorded:   # its sample of this step only: a store may hold no staleness marker where it ends
             inner = f"last_over_time({ANALYTICS_INPUTS[self.name]}{{{where}}}[{round(step * 1000)}ms])"
             return f"{op} by ({', '.join(self.by)}) ({inner})"
@@ -71,6 +82,14 @@ class Input:
         elif self.kind == "present" and self.name == "link":
             state = f"{promql.selector(fabric.IB_STATE.name, where)} != {IB_PORT_ACTIVE}"
             inner = " or ".join([state] + [f"{self._rate(m, where, step)} > 0" for m in self.metrics])
+        elif self.kind == "missing":
+            on_nodes = f"node=~{promql.quote(promql.alternatives(nodes))}"
+            inner = f"{self._selector(self.metrics[0], where)} and on (node, address) " \
+                    f"{promql.selector(self.metrics[1], on_nodes)}"
+        elif self.kind == "largest":
+            size = promql.selector(self.metrics[1], where)
+            inner = f"{self._selector(self.metrics[0], where)} and on (comm) " \
+                    f"(max by (comm) ({size}) == scalar(max({size})))"
         else:
             inner = self._selector(self.metrics[0], where) + (" > 0" if self.kind == "present" else "")
         return f"{op} by ({', '.join(self.by)}) ({inner})"
@@ -99,6 +118,10 @@ INPUTS = (
     Input("clock", "ratio", (gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name), GPU_KEY, reads=2),
     Input("reasons", "present", (gpu.CLOCK_EVENT.name,), GPU_KEY + ("reason",),
           match=f'reason=~"{"|".join(THROTTLE_REASONS)}"', fanout=len(THROTTLE_REASONS)),
+    # a rank's own hardware, judged when it runs slower than its peers (lockstep.analytics.scoring.cause)
+    Input("temp", "gauge", (gpu.TEMPERATURE.name,), GPU_KEY),
+    Input("pcie", "present", (gpu.PCIE_LINK_DEGRADED.name,), GPU_KEY),
+    Input("xid", "present", (gpu.XID_ERRORS.name,), GPU_KEY, match='category=~"hardware"'),
     Input("tx", "rate", (fabric.IB_TRANSMIT_BYTES.name,), HCA_KEY),
     Input("xmit_wait", "rate", (fabric.IB_TRANSMIT_WAIT.name,), HCA_KEY),
     Input("link", "present", LINK_COUNTERS, HCA_KEY, reads=len(LINK_COUNTERS) + 1),
@@ -107,6 +130,20 @@ INPUTS = (
     Input("pause", "rate", (fabric.PFC_PAUSE_DURATION.name,), NODE_KEY, reads=128),
     Input("cnp", "rate", (fabric.ROCE_CNP_HANDLED.name,), NODE_KEY, reads=8),
 )
+# NCCL's RAS, where the node agents run the nccl-ras collector (a job without it answers nothing): each rank's
+# collectives per second, how far it is behind its communicator within one RAS answer, the age of the answer
+# each node serves, the ranks RAS got no answer from (named by their own node: unresponsive or dead), and
+# each GPU's rank in the job's largest communicator (the world rank of a data-parallel job).
+RAS_INPUTS = (
+    Input("collectives", "rate", (nccl.RANK_COLLECTIVES.name,), GPU_KEY, own_job_id=True),
+    Input("behind", "gauge", (nccl.RANK_BEHIND.name,), GPU_KEY, own_job_id=True),
+    Input("ras_age", "gauge", (nccl.RAS_ANSWER_AGE.name,), NODE_KEY),
+    Input("missing", "missing", (nccl.MISSING_RANK_INFO.name, nccl.RAS_NODE_ADDRESS.name), GPU_KEY + ("reason",),
+          match='reason=~"unresponsive|dead"', own_job_id=True, fanout=2),
+    Input("rank", "largest", (nccl.RANK_BEHIND.name, nccl.COMMUNICATOR_RANKS.name), GPU_KEY + ("rank",),
+          own_job_id=True),
+)
+INPUTS += RAS_INPUTS
 # Every metric the inputs read (what a simulator frame needs to hold for the scorers).
 INPUT_METRICS = tuple(dict.fromkeys([m for i in INPUTS for m in i.metrics] + [fabric.IB_STATE.name]))
 # The inputs the TSDB may record for the service, one series per rank or node (``ANALYTICS_INPUTS``).

@@ -14,12 +14,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lockstep.analytics.frame.features import REASON_PREFIX, SIGNALS, Features
+from lockstep.analytics.frame.features import MISSING_DEAD, MISSING_UNRESPONSIVE, REASON_PREFIX, SIGNALS, Features
 from lockstep.analytics.frame.inputs import GPU_KEY, HCA_KEY, MEMBER, NODE_KEY, Input
 from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.grid import Window
 
 MEMBER_SIGNAL = MEMBER.name    # 1 while the GPU holds the job (lockstep_gpu_job_info), NaN otherwise
+# Labels an input's answer leaves on each column, the latest one seen: the pod that holds the GPU for the job
+# (Kubernetes), the GPU's rank in the job's largest NCCL communicator.
+HELD_LABELS = {MEMBER.name: "pod", "rank": "rank"}
 
 
 def rail_of(device: str) -> str:
@@ -33,8 +36,7 @@ class JobWindow:
     columns: pd.MultiIndex              # (job_id, node, gpu), sorted by node then gpu (numeric)
     signals: dict[str, np.ndarray]      # grid rows × columns, float32; NaN: absent
     seen: np.ndarray                    # grid rows where the job held GPUs (its rows: the others are not scored)
-    pods: np.ndarray                    # per column: the pod that last held the GPU for the job ("" under Slurm)
-    pod_rows: np.ndarray                # per column: the row ``pods`` was seen at (-1: none)
+    held: dict[str, tuple[np.ndarray, np.ndarray]]   # label -> (per column its latest value, the row it was seen at)
     fetched: int = 0                    # samples placed by the fetch that made this window
     _lookup: dict = field(default_factory=dict, repr=False)
 
@@ -43,8 +45,14 @@ class JobWindow:
         shape = (grid.rows, len(columns))
         signals = {name: np.full(shape, np.nan, np.float32) for name in SIGNALS}
         signals["link"][:] = 0.0      # a rail is up unless its port state or error counters say otherwise
-        return cls(grid, columns, signals, np.zeros(grid.rows, bool), np.full(len(columns), "", dtype=object),
-                   np.full(len(columns), -1))
+        held = {label: (np.full(len(columns), "", dtype=object), np.full(len(columns), -1))
+                for label in HELD_LABELS.values()}
+        return cls(grid, columns, signals, np.zeros(grid.rows, bool), held)
+
+    @property
+    def pods(self) -> np.ndarray:
+        """Per column: the pod that last held the GPU for the job ("" under Slurm)."""
+        return self.held["pod"][0]
 
     def place(self, inp: Input, block: Block, first: int = 0, job_id: str | None = None) -> None:
         """``block`` (an answer on the grid rows ``first``...) into the matrices its input fills
@@ -62,10 +70,18 @@ class JobWindow:
         if inp is not MEMBER and inp.by != NODE_KEY:
             held = np.isfinite(self.signals[MEMBER_SIGNAL][rows, col])
             rows, col, values, series = rows[held], col[held], values[held], series[held]
-        if inp is MEMBER:
-            self._place_pods(rows, col, series, block.labels)
+        if inp.name in HELD_LABELS:
+            self._place_label(HELD_LABELS[inp.name], rows, col, series, block.labels)
+        if inp.name == "rank":
+            return
         if inp.by == NODE_KEY:
             self._place_nodes(inp.name, rows, col, values)
+        elif inp.name == "missing":
+            # the worst a GPU's rank is in any of its communicators: considered dead, else unresponsive
+            dead = np.asarray([labels.get("reason", "") == "dead" for labels in block.labels])[series]
+            cells = self.signal(inp.name)
+            cells[rows, col] = MISSING_UNRESPONSIVE
+            cells[rows[dead], col[dead]] = MISSING_DEAD
         elif inp.name == "reasons":
             reason = np.asarray([labels.get("reason", "") for labels in block.labels])[series]
             for name in np.unique(reason):
@@ -77,7 +93,7 @@ class JobWindow:
         elif inp.by == HCA_KEY:
             self.signals[inp.name][rows, col] = 1.0
         else:
-            self.signals[inp.name][rows, col] = values
+            self.signal(inp.name)[rows, col] = values
 
     def widened(self, columns: pd.MultiIndex) -> JobWindow:
         """This window with the columns of ``columns`` (a superset, in their order), the new ones empty."""
@@ -86,7 +102,8 @@ class JobWindow:
         for name, matrix in self.signals.items():
             out.signal(name)[:, at] = matrix
         out.seen, out.fetched = self.seen.copy(), self.fetched
-        out.pods[at], out.pod_rows[at] = self.pods, self.pod_rows
+        for label, (values, seen) in self.held.items():
+            out.held[label][0][at], out.held[label][1][at] = values, seen
         return out
 
     def signal(self, name: str) -> np.ndarray:
@@ -108,13 +125,15 @@ class JobWindow:
         return np.asarray([self._lookup["gpu"].get((s.get("node", ""), gpu_of(s)), -1) for s in labels],
                           dtype=np.int64)
 
-    def _place_pods(self, rows: np.ndarray, col: np.ndarray, series: np.ndarray, labels: list[dict]) -> None:
-        """Each column's pod as of its latest row (a pod replaced within the window: the new one)."""
+    def _place_label(self, label: str, rows: np.ndarray, col: np.ndarray, series: np.ndarray,
+                     labels: list[dict]) -> None:
+        """Each column's ``label`` as of its latest row (a pod replaced within the window: the new one)."""
+        values, seen = self.held[label]
         order = np.lexsort((rows, col))
         last = order[np.r_[col[order][1:] != col[order][:-1], True]] if len(order) else order
-        newer = rows[last] > self.pod_rows[col[last]]
+        newer = rows[last] > seen[col[last]]
         for i in last[newer]:
-            self.pods[col[i]], self.pod_rows[col[i]] = labels[series[i]].get("pod", ""), rows[i]
+            values[col[i]], seen[col[i]] = labels[series[i]].get(label, ""), rows[i]
 
     def _place_nodes(self, name: str, rows: np.ndarray, nodes: np.ndarray, values: np.ndarray) -> None:
         """Node-wide rates, repeated on every GPU column of the node that holds the job (all matrices
@@ -130,7 +149,7 @@ class JobWindow:
         cells = np.ix_(touched, cols)
         held = np.isfinite(self.signals[MEMBER_SIGNAL][cells])
         per_column = per_node[touched - first][:, self._lookup["node_of_column"][cols]]
-        self.signals[name][cells] = np.where(held, per_column, np.nan)
+        self.signal(name)[cells] = np.where(held, per_column, np.nan)
 
     @staticmethod
     def _sum_into(out: np.ndarray, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
@@ -152,7 +171,8 @@ class JobWindow:
         keep = slice(None) if seen.all() else seen
         signals = {name: m[keep] for name, m in self.signals.items()
                    if not name.startswith(REASON_PREFIX) or np.isfinite(m).any()}
-        return Features(self.grid.times()[keep], self.columns, signals, tuple(self.pods))
+        return Features(self.grid.times()[keep], self.columns, signals, tuple(self.pods),
+                        tuple(self.held["rank"][0]))
 
     def moved_to(self, window: Window, rows: JobWindow) -> JobWindow:
         """This window's rows from ``window.start`` up to where ``rows`` (fetched on the same lattice,
@@ -163,10 +183,11 @@ class JobWindow:
         for name in dict.fromkeys([*self.signals, *rows.signals]):
             old = self.signal(name)[skip:upto]
             signals[name] = np.concatenate([old, rows.signal(name)])
-        # the pod held earlier stays where no newer row says otherwise (rows past the window's start kept too)
-        newer = rows.pod_rows >= 0
-        pods = np.where(newer, rows.pods, self.pods)
-        kept = np.where(self.pod_rows >= skip, self.pod_rows - skip, -1)
-        pod_rows = np.where(newer, rows.pod_rows + upto - skip, kept)
-        return JobWindow(window, self.columns, signals, np.concatenate([self.seen[skip:upto], rows.seen]), pods,
-                         pod_rows)
+        # a label held earlier stays where no newer row says otherwise (rows past the window's start kept too)
+        held = {}
+        for label, (values, seen) in self.held.items():
+            new_values, new_seen = rows.held[label]
+            newer = new_seen >= 0
+            kept = np.where(seen >= skip, seen - skip, -1)
+            held[label] = (np.where(newer, new_values, values), np.where(newer, new_seen + upto - skip, kept))
+        return JobWindow(window, self.columns, signals, np.concatenate([self.seen[skip:upto], rows.seen]), held)

@@ -12,6 +12,8 @@ from lockstep.analytics.prom.errors import PrometheusError
 
 if TYPE_CHECKING:   # imported where used: `lockstep report --help` loads no pandas
     from lockstep.analytics.report.monthly import ReportConfig
+from lockstep.analytics.prom.answersize import REPORT_DEFAULT
+from lockstep.analytics.prom.answersize import add_flag as add_max_answer_flag
 
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
@@ -23,6 +25,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
                                    "month to date, and write an HTML report with plots and a CSV of every table "
                                    "(coverage.csv: how much of the month the data covers).")
     add_prometheus_flags(m)
+    add_max_answer_flag(m, REPORT_DEFAULT)
     m.add_argument("--month", required=True, help="YYYY-MM (UTC)")
     m.add_argument("--out", required=True, type=Path, help="output directory")
     m.add_argument("--step", type=float, default=3600.0,
@@ -64,7 +67,7 @@ def config_from_args(args: argparse.Namespace) -> ReportConfig:
         raise ValueError("--step and --fine-step must be positive, finite seconds")
     month_range(args.month)
     config = ReportConfig(args.prometheus_url, args.month, args.out, Steps(args.step, args.fine_step), args.cluster,
-                          load_teams(args.teams) if args.teams else None, auth_from_args(args))
+                          load_teams(args.teams) if args.teams else None, auth_from_args(args), args.max_answer_bytes)
     check_credentials(config.auth)
     return config
 

@@ -8,17 +8,20 @@ import asyncio
 
 import aiohttp
 
+from lockstep.analytics.prom.answersize import REPORT_DEFAULT, read_answer
 from lockstep.analytics.prom.auth import PromAuth
-from lockstep.analytics.prom.errors import PrometheusError
+from lockstep.analytics.prom.errors import AnswerTooLarge, PrometheusError
 from lockstep.analytics.prom.session import Refused, open_session
 
 
 class PromClient:
     """``with PromClient(url, auth) as client: client.get(path, params, timeout) -> (status, body)``;
-    PrometheusError when no answer came (unreachable, timed out, credentials refused)."""
+    PrometheusError when no answer came (unreachable, timed out, credentials refused) or it is larger than
+    ``max_answer_bytes`` (decompressed; the error names the query)."""
 
-    def __init__(self, url: str, auth: PromAuth | None = None) -> None:
+    def __init__(self, url: str, auth: PromAuth | None = None, max_answer_bytes: int = REPORT_DEFAULT) -> None:
         self.url = url.rstrip("/")
+        self.max_answer_bytes = max_answer_bytes
         self._loop = asyncio.new_event_loop()
         self._session = self._loop.run_until_complete(self._open(auth or PromAuth()))
 
@@ -32,7 +35,9 @@ class PromClient:
         try:
             async with self._session.get(self.url + path, params=params,
                                          timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                return resp.status, await resp.read()
+                return resp.status, await read_answer(resp, self.max_answer_bytes)
+        except AnswerTooLarge as exc:
+            raise PrometheusError(f"{self.url}{path}: query {params.get('query', '')[:300]!r}: {exc}") from None
         except Refused as exc:
             raise PrometheusError(f"{self.url}{path}: {exc}") from None
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lockstep.analytics.prom.answersize import REPORT_DEFAULT
 from lockstep.analytics.prom.auth import PromAuth, check_url
 from lockstep.analytics.report import checkpoints, coverage, faults, fit, html, plots, tables
 from lockstep.analytics.report.client import PromClient
@@ -28,6 +29,7 @@ class ReportConfig:
     cluster: str = "default"        # name for series without a `cluster` label (single Prometheus)
     teams: dict[str, str] | None = None
     auth: PromAuth = PromAuth()     # how requests to prometheus_url authenticate
+    max_answer_bytes: int = REPORT_DEFAULT   # of one Prometheus answer, decompressed (lockstep.analytics.prom.answersize)
 
     def __post_init__(self) -> None:
         check_url(self.prometheus_url, self.auth)
@@ -89,6 +91,7 @@ def build_sections(frames: dict[str, pd.DataFrame], config: ReportConfig, start:
     ranking = faults.fault_ranking(frames["xid"], frames["ecc"], frames["flaps"], throttle, c, born)
     daily = tables.daily_energy(frames["energy"])
     ckpt = checkpoints.checkpoint_cost(frames["ckpt_stalled"], frames["write_rate"], f, config.steps.burst_margin_s)
+    ledger = tables.ledger(frames["ledger"], born)
     return [
         html.Section("GPU-hours per cluster", "Allocated, productive and lost GPU-hours.", clusters,
                      "gpu_hours_by_cluster.csv"),
@@ -99,6 +102,10 @@ def build_sections(frames: dict[str, pd.DataFrame], config: ReportConfig, start:
                      "not counted as lost above, and no straggler.",
                      tables.imbalance(jobs, frames["imbalance"], frames["imbalance_ratio"], frames["imbalance_gpus"],
                                       born), "imbalance_by_job.csv"),
+        html.Section("Where GPU-hours went", "The goodput ledger: every GPU-hour the analytics service accounted, "
+                     "productive or lost to exactly one kind (stall, checkpoint, straggler, imbalance, job-wide "
+                     "slowdown, idle allocation) and cause, per cluster.", ledger, "gpu_hours_ledger.csv",
+                     plots.ledger_plot(ledger)),
         html.Section("GPU-hours per team", "Teams from --teams, else the job's Slurm user.", teams, "gpu_hours_by_team.csv"),
         html.Section("Energy and peak power per rack", "Lowest headroom first.", racks, "rack_energy.csv",
                      plots.rack_power_plot(racks)),
@@ -115,7 +122,7 @@ def build_sections(frames: dict[str, pd.DataFrame], config: ReportConfig, start:
 def write_report(config: ReportConfig) -> Path:
     """Find where the month's data lies, query it at steps that suit it, write the CSVs and the page."""
     start, end = month_range(config.month)
-    with PromClient(config.prometheus_url, config.auth) as client:
+    with PromClient(config.prometheus_url, config.auth, config.max_answer_bytes) as client:
         found = coverage.probe(client, start, end)
         config = dataclasses.replace(config, steps=fit.adapt(config.steps, found) if found else config.steps)
         frames = query_all(config, client, fit.query_start(start, found, config.steps), end)

@@ -7,10 +7,10 @@ import io
 import matplotlib
 
 matplotlib.use("Agg")  # headless: the report runs on servers and in CI
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
 
-from lockstep.analytics.report.tables import CAUSES  # noqa: E402
+from lockstep.analytics.report.tables import CAUSES
 
 
 def _png(fig) -> str:
@@ -39,6 +39,25 @@ def gpu_hours_plot(jobs: pd.DataFrame, top: int = 15) -> str | None:
     ax.set_title("GPU-hours by job")
     ax.legend(fontsize=8)
     ax.tick_params(axis="x", rotation=45)
+    return _png(fig)
+
+
+def ledger_plot(ledger: pd.DataFrame) -> str | None:
+    """Per cluster, one bar of the ledger: productive, then each (kind, cause) lost, largest first."""
+    if ledger.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 4))
+    clusters = list(dict.fromkeys(ledger["cluster"]))
+    bottom = pd.Series(0.0, index=clusters)
+    for (kind, cause), part in ledger.groupby(["kind", "cause"], sort=False):
+        values = part.set_index("cluster")["gpu_h"].reindex(clusters).fillna(0.0)
+        if values.sum() > 0:
+            ax.bar(clusters, values, bottom=bottom, label=kind + (f": {cause}" if cause else ""),
+                   color="#2e7d32" if kind == "productive" else None)
+            bottom = bottom + values
+    ax.set_ylabel("GPU-hours")
+    ax.set_title("Where GPU-hours went")
+    ax.legend(fontsize=8)
     return _png(fig)
 
 

@@ -71,6 +71,7 @@ def monthly_queries(steps: Steps) -> tuple[RangeQuery, ...]:
         RangeQuery("allocated", f"count by (cluster, job_id, user) ({present(G.JOB_INFO.name, c)})", c),
         RangeQuery("lost", A.JOB_LOST_GPU_SECONDS.name, c),
         RangeQuery("imbalance", A.JOB_IMBALANCE_LOST_GPU_SECONDS.name, c),
+        RangeQuery("ledger", A.JOB_LEDGER_GPU_SECONDS.name, c),
         RangeQuery("imbalance_ratio", f"max by (cluster, job_id) ({A.JOB_IMBALANCE_RATIO.name})", c),
         RangeQuery("imbalance_gpus", f"count by (cluster, job_id) ({A.JOB_IMBALANCE_RATIO.name} > 1)", c),
         RangeQuery("energy", P.PDU_ENERGY.name, c),

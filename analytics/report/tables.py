@@ -159,3 +159,18 @@ def imbalance(jobs: pd.DataFrame, waited: pd.DataFrame, ratio: pd.DataFrame, gpu
         table = table.merge(peak.rename(columns={"value": name}), how="left", on=["cluster", "job_id"])
     table = table[table["waited_gpu_h"] > 0]
     return table[cols].sort_values("waited_gpu_h", ascending=False).reset_index(drop=True)
+
+
+def ledger(frame: pd.DataFrame, start: float | None = None) -> pd.DataFrame:
+    """Per cluster, where the jobs' GPU-hours went: the goodput ledger's (``lockstep_job_ledger_gpu_seconds_total``)
+    GPU-hours by kind and cause, each a share of the cluster's ledger, which sums to what the analytics
+    service accounted of its jobs' allocation; most first."""
+    cols = ["cluster", "kind", "cause", "gpu_h", "share"]
+    if frame.empty:
+        return pd.DataFrame(columns=cols)
+    frame = frame.assign(**{k: (frame[k] if k in frame else "") for k in ("kind", "cause")})
+    frame[["kind", "cause"]] = frame[["kind", "cause"]].fillna("").astype(str)   # an empty label is absent
+    table = counter_increase(frame, ["cluster", "kind", "cause"], start)
+    table["gpu_h"] = table.pop("increase") / 3600.0
+    table["share"] = table["gpu_h"] / table.groupby("cluster")["gpu_h"].transform("sum").where(lambda t: t > 0)
+    return table[cols].sort_values(["cluster", "gpu_h"], ascending=[True, False]).reset_index(drop=True)

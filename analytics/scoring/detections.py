@@ -1,11 +1,44 @@
-"""First flag of each GPU or node, with the evidence at that moment (evaluation report rows)."""
+"""First flag of each GPU or node, with the evidence at that moment and the cause its flags show
+(evaluation report rows)."""
 from __future__ import annotations
 
 import numpy as np
 
 from lockstep.analytics.frame.features import Features
-from lockstep.analytics.scoring import evidence
-from lockstep.analytics.scoring.straggler import StragglerResult, performance
+from lockstep.analytics.scoring import cause, evidence
+from lockstep.analytics.scoring.nanstats import nan_reduce
+from lockstep.analytics.scoring.straggler import PACE, StragglerResult, performance
+from lockstep.exporters.catalog.enums import HARDWARE, TRANSIENT
+
+
+def pace_gap(res: StragglerResult, rows: np.ndarray, j: int) -> float:
+    """How much slower GPU ``j`` ran over ``rows`` (log): its usual pace against the median where it was
+    flagged as slow since it started, else how much slower than usual it became."""
+    if res.since_start[rows, j].any():
+        values = res.usual[rows, j] - nan_reduce(np.nanmedian, res.usual[rows], axis=1)
+    else:
+        values = np.fmax.reduce([res.drifts[name].excess[rows, j] for name in PACE])
+    return float(np.nanmedian(values)) if np.isfinite(values).any() else 0.0
+
+
+def gpu_cause(res: StragglerResult, j: int, rows: np.ndarray | None = None) -> tuple[str, dict]:
+    """Why GPU ``j`` is a straggler, judged over ``rows`` (default: every sample it is flagged in)."""
+    rows = res.flagged[:, j] if rows is None else rows
+    return cause.judge(res.hardware, rows, j, pace_gap(res, rows, j), TRANSIENT)
+
+
+def node_cause(res: StragglerResult, mask: np.ndarray, rows: np.ndarray) -> tuple[str, dict]:
+    """Why a node runs slow: its slow GPUs' causes, combined (``cause.combined``)."""
+    judged = {int(j): gpu_cause(res, int(j), rows) for j in np.flatnonzero(mask)}
+    found = cause.combined([c for c, _ in judged.values()], TRANSIENT)
+    return found, {"gpus": {str(j): c for j, (c, _) in judged.items()}}
+
+
+def action(node: str, gpu: str | None, found: str) -> str | None:
+    """What a hardware finding asks of the operator (the quarantine receiver acts on its alert)."""
+    if found != HARDWARE:
+        return None
+    return f"drain {node}" + (f", GPU {gpu}" if gpu is not None else "")
 
 
 def gpu_evidence(res: StragglerResult, i: int, j: int) -> dict:
@@ -17,6 +50,8 @@ def gpu_evidence(res: StragglerResult, i: int, j: int) -> dict:
         out["clock_event_reasons"] = held
     if res.hits["wait"][i, j]:
         out["transmit_wait_above_peers"] = True
+    if res.since_start[i, j]:        # slow since it started: its usual pace against the job median
+        out["usual_vs_median"] = evidence.rounded(np.exp(res.usual[i, j] - np.nanmedian(res.usual[i])))
     return out
 
 
@@ -39,15 +74,19 @@ def detections(features: Features, job_id: str, res: StragglerResult, start: flo
     for j in np.flatnonzero(res.flagged.any(axis=0)):
         i = int(np.argmax(res.flagged[:, j]))
         _, node, gpu = cols[j]
+        found, why = gpu_cause(res, j)
         out.append({"job_id": job_id, "node": node, "gpu": gpu, "first_detected_s": float(features.times[i] - start),
                     "score": float(performance(np.max(res.scores[res.flagged[:, j], j]))),
-                    "evidence": gpu_evidence(res, i, j)})
+                    "evidence": {**gpu_evidence(res, i, j), "cause": why}, "cause": found,
+                    "since_start": bool(res.since_start[:, j].any()), "action": action(node, gpu, found)})
     nodes = np.asarray(cols.get_level_values("node"))
     for node, flags in res.node_flagged.items():
         if flags.any():
             i = int(np.argmax(flags))
             node_scores = np.median(res.scores[:, nodes == node], axis=1)
+            found, why = node_cause(res, nodes == node, flags)
             out.append({"job_id": job_id, "node": node, "gpu": None, "first_detected_s": float(features.times[i] - start),
                         "score": float(performance(np.max(node_scores[flags]))),
-                        "evidence": node_evidence(res, nodes == node, i)})
+                        "evidence": {**node_evidence(res, nodes == node, i), "cause": why}, "cause": found,
+                        "since_start": False, "action": action(node, None, found)})
     return sorted(out, key=lambda d: d["first_detected_s"])

@@ -20,6 +20,8 @@ import warnings
 
 import numpy as np
 
+from lockstep.analytics.scoring.nanstats import nan_reduce
+
 FLOOR = 0.05          # log ratio: ranks ≥ ~5% off the job median since they started
 MAX_GROUPS = 3
 RANDOM_STATE = 0
@@ -89,3 +91,28 @@ def finding(ranks: list[dict], learned: np.ndarray, basis: str, lost: float, los
     rows.sort(key=lambda r: -r["ratio"])
     return {"ranks": rows, "basis": basis, "lost_share": round(lost_share(learned, hit), 4),
             lost_key: round(lost, 1)}
+
+
+def extra_waiting(paces: np.ndarray, ratio: np.ndarray, compute: float = 1.0) -> np.ndarray:
+    """Per sample, the share of the ranks' time spent waiting that ranks slow or fast by ``ratio`` (their
+    usual compute against the median's; 1 for the others) add to the waiting for each sample's slowest:
+    the ranks' waiting as they ran (``paces``: samples × ranks, seconds per step or compute activity)
+    less their waiting with those ranks' compute at the median's, over the step as it ran; ``compute``
+    is the share of a median rank's step that is compute (the all-reduce takes everyone the same time).
+    Where the job's own jitter already sets each step's slowest rank, a few percent adds little."""
+    def waiting(x: np.ndarray) -> np.ndarray:     # per sample, in the units of x
+        return nan_reduce(np.nanmean, nan_reduce(np.nanmax, x, axis=1)[:, None] - x, axis=1)
+    fixed = (1.0 - compute) * nan_reduce(np.nanmedian, paces, axis=1)[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        extra = (waiting(paces) - waiting(fixed + (paces - fixed) / ratio)) / nan_reduce(np.nanmax, paces, axis=1)
+    return np.clip(np.nan_to_num(extra), 0.0, 1.0)
+
+
+def compute_share(work: np.ndarray, steps: np.ndarray, hit: np.ndarray) -> float:
+    """The share of a median rank's step that is its compute, from ranks off the median: their step time's
+    ratio to the median's over their compute's (``work``, ``steps``: usual levels, log; 1 where unknown)."""
+    rc, rs = np.exp(centred(work)), np.exp(centred(steps))
+    ok = hit & np.isfinite(rc) & np.isfinite(rs) & (np.abs(rc - 1.0) > 2 * FLOOR / 5)
+    if not ok.any():
+        return 1.0
+    return float(np.clip(np.median((rs[ok] - 1.0) / (rc[ok] - 1.0)), 0.0, 1.0))

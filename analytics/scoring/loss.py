@@ -4,15 +4,22 @@ Each sample covers ``period`` seconds of every GPU of the job. The job's progres
 baseline says what share of those GPU-seconds produced work; the rest is lost. It goes to the stall
 cause while the job is stalled; while a GPU or node holds the job back it is the peers' waiting
 (``straggler``) except the throttled GPUs' own share (``throttle``: their extra compute time);
-otherwise it is jitter nobody can act on and counts as productive.
+otherwise it is jitter nobody can act on and counts as productive. A job-wide slowdown adds its cost to
+the cause it names (``SLOWDOWN_LOSS``); the goodput ledger (``lockstep.analytics.scoring.ledger``) is the
+complete account.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from lockstep.analytics.scoring.slowdown import SlowdownResult
 from lockstep.analytics.scoring.stall import JobSignals
 from lockstep.analytics.scoring.straggler import StragglerResult
-from lockstep.exporters.catalog.enums import LOSS_CAUSES
+from lockstep.exporters.catalog.enums import CHECKPOINT, LOSS_CAUSES, NETWORK, POWER, STORAGE, THROTTLE
+
+# A job-wide slowdown's loss cause, where the account has one: a cap on every GPU is time lost running
+# slow (throttle); one of no known cause is in the goodput ledger only (lockstep.analytics.scoring.ledger).
+SLOWDOWN_LOSS = {STORAGE: STORAGE, NETWORK: NETWORK, CHECKPOINT: CHECKPOINT, POWER: THROTTLE}
 
 
 def lost_share(js: JobSignals) -> np.ndarray:
@@ -52,6 +59,19 @@ def lost_by_cause(js: JobSignals, causes: np.ndarray, res: StragglerResult, thro
     out = {cause: np.where(causes == cause, blocked * gpu_s, 0.0) for cause in LOSS_CAUSES}
     out["throttle"] = slow * own_share * gpu_s
     out["straggler"] = slow * (1.0 - own_share) * gpu_s
+    return out
+
+
+def added(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``a`` with ``b``'s values added, cause by cause."""
+    return {cause: a[cause] + b.get(cause, 0.0) for cause in a}
+
+
+def with_slowdowns(by_cause: dict[str, np.ndarray], slow: SlowdownResult) -> dict[str, np.ndarray]:
+    """The account's causes with what job-wide slowdowns cost added (``SLOWDOWN_LOSS``)."""
+    out = dict(by_cause)
+    for cause, into in SLOWDOWN_LOSS.items():
+        out[into] = out[into] + np.where(slow.causes == cause, slow.lost, 0.0)
     return out
 
 

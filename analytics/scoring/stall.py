@@ -7,7 +7,9 @@ member lost (some of the job's GPUs left the mapping, for two samples in a row, 
 stand still) → checkpoint (write
 burst) → network (pause/xmit-wait/CNP rising or a rail down) → straggler (a few ranks busy while the
 median idles) → storage (reads still trickling, nothing else) → hang. A sample where none of the job's
-GPUs is mapped (the job ended, or no data) is no stall.
+GPUs is mapped (the job ended, or no data) is no stall, nor is one where the job's GPUs sit idle with
+their clocks parked and nothing else explains it (``idle``: the job's processes are gone, restarting
+or not started, while it holds its GPUs; a hung job keeps its kernels resident and its clocks up).
 """
 from __future__ import annotations
 
@@ -29,6 +31,9 @@ _BURST = 5.0          # a write burst: job write rate this many times its produc
 _BURST_MIN = 1.0e8    # ...and at least this many bytes per second
 _PAUSE_MIN = 0.01     # seconds paused per second, summed over the job's NICs
 _READ_MIN = 1.0e6     # bytes/s: below this the job reads nothing
+PARKED_CLOCK = 0.35   # SM clock over its max below which an idle GPU has parked it (H100: 345 of 1980 MHz)
+IDLE_WORK = 0.02      # compute activity below which a GPU does nothing
+IDLE_SHARE = 0.9      # this share of the job's mapped GPUs idle: the job is idle
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class JobSignals:
     link_down: np.ndarray   # any rail of the job reports a down/flapping link
     present: np.ndarray | None = None   # times × GPUs: the GPU is mapped to the job at that sample
     members: tuple[tuple[str, str, str], ...] = ()   # (node, gpu, pod) of each column
+    parked: np.ndarray | None = None    # per sample, share of the job's GPUs idle with their clocks parked
 
 
 def job_signals(features: Features, job_id: str) -> JobSignals:
@@ -66,7 +72,18 @@ def job_signals(features: Features, job_id: str) -> JobSignals:
     present = sig["member"] > 0 if "member" in sig and np.nan_to_num(sig["member"]).any() else None
     pods = features.pods[cols] if features.pods else ("",) * busy.shape[1]
     members = tuple((str(node), str(g), pod) for (_, node, g), pod in zip(features.columns[cols], pods))
-    return JobSignals(features.times, busy, work, progress, baseline, totals, link_down, present, members)
+    with np.errstate(invalid="ignore"):
+        parked = np.where(np.isfinite(sig["clock"]), (sig["clock"] < PARKED_CLOCK) & (np.nan_to_num(busy) < IDLE_WORK), np.nan)
+    return JobSignals(features.times, busy, work, progress, baseline, totals, link_down, present, members,
+                      nan_reduce(np.nanmean, parked, axis=1))
+
+
+def idle_mask(js: JobSignals) -> np.ndarray:
+    """Samples where the job holds its GPUs and runs nothing on them (``IDLE_SHARE`` of them idle,
+    their clocks parked)."""
+    if js.parked is None:
+        return np.zeros(len(js.times), bool)
+    return np.nan_to_num(js.parked) >= IDLE_SHARE
 
 
 def stalled_mask(js: JobSignals) -> np.ndarray:
@@ -99,8 +116,9 @@ def classify(js: JobSignals) -> tuple[np.ndarray, list[dict]]:
     """The cause of each sample ('' when not stalled) and the evidence behind it.
 
     A sample is stalled when progress is below ``STALL_FRACTION`` of the baseline, or, for a cause
-    that blocks the whole job for part of the sample (a checkpoint write, a rail going down),
-    when progress dipped below ``PARTIAL_FRACTION`` with that cause's evidence present.
+    that blocks the whole job for part of the sample (a checkpoint write, a rail going down, a pause
+    storm beginning or ending), when progress dipped below ``PARTIAL_FRACTION`` with that cause's
+    evidence present (``_blocks``).
     """
     full = stalled_mask(js)
     partial = ~full & (np.nan_to_num(js.progress) < PARTIAL_FRACTION * js.baseline)
@@ -108,13 +126,29 @@ def classify(js: JobSignals) -> tuple[np.ndarray, list[dict]]:
     causes = np.full(len(js.times), "", dtype=object)
     evidence: list[dict] = [{} for _ in js.times]
     busy_max = nan_reduce(np.nanmax, js.work, axis=1) if js.work.shape[1] else np.zeros(len(js.times))
+    idle = idle_mask(js)
+    found: dict[int, tuple[str, dict]] = {}
     for i in np.flatnonzero(full | partial):
         cause, ev = _cause(js, base, i, float(np.nan_to_num(busy_max[i])))
         if full[i] and (missing := missing_members(js, i)):
             cause, ev = MEMBER_LOST, {**ev, "missing": missing}
-        if full[i] or cause in BLOCKING:
+        if cause == HANG and idle[i]:         # nothing runs and nothing explains it: idle, not hung
+            continue
+        found[int(i)] = (cause, ev)
+    for i, (cause, ev) in found.items():
+        if full[i] or cause in BLOCKING and _blocks(js, full, found, cause, i):
             causes[i], evidence[i] = cause, ev
     return causes, evidence
+
+
+def _blocks(js: JobSignals, full: np.ndarray, found: dict[int, tuple[str, dict]], cause: str, i: int) -> bool:
+    """A partial sample of a blocking cause is a stall's part: a checkpoint's write, a rail down, or the
+    fabric's congestion at the edge of a full network stall (a pause storm starting or ending within
+    the sample). Congestion that only slows the job, with no such stall beside it, is a job-wide
+    slowdown (``lockstep.analytics.scoring.slowdown``)."""
+    if cause == CHECKPOINT or js.link_down[i]:
+        return True
+    return any(0 <= k < len(full) and full[k] and found.get(k, ("",))[0] == cause for k in (i - 1, i + 1))
 
 
 def stalled_seconds(js: JobSignals, causes: np.ndarray, period: float) -> np.ndarray:

@@ -97,14 +97,19 @@ def analyse(frame: pd.DataFrame) -> Analysis:
     return Analysis(table, d, bar, persistent(candidate, SMOOTH))
 
 
-def result(frame: pd.DataFrame) -> dict:
+def result(frame: pd.DataFrame, telemetry: pd.DataFrame | None = None) -> dict:
     """``{"stragglers": [...], "imbalance": [...]}`` (what ``steptimes --json`` prints): the job's
-    imbalance finding as the evaluation report lists them, none when the workers are balanced."""
+    imbalance finding as the evaluation report lists them, none when the workers are balanced; with
+    ``telemetry`` of the same workers (``lockstep.analytics.scoring.stepcause``), the cause of each."""
     if frame.empty:
         return {"stragglers": [], "imbalance": []}
     a = analyse(frame)
     found = imbalance_of(a)
-    return {"stragglers": stragglers_of(a), "imbalance": [found] if found["ranks"] else []}
+    out = {"stragglers": stragglers_of(a), "imbalance": [found] if found["ranks"] else []}
+    if telemetry is not None and not telemetry.empty:
+        from lockstep.analytics.scoring.stepcause import with_causes
+        out = with_causes(out, a.table, a.drift, a.flagged, telemetry)
+    return out
 
 
 def stragglers(frame: pd.DataFrame) -> list[dict]:

@@ -19,6 +19,13 @@ candidate samples in a row (a missing sample neither breaks nor extends the run)
 a node run slow together the node is reported (``gpu`` None): its median GPU's pace against the
 job's spread of node medians, which sees through per-GPU noise.
 
+A GPU slow since it (or the job) started is a straggler too when its own hardware explains it
+(``lockstep.analytics.scoring.cause``): its usual pace among its peers slower than the median by what
+counts as imbalance (``imbalance.FLOOR``), with hardware evidence that would explain that by itself
+(the second signal that agrees), for ``PERSIST_S``. It is a hardware straggler from the moment its
+usual pace is known (``READY`` samples), scored against the job median; without that evidence it
+stays imbalance.
+
 What ``make eval`` measures of these choices on the shipped scenarios with realistic noise: no
 false flag on the fault-free ones (the largest pair of agreeing signals in any 20 s of a 1,024-GPU
 hour reaches ~0.7 of its bars). A robust covariance of the signals (``lockstep.analytics.evaluation.models``) finds
@@ -33,8 +40,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from lockstep.analytics.frame.features import REASON_PREFIX, Features
-from lockstep.analytics.scoring import relative
+from lockstep.analytics.scoring import cause, imbalance, relative
 from lockstep.analytics.scoring.bynode import nanmedian, node_columns, per_node
+from lockstep.analytics.scoring.nanstats import nan_reduce
 from lockstep.analytics.scoring.rolling import rolling_mean
 from lockstep.analytics.scoring.stall import JobSignals
 
@@ -63,6 +71,9 @@ class StragglerResult:
     bars: dict[str, float]                # per pace signal: the change that counts
     hits: dict[str, np.ndarray]           # per voting signal (and "reason"): times × GPUs, bool
     reasons: dict[str, np.ndarray]        # per clock-event reason: times × GPUs, bool, counted as a vote
+    hardware: cause.Hardware              # each GPU's hardware signals (its cause is judged on them)
+    since_start: np.ndarray               # times × GPUs: flagged as slow since it started, its hardware explaining it
+    usual: np.ndarray                     # times × GPUs: its usual pace among its peers (log, causal; NaN: unknown)
 
 
 def smoothed(x: np.ndarray, active: np.ndarray, samples: int) -> np.ndarray:
@@ -201,7 +212,29 @@ def score(features: Features, job_id: str, js: JobSignals, causes: np.ndarray, p
     for node, flags in node_holding.items():       # a node-wide slowdown is reported for the node only
         flagged[:, nodes == node] &= ~flags[:, None]
         holding[:, nodes == node] &= ~flags[:, None]
-    return StragglerResult(scores, votes, flagged, node_flagged, holding, node_holding, drifts, bars, hits, reasons)
+    hw = cause.hardware(sig, active)
+    usual = usual_pace(drifts)
+    since_start = persistent(active[:, None] & slow_since_start(usual) & hw.strong(usual), samples, known)
+    with np.errstate(invalid="ignore"):
+        scores = np.where(since_start, np.maximum(scores, 1.0 - np.exp(-np.nan_to_num(usual))), scores)
+    return StragglerResult(scores, votes, flagged | since_start, node_flagged, holding, node_holding, drifts, bars,
+                           hits, reasons, hw, since_start, usual)
+
+
+def usual_pace(drifts: dict[str, relative.Drift]) -> np.ndarray:
+    """Each GPU's usual pace among its peers as known at each sample (log, > 0 slower): its own step
+    time where exported, else its compute activity."""
+    step, work = drifts["step"].baseline, drifts["work"].baseline
+    return np.where(np.isfinite(step), step, work)
+
+
+def slow_since_start(usual: np.ndarray) -> np.ndarray:
+    """Usual paces slower than the job median by the imbalance floor: what counts as imbalance. The
+    job's spread of usual paces is no bar here: worker groups inflate it, and the hardware evidence
+    that must agree is the second, independent signal."""
+    centred = usual - nan_reduce(np.nanmedian, usual, axis=1)[:, None]
+    with np.errstate(invalid="ignore"):
+        return centred >= imbalance.FLOOR
 
 
 def node_pace(drifts: dict[str, relative.Drift], nodes: np.ndarray, active: np.ndarray) -> tuple[dict, float]:

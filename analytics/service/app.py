@@ -48,7 +48,7 @@ async def _source_ctx(app: web.Application):
     async with open_session(cfg.prometheus_url, cfg.prometheus_auth, app[CREDENTIALS],
                             user_agent=f"lockstep-analytics/{VERSION}") as session:
         app[SOURCE] = PrometheusSource(session, cfg.prometheus_url, cfg.timeout_s, cfg.resume_lookback_s,
-                                       cfg.recorded_inputs)
+                                       cfg.recorded_inputs, cfg.max_answer_bytes)
         yield
 
 

@@ -8,6 +8,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Callable
 
+from lockstep.analytics.prom.answersize import SERVE_DEFAULT
+from lockstep.analytics.prom.answersize import add_flag as add_max_answer_flag
 from lockstep.analytics.prom.auth import PromAuth, auth_from_args, check_url
 from lockstep.analytics.prom.auth import add_flags as add_prometheus_flags
 from lockstep.exporters.toolkit.listen import ListenAddress, parse_listen_address
@@ -47,6 +49,7 @@ class ServiceConfig:
     shard: Shard = Shard(0, 1)
     web_config: WebConfig | None = None
     prometheus_auth: PromAuth = PromAuth()   # how requests to prometheus_url authenticate
+    max_answer_bytes: int = SERVE_DEFAULT    # of one Prometheus answer, decompressed (lockstep.analytics.prom.answersize)
     now: Callable[[], float] = field(default=time.time, compare=False)   # injected by tests
 
     @property
@@ -67,12 +70,15 @@ class ServiceConfig:
                              "the time between refreshes would never be scored")
         if self.window_s < 4 * self.step_s:
             raise ValueError(f"--window ({self.window_s}s) must hold at least 4 steps of {self.step_s}s")
+        if self.max_answer_bytes <= 0:
+            raise ValueError(f"--prometheus-max-answer-size must be positive, got {self.max_answer_bytes!r}")
         if not 1 <= self.refetch_steps <= self.window_s / self.step_s:
             raise ValueError(f"--refetch-steps must be from 1 to the steps of --window, got {self.refetch_steps!r}")
 
 
 def add_serve_flags(p: argparse.ArgumentParser) -> None:
     add_prometheus_flags(p)
+    add_max_answer_flag(p, SERVE_DEFAULT)
     add_web_flags(p, ":9842")
     p.add_argument("--interval", type=float, default=30.0, help="seconds between refreshes")
     p.add_argument("--window", type=float, default=900.0, help="seconds of data scored per refresh")
@@ -102,4 +108,4 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         resume_lookback_s=args.resume_lookback, refetch_steps=args.refetch_steps,
         recorded_inputs=args.recorded_inputs == "auto",
         shard=parse_shard(args.shard), web_config=load_web_config(web_file) if web_file else None,
-        prometheus_auth=auth_from_args(args))
+        prometheus_auth=auth_from_args(args), max_answer_bytes=args.max_answer_bytes)

@@ -168,7 +168,7 @@ class Fill:
     def _plan(self, inp: Input, series: np.ndarray, pace: Pace, rows: np.ndarray) -> list[Piece]:
         """``inp``'s missing cells on ``rows`` where the job's GPUs are in (an answer is kept only where
         the GPU held the job), in pieces."""
-        by_node = not inp.own_job_id
+        by_node = not inp.per_job
         names = inp.promql(self.job_id, self.grid.step, ("",)).count("node=~")     # the node list, once per selector
         fixed = shares(self._nodes(), series * (1 if inp.recorded else inp.reads), names) if by_node else None
         missing = self.missing[inp.name] & (rows & ~self.member_missing)[:, None]
@@ -210,7 +210,7 @@ class Fill:
             m = self.missing.get(inp.name)
             if m is None:
                 continue
-            if inp.own_job_id:
+            if inp.per_job:
                 m[:] = True
                 continue
             wide = np.ones((m.shape[0], len(nodes)), bool)
@@ -231,7 +231,7 @@ class Fill:
             self.window.place(MEMBER, block, first)
         self.members = []
         nodes = len(self._nodes())
-        self.missing = {inp.name: np.full((self.grid.rows, 1 if inp.own_job_id else nodes), nodes > 0)
+        self.missing = {inp.name: np.full((self.grid.rows, 1 if inp.per_job else nodes), nodes > 0)
                         for inp in self.inputs if inp is not MEMBER}
         return True
 
@@ -245,7 +245,7 @@ class Fill:
         out = {}
         for inp in self.inputs:
             each = np.ones_like(per_node) if inp.by == NODE_KEY else per_node
-            out[inp.name] = each * inp.fanout if not inp.own_job_id else np.asarray([max(1, per_node.sum())])
+            out[inp.name] = each * inp.fanout if not inp.per_job else np.asarray([max(1, per_node.sum())])
         return out
 
 
@@ -329,4 +329,4 @@ def _present(window: JobWindow) -> JobWindow:
     """``window`` without the columns of GPUs that hold no row of it (they left the job)."""
     keep = window.members()
     return JobWindow(window.grid, window.columns[keep], {n: m[:, keep] for n, m in window.signals.items()},
-                     window.seen, window.pods[keep], window.pod_rows[keep])
+                     window.seen, {label: (values[keep], seen[keep]) for label, (values, seen) in window.held.items()})

@@ -7,7 +7,7 @@ from lockstep.analytics.service.refresh import RefreshState
 from lockstep.analytics.service.state import Health, LossCounters
 from lockstep.analytics.service.views import JobView
 from lockstep.exporters.catalog import analytics as cat
-from lockstep.exporters.catalog.enums import MEMBER_LOST
+from lockstep.exporters.catalog.enums import MEMBER_LOST, RANK_HANGS
 from lockstep.exporters.toolkit.exposition import Encoder, render_families
 from lockstep.exporters.toolkit.sample import Sample
 
@@ -19,17 +19,32 @@ def job_samples(view: JobView, loss: LossCounters) -> list[Sample]:
         labels = (job, row.node, row.gpu or "")
         out.append(Sample(cat.STRAGGLER_SCORE, labels, row.score))
         out.append(Sample(cat.STRAGGLER_FLAGGED, labels, float(row.flagged)))
+        if row.flagged and row.cause:
+            out.append(Sample(cat.STRAGGLER_CAUSE, (*labels, row.cause), 1.0))
     for cause in CAUSES:
         out.append(Sample(cat.JOB_STALLED, (job, cause), float(view.stall.cause == cause)))
     if view.stall.cause == MEMBER_LOST:   # which member the job waits for: the page names it
         for member in view.stall.evidence.get("missing", ()):
             out.append(Sample(cat.JOB_MEMBER_MISSING, (job, member["node"], member["pod"]), 1.0))
+    if view.stall.cause in RANK_HANGS:    # the ranks the hung job waits for: the page names them
+        for culprit in view.stall.evidence.get("culprits", ()):
+            out.append(Sample(cat.JOB_HANG_CULPRIT, (job, culprit["node"], culprit["gpu"], culprit["rank"],
+                                                     view.stall.cause), 1.0))
     for cause in LOSS_CAUSES:
         out.append(Sample(cat.JOB_LOST_GPU_SECONDS, (job, cause), round(loss.lost[cause], 3)))
     out.append(Sample(cat.JOB_ALLOCATED_GPU_SECONDS, (job,), loss.allocated))
+    # unrounded: the ledger's series sum to the allocation, and a replica resuming them keeps that
+    for kind, by_cause in loss.ledger.items():
+        for cause, value in by_cause.items():
+            out.append(Sample(cat.JOB_LEDGER_GPU_SECONDS, (job, kind, cause), value))
+    if view.slowdown.slowed:
+        out.append(Sample(cat.JOB_SLOWDOWN, (job, view.slowdown.cause), 1.0))
+    if view.slowdown.pace_ratio is not None:
+        out.append(Sample(cat.JOB_PACE_RATIO, (job,), view.slowdown.pace_ratio))
     out.append(Sample(cat.JOB_IMBALANCE_LOST_GPU_SECONDS, (job,), round(loss.imbalance, 3)))
     for rank in view.imbalance.ranks:
         out.append(Sample(cat.JOB_IMBALANCE_RATIO, (job, rank.node, rank.gpu), rank.ratio))
+        out.append(Sample(cat.JOB_IMBALANCE_CAUSE, (job, rank.node, rank.gpu, rank.cause), 1.0))
     if loss.accounted_until > float("-inf"):
         out.append(Sample(cat.JOB_ACCOUNTED_UNTIL, (job,), loss.accounted_until))
     if (goodput := loss.goodput()) is not None:
@@ -44,7 +59,8 @@ def health_samples(h: Health, jobs: int) -> list[Sample]:
            Sample(cat.ANALYTICS_JOBS, (), float(jobs)),
            Sample(cat.ANALYTICS_REJECTED_JOB_IDS, (), float(len(h.rejected_job_ids))),
            Sample(cat.ANALYTICS_REFRESH_SAMPLES, (), float(h.fetched_samples)),
-           Sample(cat.ANALYTICS_FULL_FETCHES, (), float(h.full_fetches))]
+           Sample(cat.ANALYTICS_FULL_FETCHES, (), float(h.full_fetches)),
+           Sample(cat.ANALYTICS_ANSWERS_TOO_LARGE, (), float(h.answers_too_large))]
     if h.last_success is not None:
         out.append(Sample(cat.ANALYTICS_LAST_SUCCESS, (), h.last_success))
     return out

@@ -27,7 +27,7 @@ from lockstep.analytics.frame.inputs import Input
 from lockstep.analytics.frame.window import JobWindow
 from lockstep.analytics.prom import promql
 from lockstep.analytics.prom.decode import Block
-from lockstep.analytics.prom.errors import PrometheusError
+from lockstep.analytics.prom.errors import AnswerTooLarge, PrometheusError
 from lockstep.analytics.prom.grid import Window
 from lockstep.analytics.scoring.score import JobResult, score_features
 from lockstep.analytics.service.config import Shard
@@ -80,6 +80,7 @@ class RefreshState:
     losses: dict[str, LossCounters] = field(default_factory=dict)   # live, per job still running
     baselines: dict[str, float] = field(default_factory=dict)       # a job's last learned productive level
     learned: dict[str, pd.DataFrame] = field(default_factory=dict)  # each job's GPUs' usual pace, job-long
+    paces: dict[str, float] = field(default_factory=dict)           # a job's last baseline of its work rate
     windows: dict[str, JobWindow] = field(default_factory=dict)     # each job's matrices, moved on each refresh
     fills: Fills = field(default_factory=Fills)                     # windows not fetched whole yet, and paces
 
@@ -91,13 +92,13 @@ def window_ending(now: float, settings: Settings) -> Window:
 
 
 def score_window(jobs: dict[str, Features], start: float, step: float, baselines: dict[str, float],
-                 learned: dict[str, pd.DataFrame]) -> dict[str, JobResult]:
+                 learned: dict[str, pd.DataFrame], paces: dict[str, float] | None = None) -> dict[str, JobResult]:
     """Blocking: score each job's features (runs in a worker thread); a job without GPUs is not scored.
-    ``baselines`` and ``learned``: what earlier windows taught of each job (``RefreshState``)."""
+    ``baselines``, ``learned`` and ``paces``: what earlier windows taught of each job (``RefreshState``)."""
     out = {}
     for job_id, features in jobs.items():
         if job_id in features.jobs():
-            out[job_id] = score_features(features, start, step, [job_id], baselines, learned)[job_id]
+            out[job_id] = score_features(features, start, step, [job_id], baselines, learned, paces)[job_id]
     return out
 
 
@@ -119,12 +120,13 @@ class Refresher:
     _fetched: int = field(default=0, init=False, repr=False)
     _full: int = field(default=0, init=False, repr=False)
     _deadline: float | None = field(default=None, init=False, repr=False)   # loop time new windows are fetched until
+    _too_large: int = field(default=0, init=False, repr=False)   # answers refused for their size
 
     async def refresh(self, now: float) -> None:
         """Score the window ending at ``now``; raises when no job could be fetched (the source is down)."""
         state = self.state
         started = time.monotonic()
-        self._fetched = self._full = 0
+        self._fetched = self._full = self._too_large = 0
         budget = getattr(self.settings, "fetch_budget_s", None)
         self._deadline = asyncio.get_running_loop().time() + budget if budget is not None else None
         window = window_ending(now, self.settings)
@@ -148,14 +150,15 @@ class Refresher:
         state.health = Health(up=True, stale=False, last_success=time.time(), failures=state.health.failures,
                               duration_s=time.monotonic() - started, rejected_job_ids=tuple(rejected),
                               last_error="; ".join(f"job {j}: {e}" for j, e in failed.items())[:2000],
-                              fetched_samples=self._fetched, full_fetches=self._full)
+                              fetched_samples=self._fetched, full_fetches=self._full,
+                              answers_too_large=state.health.answers_too_large + self._too_large)
 
     async def score(self, jobs: list[str], window: Window) -> tuple[dict[str, JobResult], dict[str, str]]:
         """Each job's window (moved on from the one held, else fetched whole) scored, and the errors of the
         jobs that could not be fetched; raises when every job fails (the source itself is the problem)."""
         features, failed = await self._fetch_jobs(jobs, window)
         scored = await asyncio.to_thread(score_window, features, window.start, self.settings.step_s,
-                                         dict(self.state.baselines), dict(self.state.learned))
+                                         dict(self.state.baselines), dict(self.state.learned), dict(self.state.paces))
         return scored, failed
 
     def failed(self, exc: Exception) -> None:
@@ -163,6 +166,7 @@ class Refresher:
         h = self.state.health
         h.up, h.stale, h.failures = False, bool(self.state.results.jobs), h.failures + 1
         h.last_error = f"{type(exc).__name__}: {exc}"
+        h.answers_too_large += self._too_large + isinstance(exc, AnswerTooLarge)
 
     def _account(self, scored: dict[str, JobResult], failed: dict[str, str], window: Window) -> dict[str, JobView]:
         """Each scored job's new samples counted and its view; a job whose queries failed keeps its last
@@ -183,6 +187,8 @@ class Refresher:
         is still a straggler, not imbalance (GPUs absent from this window keep theirs)."""
         if res.baseline is not None:
             self.state.baselines[job_id] = res.baseline
+        if res.slowdown is not None and res.slowdown.learned is not None:
+            self.state.paces[job_id] = res.slowdown.learned
         old = self.state.learned.get(job_id)
         self.state.learned[job_id] = res.learned if old is None else res.learned.combine_first(old)
 
@@ -192,6 +198,7 @@ class Refresher:
             self.state.losses.pop(gone, None)
             self.state.baselines.pop(gone, None)
             self.state.learned.pop(gone, None)
+            self.state.paces.pop(gone, None)
             self.state.windows.pop(gone, None)
 
     async def _catch_up(self, jobs: list[str], window: Window) -> None:
@@ -214,11 +221,13 @@ class Refresher:
                 held = await fetch_window(self.source, job_id, chunk, pace=self.state.fills.pace(job_id),
                                           inputs=self.state.fills.inputs.get(job_id))
             except PrometheusError as exc:
+                self._too_large += isinstance(exc, AnswerTooLarge)
                 log.warning("catch-up failed; retried next refresh", extra=kv(job_id=job_id, err=str(exc)[:500]))
                 continue
             self._fetched += held.fetched
             scored = await asyncio.to_thread(score_window, {job_id: held.features()}, chunk.start, step,
-                                             dict(self.state.baselines), dict(self.state.learned))
+                                             dict(self.state.baselines), dict(self.state.learned),
+                                             dict(self.state.paces))
             if job_id in scored:
                 res = scored[job_id]
                 self._remember_baseline(job_id, res)   # older than the current window's, which replaces it after
@@ -235,6 +244,7 @@ class Refresher:
             try:
                 held = await self._window(job_id, window)
             except PrometheusError as exc:
+                self._too_large += isinstance(exc, AnswerTooLarge)
                 failed[job_id] = str(exc)
                 continue
             if (found := held.features()) is not None:    # a window not whole yet: once its newest rows are in

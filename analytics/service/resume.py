@@ -14,11 +14,13 @@ import aiohttp
 
 from lockstep.analytics.prom import api as source_prom
 from lockstep.analytics.prom import promql
+from lockstep.analytics.prom.answersize import SERVE_DEFAULT
 from lockstep.analytics.service.state import LOSS_CAUSES, LossCounters
 from lockstep.exporters.catalog import analytics as cat
+from lockstep.exporters.catalog.enums import LEDGER
 
 _NAMES = frozenset(m.name for m in (cat.JOB_ACCOUNTED_UNTIL, cat.JOB_ALLOCATED_GPU_SECONDS, cat.JOB_LOST_GPU_SECONDS,
-                                    cat.JOB_IMBALANCE_LOST_GPU_SECONDS))
+                                    cat.JOB_IMBALANCE_LOST_GPU_SECONDS, cat.JOB_LEDGER_GPU_SECONDS))
 
 
 # Jobs asked for in one query: a replica restarting beside hundreds of running jobs makes a few queries,
@@ -56,9 +58,8 @@ def counters_from(result: list) -> LossCounters | None:
     for labels, value in filter(None, map(sample, result)):
         if labels.get("__name__") not in _NAMES:
             continue  # not an answer to resume_query (a proxy, a recording rule): not ours to continue
-        exporter = tuple(sorted((k, v) for k, v in labels.items() if k not in ("__name__", "cause")))
-        key = labels["__name__"] + ("/" + labels["cause"] if "cause" in labels else "")
-        by_exporter[exporter][key] = value
+        exporter = tuple(sorted((k, v) for k, v in labels.items() if k not in ("__name__", "kind", "cause")))
+        by_exporter[exporter][_key(labels["__name__"], labels.get("kind"), labels.get("cause", ""))] = value
     found = [v for v in by_exporter.values() if cat.JOB_ACCOUNTED_UNTIL.name in v]
     if not found:
         return None
@@ -67,9 +68,23 @@ def counters_from(result: list) -> LossCounters | None:
     if allocated is None:
         return None
     # A cause missing from the export (one added since) has lost nothing yet.
-    lost = {c: last.get(f"{cat.JOB_LOST_GPU_SECONDS.name}/{c}", 0.0) for c in LOSS_CAUSES}
-    return LossCounters(accounted_until=last[cat.JOB_ACCOUNTED_UNTIL.name], allocated=allocated, lost=lost,
-                        imbalance=last.get(cat.JOB_IMBALANCE_LOST_GPU_SECONDS.name, 0.0))
+    lost = {c: last.get(_key(cat.JOB_LOST_GPU_SECONDS.name, None, c), 0.0) for c in LOSS_CAUSES}
+    counters = LossCounters(accounted_until=last[cat.JOB_ACCOUNTED_UNTIL.name], allocated=allocated, lost=lost,
+                            imbalance=last.get(cat.JOB_IMBALANCE_LOST_GPU_SECONDS.name, 0.0))
+    # The ledger's losses as exported (one missing, exported before it existed, lost nothing yet), and as
+    # productive what they leave of the allocation: the ledger goes on summing to it.
+    for kind, causes in LEDGER.items():
+        for c in causes:
+            if kind != "productive":
+                counters.ledger[kind][c] = last.get(_key(cat.JOB_LEDGER_GPU_SECONDS.name, kind, c), 0.0)
+    counters.ledger["productive"][""] = allocated - sum(v for kind, by_cause in counters.ledger.items()
+                                                        if kind != "productive" for v in by_cause.values())
+    return counters
+
+
+def _key(name: str, kind: str | None, cause: str) -> str:
+    """A series' key among an exporter's: its name, kind and cause (Prometheus drops an empty label)."""
+    return "/".join([name] + ([kind] if kind is not None else []) + ([cause] if cause else []))
 
 
 def counters_by_job(result: list) -> dict[str, LossCounters]:
@@ -82,13 +97,14 @@ def counters_by_job(result: list) -> dict[str, LossCounters]:
 
 
 async def resume(session: aiohttp.ClientSession, base_url: str, jobs: list[str], at: float, lookback_s: float,
-                 timeout: float) -> dict[str, LossCounters]:
+                 timeout: float, max_bytes: int = SERVE_DEFAULT) -> dict[str, LossCounters]:
     """Counters to continue for ``jobs`` (those with none exported within ``lookback_s`` start afresh)."""
     out: dict[str, LossCounters] = {}
     for first in range(0, len(jobs), BATCH):
         batch = jobs[first:first + BATCH]
         result = await source_prom.api_get(session, base_url, "/api/v1/query",
-                                           {"query": resume_query(batch, lookback_s), "time": f"{at:.3f}"}, timeout)
+                                           {"query": resume_query(batch, lookback_s), "time": f"{at:.3f}"}, timeout,
+                                           max_bytes)
         found = counters_by_job(result)
         out.update((job_id, found[job_id]) for job_id in batch if job_id in found)
     return out

@@ -10,6 +10,7 @@ import aiohttp
 from lockstep.analytics.frame.inputs import Input
 from lockstep.analytics.prom import api as source_prom
 from lockstep.analytics.prom import promql
+from lockstep.analytics.prom.answersize import SERVE_DEFAULT
 from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.grid import Window
 from lockstep.analytics.service import resume
@@ -24,13 +25,15 @@ class PrometheusSource:
     timeout_s: float
     resume_lookback_s: float = 0.0      # 0: jobs never continue exported counters
     recorded_inputs: bool = True        # read the inputs' recorded series where the store holds them
+    max_answer_bytes: int = SERVE_DEFAULT   # of one answer, decompressed (lockstep.analytics.prom.answersize)
 
     async def list_jobs(self, at: float, lookback_s: float = 0.0) -> list[str]:
-        return await source_prom.list_jobs(self.session, self.base_url, at, self.timeout_s, lookback_s)
+        return await source_prom.list_jobs(self.session, self.base_url, at, self.timeout_s, lookback_s,
+                                           self.max_answer_bytes)
 
     async def series(self, inp: Input, job_id: str, window: Window, nodes: tuple[str, ...] = ()) -> Block:
         return await source_prom.query_range(self.session, self.base_url, inp.promql(job_id, window.step, nodes),
-                                             window, self.timeout_s)
+                                             window, self.timeout_s, self.max_answer_bytes)
 
     async def recorded(self, at: float, step: float, node: str) -> set[str]:
         """The inputs (by name) the store records at ``step`` since before ``at``, ``node``'s among them
@@ -39,10 +42,11 @@ class PrometheusSource:
             return set()
         mine = f"count({ANALYTICS_INPUTS['clock']}{{node={promql.quote(node)}}})"
         every = await source_prom.scalar(self.session, self.base_url, f"max({ANALYTICS_STEP}) and on () {mine}", at,
-                                         self.timeout_s)
+                                         self.timeout_s, self.max_answer_bytes)
         return set(ANALYTICS_INPUTS) if every is not None and abs(every - step) < 1e-6 else set()
 
     async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
         if not self.resume_lookback_s:
             return {}
-        return await resume.resume(self.session, self.base_url, job_ids, at, self.resume_lookback_s, self.timeout_s)
+        return await resume.resume(self.session, self.base_url, job_ids, at, self.resume_lookback_s, self.timeout_s,
+                                   self.max_answer_bytes)

@@ -12,7 +12,7 @@ from typing import Mapping, Protocol
 import numpy as np
 import pandas as pd
 
-from lockstep.exporters.catalog.enums import LOSS_CAUSES
+from lockstep.exporters.catalog.enums import LOSS_CAUSES, ledger_zero
 
 
 class Accounted(Protocol):
@@ -22,6 +22,7 @@ class Accounted(Protocol):
     columns: pd.Index
     lost: Mapping[str, np.ndarray]
     imbalance_lost: np.ndarray
+    ledger: Mapping[str, Mapping[str, np.ndarray]] | None   # GPU-seconds per sample by kind and cause
 
 
 @dataclass
@@ -35,6 +36,7 @@ class Health:
     last_error: str = ""
     fetched_samples: int = 0    # samples the last refresh fetched (the held windows moved on: the new rows only)
     full_fetches: int = 0       # jobs whose window the last refresh fetched whole (new, changed, or after a gap)
+    answers_too_large: int = 0  # Prometheus answers not read past --prometheus-max-answer-size, since start
 
 
 @dataclass
@@ -43,6 +45,8 @@ class LossCounters:
     allocated: float = 0.0
     lost: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LOSS_CAUSES, 0.0))
     imbalance: float = 0.0      # GPU-seconds spent waiting for ranks slow since they started (no loss cause)
+    # the goodput ledger, kind -> cause -> GPU-seconds: its entries sum to ``allocated``
+    ledger: dict[str, dict[str, float]] = field(default_factory=ledger_zero)
 
     def add(self, res: Accounted, period: float) -> None:
         if self.accounted_until == float("-inf") and len(res.times):
@@ -50,11 +54,26 @@ class LossCounters:
         new = res.times > self.accounted_until
         if not new.any():
             return
-        self.allocated += float(new.sum()) * period * len(res.columns)
+        allocated = float(new.sum()) * period * len(res.columns)
+        self.allocated += allocated
         for cause in LOSS_CAUSES:
             self.lost[cause] += float(res.lost[cause][new].sum())
         self.imbalance += float(res.imbalance_lost[new].sum())
+        if res.ledger is not None:
+            self._book(res.ledger, new, allocated)
         self.accounted_until = float(res.times[new][-1])
+
+    def _book(self, ledger: Mapping[str, Mapping[str, np.ndarray]], new: np.ndarray, allocated: float) -> None:
+        """The new samples' ledger, its productive entry what the losses leave of ``allocated``: what is
+        added sums to what is allocated, to the last bit a float sum allows."""
+        lost = 0.0
+        for kind, by_cause in ledger.items():
+            for cause, values in by_cause.items():
+                if kind != "productive":
+                    v = float(values[new].sum())
+                    self.ledger[kind][cause] += v
+                    lost += v
+        self.ledger["productive"][""] += allocated - lost
 
     def behind(self, window_start: float) -> bool:
         """Counted before, but not up to ``window_start``: a gap to catch up first. A window's first sample

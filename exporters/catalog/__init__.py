@@ -7,10 +7,24 @@ severities) and ``selectors`` the scrape-job selectors every query is a function
 """
 from __future__ import annotations
 
-from lockstep.exporters.catalog import analytics, fabric, gpu, health, nccl, power, storage, validation
+from lockstep.exporters.catalog import (
+    analytics,
+    fabric,
+    gnmi,
+    gpu,
+    health,
+    nccl,
+    nccl_inspector,
+    pace,
+    power,
+    storage,
+    switches,
+    validation,
+)
 from lockstep.exporters.catalog.model import COUNTER, GAUGE, Metric
 
-SECTIONS = (health, gpu, fabric, storage, power, analytics, validation, nccl)
+SECTIONS = (health, gpu, fabric, storage, power, analytics, validation, nccl, nccl_inspector, pace, switches,
+            gnmi)
 
 
 def _build() -> dict[str, Metric]:

@@ -1,6 +1,16 @@
 """Metrics the analytics service computes from Prometheus data (and the step-time gauge a training
 job may export itself)."""
-from lockstep.exporters.catalog.enums import LOSS_CAUSES, STALL_CAUSES
+from lockstep.exporters.catalog.enums import (
+    IMBALANCE_CAUSES,
+    LEDGER,
+    LOSS_CAUSES,
+    RANK_DEAD,
+    RANK_HANGS,
+    RANK_STOPPED,
+    SLOWDOWN_CAUSES,
+    STALL_CAUSES,
+    STRAGGLER_CAUSES,
+)
 from lockstep.exporters.catalog.model import counter, gauge
 
 STRAGGLER_SCORE = gauge(
@@ -81,6 +91,55 @@ ANALYTICS_FULL_FETCHES = gauge(
     "lockstep_analytics_refresh_full_fetches",
     "Jobs whose window the last refresh fetched whole (new jobs, GPUs changed, after a gap).")
 METRICS += (ANALYTICS_REFRESH_SAMPLES, ANALYTICS_FULL_FETCHES)
+
+# Added with causes on every finding: why a straggler or an imbalanced rank is slow, judged from its hardware.
+STRAGGLER_CAUSE = gauge(
+    "lockstep_straggler_cause",
+    f"1 for the cause of each flagged GPU (or node, gpu=\"\"): {', '.join(STRAGGLER_CAUSES)}. hardware: its own "
+    "hardware explains it (a thermal or hardware slowdown, the power brake, its clock below its peers', a narrow "
+    "PCIe link, a hardware XID): drain the node; transient: its pace alone changed; unknown: mixed evidence. A "
+    "GPU slow since it started is flagged only when its hardware explains it.", ("job_id", "node", "gpu", "cause"))
+JOB_IMBALANCE_CAUSE = gauge(
+    "lockstep_job_imbalance_cause",
+    f"1 for the cause of each GPU of lockstep_job_imbalance_ratio: {', '.join(IMBALANCE_CAUSES)} (work: no hardware "
+    "evidence, a heavier stage or skewed data; unknown: its hardware hints at more).", ("job_id", "node", "gpu", "cause"))
+METRICS += (STRAGGLER_CAUSE, JOB_IMBALANCE_CAUSE)
+
+# Added with job-wide slowdowns and the goodput ledger.
+JOB_SLOWDOWN = gauge(
+    "lockstep_job_slowdown",
+    f"1 while every rank of the job runs slower than the job's own recent baseline (no stall), with the cause: "
+    f"{', '.join(SLOWDOWN_CAUSES)} (power: a cluster-wide power or thermal cap). Never pages on its own.",
+    ("job_id", "cause"))
+JOB_PACE_RATIO = gauge(
+    "lockstep_job_pace_ratio",
+    "The job's work rate (its ranks' median compute activity times their SM clock against its maximum), over "
+    "the last 30 s, against its own recent baseline: 1 as usual, 0.8 a fifth slower. Absent while it is stalled, "
+    "held back by a straggler, idle, or before a baseline is known.", ("job_id",), "ratio")
+_LEDGER_DOC = "; ".join(kind + (": " + ", ".join(causes) if any(causes) else "") for kind, causes in LEDGER.items())
+JOB_LEDGER_GPU_SECONDS = counter(
+    "lockstep_job_ledger_gpu_seconds_total",
+    "The goodput ledger: every allocated GPU-second of the job (lockstep_job_allocated_gpu_seconds_total, which "
+    f"the series of a job sum to) productive or lost to exactly one kind and cause ({_LEDGER_DOC}).",
+    ("job_id", "kind", "cause"), "seconds")
+METRICS += (JOB_SLOWDOWN, JOB_PACE_RATIO, JOB_LEDGER_GPU_SECONDS)
+
+# Added with hang localisation: the ranks a hung job waits for, where NCCL's RAS names them.
+JOB_HANG_CULPRIT = gauge(
+    "lockstep_job_hang_culprit",
+    f"1 for each rank a job stalled with cause {' or '.join(RANK_HANGS)} waits for: its node, GPU and rank "
+    "(in the job's largest NCCL communicator; empty where unknown), from NCCL's RAS (the node agents' nccl-ras "
+    f"collector): {RANK_STOPPED}, the rank is behind its communicator while the rest wait; {RANK_DEAD}, RAS gets "
+    "no answer from its process.", ("job_id", "node", "gpu", "rank", "cause"))
+
+METRICS += (JOB_HANG_CULPRIT,)
+
+# Added with the cap on Prometheus answers: what the service refused to read.
+ANALYTICS_ANSWERS_TOO_LARGE = counter(
+    "lockstep_analytics_prometheus_answers_too_large_total",
+    "Prometheus answers the service stopped reading past its --prometheus-max-answer-size (each fails the job "
+    "that asked for it, or the whole refresh when it is the job list); the refresh error names the query.")
+METRICS += (ANALYTICS_ANSWERS_TOO_LARGE,)
 
 # Added with windows fetched across refreshes: how much of a job's window its scores rest on.
 JOB_WINDOW_COVERAGE = gauge(

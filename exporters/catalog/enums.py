@@ -71,15 +71,57 @@ IB_PHYS_STATES: Mapping[int, str] = MappingProxyType(
 # --- lockstep_job_stalled{cause}, lockstep_job_lost_gpu_seconds_total{cause} -----------------------
 CHECKPOINT, NETWORK, STORAGE, STRAGGLER, HANG, THROTTLE, MEMBER_LOST = (
     "checkpoint", "network", "storage", "straggler", "hang", "throttle", "member_lost")
+RANK_STOPPED, RANK_DEAD = "rank_stopped", "rank_dead"
 # Why a stalled job stands still (the analytics service decides one per sample). member_lost: some of
 # the job's GPUs left the mapping (pod deleted, node agent gone) while the rest wait in the collective.
-STALL_CAUSES = (CHECKPOINT, NETWORK, STORAGE, STRAGGLER, HANG, MEMBER_LOST)
+# A hang NCCL's RAS localises to its ranks: rank_stopped, a rank stopped entering collectives while its
+# communicator's other ranks went on and wait for it; rank_dead, a rank's process RAS no longer reaches
+# (unresponsive, or considered dead) while the rest wait for it. hang: a hang not localised.
+STALL_CAUSES = (CHECKPOINT, NETWORK, STORAGE, STRAGGLER, HANG, MEMBER_LOST, RANK_STOPPED, RANK_DEAD)
 # Where allocated GPU time goes lost: the stall causes, and throttle (time lost running slow, unstalled).
-LOSS_CAUSES = (CHECKPOINT, STRAGGLER, NETWORK, STORAGE, HANG, THROTTLE, MEMBER_LOST)
+LOSS_CAUSES = (CHECKPOINT, STRAGGLER, NETWORK, STORAGE, HANG, THROTTLE, MEMBER_LOST, RANK_STOPPED, RANK_DEAD)
+# Hangs localised to the ranks the job waits for: each culprit named (lockstep_job_hang_culprit).
+RANK_HANGS = (RANK_STOPPED, RANK_DEAD)
 # Stalls with an alert of their own: a blocking checkpoint is expected and bounded
-# (CheckpointStallExcessive), a hang pages as TrainingJobHung, a lost member as TrainingJobMemberLost;
-# TrainingJobStalled covers the rest.
-STALLS_ALERTED_APART = (CHECKPOINT, HANG, MEMBER_LOST)
+# (CheckpointStallExcessive), a hang pages as TrainingJobHung, a lost member as TrainingJobMemberLost,
+# a hang localised to its ranks as TrainingJobRankHung; TrainingJobStalled covers the rest.
+STALLS_ALERTED_APART = (CHECKPOINT, HANG, MEMBER_LOST, *RANK_HANGS)
+
+# --- the cause of each finding: lockstep_finding_cause{kind,cause}, lockstep_job_slowdown{cause} --------
+HARDWARE, TRANSIENT, WORK, UNKNOWN, POWER = "hardware", "transient", "work", "unknown", "power"
+# Why a rank (or a node) runs slower than its job. hardware: its own hardware explains it (a clock-event
+# reason other than the job-wide power cap, its clock below its peers', its heat, a PCIe link trained
+# narrower, XIDs): a node to drain. transient: a straggler with no such evidence (its pace alone changed:
+# the OS, a data loader, a garbage collection, a noisy neighbour). work: imbalance with no such evidence (a
+# heavier pipeline stage, skewed data). unknown: the evidence is mixed.
+STRAGGLER_CAUSES = (HARDWARE, TRANSIENT, UNKNOWN)
+IMBALANCE_CAUSES = (WORK, UNKNOWN)
+RANK_CAUSES = (HARDWARE, TRANSIENT, WORK, UNKNOWN)
+# Why a whole job runs slower than its own recent baseline (no stall): its input (storage), the fabric, a
+# checkpoint, a cluster-wide power or thermal cap, or no evidence the stack collects (unknown).
+SLOWDOWN_CAUSES = (STORAGE, NETWORK, CHECKPOINT, POWER, UNKNOWN)
+
+# --- lockstep_job_ledger_gpu_seconds_total{kind,cause}: the goodput ledger ---------------------------
+# Every allocated GPU-second of a job, productive or lost to exactly one (kind, cause): a stall by its
+# cause (checkpoint stalls apart, with the time a checkpoint slows the job: kind checkpoint), a straggler
+# by its cause, imbalance, a job-wide slowdown by its cause, an allocation with nothing running (idle:
+# the job restarting, or not started).
+LEDGER: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "productive": ("",),
+    "stall": tuple(c for c in STALL_CAUSES if c != CHECKPOINT),
+    CHECKPOINT: (CHECKPOINT,),
+    STRAGGLER: STRAGGLER_CAUSES,
+    "imbalance": IMBALANCE_CAUSES,
+    "slowdown": tuple(c for c in SLOWDOWN_CAUSES if c != CHECKPOINT),
+    "idle": ("",),
+})
+LEDGER_KINDS = tuple(LEDGER)
+
+
+def ledger_zero() -> dict[str, dict[str, float]]:
+    """An empty ledger: every (kind, cause) at 0."""
+    return {kind: dict.fromkeys(causes, 0.0) for kind, causes in LEDGER.items()}
+
 
 # --- lockstep_validation_*{kind,status} (validation results, exporters/catalog/validation.py) -------
 KINDS = ("nccl", "perftest", "dcgm-diag", "fio", "gpu-burn")
@@ -107,3 +149,6 @@ SEVERITIES = (PAGE, TICKET)
 def numbered(states: Mapping[int, str]) -> str:
     """``1 down, 2 init, ...``: a state gauge's values as its HELP text lists them."""
     return ", ".join(f"{value} {name}" for value, name in states.items())
+
+# lockstep_link_health's state label (the fabric exporter's verdict per port), best first.
+LINK_HEALTH_STATES = ("ok", "degraded", "failed")

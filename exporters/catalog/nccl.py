@@ -106,7 +106,21 @@ MISSING_RANK_INFO = gauge(
     "--nccl-ras.max-missing-ranks per communicator.",
     COMM + ("rank", "address", "pid", "gpu", "reason"))
 
+RANK_BEHIND = gauge(
+    "lockstep_nccl_rank_collectives_behind",
+    "Collective operations the rank has launched fewer of than the furthest rank of its communicator, summed over "
+    "collective types, within one RAS answer (0: in front). RAS gathers an answer from every process of the job "
+    "at once, so ranks compared within it are compared at one moment, wherever they run: while a job runs its "
+    "ranks are a few operations apart; a rank that stays behind while none moves is the one the job waits for. "
+    "Ranks on this node whose counts the answer gives (a text answer: only the ranks it singles out).",
+    RANK)
+RAS_NODE_ADDRESS = gauge(
+    "lockstep_nccl_ras_node_address_info",
+    "Always 1; an address RAS knows this node by (the host it gives for a rank on this node in the last answer): "
+    "what joins the address a missing rank is named by to its node.", ("address",))
+
 METRICS = (RAS_UP, RAS_NO_JOB, RAS_POLLS, RAS_POLL_DURATION, RAS_ANSWER_AGE, RAS_INFO, RAS_TIMEOUTS,
            RAS_COMMUNICATORS, RAS_COMMUNICATORS_LIMIT, RAS_DEAD_PROCESSES, RAS_UNRESPONSIVE_PROCESSES,
            COMMUNICATOR_RANKS, COMMUNICATOR_MISSING_RANKS, COMMUNICATOR_UNRESPONSIVE_RANKS, COMMUNICATOR_DEAD_RANKS,
-           COMMUNICATOR_ASYNC_ERROR_RANKS, RANK_COLLECTIVES, RANK_INFO, MISSING_RANK_INFO)
+           COMMUNICATOR_ASYNC_ERROR_RANKS, RANK_COLLECTIVES, RANK_INFO, MISSING_RANK_INFO, RANK_BEHIND,
+           RAS_NODE_ADDRESS)

@@ -63,8 +63,15 @@ REDFISH_LAST_SUCCESS = gauge("lockstep_redfish_last_success_timestamp_seconds",
                              "Unix time of the last successful poll of the target.", T, "seconds")
 REDFISH_POLL_DURATION = gauge("lockstep_redfish_poll_duration_seconds",
                               "Wall-clock time the last poll of the target took.", T, "seconds")
+REDFISH_INVALID_READINGS = gauge("lockstep_redfish_invalid_readings",
+                                 "Readings the last poll of the target left out because they were not finite "
+                                 "numbers (NaN, +Inf, -Inf, a number past a float's range); absent when there were none.", T)
+REDFISH_SKIPPED_MEMBERS = gauge("lockstep_redfish_skipped_members",
+                                "Members of the target's Redfish collections and arrays past the power exporter's "
+                                "cap per array, which the last poll did not read; absent when there were none.", T)
 
 METRICS = (CHASSIS_POWER, PDU_POWER, PDU_ENERGY, RACK_BUDGET, COOLANT_TEMPERATURE, REDFISH_UP,
            CHASSIS_POWER_LIMIT, PSU_INPUT_POWER, PSU_ENERGY, PDU_OUTLET_POWER, PDU_OUTLET_ENERGY, PDU_MAINS_POWER,
            PDU_MAINS_CURRENT, PDU_MAINS_VOLTAGE, COOLANT_FLOW, COOLANT_PRESSURE, CDU_HEAT_REMOVED, CDU_PUMP_SPEED,
-           CDU_PUMP_STATE, LEAK_DETECTOR_STATE, TARGET_INFO, REDFISH_LAST_SUCCESS, REDFISH_POLL_DURATION)
+           CDU_PUMP_STATE, LEAK_DETECTOR_STATE, TARGET_INFO, REDFISH_LAST_SUCCESS, REDFISH_POLL_DURATION,
+           REDFISH_INVALID_READINGS, REDFISH_SKIPPED_MEMBERS)

@@ -28,6 +28,10 @@ class SimNode:
     validation_results: Path
     kubelet_socket: Path   # the node's kubelet PodResources socket, where the simulator presents Kubernetes
     kubeconfig: Path       # DIR/kubeconfig: the simulated API server (pod list/watch) and the agent's token
+    nccl_inspector: Path   # NCCL Inspector's Prometheus files of the node's ranks (NCCL_INSPECTOR_DUMP_DIR)
+    steps_socket: Path     # the node agent's step-feed socket the simulated ranks send to (catalog/stepfeed.py)
+    # one line, HOST:PORT (NCCL_RAS_ADDR's form): where the node's simulated NCCL RAS service listens (job nodes)
+    nccl_ras_address: Path
 
     @classmethod
     def at(cls, root: Path) -> "SimNode":
@@ -36,7 +40,9 @@ class SimNode:
         return cls(root, root.name, sysfs=root / "sys", procfs=root / "proc", ethtool=root / "ethtool",
                    gpus=root / "gpus.json", job_mapping=jobs, job_users=root / f"{jobs.name}-users",
                    validation_results=root.parent / "validation",
-                   kubelet_socket=root / "kubelet.sock", kubeconfig=root.parent / "kubeconfig")
+                   kubelet_socket=root / "kubelet.sock", kubeconfig=root.parent / "kubeconfig",
+                   nccl_inspector=root / "nccl-inspector", steps_socket=root / "steps.sock",
+                   nccl_ras_address=root / "nccl-ras.address")
 
 
 @dataclass(frozen=True)

@@ -23,14 +23,12 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from lockstep.exporters.catalog.enums import (
-    XID_CRITICAL,
-    XID_INFO,
-    XID_WARNING,
-)
-from lockstep.exporters.catalog.enums import (
-    XID_DRAIN_ACTIONS as DRAIN_ACTIONS,
-)
+# ACTIONS, CATEGORIES, SEVERITIES: the vocabularies, re-exported for the catalog's readers
+from lockstep.exporters.catalog.enums import XID_ACTIONS as ACTIONS  # noqa: F401
+from lockstep.exporters.catalog.enums import XID_CATEGORIES as CATEGORIES  # noqa: F401
+from lockstep.exporters.catalog.enums import XID_CRITICAL, XID_INFO, XID_WARNING
+from lockstep.exporters.catalog.enums import XID_DRAIN_ACTIONS as DRAIN_ACTIONS
+from lockstep.exporters.catalog.enums import XID_SEVERITIES as SEVERITIES  # noqa: F401
 
 BUCKETS = {"IGNORE": "none", "RESTART_APP": "restart_app", "RESET_GPU": "reset_gpu", "RESTART_BM": "reboot_node",
            "RESTART_VM": "reboot_node", "CHECK_MECHANICALS": "service_hardware", "UPDATE_SWFW": "update_software",

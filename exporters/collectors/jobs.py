@@ -149,3 +149,36 @@ def jobs_collector(config: "ExporterConfig") -> JobsCollector:
     else:
         collector.slurm = SlurmSource(options.mapping_dir, options.user_dir)
     return collector
+
+
+class LazyJobs:
+    """The node's job mapping for another collector that joins its series to the GPU's job: the ``jobs``
+    collector built from the same flags on first use, so a node where that collector never has anything to
+    join opens no job mapping (nor a Kubernetes pod watch)."""
+
+    def __init__(self, config: "ExporterConfig") -> None:
+        self.config = config
+        self._jobs: JobsCollector | None = None
+
+    def _collector(self) -> JobsCollector:
+        if self._jobs is None:
+            self._jobs = jobs_collector(self.config)
+        return self._jobs
+
+    def rows(self):
+        """The mapping's samples (``lockstep_gpu_job_info``)."""
+        return self._collector().collect()
+
+    def refs(self):
+        """The GPU backend's device ids (index, UUID, MIG devices)."""
+        return self._collector().refs()
+
+    def pod_jobs(self) -> dict[str, str]:
+        """``{pod UID: job id}`` of the pods holding GPUs, on a Kubernetes node; empty under Slurm."""
+        kube = self._collector().kube
+        return kube.pod_jobs() if kube is not None else {}
+
+    def close(self) -> None:
+        if self._jobs is not None:
+            self._jobs.close()
+

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from lockstep.exporters.catalog import gpu as gpu_metrics
 from lockstep.exporters.catalog import nccl as m
+from lockstep.exporters.collectors.jobs import LazyJobs
+from lockstep.exporters.jobs.placement import Placements
 from lockstep.exporters.nccl.node import local_addresses, normal_address, slurm_job_of_pid
 from lockstep.exporters.nccl.ras import NCCL_RESULTS, Communicator, RasParseError, RasStatus, parse
 from lockstep.exporters.nccl.rasclient import (
@@ -43,7 +44,6 @@ from lockstep.exporters.nccl.rasclient import (
     query,
 )
 from lockstep.exporters.registry import add_flag, register
-from lockstep.exporters.scrape import PartialFailure
 from lockstep.exporters.toolkit.logs import once
 from lockstep.exporters.toolkit.sample import Sample
 
@@ -167,6 +167,9 @@ def status_samples(status: RasStatus, options: NcclRasOptions, local: set[str],
             out.append(Sample(metric, (), float(value)))
     for c in exported:
         out += _communicator_samples(c, status.format, here, job_of, options.max_missing_ranks)
+    # The addresses RAS gives this node's ranks: what names the node in other nodes' missing ranks.
+    addresses = {normal_address(r.host) for c in candidates for r in (*c.ranks, *c.missing) if here(r.host)}
+    out += [Sample(m.RAS_NODE_ADDRESS, (address,), 1.0) for address in sorted(addresses)]
     # An answer that names a rank twice (two communicators under one hash) must not make a series twice.
     unique: dict[tuple, Sample] = {}
     for sample in out:
@@ -192,6 +195,7 @@ def _communicator_samples(c: Communicator, fmt: str, here: Callable[[str], bool]
         (m.COMMUNICATOR_ASYNC_ERROR_RANKS, c.async_error_count)) if value is not None]
     # A JSON answer counts every collective for every rank: only those the communicator uses get series.
     used = {name for r in c.ranks for name, value in r.counts if value > 0}
+    furthest = dict(c.furthest)
     for r in local_ranks:
         labels = comm + (str(r.rank), _gpu(r.nvml_dev))
         out.append(Sample(m.RANK_INFO, labels + (str(r.pid) if r.pid >= 0 else "",
@@ -199,6 +203,9 @@ def _communicator_samples(c: Communicator, fmt: str, here: Callable[[str], bool]
                                                  _rank_state_label(r.state), _error_label(r.async_error)), 1.0))
         out += [Sample(m.RANK_COLLECTIVES, labels + (name,), float(value)) for name, value in r.counts
                 if fmt != "json" or name in used]
+        known = [(furthest[name], value) for name, value in r.counts if name in furthest]
+        if known:
+            out.append(Sample(m.RANK_BEHIND, labels, float(sum(most - value for most, value in known))))
     for r in c.missing[:max_missing]:
         reason = "dead" if r.dead else ("not_member" if r.not_member else "unresponsive")
         out.append(Sample(m.MISSING_RANK_INFO, comm + (str(r.rank), r.host, str(r.pid) if r.pid >= 0 else "",
@@ -308,35 +315,14 @@ class NcclRasCollector:
 
 class JobLookup:
     """``(nvml_dev, pid) -> job_id``: the node's GPU→job mapping (what the ``jobs`` collector serves, from the
-    same flags), else the Slurm job of the process. The mapping is read at most once per poll."""
+    same flags), else the Slurm job of the process."""
 
-    def __init__(self, rows: Callable[[], Iterable[Sample]], procfs: Path, max_age: float) -> None:
-        self.rows, self.procfs, self.max_age = rows, procfs, max_age
-        self._by_gpu: dict[str, str] = {}
-        self._read_at = -max_age
+    def __init__(self, placements: Placements, procfs: Path) -> None:
+        self.placements, self.procfs = placements, procfs
 
     def __call__(self, nvml_dev: int, pid: int) -> str:
-        if time.monotonic() - self._read_at >= self.max_age:
-            self._read_at = time.monotonic()
-            self._by_gpu = self._mapping()
-        job = self._by_gpu.get(_gpu(nvml_dev), "") if nvml_dev >= 0 else ""
+        job = self.placements.of(_gpu(nvml_dev)).job_id if nvml_dev >= 0 else ""
         return job or slurm_job_of_pid(self.procfs, pid)
-
-    def _mapping(self) -> dict[str, str]:
-        try:
-            samples = list(self.rows())
-        except PartialFailure as exc:
-            samples = exc.samples
-        except Exception as exc:
-            once(log, logging.WARNING, "jobs", "job mapping unavailable for NCCL ranks: %s", exc)
-            return {}
-        gpu_at = gpu_metrics.JOB_INFO.labels.index("gpu")
-        job_at = gpu_metrics.JOB_INFO.labels.index("job_id")
-        out: dict[str, str] = {}
-        for s in samples:
-            if s.metric is gpu_metrics.JOB_INFO and s.labels[gpu_at]:
-                out.setdefault(s.labels[gpu_at], s.labels[job_at])
-        return out
 
 
 @register("nccl-ras", default_enabled=False,
@@ -345,18 +331,8 @@ class JobLookup:
           add_flags=NcclRasOptions.add_flags)
 def nccl_ras(config: "ExporterConfig") -> NcclRasCollector:
     options = NcclRasOptions.from_config(config)
-    jobs = None
-
-    def rows() -> Iterable[Sample]:
-        nonlocal jobs
-        if jobs is None:    # built on first use: no job mapping (nor pod watch) on a node without NCCL jobs
-            from lockstep.exporters.collectors.jobs import jobs_collector
-            jobs = jobs_collector(config)
-        return jobs.collect()
-
-    def close_jobs() -> None:
-        if jobs is not None:
-            jobs.close()
-
-    poller = RasPoller(options, JobLookup(rows, options.procfs, options.interval)).start()
-    return NcclRasCollector(poller, close_jobs)
+    jobs = LazyJobs(config)   # no job mapping (nor pod watch) on a node without NCCL jobs
+    # RAS names a rank's GPU by its NVML index: the device ids are not needed
+    placements = Placements(jobs.rows, dict, max_age=options.interval)
+    poller = RasPoller(options, JobLookup(placements, options.procfs)).start()
+    return NcclRasCollector(poller, jobs.close)

@@ -1,7 +1,8 @@
 """``validation``: the latest cluster validation result per test and scale, as ``lockstep validate`` stored it
 under ``<--validation.results-dir>/<node>/<kind>/<test>@<scale>.json`` (the node's short host name; the
 directory may be shared by every node). Each file is parsed again only when it changed (inode, mtime,
-size): a scrape costs one ``stat`` per test, however long the history behind it."""
+size): a scrape costs one ``stat`` per test, however long the history behind it. A file larger than the
+store ever writes (``lockstep.validation.store.MAX_SERIES_BYTES``) is logged once and skipped, never read."""
 from __future__ import annotations
 
 import logging
@@ -17,7 +18,7 @@ from lockstep.exporters.toolkit.logs import once
 from lockstep.exporters.toolkit.sample import Sample
 from lockstep.validation.model import figure_key
 from lockstep.validation.result import short_node
-from lockstep.validation.store import DEFAULT_DIR, read_series
+from lockstep.validation.store import DEFAULT_DIR, MAX_SERIES_BYTES, read_series
 
 log = logging.getLogger("lockstep.collector.validation")
 
@@ -80,6 +81,12 @@ class ValidationCollector:
         cached = self._cache.get(path)
         if cached is not None and cached[0] == key:
             return cached[1]
+        if key[2] > MAX_SERIES_BYTES:
+            once(log, logging.WARNING, f"{path}:{key}", "skipping validation result %s: %d bytes, larger than the "
+                 "%d MiB a result is stored in (written by an older lockstep? ingest the run again)", path, key[2],
+                 MAX_SERIES_BYTES >> 20)
+            self._cache[path] = (key, [])
+            return []
         try:
             samples = series_samples(read_series(path))
         except FileNotFoundError:

@@ -51,6 +51,7 @@ class PodMeta:
     annotations: Mapping[str, str]
     owner_kind: str = ""   # the controlling owner reference, "" for none
     owner_name: str = ""
+    uid: str = ""          # metadata.uid: names the pod's cgroup (the per-job I/O collector)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,8 @@ def pod_meta(pod: Mapping[str, Any]) -> PodMeta:
     meta = pod.get("metadata") or {}
     owner = next((o for o in meta.get("ownerReferences") or () if o.get("controller")), {})
     return PodMeta(meta.get("namespace", ""), meta.get("name", ""), dict(meta.get("labels") or {}),
-                   dict(meta.get("annotations") or {}), owner.get("kind", ""), owner.get("name", ""))
+                   dict(meta.get("annotations") or {}), owner.get("kind", ""), owner.get("name", ""),
+                   str(meta.get("uid") or ""))
 
 
 def validate_label_keys(keys: Sequence[str]) -> tuple[str, ...]:

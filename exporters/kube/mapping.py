@@ -69,6 +69,17 @@ class KubernetesSource:
             log.debug("pods not in the pod cache yet", extra={"fields": {"pods": ",".join(unknown)}})
         return rows, snapshot.error
 
+    def pod_jobs(self) -> dict[str, str]:
+        """``{pod UID: job id}`` of the pods holding this node's GPUs (raises as ``rows`` does)."""
+        rows, _ = self.rows()
+        pods = self.watcher.snapshot().pods
+        out = {}
+        for row in rows:
+            pod = pods.get((row.namespace, row.pod))
+            if pod is not None and pod.uid:
+                out[pod.uid.lower()] = row.job_id
+        return out
+
     def close(self) -> None:
         self.watcher.close()
         self.kubelet.close()

@@ -92,6 +92,9 @@ class Communicator:
     ranks: tuple[Rank, ...] = ()
     missing: tuple[MissingRank, ...] = ()
     problems: tuple[str, ...] = ()     # text: INCOMPLETE, ERROR, MISMATCH as headed
+    # (collective, the most operations any rank of it launched): every rank's in JSON; in text, where the
+    # ranks' counts differ (MISMATCH), the highest count it gives, for a group of ranks or for one
+    furthest: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,8 +219,16 @@ def _json_comm(c: dict, where: str) -> Communicator:
         _opt_int(c, "missing_ranks_count", where),
         unresponsive_count=sum(1 for m in missing if m.unresponsive),
         dead_count=sum(1 for m in missing if m.dead),
-        async_error_count=sum(1 for r in ranks if is_error(r.async_error)), ranks=ranks, missing=missing)
+        async_error_count=sum(1 for r in ranks if is_error(r.async_error)), ranks=ranks, missing=missing,
+        furthest=_furthest(ranks))
 
+
+def _furthest(ranks: tuple[Rank, ...]) -> tuple[tuple[str, int], ...]:
+    most: dict[str, int] = {}
+    for r in ranks:
+        for name, value in r.counts:
+            most[name] = max(value, most.get(name, value))
+    return tuple(most.items())
 
 
 def _json_rank(r: dict, where: str) -> Rank:
@@ -346,6 +357,12 @@ class _TextComm:
         # Where the indented lines are: incomplete, init, async, status or counts (of ``collective``), and the
         # value the group of ranks listed next shares.
         self.sub, self.collective, self.value = "", "", None
+        self.furthest: dict[str, int] = {}
+
+    def launched(self, value: int) -> None:
+        """A count the MISMATCH block gives for the collective it is about."""
+        if self.sub == "counts" and self.collective:
+            self.furthest[self.collective] = max(value, self.furthest.get(self.collective, value))
 
     def rank(self, number: int) -> dict:
         return self.ranks.setdefault(number, {"counts": {}})
@@ -481,6 +498,7 @@ def _comm_line(comm: _TextComm, line: str) -> None:
                 comm.lost(number).update(not_member=True)
     elif m := _HAVE_LAUNCHED.fullmatch(line):
         comm.value = int(m.group(2)) if m.group(2) is not None else 0
+        comm.launched(comm.value)
     elif m := _RANK.fullmatch(line):
         _rank_line(comm, int(m.group(1)), m.group("what"), _who(m))
 
@@ -512,6 +530,7 @@ def _rank_line(comm: _TextComm, number: int, what: str | None, who: dict) -> Non
         entry = comm.rank(number)
         entry.update(who)
         entry["counts"][comm.collective] = value
+        comm.launched(value)
 
 
 def _text_comm(c: _TextComm, groups: list[CommGroup], dead: list[Process], dead_count: int | None) -> Communicator:
@@ -548,4 +567,4 @@ def _text_comm(c: _TextComm, groups: list[CommGroup], dead: list[Process], dead_
     else:
         dead_n = None
     return Communicator(c.hash, "", group.ranks_per_comm if group else None, None, missing_n, unresponsive_n, dead_n,
-                        async_n, ranks, tuple(missing), tuple(c.problems))
+                        async_n, ranks, tuple(missing), tuple(c.problems), tuple(c.furthest.items()))

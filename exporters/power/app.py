@@ -104,7 +104,13 @@ def create_app(config: PowerConfig, options: AppOptions = AppOptions()) -> web.A
                             {"version": VERSION, "targets": str(len(config.targets)),
                              "interval": f"{config.interval_s:g}s"})
 
+    async def stop_polls(app: web.Application) -> None:
+        # Shutdown waits for the requests in flight: a /probe of a slow target would hold SIGTERM for
+        # the rest of its budget (up to four intervals) without this.
+        app[POLLER].close()
+
     app.cleanup_ctx.extend([client, background])
+    app.on_shutdown.append(stop_polls)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/probe", probe)
     app.router.add_get("/", index)

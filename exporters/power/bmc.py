@@ -27,12 +27,13 @@ from lockstep.exporters.power.redfish import (
     RedfishError,
     array,
     collection,
+    each,
     gather,
     link,
     maybe,
     member_id,
     members,
-    number,
+    number_at,
     obj,
     odata_id,
     reading,
@@ -70,7 +71,7 @@ def parse_psu(psu: dict[str, Any], metrics: dict[str, Any] | None) -> PsuReading
 
 def parse_legacy_psus(power: dict[str, Any]) -> list[PsuReading]:
     """``Power.PowerSupplies[]`` of the deprecated ``Power`` resource (``PowerInputWatts``)."""
-    return [PsuReading(text(p.get("MemberId"), str(i)), number(p.get("PowerInputWatts")), None)
+    return [PsuReading(text(p.get("MemberId"), str(i)), number_at(p, "PowerInputWatts"), None)
             for i, p in enumerate(array(power.get("PowerSupplies"))) if isinstance(p, dict)]
 
 
@@ -89,7 +90,7 @@ def chassis_power(chassis: str, env: dict[str, Any] | None, psus: list[PsuReadin
     if power is None and inputs:
         power = sum(inputs)
     if power is None:
-        power = number(control.get("PowerConsumedWatts"))
+        power = number_at(control, "PowerConsumedWatts")
     limit = reading(env, "PowerLimitWatts", "SetPoint")
     if limit is None:
         limit = reading(control, "PowerLimit", "LimitInWatts")
@@ -106,7 +107,7 @@ async def _psu(fetch: Fetch, odata_id: str) -> PsuReading | None:
 async def _psus(fetch: Fetch, subsystem_id: str) -> list[PsuReading]:
     subsystem = await fetch(subsystem_id, static=True)
     collection = await maybe(fetch, link(subsystem, "PowerSupplies"), static=True)
-    found = await gather(*(_psu(fetch, i) for i in members(collection or {})))
+    found = await each(lambda i: _psu(fetch, i), members(collection or {}))
     return [p for p in found if p is not None]
 
 
@@ -160,7 +161,7 @@ async def poll_bmc(target: Target, fetch: Fetch) -> list[Sample]:
         raise RedfishError("service root links no Chassis collection", layout_changed=True)
     chassis_ids = members(await fetch(collection_id, static=True))
     linked, found = await gather(_linked_chassis(target, fetch, root),
-                                 gather(*(read_chassis(fetch, i) for i in chassis_ids)))
+                                 each(lambda i: read_chassis(fetch, i), chassis_ids))
     main = server_chassis(dict(zip(map(_path, chassis_ids), found)), linked)
     return samples(target.name, found, main)
 

@@ -21,6 +21,7 @@ from lockstep.exporters.power.redfish import (
     RedfishError,
     array,
     collection,
+    each,
     gather,
     link,
     lowest_id,
@@ -136,5 +137,5 @@ async def poll_cdu(target: Target, fetch: Fetch) -> list[Sample]:
     uris = members(await fetch(collection, static=True))
     head = lowest_id(map(member_id, uris))
     prefixes = ["" if member_id(u) == head else member_id(u) + "/" for u in uris]
-    found = await gather(*(read_cdu(fetch, u, target.name, p) for u, p in zip(uris, prefixes)))
+    found = await each(lambda up: read_cdu(fetch, up[0], target.name, up[1]), list(zip(uris, prefixes)))
     return [s for cdu in found for s in cdu]

@@ -14,6 +14,7 @@ from lockstep.exporters.toolkit.helpformat import DefaultsHelpFormatter
 from lockstep.exporters.toolkit.listen import parse_listen_address
 from lockstep.exporters.toolkit.logs import add_flags as add_log_flags
 from lockstep.exporters.toolkit.logs import kv, setup_from_args
+from lockstep.exporters.toolkit.openfiles import raise_open_files_limit
 from lockstep.exporters.toolkit.webconfig import add_flags as add_web_flags
 
 log = logging.getLogger("lockstep.power")
@@ -39,6 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
 def run(args: argparse.Namespace) -> int:
     from lockstep.exporters.power.app import AppOptions, create_app
     from lockstep.exporters.power.config import load_config
+    from lockstep.exporters.toolkit.conntimeouts import from_args as timeouts_from_args
     from lockstep.exporters.toolkit.version import VERSION
     from lockstep.exporters.toolkit.web import serve
     from lockstep.exporters.toolkit.webconfig import load_web_config
@@ -49,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         listen = parse_listen_address(getattr(args, "web.listen-address"))
         web_file = getattr(args, "web.config.file")
         web_config = load_web_config(web_file) if web_file else None
+        timeouts = timeouts_from_args(args)
     except (ConfigError, ValueError) as exc:
         print(f"lockstep power-exporter: error: {exc}", file=sys.stderr)
         return 2
@@ -60,21 +63,6 @@ def run(args: argparse.Namespace) -> int:
         version=VERSION, targets=len(config.targets), interval_s=config.interval_s, timeout_s=config.timeout_s,
         max_concurrency=config.max_concurrency, open_files_limit=open_files))
     app = create_app(config, AppOptions(background=args.background, web_config=web_config))
-    asyncio.run(serve(app, listen, web_config))
+    asyncio.run(serve(app, listen, web_config, timeouts=timeouts))
     return 0
 
-
-def raise_open_files_limit(cap: int = 1 << 20) -> int:
-    """Lift the soft open-files limit to the hard one, as Go exporters do at start: polling many BMCs
-    holds up to four connections per target, and Debian's default soft limit is 1024."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = cap if hard == resource.RLIM_INFINITY else min(hard, cap)
-    if soft < want:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-            soft = want
-        except (ValueError, OSError) as exc:
-            log.warning("cannot raise the open-files limit", extra=kv(soft=soft, hard=hard, err=str(exc)))
-    return soft

@@ -18,7 +18,9 @@ from lockstep.exporters.power.redfish import (
     SERVICE_ROOT,
     Fetch,
     RedfishError,
+    array,
     collection,
+    each,
     gather,
     link,
     lowest_id,
@@ -64,7 +66,7 @@ def parse_outlet(doc: dict[str, Any]) -> OutletReading:
 def _lines(doc: dict[str, Any], poly: str, single: str) -> tuple[tuple[str, float], ...]:
     excerpts = doc.get(poly)
     if isinstance(excerpts, dict) and excerpts:
-        found = ((line, reading(excerpts, line)) for line in excerpts)
+        found = ((line, reading(excerpts, line)) for line in array(list(excerpts), poly))
         return tuple((line, value) for line, value in found if value is not None)
     total = reading(doc, single)
     return () if total is None else (("total", total),)
@@ -110,5 +112,5 @@ async def poll_pdu(target: Target, fetch: Fetch) -> list[Sample]:
     uris = members(await fetch(collection, static=True))
     head = lowest_id(map(member_id, uris))
     names = [target.name if member_id(u) == head else f"{target.name}:{member_id(u)}" for u in uris]
-    found = await gather(*(read_pdu(fetch, u, n, target.rack) for u, n in zip(uris, names)))
+    found = await each(lambda un: read_pdu(fetch, *un, target.rack), list(zip(uris, names)))
     return [s for pdu in found for s in pdu]

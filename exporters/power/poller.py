@@ -4,18 +4,20 @@ keeps the latest result per target for ``/metrics``. A target's failure is its o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Iterable
+from typing import AsyncIterator, Awaitable, Callable, Iterable
 
 from lockstep.exporters.catalog import power as m
+from lockstep.exporters.power import pollreport
 from lockstep.exporters.power.bmc import poll_bmc
 from lockstep.exporters.power.cdu import poll_cdu
 from lockstep.exporters.power.config import PowerConfig, Target
 from lockstep.exporters.power.ipmi import poll_ipmi
 from lockstep.exporters.power.pdu import poll_pdu
-from lockstep.exporters.power.redfish import Fetch, Redfish, RedfishError
+from lockstep.exporters.power.redfish import MAX_MEMBERS, Fetch, Redfish, RedfishError, Structure
 from lockstep.exporters.toolkit.logs import kv
 from lockstep.exporters.toolkit.sample import Sample
 
@@ -35,6 +37,8 @@ class TargetResult:
     samples: tuple[Sample, ...]
     duration_s: float
     error: str | None = None
+    invalid_readings: int = 0   # readings left out as not finite numbers
+    skipped_members: int = 0    # array members past MAX_MEMBERS, never read (a failed poll counts what it saw)
 
 
 class Poller:
@@ -43,13 +47,34 @@ class Poller:
         self.results: dict[str, TargetResult] = {}
         self.last_success: dict[str, float] = {}
         self._slots = asyncio.Semaphore(config.max_concurrency)
-        self._structure: dict[str, tuple[float, dict]] = {}
+        self._structure: dict[str, tuple[float, Structure]] = {}
         self._ipmi: dict[str, asyncio.Lock] = {}  # one ipmitool per target, however many /probe calls
+        self._left_out: dict[str, tuple[bool, bool]] = {}  # (skipped members, invalid readings) last logged
+        self._deadlines: set[asyncio.Timeout] = set()  # of the polls in progress, moved to now by close()
+        self.closing = False
 
-    def _structure_of(self, name: str) -> dict:
+    def close(self) -> None:
+        """End every poll in progress now, each reading as failed, and any started later at once: at
+        shutdown a /probe in flight answers instead of holding SIGTERM for the rest of its budget."""
+        self.closing = True
+        now = asyncio.get_running_loop().time()
+        for deadline in self._deadlines:
+            deadline.reschedule(now)
+
+    @contextlib.asynccontextmanager
+    async def _deadline(self, when: float | None) -> AsyncIterator[None]:
+        """``asyncio.timeout_at(when)`` that ``close`` can move to now."""
+        async with asyncio.timeout_at(asyncio.get_running_loop().time() if self.closing else when) as deadline:
+            self._deadlines.add(deadline)
+            try:
+                yield
+            finally:
+                self._deadlines.discard(deadline)
+
+    def _structure_of(self, name: str) -> Structure:
         entry = self._structure.get(name)
         if entry is None or time.monotonic() - entry[0] > STRUCTURE_TTL_S:
-            entry = self._structure[name] = (time.monotonic(), {})
+            entry = self._structure[name] = (time.monotonic(), Structure())
         return entry[1]
 
     async def _walk(self, target: Target, timeout_s: float) -> list[Sample]:
@@ -68,9 +93,11 @@ class Poller:
         budget = budget_s if budget_s is not None else max(self.config.interval_s, self.config.timeout_s)
         deadline = loop.time() + budget
         try:
-            async with asyncio.timeout_at(deadline if budget_s is not None else None):
+            async with self._deadline(deadline if budget_s is not None else None):
                 await self._slots.acquire()
         except TimeoutError:
+            if self.closing:
+                return TargetResult(False, (), 0.0, "exporter shutting down")
             return TargetResult(False, (), 0.0, "TimeoutError: no free poll slot within the probe budget")
         try:
             if budget_s is None:
@@ -81,15 +108,36 @@ class Poller:
 
     async def _poll_in_slot(self, target: Target, deadline: float, timeout: float) -> TargetResult:
         started = time.perf_counter()
-        try:
-            async with asyncio.timeout_at(deadline):
-                found = await self._walk(target, timeout)
-        except Exception as exc:  # any failure of one target stays with that target
-            if isinstance(exc, RedfishError) and exc.layout_changed:
-                self._structure.pop(target.name, None)
-            error = "poll deadline exceeded" if isinstance(exc, TimeoutError) and not str(exc) else str(exc)
-            return TargetResult(False, (), time.perf_counter() - started, f"{type(exc).__name__}: {error}")
-        return TargetResult(True, tuple(found), time.perf_counter() - started)
+        with pollreport.collecting() as report:
+            try:
+                async with self._deadline(deadline):
+                    found = pollreport.keep_finite(await self._walk(target, timeout))
+            except Exception as exc:  # any failure of one target stays with that target
+                if isinstance(exc, RedfishError) and exc.layout_changed:
+                    self._structure.pop(target.name, None)
+                error = "poll deadline exceeded" if isinstance(exc, TimeoutError) and not str(exc) else str(exc)
+                if self.closing:
+                    error = "exporter shutting down"
+                result = TargetResult(False, (), time.perf_counter() - started, f"{type(exc).__name__}: {error}",
+                                      report.invalid_readings, report.skipped_members)
+            else:
+                result = TargetResult(True, found, time.perf_counter() - started, None,
+                                      report.invalid_readings, report.skipped_members)
+        self._log_left_out(target, report)
+        return result
+
+    def _log_left_out(self, target: Target, report: pollreport.PollReport) -> None:
+        """A warning when a target starts listing more than is read or sending non-finite readings
+        (again after a poll without), not at every poll; the counts are in its metrics."""
+        now = (report.skipped_members > 0, report.invalid_readings > 0)
+        before = self._left_out.get(target.name, (False, False))
+        self._left_out[target.name] = now
+        if now[0] and not before[0]:
+            log.warning("target lists more members than are read; the rest are skipped", extra=kv(
+                target=target.name, skipped=report.skipped_members, cap=MAX_MEMBERS, first=report.first_truncated))
+        if now[1] and not before[1]:
+            log.warning("target sent readings that are not finite numbers; they are left out", extra=kv(
+                target=target.name, invalid=report.invalid_readings))
 
     async def poll_and_store(self, target: Target) -> None:
         result = await self.poll(target)
@@ -121,6 +169,12 @@ class Poller:
         yield from result.samples
         yield Sample(m.REDFISH_UP, (target.name,), 1.0 if result.up else 0.0)
         yield Sample(m.REDFISH_POLL_DURATION, (target.name,), result.duration_s)
+        # Only where there is something to say: two series more for every target of a large fleet
+        # would cost more than they tell.
+        if result.invalid_readings:
+            yield Sample(m.REDFISH_INVALID_READINGS, (target.name,), float(result.invalid_readings))
+        if result.skipped_members:
+            yield Sample(m.REDFISH_SKIPPED_MEMBERS, (target.name,), float(result.skipped_members))
         if target.name in self.last_success:
             yield Sample(m.REDFISH_LAST_SUCCESS, (target.name,), self.last_success[target.name])
 

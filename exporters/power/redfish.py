@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import math
 import ssl
-from typing import Any, Awaitable, Iterable, Protocol
+from typing import Any, Awaitable, Callable, Iterable, Protocol, Sequence, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
+from lockstep.exporters.power import pollreport
 from lockstep.exporters.power.config import Target
 from lockstep.exporters.toolkit.jsonload import load_json
 
@@ -31,6 +33,18 @@ PER_TARGET_REQUESTS = 4
 # tens of KiB; 4 MiB leaves room for any real one.
 MAX_BODY_BYTES = 4 << 20
 MAX_REDIRECTS = 5
+# What one poll of a target may read in all (a real device's poll reads tens of KiB), and what its
+# structure cache may hold between polls: a BMC answering every chassis with a document just under
+# MAX_BODY_BYTES must cost its own poll, not the exporter's memory for every rack. Past the first,
+# the poll fails; past the second, a structural document is read again at each poll instead of kept.
+MAX_POLL_BYTES = 8 << 20
+MAX_STRUCTURE_BYTES = 1 << 20
+# The most items of one JSON array a poll reads (a collection's Members, a chassis' PowerSupplies, a
+# CDU's detector groups): more than a device lists (an HGX baseboard's BMC lists about 50 chassis, the
+# largest rack PDUs about 54 outlets), and few enough that a BMC listing a hundred thousand chassis in
+# one answer under MAX_BODY_BYTES costs its poll a bounded number of requests. The rest is counted as
+# skipped (``pollreport``), exported per target and logged.
+MAX_MEMBERS = 256
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
@@ -51,8 +65,14 @@ class RedfishError(Exception):
         self.layout_changed = layout_changed
 
 
+class Structure(dict):
+    """A target's structure cache (``@odata.id`` -> document) and the bytes of the answers it holds."""
+
+    held_bytes: int = 0
+
+
 class Redfish(Protocol):
-    def fetcher(self, target: Target, timeout_s: float, structure: dict[str, dict[str, Any]]) -> Fetch: ...
+    def fetcher(self, target: Target, timeout_s: float, structure: Structure) -> Fetch: ...
 
 
 def _retryable(exc: Exception) -> bool:
@@ -88,13 +108,15 @@ class HttpRedfish:
             gate = self._gates[target.name] = asyncio.Semaphore(PER_TARGET_REQUESTS)
         return gate
 
-    def fetcher(self, target: Target, timeout_s: float, structure: dict[str, dict[str, Any]]) -> Fetch:
+    def fetcher(self, target: Target, timeout_s: float, structure: Structure) -> Fetch:
+        """GETs for one poll of ``target``, within its MAX_POLL_BYTES."""
         headers = {"Accept": "application/json"}
         if target.credentials:
             headers["Authorization"] = basic_auth(target.credentials.username, target.credentials.password)
         tls = self._ssl_for(target)
         timeout = aiohttp.ClientTimeout(total=timeout_s)
         gate = self.gate(target)
+        read = [0]  # bytes of the answers this poll has read
 
         async def get_hop(url: str) -> tuple[str | None, bytes]:
             """(redirect location, b"") or (None, body) for one request."""
@@ -102,15 +124,19 @@ class HttpRedfish:
                                               headers=headers, allow_redirects=False) as response:
                 if response.status in _REDIRECTS:
                     return response.headers.get("Location", ""), b""
-                return None, await read_capped(response)
+                body = await read_capped(response)
+            read[0] += len(body)
+            if read[0] > MAX_POLL_BYTES:
+                raise RedfishError(f"the answers of one poll exceed {MAX_POLL_BYTES >> 20} MiB")
+            return None, body
 
-        async def get_once(url: str) -> dict[str, Any]:
+        async def get_once(url: str) -> tuple[dict[str, Any], int]:
             seen = {url}
             location, body = await get_hop(url)
             while location is not None:
                 url = next_hop(url, location, seen)
                 location, body = await get_hop(url)
-            return decode(body)
+            return decode(body), len(body)
 
         async def fetch(odata_id: str, static: bool = False) -> dict[str, Any]:
             if not odata_id.startswith("/redfish/v1"):
@@ -120,9 +146,10 @@ class HttpRedfish:
             url = target.url + odata_id
             for attempt in range(self.retries + 1):
                 try:
-                    doc = await get_once(url)
-                    if static:
+                    doc, size = await get_once(url)
+                    if static and structure.held_bytes + size <= MAX_STRUCTURE_BYTES:
                         structure[odata_id] = doc
+                        structure.held_bytes += size
                     return doc
                 except RedfishError as exc:
                     raise RedfishError(f"GET {odata_id}: {exc}") from None
@@ -195,9 +222,15 @@ def obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def array(value: Any) -> list[Any]:
-    """``value`` if it is a JSON array, else an empty one."""
-    return value if isinstance(value, list) else []
+def array(value: Any, where: str = "") -> list[Any]:
+    """``value`` if it is a JSON array, else an empty one; its first MAX_MEMBERS items, the others
+    reported to the poll as skipped (``where`` names the array in the log)."""
+    if not isinstance(value, list):
+        return []
+    if len(value) > MAX_MEMBERS:
+        pollreport.skipped_members(len(value) - MAX_MEMBERS, where)
+        return value[:MAX_MEMBERS]
+    return value
 
 
 def text(value: Any, default: str = "") -> str:
@@ -219,8 +252,10 @@ def link(doc: dict[str, Any], key: str) -> str | None:
 
 
 def members(doc: dict[str, Any]) -> list[str]:
-    """The ``@odata.id`` of each member of a collection, in the service's order."""
-    return [ref for m in array(obj(doc).get("Members")) if (ref := odata_id(m)) is not None]
+    """The ``@odata.id`` of each member of a collection, in the service's order (at most MAX_MEMBERS)."""
+    where = obj(doc).get("@odata.id")
+    listed = array(obj(doc).get("Members"), where if isinstance(where, str) else "Members")
+    return [ref for m in listed if (ref := odata_id(m)) is not None]
 
 
 def member_id(odata_id: str) -> str:
@@ -240,17 +275,31 @@ def reading(doc: dict[str, Any] | None, key: str, field: str = "Reading") -> flo
     """``doc[key][field]`` as a float (Redfish excerpts: ``{"Reading": 374, "DataSourceUri": ...}``);
     None where the property, the reading or the resource is absent or null."""
     value = doc.get(key) if isinstance(doc, dict) else None
-    return number(value.get(field) if isinstance(value, dict) else None)
+    return number_at(value, field)
+
+
+def number_at(doc: Any, key: str) -> float | None:
+    """``doc[key]`` as a float (``number``). A number there that is not a finite one is reported to the
+    poll as an invalid reading, once per poll however often the fallback order reads it."""
+    value = doc.get(key) if isinstance(doc, dict) else None
+    result = number(value)
+    if result is None and isinstance(value, (int, float)) and not isinstance(value, bool):
+        pollreport.invalid_reading(doc, key)
+    return result
 
 
 def number(value: Any) -> float | None:
-    """A JSON number as float; None for null, strings, booleans and integers past a float's range."""
+    """A JSON number as float; None for null, strings and booleans. A number that is not finite (NaN,
+    Infinity and -Infinity, which Python's JSON decoder accepts, 1e999, which it reads as infinity) or
+    an integer past a float's range is no reading either: one such value would turn every sum it
+    enters (a rack's power) into NaN or infinity."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
     try:
-        return float(value)
+        result = float(value)
     except OverflowError:
         return None
+    return result if math.isfinite(result) else None
 
 
 async def gather(*aws: Awaitable[Any]) -> list[Any]:
@@ -261,10 +310,37 @@ async def gather(*aws: Awaitable[Any]) -> list[Any]:
     try:
         return list(await asyncio.gather(*tasks))
     except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _cancel(tasks)
+        # The exception's traceback holds this frame, and a failed task holds the exception: a cycle
+        # that kept every task (and the documents in its frames) until the garbage collector's oldest
+        # generation ran, past many more polls of a failing target.
+        tasks.clear()
         raise
+
+
+async def _cancel(tasks: list[asyncio.Future[Any]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+async def each(fn: Callable[[T], Awaitable[R]], items: Sequence[T], workers: int = PER_TARGET_REQUESTS) -> list[R]:
+    """``[await fn(item) for item in items]``, ``workers`` at a time, results in order: a task per
+    worker, never one per item (each holds a coroutine and, soon, a request waiting for the target's
+    gate). The first failure cancels the rest and waits for them, as ``gather`` does."""
+    results: list[Any] = [None] * len(items)
+    queue = iter(enumerate(items))
+
+    async def work() -> None:
+        for i, item in queue:
+            results[i] = await fn(item)
+
+    await gather(*(work() for _ in range(min(workers, len(items)))))
+    return results
 
 
 async def maybe(fetch: Fetch, odata_id: str | None, static: bool = False) -> dict[str, Any] | None:
@@ -273,7 +349,7 @@ async def maybe(fetch: Fetch, odata_id: str | None, static: bool = False) -> dic
 
 
 async def collection(fetch: Fetch, odata_id: str | None, static: bool = False) -> list[dict[str, Any]]:
-    """Every member resource of a linked collection (itself structural), fetched concurrently."""
+    """Every member resource of a linked collection (itself structural), fetched concurrently (``each``)."""
     if odata_id is None:
         return []
-    return await gather(*(fetch(i, static) for i in members(await fetch(odata_id, True))))
+    return await each(lambda i: fetch(i, static), members(await fetch(odata_id, True)))

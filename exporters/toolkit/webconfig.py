@@ -41,9 +41,13 @@ class WebConfig:
 
 
 def add_flags(parser, default_listen: str, web_config: bool = True) -> None:
-    """``--web.listen-address`` (and ``--web.config.file``), as every Prometheus exporter has them."""
+    """``--web.listen-address`` (and ``--web.config.file``), as every Prometheus exporter has them, and the
+    connection timeouts (``lockstep.exporters.toolkit.conntimeouts``)."""
+    from lockstep.exporters.toolkit.conntimeouts import add_flags as add_timeout_flags
+
     parser.add_argument("--web.listen-address", dest="web.listen-address", default=default_listen,
                         help="address to listen on, HOST:PORT or :PORT (port 0 picks a free one)")
+    add_timeout_flags(parser)
     if web_config:
         parser.add_argument("--web.config.file", dest="web.config.file", default=None,
                             help="exporter-toolkit web config (TLS, basic_auth_users with bcrypt hashes)")

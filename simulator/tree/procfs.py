@@ -1,6 +1,7 @@
 """``DIR/<node>/proc/...``: Lustre llite stats (old-client procfs layout, as in
 fixtures/lustre/procfs), ``self/mountstats`` (NFSv4, as fixtures/procfs/mountstats),
-``self/mounts`` and ``diskstats`` (17-field kernel >= 5.5 lines, as fixtures/procfs/diskstats).
+``self/mounts`` and ``diskstats`` (17-field kernel >= 5.5 lines, as fixtures/procfs/diskstats),
+``net/fib_trie`` (the kernel's IPv4 routing trie: loopback and the node's address, ``Topology.address``).
 The values are those of ``signals.STORAGE``; a Lustre metadata op of the table gets its stats line."""
 from __future__ import annotations
 
@@ -90,10 +91,22 @@ def diskstats(s: State, n: int) -> bytes:
     ).encode()
 
 
+def fib_trie(address: str) -> bytes:
+    """The main table of ``/proc/net/fib_trie`` for a host with loopback and ``address`` on a /16."""
+    net = ".".join(address.split(".")[:2])
+    return ("Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n"
+            f"     +-- {net}.0.0/16 2 0 2\n        |-- {net}.0.0\n           /16 link UNICAST\n"
+            f"        |-- {address}\n           /32 host LOCAL\n        |-- {net}.255.255\n           /32 link BROADCAST\n"
+            "     +-- 127.0.0.0/8 2 0 2\n        +-- 127.0.0.0/31 1 0 0\n           |-- 127.0.0.0\n"
+            "              /8 host LOCAL\n           |-- 127.0.0.1\n              /32 host LOCAL\n"
+            "        |-- 127.255.255.255\n           /32 link BROADCAST\n").encode()
+
+
 def write(w: TreeWriter, topo: Topology, node: SimNode, node_index: int, s: State, first: bool) -> None:
     proc = node.procfs
     if first:
         w.put(os.path.join(proc, "self", "mounts"), mounts())
+        w.put(os.path.join(proc, "net", "fib_trie"), fib_trie(topo.address(node_index)))
     w.put(os.path.join(proc, "fs", "lustre", "llite", llite_dir(topo, node_index), "stats"),
           lustre_stats(s, node_index, s.timestamp))
     w.put(os.path.join(proc, "self", "mountstats"), mountstats(s, node_index, int(86400 + s.t)))

@@ -1,0 +1,62 @@
+"""``lockstep.analytics.service.config``: shards that split jobs stably, and the service's settings validated."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from lockstep.analytics.service.config import Shard, parse_shard
+
+
+@pytest.mark.integration
+def test_shards_split_jobs_stably_and_completely():
+    jobs = [str(i) for i in range(1000, 1200)]
+    owners = [[j for j in jobs if Shard(i, 3).owns(j)] for i in range(3)]
+    assert sorted(sum(owners, [])) == sorted(jobs) and all(30 < len(o) < 110 for o in owners)
+    # the same split in another interpreter (Python's own str hash is salted per process)
+    code = ("from lockstep.analytics.service.config import Shard; "
+            "print([str(j) for j in range(1000, 1200) if Shard(1, 3).owns(str(j))])")
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": "random"}, check=True).stdout
+    assert other.strip() == str(owners[1])
+    assert parse_shard("1/3") == Shard(1, 3)
+    for bad in ("3/3", "1", "a/b", "-1/2"):
+        with pytest.raises(ValueError):
+            parse_shard(bad)
+
+
+@pytest.mark.parametrize("field", ["interval_s", "window_s", "step_s", "timeout_s"])
+def test_service_durations_must_be_finite(field):
+    from lockstep.analytics.service.config import ServiceConfig
+
+    with pytest.raises(ValueError, match=field):
+        ServiceConfig(prometheus_url="http://127.0.0.1:9090", **{field: float("inf")})
+
+
+def test_a_window_shorter_than_the_interval_is_refused():
+    """Refreshes 60 s apart scoring 30 s each would leave half of every job unscored and uncounted."""
+    from lockstep.analytics.service.config import ServiceConfig
+
+    with pytest.raises(ValueError, match=r"--window \(30.0s\) must be at least --interval \(60.0s\)"):
+        ServiceConfig(prometheus_url="http://127.0.0.1:9090", interval_s=60.0, window_s=30.0)
+    assert ServiceConfig(prometheus_url="http://127.0.0.1:9090", interval_s=60.0, window_s=60.0).window_s == 60.0
+
+
+@pytest.mark.parametrize("bad", [0, 181])
+def test_refetch_steps_must_be_at_least_one_and_within_the_window(bad):
+    from lockstep.analytics.service.config import ServiceConfig
+
+    with pytest.raises(ValueError, match="--refetch-steps"):
+        ServiceConfig(prometheus_url="http://127.0.0.1:9090", refetch_steps=bad)
+    assert ServiceConfig(prometheus_url="http://127.0.0.1:9090", refetch_steps=180).refetch_steps == 180
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("inf"), float("nan")])
+def test_resume_lookback_must_be_zero_or_a_positive_finite_time(bad):
+    from lockstep.analytics.service.config import ServiceConfig
+
+    with pytest.raises(ValueError, match="--resume-lookback"):
+        ServiceConfig(prometheus_url="http://127.0.0.1:9090", resume_lookback_s=bad)
+    assert ServiceConfig(prometheus_url="http://127.0.0.1:9090", resume_lookback_s=0.0).resume_lookback_s == 0.0

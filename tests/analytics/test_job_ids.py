@@ -1,0 +1,68 @@
+"""Kubernetes job ids (``<namespace>/<name>``) in the analytics: accepted where Kubernetes' name rules
+allow them, rejected when crafted, and, against a real Prometheus holding near-miss neighbours, a
+query built for one id selects exactly that job's series."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from lockstep import localcluster
+from lockstep.analytics.frame.inputs import MEMBER
+from lockstep.analytics.prom import promql
+from lockstep.exporters.catalog import gpu
+from lockstep.stack import Stack, query, start_prometheus
+
+GOOD = ["ml-team/llama-pretrain", "default/bench", "ml-team/vllm-1", "ml-team/My_Run.v2", "a/b",
+        "kube-system/" + "x" * 253, "n" * 63 + "/x"]
+BAD = ['ml-team/llama"}', "ML-Team/x", "ns/", "/name", "a/b/c", "ns/name\n", "ns/na me", "-ns/x", "ns-/x",
+       'ns/x"} or vector(1) #', "ns/.hidden", "n" * 64 + "/x", "ns/" + "x" * 254, "ns/x~", 'ns/x=~".*"',
+       "ns/x,job_id=~'.+'", "ns/x\\", "ns/x}", "ns/x{y}"]
+# Neighbours an unanchored or unescaped selector would also match.
+NEIGHBOURS = ["ml-team/llama", "ml-team/llama-pretrain", "ml-team/llama-pretrain-2", "team/llama-pretrain",
+              "ml-team/llama.pretrain"]
+
+
+@pytest.mark.parametrize("good", GOOD)
+def test_kubernetes_job_ids_are_accepted(good):
+    assert promql.job_selector(good) == f'lockstep_gpu_job_info{{job="lockstep-node",job_id="{good}"}}'
+
+
+@pytest.mark.parametrize("bad", BAD)
+def test_crafted_namespace_or_name_is_rejected(bad):
+    with pytest.raises(promql.InvalidJobId, match="<namespace>/<name>"):
+        promql.job_selector(bad)
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    start = 1_767_225_600.0   # 2026-01-01, inside start_prometheus' retention
+    rows = [{"timestamp": start + 5 * i, "metric": gpu.JOB_INFO.name, "node": f"node{n:02d}", "value": 1.0,
+             **{label: "0" for label in gpu.JOB_INFO.labels}, "job_id": job_id}
+            for n, job_id in enumerate(NEIGHBOURS) for i in range(3)]
+    workdir = tmp_path_factory.mktemp("prom-ids")
+    localcluster.backfill(pd.DataFrame(rows), workdir)
+    with Stack() as stack:
+        yield stack.add(start_prometheus({"scrape_configs": []}, workdir)), start + 10
+
+
+@pytest.mark.integration
+def test_a_query_for_one_kubernetes_job_selects_it_and_no_neighbour(prometheus):
+    service, at = prometheus
+    for job_id in NEIGHBOURS:
+        found = query(service.url, promql.job_selector(job_id), at)
+        assert [r["metric"]["job_id"] for r in found] == [job_id]
+        members = query(service.url, MEMBER.promql(job_id, 5.0), at)      # the analytics' own query of the job
+        assert {r["metric"]["node"] for r in members} == {f"node{NEIGHBOURS.index(job_id):02d}"}
+
+
+async def test_the_job_api_takes_a_namespaced_id_with_its_slash_plain_or_encoded(aiohttp_client, refused_port):
+    from lockstep.analytics.service.app import create_app
+    from lockstep.analytics.service.config import ServiceConfig
+    client = await aiohttp_client(create_app(ServiceConfig(prometheus_url=f"http://127.0.0.1:{refused_port}",
+                                                           interval_s=60, timeout_s=1)))
+    for path in ("ml-team/llama-pretrain", "ml-team%2Fllama-pretrain"):
+        response = await client.get(f"/api/v1/jobs/{path}")
+        body = await response.json()
+        assert response.status == 404 and body["error"].startswith("job ml-team/llama-pretrain is not scored")
+    response = await client.get("/api/v1/jobs/ml-team/x%22%7D%20or%20vector(1)")
+    assert response.status == 400 and (await response.json())["errorType"] == "bad_data"

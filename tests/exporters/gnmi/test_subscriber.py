@@ -1,0 +1,129 @@
+"""The subscriber against fake switches over real gRPC (in-process servers, simulator/gnmi.py): both path
+sets arrive as metrics, a restarted switch is subscribed again, a dead switch never blanks another, and
+credentials never reach the logs."""
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+
+import pytest
+
+from lockstep.exporters.gnmi.config import Credentials, SwitchConfig, Target
+from lockstep.exporters.gnmi.subscriber import Subscriber
+from lockstep.simulator.gnmi import FakeSwitch, load_recording
+from tests.helpers.paths import FIXTURES
+
+INTERVAL_S = 0.05
+SECRET = "s3cr3t-Pa55-never-logged"
+
+
+def recording(name: str):
+    return load_recording(json.loads((FIXTURES / "gnmi" / f"{name}.json").read_text()))
+
+
+def until(condition, timeout_s: float = 20.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if value := condition():
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"condition not met in {timeout_s} s")
+
+
+def values(subscriber: Subscriber) -> dict[tuple, float]:
+    return {(s.metric.name, s.labels): s.value for s in subscriber.samples()}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def switches():
+    started: list[FakeSwitch] = []
+
+    def start(name: str, **kwargs) -> FakeSwitch:
+        switch = FakeSwitch(recording(name), **kwargs).start()
+        started.append(switch)
+        return switch
+
+    yield start
+    for switch in started:
+        switch.stop()
+
+
+@pytest.fixture
+def subscriber_of():
+    made: list[Subscriber] = []
+
+    def make(*targets: Target) -> Subscriber:
+        subscriber = Subscriber(SwitchConfig(targets, reconnect_max_s=0.2))
+        subscriber.start()
+        made.append(subscriber)
+        return subscriber
+
+    yield make
+    for subscriber in made:
+        subscriber.stop()
+
+
+def test_both_path_sets_over_grpc(switches, subscriber_of) -> None:
+    sonic, cumulus = switches("sonic"), switches("cumulus")
+    sub = subscriber_of(Target("leaf1", sonic.address, "sonic", INTERVAL_S),
+                        Target("leaf2", cumulus.address, "cumulus", INTERVAL_S))
+    got = until(lambda: (v := values(sub)) and v[("lockstep_switch_gnmi_up", ("leaf1",))] == 1
+                and v[("lockstep_switch_gnmi_up", ("leaf2",))] == 1 and v)
+    assert got[("lockstep_switch_pfc_pause_frames_total", ("leaf1", "Ethernet68", "3", "rx"))] == 1500
+    assert got[("lockstep_switch_pfc_watchdog_stormed", ("leaf1", "Ethernet68", "3"))] == 1
+    assert got[("lockstep_switch_pfc_pause_duration_seconds_total", ("leaf2", "swp1", "3", "rx"))] == 0.48
+    assert got[("lockstep_switch_queue_ecn_marked_packets_total", ("leaf2", "swp1", "3"))] == 4410
+    assert got[("lockstep_switch_gnmi_errors_total", ("leaf1", "decode"))] == 0
+    assert got[("lockstep_switch_target_info", ("leaf2", cumulus.address, "cumulus"))] == 1
+
+
+def test_reconnects_after_the_switch_restarts(switches, subscriber_of) -> None:
+    switch = switches("cumulus")
+    sub = subscriber_of(Target("leaf2", switch.address, "cumulus", INTERVAL_S))
+    until(lambda: values(sub)[("lockstep_switch_gnmi_up", ("leaf2",))] == 1)
+    switch.stop()
+    until(lambda: values(sub)[("lockstep_switch_gnmi_up", ("leaf2",))] == 0)
+    assert values(sub)[("lockstep_switch_gnmi_errors_total", ("leaf2", "rpc"))] >= 1
+    changed = recording("cumulus")
+    changed.updates[4].val.uint_val = 5000  # ecn-marked-pkts of swp1 queue 3 moved on while it was away
+    switch.replace(changed)
+    switch.start()  # the same port
+    key = ("lockstep_switch_queue_ecn_marked_packets_total", ("leaf2", "swp1", "3"))
+    until(lambda: values(sub).get(key) == 5000)
+    assert values(sub)[("lockstep_switch_gnmi_up", ("leaf2",))] == 1
+
+
+def test_a_dead_switch_never_blanks_another(switches, subscriber_of) -> None:
+    alive = switches("sonic")
+    sub = subscriber_of(Target("dead", f"127.0.0.1:{free_port()}", "cumulus", INTERVAL_S),
+                        Target("leaf1", alive.address, "sonic", INTERVAL_S))
+    until(lambda: values(sub)[("lockstep_switch_gnmi_errors_total", ("dead", "rpc"))] >= 2)
+    got = until(lambda: (v := values(sub))[("lockstep_switch_gnmi_up", ("leaf1",))] == 1 and v)
+    assert got[("lockstep_switch_gnmi_up", ("dead",))] == 0
+    assert got[("lockstep_switch_pfc_pause_frames_total", ("leaf1", "Ethernet68", "7", "rx"))] == 2
+    assert not any(labels[0] == "dead" for name, labels in got if name.startswith("lockstep_switch_pfc"))
+
+
+def test_credentials_are_sent_and_never_logged(switches, subscriber_of, caplog) -> None:
+    caplog.set_level(logging.DEBUG)
+    good = switches("cumulus", credentials=("lockstep", SECRET))
+    refusing = switches("sonic", credentials=("lockstep", "another"))
+    creds = Credentials("lockstep", SECRET)
+    sub = subscriber_of(Target("leaf2", good.address, "cumulus", INTERVAL_S, creds),
+                        Target("leaf1", refusing.address, "sonic", INTERVAL_S, creds))
+    until(lambda: values(sub)[("lockstep_switch_gnmi_up", ("leaf2",))] == 1)
+    until(lambda: values(sub)[("lockstep_switch_gnmi_errors_total", ("leaf1", "rpc"))] >= 1)
+    assert values(sub)[("lockstep_switch_gnmi_up", ("leaf1",))] == 0
+    refusals = [r.fields for r in caplog.records if getattr(r, "fields", {}).get("switch") == "leaf1"]
+    assert any(f.get("code") == "UNAUTHENTICATED" for f in refusals)  # the refusal was logged ...
+    logged = caplog.text + "".join(repr(r.__dict__) for r in caplog.records)
+    assert SECRET not in logged  # ... without the password
+    assert SECRET not in repr(sub.config)

@@ -1,0 +1,85 @@
+"""One sweep and what /metrics serves from it, on the real recorded outputs of treydock's fabric
+(tests/fixtures/infiniband-diags/), with the tools answered in process (no subprocess)."""
+from __future__ import annotations
+
+from lockstep.exporters.catalog import switches as m
+from lockstep.exporters.switches.config import FabricConfig
+from lockstep.exporters.switches.state import FabricState
+from lockstep.exporters.switches.sweep import DiscoveryFailed, sweep
+from lockstep.exporters.switches.tools import ToolResult
+from tests.helpers.paths import FIXTURES
+
+TREY = FIXTURES / "infiniband-diags/treydock"
+LOCAL = FIXTURES / "infiniband-diags/local"
+SWITCH, HCA = "0x7cfe9003009ce5b0", "0x7cfe9003003b4bde"
+
+
+def runner(hang=(), no_ib=False, calls=None):
+    def run(argv, timeout_s):
+        if calls is not None:
+            calls.append((argv, timeout_s))
+        tool = argv[0]
+        if no_ib:
+            return ToolResult(argv, 255, (LOCAL / f"{tool}-no-ib.stdout").read_text(),
+                              (LOCAL / f"{tool}-no-ib.stderr").read_text(), 0.01)
+        if tool == "ibnetdiscover":
+            return ToolResult(argv, 0, (TREY / "ibnetdiscover/test.out").read_text(), "", 0.01)
+        guid = argv[argv.index("-G") + 1]
+        if guid in hang:
+            return ToolResult(argv, None, "", "", timeout_s, timed_out=True)
+        path = TREY / f"perfquery/{guid}.out"
+        return ToolResult(argv, 0, path.read_text(), "", 0.01) if path.exists() else ToolResult(argv, 255, "", "x", 0.01)
+    return run
+
+
+def values(samples, metric):
+    return {s.labels: s.value for s in samples if s.metric is metric}
+
+
+def test_sweep_queries_each_node_once_with_its_linked_ports():
+    calls = []
+    result = sweep(FabricConfig(node_timeout_s=3.0), runner(calls=calls))
+    perf = sorted(c[0] for c in calls if c[0][0] == "perfquery")
+    assert ("perfquery", "-l", "-x", "-G", SWITCH, "1,10,11") in perf
+    assert ("perfquery", "-l", "-x", "-G", HCA, "1") in perf
+    assert all(c[1] == 3.0 for c in calls if c[0][0] == "perfquery")
+    assert len(result.ports) == 9 and set(result.nodes) == {SWITCH, HCA, "0x7cfe9003003b4b96", "0x506b4b0300cc02a6",
+                                                            "0x506b4b03005c2740"}
+
+
+def test_a_hanging_switch_loses_its_own_counters_alone():
+    state = FabricState(FabricConfig())
+    state.record(sweep(FabricConfig(), runner(hang={SWITCH})))
+    samples = list(state.samples(now=state.sweep.ended + 5))
+    up = values(samples, m.NODE_UP)
+    assert up[(SWITCH, "switch", "ib-i1l1s01")] == 0.0 and up[(HCA, "ca", "o0001 HCA-1")] == 1.0
+    assert values(samples, m.NODE_QUERY_FAILURES)[(SWITCH, "timeout")] == 1.0
+    received = values(samples, m.RECEIVE_BYTES)
+    assert (SWITCH, "1") not in received
+    assert received[(HCA, "1")] == 9752484588300 * 4
+    assert values(samples, m.SWEEP_AGE)[()] == 5.0
+
+
+def test_every_linked_port_is_labelled_with_its_partner():
+    state = FabricState(FabricConfig())
+    state.record(sweep(FabricConfig(), runner()))
+    info = [s.labels for s in state.samples() if s.metric is m.PORT_INFO]
+    by_port = {(labels[0], labels[1]): labels for labels in info}
+    assert by_port[(SWITCH, "10")][7:] == ("ca", HCA, "1", "o0001 HCA-1")
+    assert by_port[(HCA, "1")][2:4] == ("ca", "o0001 HCA-1")
+    assert by_port[(HCA, "1")][7:] == ("switch", SWITCH, "10", "ib-i1l1s01")
+    assert by_port[("0x506b4b03005c2740", "37")][7:] == ("", "", "", "")
+
+
+def test_a_host_without_infiniband_is_one_state_not_an_error_storm(caplog):
+    state = FabricState(FabricConfig())
+    for _ in range(3):
+        try:
+            sweep(FabricConfig(), runner(no_ib=True))
+        except DiscoveryFailed as exc:
+            assert exc.no_infiniband
+            state.record_failure(exc)
+    samples = list(state.samples())
+    assert values(samples, m.INFINIBAND_PRESENT)[()] == 0.0
+    assert values(samples, m.SWEEPS)[("no_infiniband",)] == 3.0
+    assert [r.levelname for r in caplog.records if "InfiniBand" in r.getMessage()] == ["WARNING"]

@@ -1,0 +1,30 @@
+"""The power exporter's tests: its exposition read back by prometheus_client's own parser, and its
+config file written from target entries."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def parse(text: str) -> dict[tuple, float]:
+    """Exposition text -> {(name, (label pairs...)): value}, by prometheus_client's own parser."""
+    values = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            values[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return values
+
+
+def value(values: dict, name: str, **labels) -> float:
+    return values[(name, tuple(sorted(labels.items())))]
+
+
+def write_config(tmp_path: Path, base: str, targets: list[str], timeout_s: float = 0.5) -> Path:
+    path = tmp_path / "power.yaml"
+    path.write_text(f"interval_s: 30\ntimeout_s: {timeout_s}\nretries: 1\ntargets:\n" + "".join(targets))
+    return path
+
+
+def target(name: str, kind: str, url: str, rack: str = "r1", extra: str = "") -> str:
+    return f"  - name: {name}\n    kind: {kind}\n    url: {url}\n    rack: {rack}\n{extra}"
