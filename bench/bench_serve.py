@@ -136,6 +136,12 @@ def measure(api: str, proc: subprocess.Popen, tsdb_pid: int, budget_s: float) ->
     return out
 
 
+def timeouts(log: Path) -> int:
+    """The request timeouts the command split pieces for, as its log says when the window is whole."""
+    found = re.findall(r'msg="window (?:whole|fetched in part)".* timeouts=(\d+)', log.read_text())
+    return int(found[-1]) if found else 0
+
+
 def run(gpus: int, backend: str, rules: bool, minutes: int) -> dict:
     from serve_data import prepare
 
@@ -147,14 +153,15 @@ def run(gpus: int, backend: str, rules: bool, minutes: int) -> dict:
     load = [os.getloadavg()[0]]
     with Stack() as stack:
         tsdb = store(backend, rules, workdir, stack)
-        proc, api = serve(tsdb.url, start + WINDOW_S, workdir / f"serve-{backend}-{'rules' if rules else 'raw'}.log")
+        log = workdir / f"serve-{backend}-{'rules' if rules else 'raw'}.log"
+        proc, api = serve(tsdb.url, start + WINDOW_S, log)
         try:
             out = measure(api, proc, tsdb.proc.pid, RUN_S[gpus])
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
     load.append(os.getloadavg()[0])
-    return {"gpus": gpus, "backend": backend, "rules": rules, "load": load, **out}
+    return {"gpus": gpus, "backend": backend, "rules": rules, "load": load, "timeouts": timeouts(log), **out}
 
 
 def post_mortem(gpus: int, backend: str) -> dict:
@@ -209,17 +216,18 @@ def report(rows: list[dict], pms: list[dict]) -> bool:
 
 
 def _held(r: dict, steady: float) -> bool:
-    flagged = "flagged_s" in r and len(r["steady"]) == STEADY
+    flagged, measured = "flagged_s" in r, len(r["steady"]) == STEADY
     print(f"  {r['gpus']:,} GPUs on {r['backend']}: throttled GPU flagged: {'yes' if flagged else 'NO'}; "
+          f"{len(r['steady'])} steady refreshes measured of {STEADY}; timeouts while fetching: {r.get('timeouts', 0)}; "
           f"progress before the first result: {r['progress'][-3:]}")
     if r["gpus"] not in TARGETS:
-        return flagged
+        return flagged and measured
     first, most, mb = TARGETS[r["gpus"]]
     peak = max(r.get("whole_peak_mb", 0.0), r.get("steady_peak_mb", 0.0))
     good = r.get("first_s", 1e9) <= first and steady <= most and (mb is None or peak <= mb)
     print(f"  target: first result <= {first:g} s, steady <= {most:g} s" + (f", <= {mb:g} MB" if mb else "") +
-          f": {'held' if good and flagged else 'NOT held'}")
-    return good and flagged
+          f": {'held' if good and flagged and measured else 'NOT held'}")
+    return good and flagged and measured
 
 
 def main(argv: list[str]) -> int:
