@@ -96,7 +96,8 @@ def load(path: str | Path | None) -> AlertsConfig:
         for_=_for(root.section("for", None)),
         runbook_base_url=root.get("runbook_base_url", str, base.runbook_base_url).rstrip("/"),
         validation_floors=_floors(root),
-        evaluation_interval=root.get("evaluation_interval", str, base.evaluation_interval, check_duration))
+        evaluation_interval=root.get("evaluation_interval", str, base.evaluation_interval, check_duration),
+        analytics_step=root.get("analytics_step", str, base.analytics_step, check_duration))
     root.finish()
     return config
 

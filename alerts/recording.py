@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from lockstep.alerts.model import Record, attach, metric
 from lockstep.alerts.settings import AlertsConfig
-from lockstep.exporters.catalog.enums import FLOOR, HISTORY, PEERS
+from lockstep.exporters.catalog.enums import FLOOR, HISTORY, IB_PORT_ACTIVE, PEERS, THROTTLE_REASONS
+from lockstep.exporters.catalog.recorded import ANALYTICS_GROUP, ANALYTICS_INPUTS, ANALYTICS_STEP
+from lockstep.exporters.toolkit.timeparse import duration_seconds
 
 GROUP = "lockstep.rules"
 
@@ -241,8 +243,44 @@ def validation(config: AlertsConfig) -> list[Record]:
     return records
 
 
+def analytics_inputs(config: AlertsConfig) -> list[Record]:
+    """The analytics service's inputs that the TSDB reduces from several raw series, each recorded as one
+    series per rank (GPU, HCA) or node at the analytics' step: the input's own query
+    (``lockstep.analytics.frame.inputs``) over every node, so a refresh of a 65,536-GPU job reads one
+    series per rank and input. Rates span two steps, as the service's own queries do."""
+    sel = config.selectors.node
+    span = f"{round(2 * duration_seconds(config.analytics_step) * 1000)}ms"
+
+    def irate(name: str) -> str:
+        return f"irate({metric(name, sel)}[{span}])"
+
+    def summed(by: str, name: str) -> str:
+        return f"sum by ({by}) ({irate(name)})"
+
+    links = " or ".join([f"{metric('lockstep_ib_port_state', sel)} != {IB_PORT_ACTIVE}"] + [
+        f"{irate(m)} > 0" for m in ("lockstep_ib_port_link_downed_total", "lockstep_ib_port_link_error_recovery_total",
+                                    "lockstep_ib_port_symbol_errors_total")])
+    reasons = metric("lockstep_gpu_clock_event_active", sel, f'reason=~"{"|".join(THROTTLE_REASONS)}"')
+    exprs = {
+        "clock": f"max by (node, gpu) ({metric('lockstep_gpu_sm_clock_hertz', sel)} / "
+                 f"({metric('lockstep_gpu_sm_clock_max_hertz', sel)} > 0))",
+        "reasons": f"group by (node, gpu, reason) ({reasons} > 0)",
+        "tx": summed("node, device", "lockstep_ib_port_transmit_bytes_total"),
+        "xmit_wait": summed("node, device", "lockstep_ib_port_transmit_wait_total"),
+        "link": f"group by (node, device) ({links})",
+        "read": summed("node", "lockstep_storage_read_bytes_total"),
+        "write": summed("node", "lockstep_storage_write_bytes_total"),
+        "pause": summed("node", "lockstep_pfc_pause_duration_seconds_total"),
+        "cnp": summed("node", "lockstep_roce_cnp_handled_total"),
+    }
+    return [Record(ANALYTICS_STEP, f"vector({duration_seconds(config.analytics_step):g})")] + \
+        [Record(ANALYTICS_INPUTS[name], expr) for name, expr in exprs.items()]
+
+
 def groups(config: AlertsConfig) -> list[dict]:
     rules = (job_membership(config) + gpu(config) + fabric(config) + switches(config) + switch_pfc(config)
              + imbalance(config) + power(config)
              + analytics(config) + validation(config))
-    return [{"name": GROUP, "interval": config.evaluation_interval, "rules": [r.render() for r in rules]}]
+    return [{"name": GROUP, "interval": config.evaluation_interval, "rules": [r.render() for r in rules]},
+            {"name": ANALYTICS_GROUP, "interval": config.analytics_step,
+             "rules": [r.render() for r in analytics_inputs(config)]}]

@@ -95,6 +95,8 @@ class AlertsConfig:
     # With 5 s scrapes a storm crosses the 20 % of the 1 m window in ~15 s; +15 s evaluation, +30 s for,
     # +10 s pager group_wait: paged in about a minute, inside the 90 s budget (docs/architecture.md).
     evaluation_interval: str = "15s"
+    # The analytics' --step (the node agents' scrape interval): the inputs it reads are recorded at it.
+    analytics_step: str = "5s"
 
     def for_of(self, alert: Alert) -> str:
         """The alert's ``for:``: the site's override, else its own definition's."""

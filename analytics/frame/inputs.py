@@ -14,12 +14,13 @@ answers from a simulator frame; tests hold the two to each other on a real Prome
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from lockstep.analytics.prom import promql
 from lockstep.exporters.catalog import analytics, fabric, gpu, nccl, storage
 from lockstep.exporters.catalog.enums import IB_PORT_ACTIVE, THROTTLE_REASONS
+from lockstep.exporters.catalog.recorded import ANALYTICS_INPUTS
 
 GPU_KEY = ("node", "gpu")
 HCA_KEY = ("node", "device")
@@ -44,12 +45,35 @@ class Input:
     match: str = ""            # extra label matchers
     own_job_id: bool = False   # the metric carries job_id itself (else: selected on the job's nodes)
     fanout: int = 1            # series per GPU (per node for node-wide inputs): sizes the pieces of a window
+    reads: int = 1             # raw series the store reads per series answered (PFC: 8 NICs x 8 priorities x 2): bounds a query
+    recorded: bool = False     # read from its recorded series (``ANALYTICS_INPUTS``), one per key of ``by``
 
     def promql(self, job_id: str, step: float, nodes: Sequence[str] = ()) -> str:
         """The query for ``job_id`` on its ``nodes`` (the job's own series need none); ``step``: the
         query_range step (a rate spans two of them)."""
         where = f"job_id={promql.quote(promql.validate_job_id(job_id))}" if self.own_job_id else \
             f"node=~{promql.quote(promql.alternatives(nodes))}"
+        return self.expression(where, step, nodes)
+
+    @property
+    def per_job(self) -> bool:
+        """Its query selects by job id alone, every node of the job at once (``missing`` also names the
+        nodes its ranks are joined on, so a query may ask for some of them)."""
+        return self.own_job_id and self.kind != "missing"
+
+    def as_recorded(self) -> Input:
+        """This input read from its recorded series (itself when it has none)."""
+        return replace(self, recorded=True) if self.name in ANALYTICS_INPUTS else self
+
+    def expression(self, where: str, step: float, nodes: Sequence[str] = ()) -> str:
+        """The input's PromQL on the series ``where`` selects (every node's: ``""``, what its recording
+        rule records; recorded, the one series per key the rule evaluated at each step); ``nodes``: those
+        a ``missing`` input's addresses are joined on."""
+        op = {"gauge": "max", "ratio": "max", "rate": "sum", "present": "group", "missing": "group",
+              "largest": "group"}[self.kind]
+        if self.recorded:   # its sample of this step only: a store may hold no staleness marker where it ends
+            inner = f"last_over_time({ANALYTICS_INPUTS[self.name]}{{{where}}}[{round(step * 1000)}ms])"
+            return f"{op} by ({', '.join(self.by)}) ({inner})"
         if self.kind == "ratio":
             num, den = (self._selector(m, where) for m in self.metrics)
             inner = f"{num} / ({den} > 0)"
@@ -68,8 +92,6 @@ class Input:
                     f"(max by (comm) ({size}) == scalar(max({size})))"
         else:
             inner = self._selector(self.metrics[0], where) + (" > 0" if self.kind == "present" else "")
-        op = {"gauge": "max", "ratio": "max", "rate": "sum", "present": "group", "missing": "group",
-              "largest": "group"}[self.kind]
         return f"{op} by ({', '.join(self.by)}) ({inner})"
 
     def _selector(self, metric: str, where: str) -> str:
@@ -93,7 +115,7 @@ INPUTS = (
     Input("tensor", "gauge", (gpu.TENSOR_ACTIVE.name,), GPU_KEY),
     # per-rank step time (compute + all-reduce, no waiting) where the training job exports it
     Input("step", "gauge", (analytics.RANK_STEP_SECONDS.name,), GPU_KEY, own_job_id=True),
-    Input("clock", "ratio", (gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name), GPU_KEY),
+    Input("clock", "ratio", (gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name), GPU_KEY, reads=2),
     Input("reasons", "present", (gpu.CLOCK_EVENT.name,), GPU_KEY + ("reason",),
           match=f'reason=~"{"|".join(THROTTLE_REASONS)}"', fanout=len(THROTTLE_REASONS)),
     # a rank's own hardware, judged when it runs slower than its peers (lockstep.analytics.scoring.cause)
@@ -102,11 +124,11 @@ INPUTS = (
     Input("xid", "present", (gpu.XID_ERRORS.name,), GPU_KEY, match='category=~"hardware"'),
     Input("tx", "rate", (fabric.IB_TRANSMIT_BYTES.name,), HCA_KEY),
     Input("xmit_wait", "rate", (fabric.IB_TRANSMIT_WAIT.name,), HCA_KEY),
-    Input("link", "present", LINK_COUNTERS, HCA_KEY),
-    Input("read", "rate", (storage.READ_BYTES.name,), NODE_KEY),
-    Input("write", "rate", (storage.WRITE_BYTES.name,), NODE_KEY),
-    Input("pause", "rate", (fabric.PFC_PAUSE_DURATION.name,), NODE_KEY),
-    Input("cnp", "rate", (fabric.ROCE_CNP_HANDLED.name,), NODE_KEY),
+    Input("link", "present", LINK_COUNTERS, HCA_KEY, reads=len(LINK_COUNTERS) + 1),
+    Input("read", "rate", (storage.READ_BYTES.name,), NODE_KEY, reads=4),
+    Input("write", "rate", (storage.WRITE_BYTES.name,), NODE_KEY, reads=4),
+    Input("pause", "rate", (fabric.PFC_PAUSE_DURATION.name,), NODE_KEY, reads=128),
+    Input("cnp", "rate", (fabric.ROCE_CNP_HANDLED.name,), NODE_KEY, reads=8),
 )
 # NCCL's RAS, where the node agents run the nccl-ras collector (a job without it answers nothing): each rank's
 # collectives per second, how far it is behind its communicator within one RAS answer, the age of the answer
@@ -124,3 +146,5 @@ RAS_INPUTS = (
 INPUTS += RAS_INPUTS
 # Every metric the inputs read (what a simulator frame needs to hold for the scorers).
 INPUT_METRICS = tuple(dict.fromkeys([m for i in INPUTS for m in i.metrics] + [fabric.IB_STATE.name]))
+# The inputs the TSDB may record for the service, one series per rank or node (``ANALYTICS_INPUTS``).
+RECORDABLE = tuple(i for i in INPUTS if i.name in ANALYTICS_INPUTS)

@@ -95,6 +95,17 @@ class JobWindow:
         else:
             self.signal(inp.name)[rows, col] = values
 
+    def widened(self, columns: pd.MultiIndex) -> JobWindow:
+        """This window with the columns of ``columns`` (a superset, in their order), the new ones empty."""
+        out = JobWindow.empty(self.grid, columns)
+        at = columns.get_indexer(self.columns)
+        for name, matrix in self.signals.items():
+            out.signal(name)[:, at] = matrix
+        out.seen, out.fetched = self.seen.copy(), self.fetched
+        for label, (values, seen) in self.held.items():
+            out.held[label][0][at], out.held[label][1][at] = values, seen
+        return out
+
     def signal(self, name: str) -> np.ndarray:
         """The matrix of ``name``, created absent where it is new (a clock-event reason first seen)."""
         if name not in self.signals:
@@ -133,9 +144,12 @@ class JobWindow:
         per_node = np.full((rows.max() - first + 1, len(self._lookup["node"])), np.nan)
         self._sum_into(per_node, rows - first, nodes, values)
         touched = np.unique(rows)
-        held = np.isfinite(self.signals[MEMBER_SIGNAL][touched])
-        per_column = per_node[touched - first][:, self._lookup["node_of_column"]]
-        self.signal(name)[touched] = np.where(held, per_column, np.nan)
+        # only the columns of the nodes answered: an answer for a group of the job's nodes leaves the others
+        cols = np.flatnonzero(np.isin(self._lookup["node_of_column"], np.unique(nodes)))
+        cells = np.ix_(touched, cols)
+        held = np.isfinite(self.signals[MEMBER_SIGNAL][cells])
+        per_column = per_node[touched - first][:, self._lookup["node_of_column"][cols]]
+        self.signal(name)[cells] = np.where(held, per_column, np.nan)
 
     @staticmethod
     def _sum_into(out: np.ndarray, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
@@ -150,9 +164,11 @@ class JobWindow:
         """Per column: the GPU held the job at some row of the window."""
         return np.isfinite(self.signals[MEMBER_SIGNAL]).any(axis=0)
 
-    def features(self) -> Features:
-        """The rows the job has data in, as the scorers read them (a clock-event reason only where held)."""
-        keep = slice(None) if self.seen.all() else self.seen
+    def features(self, rows: np.ndarray | None = None) -> Features:
+        """The rows the job has data in, as the scorers read them (a clock-event reason only where held);
+        ``rows``: only those of them (a window not fetched whole yet: its complete rows)."""
+        seen = self.seen if rows is None else self.seen & rows
+        keep = slice(None) if seen.all() else seen
         signals = {name: m[keep] for name, m in self.signals.items()
                    if not name.startswith(REASON_PREFIX) or np.isfinite(m).any()}
         return Features(self.grid.times()[keep], self.columns, signals, tuple(self.pods),

@@ -15,11 +15,12 @@ from lockstep.analytics.prom import promql
 from lockstep.analytics.prom.answersize import SERVE_DEFAULT, read_answer
 from lockstep.analytics.prom.decode import Block, decode_matrix
 from lockstep.analytics.prom.envelope import result_of
-from lockstep.analytics.prom.errors import AnswerTooLarge, MalformedAnswer, PrometheusError
+from lockstep.analytics.prom.errors import AnswerTooLarge, MalformedAnswer, PrometheusError, QueryTimeout
 from lockstep.analytics.prom.grid import Window
 from lockstep.exporters.toolkit.jsonload import load_json
 
-__all__ = ["PrometheusError", "MalformedAnswer", "Window", "api_get", "list_jobs", "query_range"]
+__all__ = ["PrometheusError", "MalformedAnswer", "QueryTimeout", "Window", "api_get", "list_jobs", "query_range",
+           "scalar"]
 
 _DECODE_INLINE_BYTES = 256 * 1024   # below this, a thread hop costs more than the decoding
 
@@ -37,17 +38,22 @@ async def _get(session: aiohttp.ClientSession, url: str, params: dict, timeout: 
         query = params.get("query", "")
         shown = query if len(query) <= 300 else query[:300] + "..."
         raise AnswerTooLarge(f"{url}: query {shown!r}: {exc}") from None
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+    except asyncio.TimeoutError as exc:
+        raise QueryTimeout(f"{url}: {type(exc).__name__}: {exc}") from None
+    except (aiohttp.ClientError, ValueError) as exc:
         raise PrometheusError(f"{url}: {type(exc).__name__}: {exc}") from None
 
 
 def _refused(url: str, status: int, body: bytes) -> PrometheusError:
-    """An answer other than 200: Prometheus' own error message when the body carries one."""
+    """An answer other than 200: Prometheus' own error message when the body carries one; the store's
+    own query timeout (Prometheus: 503 with errorType "timeout") is a ``QueryTimeout``."""
     try:
-        message = load_json(body).get("error", "")
+        doc = load_json(body)
+        message, kind = doc.get("error", ""), doc.get("errorType", "")
     except (ValueError, AttributeError):
-        message = body[:200].decode(errors="replace")
-    return PrometheusError(f"{url}: HTTP {status}: {message}")
+        message, kind = body[:200].decode(errors="replace"), ""
+    timed_out = status == 503 and (kind == "timeout" or "timeout" in str(message) or "timed out" in str(message))
+    return (QueryTimeout if timed_out else PrometheusError)(f"{url}: HTTP {status}: {message}")
 
 
 async def api_get(session: aiohttp.ClientSession, base_url: str, path: str, params: dict, timeout: float,
@@ -92,3 +98,14 @@ async def list_jobs(session: aiohttp.ClientSession, base_url: str, at: float, ti
     result = await api_get(session, base_url, "/api/v1/query", {"query": query, "time": f"{at:.3f}"}, timeout,
                            max_bytes)
     return sorted({r["metric"].get("job_id", "") for r in result} - {""})
+
+
+async def scalar(session: aiohttp.ClientSession, base_url: str, query: str, at: float, timeout: float,
+                 max_bytes: int = SERVE_DEFAULT) -> float | None:
+    """The value of ``query`` (one series) at ``at``; None when it has none."""
+    result = await api_get(session, base_url, "/api/v1/query", {"query": query, "time": f"{at:.3f}"}, timeout,
+                           max_bytes)
+    try:
+        return float(result[0]["value"][1]) if result else None
+    except (KeyError, IndexError, TypeError, ValueError):
+        raise MalformedAnswer(f"{base_url}: {query}: not a sample: {str(result)[:200]}") from None

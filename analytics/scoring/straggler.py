@@ -34,14 +34,16 @@ found no window the rule misses and costs about the CPU of the scoring pass itse
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from lockstep.analytics.frame.features import REASON_PREFIX, Features
 from lockstep.analytics.scoring import cause, imbalance, relative
+from lockstep.analytics.scoring.bynode import nanmedian, node_columns, per_node
 from lockstep.analytics.scoring.nanstats import nan_reduce
+from lockstep.analytics.scoring.rolling import rolling_mean
 from lockstep.analytics.scoring.stall import JobSignals
 
 K = 4.0                   # the job's normal spreads a change must reach to count
@@ -54,6 +56,7 @@ SMOOTH_S = 15.0           # pace signals averaged over this span
 NODE_SHARE = 0.75         # this share of a node's GPUs slow together → node-wide slowdown
 BASELINE_S = 300.0        # a GPU's usual level is learned over its first active samples of this span...
 READY = 6                 # ...and judged against once it holds this many samples
+PARALLEL_GPUS = 4096      # from this many GPUs, the pace signals' drifts are computed side by side
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,7 @@ class StragglerResult:
 
 def smoothed(x: np.ndarray, active: np.ndarray, samples: int) -> np.ndarray:
     """Causal mean over the last ``samples`` active samples (stalls of other causes left out)."""
-    kept = np.where(active[:, None], x, np.nan)
-    return pd.DataFrame(kept).rolling(samples, min_periods=1).mean().to_numpy()
+    return rolling_mean(np.where(active[:, None], x, np.nan), samples)
 
 
 def slowness(js: JobSignals, sig: dict[str, np.ndarray], active: np.ndarray, period: float) -> dict[str, np.ndarray]:
@@ -117,8 +119,16 @@ def signal_votes(js: JobSignals, sig: dict[str, np.ndarray], active: np.ndarray,
     """Per-sample, per-GPU agreement count, and the drifts, bars, hits and reason votes behind it."""
     samples, ready = max(READY, round(BASELINE_S / period)), READY
     prior = prior or {}
-    drifts = {name: relative.drift(x, active, samples, FLOORS[name], ready, prior.get(name))
-              for name, x in slowness(js, sig, active, period).items()}
+    paces = slowness(js, sig, active, period)
+
+    def drift(name: str) -> relative.Drift:
+        return relative.drift(paces[name], active, samples, FLOORS[name], ready, prior.get(name))
+
+    if paces["work"].shape[1] < PARALLEL_GPUS:
+        drifts = {name: drift(name) for name in paces}
+    else:   # independent, and NumPy lets go of the GIL: a large job's drifts on every core
+        with ThreadPoolExecutor(len(paces)) as pool:
+            drifts = dict(zip(paces, pool.map(drift, paces)))
     bars = {name: relative.bar(d.spread, K, FLOORS[name]) for name, d in drifts.items()}
     with np.errstate(invalid="ignore"):
         hits = {name: d.excess >= bars[name] for name, d in drifts.items()}
@@ -233,10 +243,11 @@ def node_pace(drifts: dict[str, relative.Drift], nodes: np.ndarray, active: np.n
     node-wide slowdown through per-GPU noise that would hide it GPU by GPU."""
     step, work = drifts["step"].excess, drifts["work"].excess
     pace = np.where(np.isfinite(step), step, work)
-    out = {}
-    for node in pd.unique(nodes):
-        cols = pace[:, nodes == node]
-        out[str(node)] = np.where(active & (cols.shape[1] >= 2), nan_reduce(np.nanmedian, cols, axis=1), np.nan)
+    names, groups = node_columns(nodes)
+    medians = per_node(pace, groups, nanmedian)
+    several = np.asarray([len(g) >= 2 for g in groups], dtype=bool)
+    medians = np.where(active[:, None] & several[None, :], medians, np.nan)
+    out = {str(node): medians[:, k] for k, node in enumerate(names)}
     spread = relative.robust_scale(np.stack(list(out.values()))) if out else 0.0
     return out, spread
 
@@ -248,16 +259,15 @@ def _node_candidates(nodes: np.ndarray, drifts: dict[str, relative.Drift], activ
     paces, spread = node_pace(drifts, nodes, active)
     bar = relative.bar(spread, K, min(FLOORS[s] for s in PACE))
     step, work = drifts["step"].excess, drifts["work"].excess
+    if not paces:
+        return {}
     with np.errstate(invalid="ignore"):
         slower = np.where(np.isfinite(step), step, work) > 0
-        job_hit = np.nanmean(np.stack([p >= bar for p in paces.values()]), axis=0) if paces else 0
-        out = {}
-        for node, pace in paces.items():
-            share = slower[:, nodes == node].mean(axis=1)
-            cand = (pace >= bar) & (share >= NODE_SHARE) & (job_hit < 0.5)
-            if cand.any():
-                out[node] = cand
-    return out
+        hit = np.stack(list(paces.values()), axis=1) >= bar          # times × nodes
+        job_hit = hit.mean(axis=1)
+        share = per_node(slower, node_columns(nodes)[1], np.mean)
+        cand = hit & (share >= NODE_SHARE) & (job_hit < 0.5)[:, None]
+    return {node: cand[:, k] for k, node in enumerate(paces) if cand[:, k].any()}
 
 
 def performance(slowdown):

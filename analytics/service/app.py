@@ -48,7 +48,7 @@ async def _source_ctx(app: web.Application):
     async with open_session(cfg.prometheus_url, cfg.prometheus_auth, app[CREDENTIALS],
                             user_agent=f"lockstep-analytics/{VERSION}") as session:
         app[SOURCE] = PrometheusSource(session, cfg.prometheus_url, cfg.timeout_s, cfg.resume_lookback_s,
-                                       cfg.max_answer_bytes)
+                                       cfg.recorded_inputs, cfg.max_answer_bytes)
         yield
 
 
@@ -62,12 +62,13 @@ async def _refresh_ctx(app: web.Application):
 
 
 async def refresh_loop(refresher: Refresher, cfg: ServiceConfig, refreshed: asyncio.Event) -> None:
-    """Refresh every ``interval_s``; after failures, with a doubling backoff up to ``max_backoff_s``."""
+    """Refresh every ``interval_s``, at once while a job's window is still being fetched; after failures,
+    with a doubling backoff up to ``max_backoff_s``."""
     failed_in_row = 0
     while True:
         try:
             await refresher.refresh(cfg.now())
-            failed_in_row, delay = 0, cfg.interval_s
+            failed_in_row, delay = 0, 0.0 if refresher.state.fills.cut_short else cfg.interval_s
         except Exception as exc:  # failure stays local: keep serving the last results
             failed_in_row += 1
             delay = min(cfg.max_backoff_s, cfg.interval_s * 2 ** (failed_in_row - 1))

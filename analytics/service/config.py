@@ -45,11 +45,18 @@ class ServiceConfig:
     max_backoff_s: float = 300.0
     resume_lookback_s: float = 86400.0  # how old the exported counters of a job may be to resume them (0: never)
     refetch_steps: int = 1             # trailing steps of a held window asked for again (samples stored late)
+    recorded_inputs: bool = True       # read the inputs' recorded series where the store holds them
     shard: Shard = Shard(0, 1)
     web_config: WebConfig | None = None
     prometheus_auth: PromAuth = PromAuth()   # how requests to prometheus_url authenticate
     max_answer_bytes: int = SERVE_DEFAULT    # of one Prometheus answer, decompressed (lockstep.analytics.prom.answersize)
     now: Callable[[], float] = field(default=time.time, compare=False)   # injected by tests
+
+    @property
+    def fetch_budget_s(self) -> float:
+        """A refresh fetches new windows for at most its interval (at least one request's timeout), then
+        scores what it has; the next refresh, started at once, goes on from there."""
+        return max(self.interval_s, self.timeout_s)
 
     def __post_init__(self) -> None:
         check_url(self.prometheus_url, self.prometheus_auth)
@@ -81,6 +88,10 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
                    help="seconds back to look for a job's loss counters as this service last exported them "
                         "(scraped into Prometheus), to continue them after a restart or a shard move; 0 disables")
     p.add_argument("--shard", default="0/1", help="score only the jobs of shard i of n (stable hash of job_id)")
+    p.add_argument("--recorded-inputs", choices=("auto", "off"), default="auto",
+                   help="read each input from the series lockstep's recording rules record for it (one per GPU, HCA or "
+                        "node; group lockstep.analytics-inputs of the generated rules, evaluated at --step) where the "
+                        "store holds them when a job's window is fetched whole; off: always reduce the raw series")
     p.add_argument("--refetch-steps", type=int, default=1,
                    help="trailing steps of each job's held window asked for again on every refresh, for samples that "
                         "reach the store late (a slow scrape; remote_write batching: its batch_send_deadline in steps, "
@@ -95,5 +106,6 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         prometheus_url=args.prometheus_url, listen=parse_listen_address(getattr(args, "web.listen-address")),
         interval_s=args.interval, window_s=args.window, step_s=args.step, timeout_s=args.timeout,
         resume_lookback_s=args.resume_lookback, refetch_steps=args.refetch_steps,
+        recorded_inputs=args.recorded_inputs == "auto",
         shard=parse_shard(args.shard), web_config=load_web_config(web_file) if web_file else None,
         prometheus_auth=auth_from_args(args), max_answer_bytes=args.max_answer_bytes)

@@ -72,4 +72,6 @@ def render_metrics(state: RefreshState, encoder: Encoder, openmetrics: bool) -> 
     encoder.add(families, health_samples(state.health, len(results.jobs)))
     for job_id, view in results.jobs.items():
         encoder.add(families, job_samples(view, results.losses[job_id]))
+    encoder.add(families, [Sample(cat.JOB_WINDOW_COVERAGE, (job_id,), round(ratio, 4))
+                           for job_id, ratio in results.coverage.items()])
     return render_families(families, openmetrics)

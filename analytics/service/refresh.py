@@ -4,7 +4,9 @@ A refresh at ``now`` scores the window that ends at the last whole step: it list
 the valid ids of this replica's shard, continues the loss counters of jobs it has not seen before,
 catches up a gap in a job's counters, fetches and scores each job, and replaces the results as a
 whole (readers never see half an update). Each job's window is held between refreshes and moved on
-with the rows that are new (``lockstep.analytics.service.fetch``). The service drives it every interval against
+with the rows that are new (``lockstep.analytics.service.fetch``); with a fetch budget (the service's),
+a new job's window is filled across refreshes and scored on its newest rows until it is whole
+(``lockstep.analytics.service.filling``). The service drives it every interval against
 Prometheus (``lockstep.analytics.service.source``, ``lockstep.analytics.service.app``), the post-mortem once over a past window
 (``lockstep.analytics.evaluation.postmortem``); any ``Source`` can drive it at any ``now``.
 """
@@ -30,8 +32,9 @@ from lockstep.analytics.prom.grid import Window
 from lockstep.analytics.scoring.score import JobResult, score_features
 from lockstep.analytics.service.config import Shard
 from lockstep.analytics.service.fetch import advance, fetch_window
+from lockstep.analytics.service.filling import Fill, Fills
 from lockstep.analytics.service.state import Health, LossCounters
-from lockstep.analytics.service.views import JobView, job_view
+from lockstep.analytics.service.views import JobView, job_view, partial_view
 from lockstep.exporters.toolkit.logs import kv
 
 log = logging.getLogger("lockstep.analytics")
@@ -56,6 +59,8 @@ class Settings(Protocol):
     step_s: float       # the sample period
     shard: Shard        # the jobs this replica scores
     refetch_steps: int  # trailing steps of a held window asked for again
+    # optional fetch_budget_s: seconds a refresh spends fetching new windows before it scores what it has
+    # (the rest is fetched by the next refreshes); without it, every window is fetched whole at once
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class Results:
     # Copies of the loss counters as of this refresh: /metrics renders in a worker thread while the
     # next refresh adds to (and drops finished jobs from) the live ones.
     losses: dict[str, LossCounters] = field(default_factory=dict)
+    coverage: dict[str, float] = field(default_factory=dict)   # per job held: the share of its window fetched
 
 
 @dataclass
@@ -76,6 +82,7 @@ class RefreshState:
     learned: dict[str, pd.DataFrame] = field(default_factory=dict)  # each job's GPUs' usual pace, job-long
     paces: dict[str, float] = field(default_factory=dict)           # a job's last baseline of its work rate
     windows: dict[str, JobWindow] = field(default_factory=dict)     # each job's matrices, moved on each refresh
+    fills: Fills = field(default_factory=Fills)                     # windows not fetched whole yet, and paces
 
 
 def window_ending(now: float, settings: Settings) -> Window:
@@ -112,6 +119,7 @@ class Refresher:
     # this refresh's fetching: samples placed, jobs fetched whole (the rest moved on)
     _fetched: int = field(default=0, init=False, repr=False)
     _full: int = field(default=0, init=False, repr=False)
+    _deadline: float | None = field(default=None, init=False, repr=False)   # loop time new windows are fetched until
     _too_large: int = field(default=0, init=False, repr=False)   # answers refused for their size
 
     async def refresh(self, now: float) -> None:
@@ -119,6 +127,8 @@ class Refresher:
         state = self.state
         started = time.monotonic()
         self._fetched = self._full = self._too_large = 0
+        budget = getattr(self.settings, "fetch_budget_s", None)
+        self._deadline = asyncio.get_running_loop().time() + budget if budget is not None else None
         window = window_ending(now, self.settings)
         mine, rejected = split_job_ids(await self.source.list_jobs(window.end), self.settings.shard)
         if rejected and rejected != list(state.health.rejected_job_ids):
@@ -126,9 +136,17 @@ class Refresher:
         state.losses.update(await self.source.resume([j for j in mine if j not in state.losses], window.end))
         await self._catch_up(mine, window)
         scored, failed = await self.score(mine, window)
+        state.fills.forget_all_but(mine)
+        filling = state.fills.held
+        partial = {j: scored.pop(j) for j in list(scored) if j in filling}
         views = self._account(scored, failed, window)
-        self._forget_all_but(views)
-        state.results = Results(views, time.time(), {j: copy.deepcopy(state.losses[j]) for j in views})
+        for job_id, res in partial.items():     # scored on part of its window: not counted yet
+            views[job_id] = partial_view(res, state.losses.setdefault(job_id, LossCounters()), filling[job_id].coverage())
+        for job_id in (filling.keys() - views.keys()) & state.results.jobs.keys():   # not scored again this time
+            views[job_id] = state.results.jobs[job_id]
+        self._forget_all_but(views.keys() | filling.keys())
+        coverage = {j: filling[j].coverage() if j in filling else 1.0 for j in sorted(views.keys() | filling.keys())}
+        state.results = Results(views, time.time(), {j: copy.deepcopy(state.losses[j]) for j in views}, coverage)
         state.health = Health(up=True, stale=False, last_success=time.time(), failures=state.health.failures,
                               duration_s=time.monotonic() - started, rejected_job_ids=tuple(rejected),
                               last_error="; ".join(f"job {j}: {e}" for j, e in failed.items())[:2000],
@@ -200,7 +218,8 @@ class Refresher:
             first = counters.accounted_until
             chunk = Window(first, min(first + self.settings.window_s - step, window.start), step)
             try:
-                held = await fetch_window(self.source, job_id, chunk)
+                held = await fetch_window(self.source, job_id, chunk, pace=self.state.fills.pace(job_id),
+                                          inputs=self.state.fills.inputs.get(job_id))
             except PrometheusError as exc:
                 self._too_large += isinstance(exc, AnswerTooLarge)
                 log.warning("catch-up failed; retried next refresh", extra=kv(job_id=job_id, err=str(exc)[:500]))
@@ -228,20 +247,30 @@ class Refresher:
                 self._too_large += isinstance(exc, AnswerTooLarge)
                 failed[job_id] = str(exc)
                 continue
-            features[job_id] = held.features()
-        if failed and not features:
+            if (found := held.features()) is not None:    # a window not whole yet: once its newest rows are in
+                features[job_id] = found
+        if failed and not features and not self.state.fills.cut_short:
             raise PrometheusError(next(iter(failed.values())))
         if failed:
             log.warning("jobs not refreshed; serving their last results", extra=kv(errors=repr(failed)[:500]))
         return features, failed
 
-    async def _window(self, job_id: str, window: Window) -> JobWindow:
-        """The job's window held, moved on to ``window``; fetched whole when it cannot be."""
-        held = self.state.windows.get(job_id)
-        moved = await advance(self.source, held, job_id, window, self.settings.refetch_steps) \
-            if held is not None else None
-        if moved is None:
+    async def _window(self, job_id: str, window: Window) -> JobWindow | Fill:
+        """The job's window held, moved on to ``window``; fetched whole when it cannot be (with a fetch
+        budget, across refreshes: a ``Fill`` while it is not whole yet)."""
+        held, fills = self.state.windows.get(job_id), self.state.fills
+        moved = await advance(self.source, held, job_id, window, self.settings.refetch_steps, fills.pace(job_id),
+                              fills.inputs.get(job_id)) if held is not None else None
+        if moved is None and self._deadline is None:
             moved = await fetch_window(self.source, job_id, window)
+            self._full += 1
+        elif moved is None:
+            self.state.windows.pop(job_id, None)
+            fill = await fills.window(self.source, job_id, window, self.settings.refetch_steps, self._deadline)
+            if not fill.complete:
+                self._fetched += fill.fetched
+                return fill
+            moved = fill.result()
             self._full += 1
         self._fetched += moved.fetched
         self.state.windows[job_id] = moved

@@ -5,6 +5,7 @@ carry ``stale`` and ``updated`` so a client can tell old results from fresh ones
 """
 from __future__ import annotations
 
+import asyncio
 import functools
 
 from aiohttp import web
@@ -48,11 +49,17 @@ async def job(request: web.Request) -> web.Response:
         return _error(400, "bad_data", str(exc))
     state = request.app[STATE]
     view = state.results.jobs.get(job_id)
+    coverage = state.results.coverage.get(job_id)
+    if view is None and coverage is not None:
+        return web.json_response({"status": "error", "errorType": "not_found", "coverage": coverage,
+                                  "error": f"job {job_id}: its window is being fetched ({coverage:.0%} of it so far); "
+                                           "it is scored once its newest rows are in"}, status=404)
     if view is None:
         shard = request.app[CONFIG].shard
         where = "" if shard.owns(job_id) else f" (belongs to another shard than {shard.index}/{shard.count})"
         return _error(404, "not_found", f"job {job_id} is not scored by this replica{where}")
-    return web.json_response(_envelope(request, view.to_json()))
+    # a 65,536-GPU job's view is megabytes of JSON: built off the event loop, which keeps refreshing
+    return web.json_response(_envelope(request, await asyncio.to_thread(view.to_json)))
 
 
 async def index(request: web.Request) -> web.Response:

@@ -9,11 +9,13 @@ import aiohttp
 
 from lockstep.analytics.frame.inputs import Input
 from lockstep.analytics.prom import api as source_prom
+from lockstep.analytics.prom import promql
 from lockstep.analytics.prom.answersize import SERVE_DEFAULT
 from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.grid import Window
 from lockstep.analytics.service import resume
 from lockstep.analytics.service.state import LossCounters
+from lockstep.exporters.catalog.recorded import ANALYTICS_INPUTS, ANALYTICS_STEP
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,7 @@ class PrometheusSource:
     base_url: str
     timeout_s: float
     resume_lookback_s: float = 0.0      # 0: jobs never continue exported counters
+    recorded_inputs: bool = True        # read the inputs' recorded series where the store holds them
     max_answer_bytes: int = SERVE_DEFAULT   # of one answer, decompressed (lockstep.analytics.prom.answersize)
 
     async def list_jobs(self, at: float, lookback_s: float = 0.0) -> list[str]:
@@ -31,6 +34,16 @@ class PrometheusSource:
     async def series(self, inp: Input, job_id: str, window: Window, nodes: tuple[str, ...] = ()) -> Block:
         return await source_prom.query_range(self.session, self.base_url, inp.promql(job_id, window.step, nodes),
                                              window, self.timeout_s, self.max_answer_bytes)
+
+    async def recorded(self, at: float, step: float, node: str) -> set[str]:
+        """The inputs (by name) the store records at ``step`` since before ``at``, ``node``'s among them
+        (none when off): one store may hold clusters that record and others that do not."""
+        if not self.recorded_inputs or not node:
+            return set()
+        mine = f"count({ANALYTICS_INPUTS['clock']}{{node={promql.quote(node)}}})"
+        every = await source_prom.scalar(self.session, self.base_url, f"max({ANALYTICS_STEP}) and on () {mine}", at,
+                                         self.timeout_s, self.max_answer_bytes)
+        return set(ANALYTICS_INPUTS) if every is not None and abs(every - step) < 1e-6 else set()
 
     async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
         if not self.resume_lookback_s:

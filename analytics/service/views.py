@@ -6,11 +6,12 @@
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from lockstep.analytics.scoring.bynode import node_columns, per_node
 from lockstep.analytics.scoring.detections import action, gpu_cause, gpu_evidence, node_cause, node_evidence
 from lockstep.analytics.scoring.evidence import plain
 from lockstep.analytics.scoring.score import JobResult
@@ -106,6 +107,7 @@ class JobView:
     loss: LossView
     imbalance: ImbalanceView = BALANCED
     slowdown: SlowdownView = STEADY
+    coverage: float = 1.0               # the share of the window scored (below 1 while it is being fetched)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -120,17 +122,18 @@ class JobSummary:
     cause: str | None
     stragglers: tuple[ScoreView, ...]
     goodput_ratio: float | None
+    coverage: float = 1.0
 
     @classmethod
     def of(cls, view: JobView) -> JobSummary:
         return cls(view.job_id, view.time, view.stall.stalled, view.stall.cause, view.stragglers,
-                   view.loss.goodput_ratio)
+                   view.loss.goodput_ratio, view.coverage)
 
     @classmethod
     def from_json(cls, row: dict) -> JobSummary:
         """A row as served; KeyError or TypeError when it is not one."""
         return cls(row["job_id"], row["time"], row["stalled"], row["cause"],
-                   tuple(ScoreView(**s) for s in row["stragglers"]), row["goodput_ratio"])
+                   tuple(ScoreView(**s) for s in row["stragglers"]), row["goodput_ratio"], row.get("coverage", 1.0))
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -145,26 +148,39 @@ def job_view(res: JobResult, counters: LossCounters) -> JobView:
                    loss=loss_view(counters), imbalance=imbalance_view(res, counters), slowdown=_slowdown(res, i))
 
 
+def partial_view(res: JobResult, counters: LossCounters, coverage: float) -> JobView:
+    """A job scored on the rows of its window fetched so far (``coverage`` of them): its scores and stall
+    as of its latest sample, its loss as counted before (a window not fetched whole is not counted)."""
+    return replace(job_view(res, counters), coverage=round(coverage, 4))
+
+
 def _scores(res: JobResult, i: int) -> tuple[tuple[ScoreView, ...], tuple[ScoreView, ...]]:
-    """Each GPU's and node's score; a flagged one's cause is judged over every sample of the window it
-    is flagged in (as the post-mortem's report of the same window judges it)."""
+    """Each GPU's and node's score (the nodes' medians taken together, not node by node); a flagged one's
+    cause is judged over every sample of the window it is flagged in (as the post-mortem's report of the
+    same window judges it)."""
     s = res.stragglers
+    perf, flagged = performance(s.scores[i]), s.flagged[i]
     gpus = []
     for j, (_, node, gpu) in enumerate(res.columns):
-        flagged = bool(s.flagged[i, j])
-        found, why = gpu_cause(s, j) if flagged else (None, {})
-        gpus.append(ScoreView(node, gpu, float(performance(s.scores[i, j])), flagged,
-                              plain({**gpu_evidence(s, i, j), "cause": why}) if flagged else None, found,
-                              action(node, gpu, found) if flagged else None))
+        if not flagged[j]:
+            gpus.append(ScoreView(node, gpu, float(perf[j]), False, None))
+            continue
+        found, why = gpu_cause(s, j)
+        gpus.append(ScoreView(node, gpu, float(perf[j]), True, plain({**gpu_evidence(s, i, j), "cause": why}), found,
+                              action(node, gpu, found)))
     nodes_col = np.asarray(res.columns.get_level_values("node"))
+    names, groups = node_columns(nodes_col)
+    medians = performance(per_node(s.scores[i][None, :], groups, np.median)[0])
     nodes = []
-    for node in dict.fromkeys(nodes_col):
+    for k, node in enumerate(names):
         flags = s.node_flagged.get(str(node), np.zeros(i + 1, bool))
-        flagged, mask = bool(flags[i]), nodes_col == node
-        found, why = node_cause(s, mask, flags) if flagged else (None, {})
-        nodes.append(ScoreView(str(node), None, float(performance(np.median(s.scores[i, mask]))), flagged,
-                               plain({**node_evidence(s, mask, i), "cause": why}) if flagged else None, found,
-                               action(str(node), None, found) if flagged else None))
+        if not flags[i]:
+            nodes.append(ScoreView(str(node), None, float(medians[k]), False, None))
+            continue
+        mask = nodes_col == node
+        found, why = node_cause(s, mask, flags)
+        nodes.append(ScoreView(str(node), None, float(medians[k]), True,
+                               plain({**node_evidence(s, mask, i), "cause": why}), found, action(str(node), None, found)))
     return tuple(gpus), tuple(nodes)
 
 

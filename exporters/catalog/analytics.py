@@ -140,3 +140,11 @@ ANALYTICS_ANSWERS_TOO_LARGE = counter(
     "Prometheus answers the service stopped reading past its --prometheus-max-answer-size (each fails the job "
     "that asked for it, or the whole refresh when it is the job list); the refresh error names the query.")
 METRICS += (ANALYTICS_ANSWERS_TOO_LARGE,)
+
+# Added with windows fetched across refreshes: how much of a job's window its scores rest on.
+JOB_WINDOW_COVERAGE = gauge(
+    "lockstep_analytics_job_window_coverage_ratio",
+    "Share of the job's scored window (--window) fetched for every input of every GPU: 1 once it is whole; below 1 "
+    "while a new job's window is being fetched, its scores resting on the newest rows only (none before those are "
+    "in) and its loss not counted yet.", ("job_id",), "ratio")
+METRICS += (JOB_WINDOW_COVERAGE,)

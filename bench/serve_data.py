@@ -1,0 +1,118 @@
+"""The stores bench_serve.py runs against, built once per scenario and kept under its directory:
+
+- ``data``: ``lockstep sim backfill``'s blocks of the scenario, the analytics' series (refresh_data.py);
+- ``prom-rules/data``: the same blocks (hard links) and the analytics inputs recorded over them by
+  Prometheus itself (``promtool tsdb create-blocks-from rules`` with the generated group);
+- ``vm-raw``: a VictoriaMetrics storage holding the same series (vmctl, as a migration does);
+- ``vm-rules``: that storage (copied) and the inputs recorded by vmalert from the same rule file (its
+  replay mode), as a vmalert running beside it would have.
+Each step leaves a ``.done`` file with what it cost; a step that is done is not run again.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+from lockstep.stack import Stack, http_get, require_binary, start_prometheus, start_victoria_metrics, vmctl_from_prometheus
+
+PROM_CONFIG = {"global": {"scrape_interval": "5s"}, "scrape_configs": []}
+# What the stores need to record 65,536 GPUs' inputs in one pass (the service itself runs on their defaults).
+PROM_RULES_ARGS = ["--query.max-samples=1000000000", "--query.timeout=60m"]
+VM_REPLAY_ARGS = ["-search.maxUniqueTimeseries=5000000", "-search.maxQueryDuration=60m", "-search.disableCache"]
+
+
+def rules_file(workdir: Path) -> Path:
+    from lockstep.alerts import recording
+    from lockstep.alerts.settings import AlertsConfig
+    from lockstep.exporters.catalog.recorded import ANALYTICS_GROUP
+
+    group = next(g for g in recording.groups(AlertsConfig()) if g["name"] == ANALYTICS_GROUP)
+    path = workdir / "analytics-inputs.yml"
+    path.write_text(yaml.safe_dump({"groups": [group]}, sort_keys=False))
+    return path
+
+
+def prepare(scenario: dict, workdir: Path, kinds: set[str]) -> float:
+    """The scenario's stores of ``kinds`` (``prom-rules``, ``vm-raw``, ``vm-rules``; the raw blocks
+    always) under ``workdir``; returns the scenario's start."""
+    from refresh_data import backfill
+
+    _, start = backfill(scenario, workdir)
+    end = start + scenario["duration_s"]
+    if "prom-rules" in kinds:
+        _step(workdir / "prom-rules", lambda out: _prom_rules(workdir, out, start, end))
+    if kinds & {"vm-raw", "vm-rules"}:
+        _step(workdir / "vm-raw", lambda out: _vm_raw(workdir, out))
+    if "vm-rules" in kinds:
+        _step(workdir / "vm-rules", lambda out: _vm_rules(workdir, out, start, end))
+    return start
+
+
+def cost(workdir: Path) -> dict:
+    """What each step built here cost (wall seconds), by step."""
+    return {p.parent.name: json.loads(p.read_text()) for p in sorted(workdir.glob("*/.done"))}
+
+
+def _step(out: Path, build) -> None:
+    done = out / ".done"
+    if done.exists():
+        return
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    t0 = time.perf_counter()
+    build(out)
+    done.write_text(json.dumps({"wall_s": time.perf_counter() - t0, "load": os.getloadavg()[0]}))
+
+
+def _prom_rules(workdir: Path, out: Path, start: float, end: float) -> None:
+    shutil.copytree(workdir / "data", out / "data", copy_function=os.link,
+                    ignore=shutil.ignore_patterns("wal", "chunks_head", "lock", "queries.active"))
+    with Stack() as stack:
+        prom = _prometheus_on(workdir, stack)
+        made = out / "recorded"
+        subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "rules", f"--start={start:.0f}",
+                        f"--end={end:.0f}", f"--url={prom.url}", f"--output-dir={made}", "--quiet",
+                        str(rules_file(workdir))], check=True, capture_output=True, text=True)
+    for block in made.iterdir():
+        shutil.move(str(block), out / "data" / block.name)
+
+
+def _prometheus_on(workdir: Path, stack: Stack):
+    """A Prometheus on the raw blocks (through hard links: it compacts what it opens)."""
+    source = workdir / "rules-source"
+    shutil.rmtree(source, ignore_errors=True)
+    shutil.copytree(workdir / "data", source / "data", copy_function=os.link,
+                    ignore=shutil.ignore_patterns("wal", "chunks_head", "lock", "queries.active"))
+    return stack.add(start_prometheus(PROM_CONFIG, source, extra_args=PROM_RULES_ARGS))
+
+
+def _vm_raw(workdir: Path, out: Path) -> None:
+    with Stack() as stack:
+        vm = stack.add(start_victoria_metrics(out, extra_args=["-search.disableCache", "-dedup.minScrapeInterval=1ms"]))
+        vmctl_from_prometheus(workdir / "data", vm, timeout=7200.0)
+
+
+def _vm_rules(workdir: Path, out: Path, start: float, end: float) -> None:
+    shutil.copytree(workdir / "vm-raw" / "vm-data", out / "vm-data", copy_function=os.link)
+    with Stack() as stack:
+        vm = stack.add(start_victoria_metrics(out, extra_args=VM_REPLAY_ARGS + ["-dedup.minScrapeInterval=1ms"]))
+        subprocess.run([require_binary("vmalert"), f"-rule={rules_file(workdir)}", f"-datasource.url={vm.url}",
+                        f"-remoteWrite.url={vm.url}", f"-replay.timeFrom={_rfc3339(start - 60)}",
+                        f"-replay.timeTo={_rfc3339(end)}", "-replay.disableProgressBar", "-datasource.queryStep=0s",
+                        "-replay.maxDatapointsPerQuery=60", "-replay.rulesDelay=10s", "-remoteWrite.flushInterval=1s",
+                        "-remoteWrite.maxQueueSize=2000000", "-remoteWrite.concurrency=2",
+                        "-httpListenAddr=127.0.0.1:0"], check=True, capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=7200)
+        for path in ("/internal/force_flush", "/internal/resetRollupResultCache"):
+            http_get(vm.url + path, timeout=120)
+
+
+def _rfc3339(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,28 @@
+"""Series that lockstep's own recording rules record and another package reads by name.
+
+The analytics inputs: each input the scorers read (``lockstep.analytics.frame.inputs``) that the TSDB
+reduces from several raw series per rank or node (a ratio of two gauges, the present throttling
+reasons, rates summed per HCA or per node), recorded as one series per rank (GPU or HCA) or node at
+the analytics' step (``lockstep.alerts.recording`` writes the rules; the analytics service reads them
+where the store holds them). Their value at a step is the input's own query evaluated there over the
+whole cluster, so a refresh reads one series per rank and input instead of reducing the raw ones.
+"""
+from __future__ import annotations
+
+ANALYTICS_GROUP = "lockstep.analytics-inputs"
+# One series, the group's step in seconds, while the group runs: the inputs that are present only now and
+# then (a throttling reason, a link fault) cannot tell by themselves whether they are recorded.
+ANALYTICS_STEP = "lockstep:analytics_inputs:step_seconds"
+
+# input name → recorded series
+ANALYTICS_INPUTS = {
+    "clock": "lockstep:analytics_clock:ratio",
+    "reasons": "lockstep:analytics_reasons:present",
+    "tx": "lockstep:analytics_tx:rate",
+    "xmit_wait": "lockstep:analytics_xmit_wait:rate",
+    "link": "lockstep:analytics_link:present",
+    "read": "lockstep:analytics_read:rate",
+    "write": "lockstep:analytics_write:rate",
+    "pause": "lockstep:analytics_pause:rate",
+    "cnp": "lockstep:analytics_cnp:rate",
+}
