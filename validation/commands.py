@@ -12,10 +12,10 @@ from lockstep.validation import report as report_table
 from lockstep.validation.baseline import ratios
 from lockstep.validation.model import ParseError
 from lockstep.validation.naming import expand_hostlist, name_from_argv
-from lockstep.validation.parsers import parse, parse_file
+from lockstep.validation.parsers import MAX_BYTES, parse, parse_file
 from lockstep.validation.result import Result, default_test, from_parsed, short_node, with_gpu_count
 from lockstep.validation.runner import run_bounded
-from lockstep.validation.store import Store, read_series
+from lockstep.validation.store import RAW_TAIL_BYTES, Store, read_series
 
 LOCAL_NAMES = {"localhost", "localhost.localdomain", "127.0.0.1", ""}
 
@@ -76,6 +76,13 @@ def _outcome_result(args: argparse.Namespace, command: list[str], outcome) -> Re
         return Result(args.kind, test, resolve_nodes(args.node), "timeout", outcome.started,
                       outcome.duration_seconds, message=f"killed after {args.timeout:g} s{stuck}: {shown}",
                       source=shown)
+    if outcome.captured_stdout.truncated:
+        # Not parsed: the parsers need the whole output (a JSON document, a table and its summary), and
+        # `ingest` refuses a saved output past the same bound. Its head and tail are stored as its `.out`.
+        return Result(args.kind, test, resolve_nodes(args.node), "error", outcome.started, outcome.duration_seconds,
+                      message=f"{command[0]} stdout: {outcome.captured_stdout.size} bytes, larger than "
+                              f"{MAX_BYTES >> 20} MiB: not one tool run's output, not parsed (its head and tail "
+                              f"are kept); exit status {outcome.returncode}", source=shown)
     try:
         parsed = parse(args.kind, outcome.stdout, f"{command[0]} stdout")
     except ParseError as exc:
@@ -96,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
     if not command:
         raise ValueError("no tool to run: lockstep validate run KIND --timeout S -- TOOL ARGS...")
     outcome = run_bounded(command, args.timeout)
-    raw = outcome.stdout + (f"\n--- stderr ---\n{outcome.stderr}" if outcome.stderr else "")
+    # The store keeps the last RAW_TAIL_BYTES of this; a character is at least a byte, so no more is built.
+    stderr = outcome.stderr[-RAW_TAIL_BYTES:]
+    raw = outcome.stdout[-RAW_TAIL_BYTES:] + (f"\n--- stderr ---\n{stderr}" if stderr else "")
     return _store_and_print(args, _outcome_result(args, command, outcome), raw)
 
 

@@ -128,6 +128,10 @@ def json_document(text: str, source: str, what: str) -> tuple[dict, int]:
         doc, _ = json.JSONDecoder().raw_decode(text[start:])
     except json.JSONDecodeError as exc:
         raise ParseError(source, offset + exc.lineno, f"invalid JSON ({exc.msg}; truncated?)") from None
+    except RecursionError:
+        raise ParseError(source, offset + 1, "JSON nested too deeply") from None
+    except ValueError as exc:   # a number Python cannot hold (an integer of more than 4,300 digits)
+        raise ParseError(source, offset + 1, f"invalid JSON ({str(exc)[:80]})") from None
     if not isinstance(doc, dict):
         raise ParseError(source, offset + 1, "the JSON document is not an object")
     return doc, offset + 1

@@ -7,6 +7,13 @@ outlives the run. Output goes to files, not pipes: a process holding the output 
 the group with its own ``setsid``) cannot keep the caller waiting, and neither can a tool stuck in the
 kernel (DCGM hung in the driver is in D state, where even SIGKILL waits): the caller returns after the
 grace period and reports it.
+
+A tool's output is untrusted and may be any length (NCCL_DEBUG=TRACE on a thousand ranks, a tool
+looping on an error): it is read whole only up to ``max_bytes`` (``parsers.MAX_BYTES``, 64 MiB, the bound ``lockstep
+validate ingest`` holds a saved output to). Past that, only its head and its tail are kept (``HEAD_BYTES``,
+``TAIL_BYTES``): the head says what ran (the tool's banner, version, hosts, the first rows), the tail
+how it ended (the summary and the last error a tool prints). Neither is parseable on its own; the
+caller reports the output as too large (``Captured.truncated``).
 """
 from __future__ import annotations
 
@@ -18,19 +25,39 @@ import time
 from dataclasses import dataclass
 from typing import IO, Sequence
 
+from lockstep.validation.parsers import MAX_BYTES
+
 KILL_GRACE_S = 5.0
+HEAD_BYTES = 64 << 10
+TAIL_BYTES = 896 << 10        # head and tail together fit the 1 MiB the results directory keeps (store.RAW_TAIL_BYTES)
+
+
+@dataclass(frozen=True)
+class Captured:
+    """What was kept of one output stream: all of it, or past the bound its head and tail."""
+    text: str
+    size: int                   # bytes the tool wrote
+    truncated: bool = False
 
 
 @dataclass(frozen=True)
 class Outcome:
     argv: tuple[str, ...]
     returncode: int | None      # None when killed at the limit
-    stdout: str
-    stderr: str
+    captured_stdout: Captured
+    captured_stderr: Captured
     started: float              # Unix time
     duration_seconds: float
     timed_out: bool
     stuck: bool = False         # still there after SIGKILL (uninterruptible sleep in the kernel)
+
+    @property
+    def stdout(self) -> str:
+        return self.captured_stdout.text
+
+    @property
+    def stderr(self) -> str:
+        return self.captured_stderr.text
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -55,13 +82,23 @@ def _stop(proc: subprocess.Popen, grace: float) -> bool:
         return False
 
 
-def _text(f: IO[bytes]) -> str:
+def _captured(f: IO[bytes], max_bytes: int) -> Captured:
+    size = f.seek(0, os.SEEK_END)
     f.seek(0)
-    return f.read().decode(errors="replace")
+    if size <= max_bytes:
+        return Captured(f.read(max_bytes).decode(errors="replace"), size)
+    head = f.read(HEAD_BYTES)
+    f.seek(max(size - TAIL_BYTES, HEAD_BYTES))
+    tail = f.read(TAIL_BYTES)
+    left_out = size - len(head) - len(tail)
+    return Captured(f"{head.decode(errors='replace')}\n[... {left_out} bytes not kept ...]\n"
+                    f"{tail.decode(errors='replace')}", size, truncated=True)
 
 
-def run_bounded(argv: Sequence[str], timeout: float, grace: float = KILL_GRACE_S) -> Outcome:
-    """Run ``argv``; at ``timeout`` seconds stop its process group. Raises OSError if it cannot start."""
+def run_bounded(argv: Sequence[str], timeout: float, grace: float = KILL_GRACE_S,
+                max_bytes: int = MAX_BYTES) -> Outcome:
+    """Run ``argv``; at ``timeout`` seconds stop its process group. Raises OSError if it cannot start.
+    Each output stream is kept whole up to ``max_bytes``, past that its head and tail only."""
     if timeout <= 0:
         raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -76,5 +113,5 @@ def run_bounded(argv: Sequence[str], timeout: float, grace: float = KILL_GRACE_S
             stuck = not _stop(proc, grace)
         duration = time.monotonic() - t0
         _signal_group(proc.pid, signal.SIGKILL)   # whatever the tool left running in its group
-        return Outcome(tuple(argv), None if timed_out else proc.returncode, _text(out), _text(err), started,
-                       duration, timed_out, stuck)
+        return Outcome(tuple(argv), None if timed_out else proc.returncode, _captured(out, max_bytes),
+                       _captured(err, max_bytes), started, duration, timed_out, stuck)

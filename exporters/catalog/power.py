@@ -69,9 +69,13 @@ REDFISH_INVALID_READINGS = gauge("lockstep_redfish_invalid_readings",
 REDFISH_SKIPPED_MEMBERS = gauge("lockstep_redfish_skipped_members",
                                 "Members of the target's Redfish collections and arrays past the power exporter's "
                                 "cap per array, which the last poll did not read; absent when there were none.", T)
+REDFISH_LONG_LABELS = gauge("lockstep_redfish_long_labels",
+                            "Label values from the target's answers (chassis, PSU, outlet, circuit, pump, detector "
+                            "names) longer than 128 characters, which the last poll served shortened to their first "
+                            "115 characters, '~' and 12 hex digits of their SHA-256; absent when there were none.", T)
 
 METRICS = (CHASSIS_POWER, PDU_POWER, PDU_ENERGY, RACK_BUDGET, COOLANT_TEMPERATURE, REDFISH_UP,
            CHASSIS_POWER_LIMIT, PSU_INPUT_POWER, PSU_ENERGY, PDU_OUTLET_POWER, PDU_OUTLET_ENERGY, PDU_MAINS_POWER,
            PDU_MAINS_CURRENT, PDU_MAINS_VOLTAGE, COOLANT_FLOW, COOLANT_PRESSURE, CDU_HEAT_REMOVED, CDU_PUMP_SPEED,
            CDU_PUMP_STATE, LEAK_DETECTOR_STATE, TARGET_INFO, REDFISH_LAST_SUCCESS, REDFISH_POLL_DURATION,
-           REDFISH_INVALID_READINGS, REDFISH_SKIPPED_MEMBERS)
+           REDFISH_INVALID_READINGS, REDFISH_SKIPPED_MEMBERS, REDFISH_LONG_LABELS)

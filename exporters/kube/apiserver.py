@@ -5,19 +5,22 @@ projected service-account token and CA under ``/var/run/secrets/kubernetes.io/se
 is a bound token the kubelet rotates (about hourly), so it is read again for every request, as client-go
 re-reads it. Out of the cluster, a kubeconfig file: its current (or a named) context's server, CA and
 user, with a token, a token file or a client certificate; exec plugins and auth providers (cloud SSO)
-are refused with a clear error: give the agent a service-account token instead.
+are refused with a clear error: give the agent a service-account token instead. The kubeconfig is read
+with the bounded loader every lockstep config goes through (exporters/toolkit/configfile.py: no alias
+bomb expands), and what is wrong in it is named by file, line and key.
 """
 from __future__ import annotations
 
 import base64
+import binascii
 import os
 import ssl
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
-import yaml
+from lockstep.exporters.toolkit.configfile import ConfigError, Section, load_yaml
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -68,38 +71,58 @@ def in_cluster(env: Mapping[str, str], account: Path = SERVICE_ACCOUNT) -> ApiSe
 
 
 def from_kubeconfig(path: Path, context: str | None = None) -> ApiServer:
-    """The API server of ``context`` (default: the current context) in the kubeconfig at ``path``."""
-    config = yaml.safe_load(path.read_text()) or {}
-    name = context or config.get("current-context")
-    ctx = _named(config, "contexts", name, path).get("context") or {}
-    cluster = _named(config, "clusters", ctx.get("cluster"), path).get("cluster") or {}
-    user = (_named(config, "users", ctx["user"], path).get("user") or {}) if ctx.get("user") else {}
-    if "exec" in user or "auth-provider" in user:
-        raise ValueError(f"{path}: user {ctx.get('user')!r} authenticates with an exec plugin or auth provider, "
-                         "which lockstep does not run: use a token, a token file or a client certificate")
-    if not cluster.get("server"):
-        raise ValueError(f"{path}: cluster {ctx.get('cluster')!r} has no server")
+    """The API server of ``context`` (default: the current context) in the kubeconfig at ``path``;
+    ``ConfigError`` (FILE:LINE: key: reason) for what is missing or wrong in it."""
+    data = load_yaml(path)
+    config = Section({} if data is None else data, path)
+    name = context or config.get("current-context", str, None)
+    ctx = _named(config, "contexts", name, path).section("context", {})
+    cluster_name, user_name = ctx.get("cluster", str, None), ctx.get("user", str, None)
+    cluster = _named(config, "clusters", cluster_name, path).section("cluster", {})
+    user = _named(config, "users", user_name, path).section("user", {}) if user_name else Section({}, path, "user")
+    if "exec" in user.data or "auth-provider" in user.data:
+        raise user.error("exec" if "exec" in user.data else "auth-provider",
+                         f"user {user_name!r} authenticates with an exec plugin or auth provider, which lockstep "
+                         "does not run: use a token, a token file or a client certificate")
+    server = cluster.get("server", str, None)
+    if not server:
+        raise ConfigError(path, cluster.line, cluster.key, f"cluster {cluster_name!r} has no server")
     base = path.parent
     cert = _pem(user, "client-certificate", base)
     key = _pem(user, "client-key", base)
-    token_file = user.get("tokenFile")
-    return ApiServer(cluster["server"].rstrip("/"), ca_pem=_pem(cluster, "certificate-authority", base),
-                     token=user.get("token"), token_file=base / token_file if token_file else None,
+    token_file = user.get("tokenFile", str, None)
+    return ApiServer(server.rstrip("/"), ca_pem=_pem(cluster, "certificate-authority", base),
+                     token=_secret(user, "token"), token_file=base / token_file if token_file else None,
                      client_cert=(cert, key) if cert and key else None,
-                     insecure=bool(cluster.get("insecure-skip-tls-verify")))
+                     insecure=cluster.get("insecure-skip-tls-verify", bool, False))
 
 
-def _named(config: Mapping[str, Any], section: str, name: str | None, path: Path) -> Mapping[str, Any]:
-    for entry in config.get(section) or ():
-        if entry.get("name") == name:
+def _named(config: Section, section: str, name: str | None, path: Path) -> Section:
+    for entry in config.sections(section):
+        if entry.get("name", str, None) == name:
             return entry
-    raise ValueError(f"{path}: no {section[:-1]} named {name!r}")
+    raise ConfigError(path, config.line_of(section) if section in config.data else None, section,
+                      f"no {section[:-1]} named {name!r}")
 
 
-def _pem(section: Mapping[str, Any], key: str, base: Path) -> str | None:
+def _pem(section: Section, key: str, base: Path) -> str | None:
     """``key-data`` (base64) or ``key`` (a file, relative to the kubeconfig's directory)."""
-    if section.get(f"{key}-data"):
-        return base64.b64decode(section[f"{key}-data"]).decode()
-    if section.get(key):
-        return (base / os.path.expanduser(section[key])).read_text()
+    if data := _secret(section, f"{key}-data"):
+        try:
+            return base64.b64decode(data).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            raise section.error(f"{key}-data", "not base64 of a PEM text") from None
+    if name := section.get(key, str, None):
+        try:
+            return (base / os.path.expanduser(name)).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise section.error(key, f"cannot read {name}: {getattr(exc, 'strerror', None) or exc}") from None
     return None
+
+
+def _secret(section: Section, key: str) -> str | None:
+    """A string that may be a secret (a token, a private key): a wrong type is named, its value never quoted."""
+    value = section.data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise section.error(key, f"must be str, got {type(value).__name__}")
+    return value

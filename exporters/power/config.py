@@ -13,6 +13,10 @@ from lockstep.exporters.toolkit.credentials import Credentials
 
 KINDS = ("bmc", "pdu", "cdu", "ipmi")
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
+# A Prometheus label value from a target's config (name, rack) or its answers (chassis, PSU, outlet Ids):
+# real ones are tens of characters. Past this a config is refused, and an answer's value is shortened
+# (pollreport.shorten_labels).
+MAX_LABEL_CHARS = 128
 
 
 @dataclass(frozen=True)
@@ -80,8 +84,13 @@ def _check_url(kind: str):
     return check
 
 
+def _label(value: str) -> str | None:
+    """A Prometheus label value of every series of the target: bounded like those from its answers."""
+    return f"longer than {MAX_LABEL_CHARS} characters (a label of every series)" if len(value) > MAX_LABEL_CHARS else None
+
+
 def _target(s: Section) -> Target:
-    name = s.get("name", str, check=lambda v: None if _NAME.match(v) else "use letters, digits, _ . : -")
+    name = s.get("name", str, check=lambda v: _label(v) or (None if _NAME.match(v) else "use letters, digits, _ . : -"))
     kind = s.get("kind", str, check=one_of(*KINDS))
     url = s.get("url", str, check=_check_url(kind)).rstrip("/")
     username, password = _secret(s, "username"), _secret(s, "password")
@@ -97,7 +106,7 @@ def _target(s: Section) -> Target:
     if kind == "ipmi" and url != "local" and "ipmi-dcmi" in Path(tool).name:
         raise s.error("ipmi_tool", "ipmi-dcmi takes passwords only on its command line: use ipmitool "
                                    "(password through IPMI_PASSWORD) for out-of-band targets")
-    target = Target(name=name, kind=kind, url=url, rack=str(s.get("rack", (str, int), "")),
+    target = Target(name=name, kind=kind, url=url, rack=str(s.get("rack", (str, int), "", check=lambda v: _label(str(v)))),
                     budget_watts=s.get("budget_watts", float, None, check=positive),
                     credentials=Credentials(username, password) if username is not None else None,
                     tls_verify=s.get("tls_verify", bool, True), ca_file=ca_file, ipmi_tool=tool)

@@ -39,6 +39,7 @@ class TargetResult:
     error: str | None = None
     invalid_readings: int = 0   # readings left out as not finite numbers
     skipped_members: int = 0    # array members past MAX_MEMBERS, never read (a failed poll counts what it saw)
+    long_labels: int = 0        # label values from the answers shortened to MAX_LABEL_CHARS
 
 
 class Poller:
@@ -111,7 +112,7 @@ class Poller:
         with pollreport.collecting() as report:
             try:
                 async with self._deadline(deadline):
-                    found = pollreport.keep_finite(await self._walk(target, timeout))
+                    found = pollreport.keep_finite(pollreport.shorten_labels(await self._walk(target, timeout)))
             except Exception as exc:  # any failure of one target stays with that target
                 if isinstance(exc, RedfishError) and exc.layout_changed:
                     self._structure.pop(target.name, None)
@@ -122,15 +123,15 @@ class Poller:
                                       report.invalid_readings, report.skipped_members)
             else:
                 result = TargetResult(True, found, time.perf_counter() - started, None,
-                                      report.invalid_readings, report.skipped_members)
+                                      report.invalid_readings, report.skipped_members, len(report.long_labels))
         self._log_left_out(target, report)
         return result
 
     def _log_left_out(self, target: Target, report: pollreport.PollReport) -> None:
         """A warning when a target starts listing more than is read or sending non-finite readings
         (again after a poll without), not at every poll; the counts are in its metrics."""
-        now = (report.skipped_members > 0, report.invalid_readings > 0)
-        before = self._left_out.get(target.name, (False, False))
+        now = (report.skipped_members > 0, report.invalid_readings > 0, bool(report.long_labels))
+        before = self._left_out.get(target.name, (False, False, False))
         self._left_out[target.name] = now
         if now[0] and not before[0]:
             log.warning("target lists more members than are read; the rest are skipped", extra=kv(
@@ -138,6 +139,10 @@ class Poller:
         if now[1] and not before[1]:
             log.warning("target sent readings that are not finite numbers; they are left out", extra=kv(
                 target=target.name, invalid=report.invalid_readings))
+        if now[2] and not before[2]:
+            log.warning("target sent label values past the length limit; they are served shortened", extra=kv(
+                target=target.name, labels=len(report.long_labels), limit=pollreport.MAX_LABEL_CHARS,
+                first=report.first_long_label))
 
     async def poll_and_store(self, target: Target) -> None:
         result = await self.poll(target)
@@ -175,6 +180,8 @@ class Poller:
             yield Sample(m.REDFISH_INVALID_READINGS, (target.name,), float(result.invalid_readings))
         if result.skipped_members:
             yield Sample(m.REDFISH_SKIPPED_MEMBERS, (target.name,), float(result.skipped_members))
+        if result.long_labels:
+            yield Sample(m.REDFISH_LONG_LABELS, (target.name,), float(result.long_labels))
         if target.name in self.last_success:
             yield Sample(m.REDFISH_LAST_SUCCESS, (target.name,), self.last_success[target.name])
 

@@ -12,9 +12,11 @@ import pytest
 
 from lockstep.cli import main
 from lockstep.stack import require_binary
-from lockstep.validation.runner import run_bounded
+from lockstep.validation.parsers import MAX_BYTES
+from lockstep.validation.runner import HEAD_BYTES, TAIL_BYTES, run_bounded
 from lockstep.validation.store import read_series
 from tests.helpers.paths import FIXTURES
+from tests.helpers.process_bounds import Bounded, smallest_helm_memory_limit
 
 pytestmark = pytest.mark.integration
 
@@ -135,6 +137,41 @@ def test_run_records_unparsable_output_and_a_failing_exit_as_error(tmp_path):
     out = lockstep("run", "gpu-burn", "--timeout", "60", "--results-dir", str(tmp_path), "--node", "n1", "--json",
                    "--", "sh", "-c", f"cat {V / 'gpu_burn.log'}; exit 1")
     assert out.returncode == 1 and json.loads(out.stdout)["status"] == "error"
+
+
+def test_an_output_past_the_bound_keeps_its_head_and_tail_only():
+    script = "import sys; w = sys.stdout.write; w('BANNER\\n'); w('x' * 2000000); w('\\nSUMMARY\\n'); " \
+             "sys.stderr.write('e' * 2000000 + 'LAST ERROR')"
+    outcome = run_bounded([sys.executable, "-c", script], timeout=60, max_bytes=1500000)
+    out, err = outcome.captured_stdout, outcome.captured_stderr
+    assert out.truncated and out.size == len("BANNER\n") + 2000000 + len("\nSUMMARY\n")
+    assert out.text.startswith("BANNER\nxxx") and out.text.endswith("xxx\nSUMMARY\n")
+    assert f"[... {out.size - HEAD_BYTES - TAIL_BYTES} bytes not kept ...]" in out.text
+    assert len(out.text) < HEAD_BYTES + TAIL_BYTES + 100 and len(err.text) < HEAD_BYTES + TAIL_BYTES + 100
+    assert err.truncated and err.size == 2000010 and err.text.endswith("eLAST ERROR")
+    whole = run_bounded([sys.executable, "-c", "print('x' * 1000)"], timeout=60, max_bytes=1001)
+    assert not whole.captured_stdout.truncated and whole.stdout == "x" * 1000 + "\n"
+
+
+def test_run_of_a_tool_printing_past_64_mib_stays_within_its_memory_and_says_so(tmp_path):
+    """Before: the whole output (80 MiB here) was read into memory, decoded and copied, past the
+    smallest limit the chart gives a service. Now it is an error naming the size, stored with the
+    output's head and tail."""
+    size = MAX_BYTES + (16 << 20)
+    tool = f"echo '# nccl-tests banner'; head -c {size} /dev/zero | tr '\\0' x; echo; echo '# Avg bus bandwidth: 1'"
+    proc = Bounded.lockstep(["validate", "run", "nccl", "--test", "all_reduce_perf", "--timeout", "120", "--node",
+                             "n1", "--results-dir", str(tmp_path / "r"), "--json", "--", "sh", "-c", tool],
+                            smallest_helm_memory_limit(), tmp_path / "out.log")
+    try:
+        assert proc.exited(120) == 1
+    finally:
+        proc.stop()
+    doc = json.loads(proc.log())
+    assert doc["status"] == "error" and doc["ok"] is False
+    total = len("# nccl-tests banner\n") + size + len("\n# Avg bus bandwidth: 1\n")
+    assert f"sh stdout: {total} bytes, larger than 64 MiB: not one tool run's output, not parsed" in doc["message"]
+    kept = (tmp_path / "r" / "n1" / "nccl" / "all_reduce_perf@1.out").read_text()
+    assert kept.startswith("# nccl-tests banner\nxxx") and kept.endswith("xxx\n# Avg bus bandwidth: 1\n")
 
 
 def test_ingest_prints_the_contract_json(tmp_path):

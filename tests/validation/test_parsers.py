@@ -164,6 +164,37 @@ def test_dcgm_3x_document():
                                  ("PCIe", "gpu2"): "skip"}
 
 
+def _dcgm_with(edit) -> str:
+    doc = json.loads((V / "dcgm_diag_r3_fail.constructed.json").read_text())
+    tests = {t["name"]: t["results"] for c in doc["DCGM Diagnostic"]["test_categories"] for t in c["tests"]}
+    edit(tests)
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("edit,why", [
+    (lambda tests: tests["memory"][3].pop("entity_id"), "no entity_id"),
+    (lambda tests: tests["memory"][3].update(entity_id={"id": 3}), "is not an entity number"),
+    (lambda tests: tests["memory"][3].update(entity_group=["GPU"]), "is not a DCGM entity group"),
+    (lambda tests: tests["memory"].__setitem__(3, "GPU 3: Fail"), "not an object"),
+])
+def test_a_dcgm_result_naming_no_entity_loses_only_itself(edit, why):
+    """Before: KeyError (or AttributeError) out of the parser, and the whole run lost. Now the result
+    is a warning of its own test, and every other entity keeps its verdict."""
+    parsed = parse("dcgm-diag", _dcgm_with(edit), "diag.json")
+    statuses = _statuses(parsed)
+    assert statuses[("memory", "result3")] == "warn" and ("memory", "gpu3") not in statuses
+    lost = next(c for c in parsed.checks if c.subject == "result3")
+    assert lost.message.startswith("unreadable DCGM result, not judged: ") and why in lost.message
+    assert len(statuses) == 56 and statuses[("pcie", "gpu5")] == "warn" and statuses[("memory", "gpu4")] == "pass"
+    assert parsed.status == "warn"   # the failing GPU's verdict is gone: not a pass
+
+
+def test_dcgm_3x_gpu_ids_that_are_not_numbers_lose_only_their_result():
+    text = (V / "dcgm_diag_r1_3x.constructed.json").read_text().replace('"gpu_ids" : "0,1,2,3"', '"gpu_ids" : [0]', 1)
+    statuses = _statuses(parse("dcgm-diag", text, "diag.json"))
+    assert statuses[("Denylist", "result0")] == "warn" and statuses[("Persistence Mode", "gpu0")] == "fail"
+
+
 def _cut(name: str, lines: int) -> str:
     return "\n".join((V / name).read_text().split("\n")[:lines]) + "\n"
 
@@ -188,6 +219,10 @@ def _cut(name: str, lines: int) -> str:
     ("dcgm-diag", (V / "disk_performance.log").read_text(), 1, 'no "DCGM Diagnostic"'),
     ("dcgm-diag", (V / "dcgm_diag_r3_pass.constructed.json").read_text().replace('"Pass"', '"Inconclusive"', 1), 1,
      "unknown DCGM status"),
+    ("dcgm-diag", '{"DCGM Diagnostic": {"version": ' + "9" * 5000 + "}}", 1, "invalid JSON"),
+    ("dcgm-diag", '{"DCGM Diagnostic": ' + "[" * 100000, 1, "nested too deeply"),
+    ("dcgm-diag", '{"DCGM Diagnostic": {"test_categories": {"tests": []}}}', 1, "not a list of objects"),
+    ("dcgm-diag", '{"DCGM Diagnostic": {"test_categories": [{"tests": [1]}]}}', 1, "not a list of objects"),
     ("gpu-burn", _cut("gpu_burn.log", 55), 55, "truncated"),
     ("gpu-burn", (V / "nccl_allreduce.log").read_text(), 53, "no gpu-burn progress record"),
     ("gpu-burn", "GPU 0: OK\x00\x01\x02", 1, "binary data"),

@@ -1,11 +1,13 @@
 """Property-based tests (hypothesis) of the validation parsers of tables (nccl-tests, perftest, gpu-burn):
 on any input they raise nothing but ParseError; read a line at a time from a file they give what the
 whole text gives; and whatever the length of a table, a result keeps a bounded part of it, with the
-figures computed from every row. The coverage-guided search is ``make fuzz`` (targets nccl, perftest,
-gpu-burn)."""
+figures computed from every row. The DCGM diagnostic's parser, given real documents with any JSON in
+place of some results or of their fields, raises nothing but ParseError and keeps every other result.
+The coverage-guided search is ``make fuzz`` (targets nccl, perftest, gpu-burn)."""
 from __future__ import annotations
 
 import io
+import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -68,3 +70,45 @@ def test_a_size_table_is_bounded_and_keeps_each_power_of_twos_smallest_and_the_l
     else:
         assert len(rows) <= 42 and max(sizes) in rows
         assert {min(s for s in sizes if s.bit_length() == b) for b in {s.bit_length() for s in sizes}} <= set(rows)
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=8)
+RESULT_FIELDS = st.sampled_from(["entity_id", "entity_group", "gpu_ids", "status", "warnings"])
+DCGM_DOCS = {name: json.loads((V / name).read_text().split("\n", 1)[1] if "3x" in name else (V / name).read_text())
+             for name in ("dcgm_diag_r3_fail.constructed.json", "dcgm_diag_r1_3x.constructed.json")}
+
+
+def _results(doc: dict) -> list[tuple[str, list]]:
+    diag = doc.get("DCGM Diagnostic", doc.get("DCGM GPU Diagnostic"))
+    return [(t["name"], t["results"]) for c in diag["test_categories"] for t in c["tests"] if t]
+
+
+@FAST
+@given(st.sampled_from(sorted(DCGM_DOCS)), st.data())
+def test_a_malformed_dcgm_result_loses_only_itself(name, data):
+    doc = json.loads(json.dumps(DCGM_DOCS[name]))
+    before = {(c.name, c.subject): c.status for c in parse("dcgm-diag", json.dumps(doc), "d").checks}
+    tests = _results(doc)
+    touched = set()
+    for _ in range(data.draw(st.integers(1, 4))):
+        test, results = tests[data.draw(st.integers(0, len(tests) - 1))]
+        index = data.draw(st.integers(0, len(results) - 1))
+        touched.add((test, index))
+        if isinstance(results[index], dict) and data.draw(st.booleans()):
+            field, value = data.draw(RESULT_FIELDS), data.draw(JSON | st.just(None))
+            results[index].pop(field, None) if value is None else results[index].__setitem__(field, value)
+        else:
+            results[index] = data.draw(JSON)
+    try:
+        after = {(c.name, c.subject): c.status for c in parse("dcgm-diag", json.dumps(doc), "d").checks}
+    except ParseError:
+        return   # only a result's status is still the whole document's error (an unknown DCGM status)
+    for test, results in tests:
+        for index, result in enumerate(results):
+            if (test, index) in touched:
+                continue
+            subjects = [f"{result['entity_group'].lower()}{result['entity_id']}"] if "entity_group" in result else \
+                [f"gpu{i}" for i in str(result["gpu_ids"]).split(",")]
+            assert all(after[(test, s)] == before[(test, s)] for s in subjects)

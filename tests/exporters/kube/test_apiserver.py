@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import ssl
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from aiohttp import web
 
 from lockstep.exporters.kube.apiserver import from_kubeconfig, in_cluster
 from lockstep.exporters.kube.podwatch import PodWatcher
+from lockstep.exporters.toolkit.configfile import ConfigError
 from lockstep.simulator.kubeapi import PodStore, create_app
 from lockstep.simulator.kubepods import SimContainer, SimPod
 
@@ -63,15 +65,40 @@ def test_kubeconfig_token_file_relative_to_the_file_and_ca_file(tmp_path):
     assert server.headers() == {"Authorization": "Bearer from-file"}
 
 
-def test_kubeconfig_errors_name_the_file_and_what_is_wrong(tmp_path):
+def test_kubeconfig_errors_name_the_file_line_and_key(tmp_path):
     exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "aws"}}
     path = kubeconfig(tmp_path / "config", exec_user, {"server": "https://x"})
-    with pytest.raises(ValueError, match=f"{path}: user 'u' authenticates with an exec plugin"):
+    lines = path.read_text().splitlines()
+    exec_line = next(i for i, line in enumerate(lines, 1) if line.strip() == "exec:")
+    with pytest.raises(ConfigError) as error:
         from_kubeconfig(path)
-    with pytest.raises(ValueError, match=f"{path}: no context named 'nope'"):
+    assert str(error.value).startswith(f"{path}:{exec_line}: users[0].user.exec: user 'u' authenticates with an exec plugin")
+    contexts_line = lines.index("contexts:") + 1
+    with pytest.raises(ConfigError, match=re.escape(f"{path}:{contexts_line}: contexts: no context named 'nope'")):
         from_kubeconfig(path, "nope")
-    with pytest.raises(ValueError, match="cluster 'c' has no server"):
+    with pytest.raises(ConfigError, match=re.escape(": clusters[0].cluster: cluster 'c' has no server")):
         from_kubeconfig(kubeconfig(tmp_path / "c2", {"token": "x"}, {}))
+    bad = kubeconfig(tmp_path / "c3", {"token": ["not", "a", "token"]}, {"server": "https://x"})
+    with pytest.raises(ConfigError, match=re.escape(": users[0].user.token: must be str, got list")):
+        from_kubeconfig(bad)
+    bad = kubeconfig(tmp_path / "c4", {"client-certificate-data": "abc", "client-key-data": "abc"}, {"server": "https://x"})
+    with pytest.raises(ConfigError, match=re.escape(": users[0].user.client-certificate-data: not base64 of a PEM text")):
+        from_kubeconfig(bad)
+
+
+def test_a_kubeconfig_alias_bomb_is_refused_naming_file_line_and_key(tmp_path):
+    """Before: read with plain ``yaml.safe_load``, nothing bounded what an alias may expand to (an error
+    message quoting such a value builds all of it). Now the bounded loader of every lockstep config
+    refuses it."""
+    path = kubeconfig(tmp_path / "config", {"token": "x"}, {"server": "https://x"})
+    levels = ["  - &l0 [" + ", ".join(["lol"] * 9) + "]"]
+    levels += [f"  - &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    path.write_text(path.read_text() + "preferences:\n" + "\n".join(levels) + "\n")
+    line = len(path.read_text().splitlines()) - 3   # the level whose expansion passes 100,000 nodes: 9**6
+    with pytest.raises(ConfigError) as error:
+        from_kubeconfig(path)
+    assert str(error.value) == (f"{path}:{line}: preferences[5]: aliases expand this value to more than 100000 YAML nodes; "
+                                "write it out instead")
 
 
 async def test_lists_over_tls_with_the_kubeconfigs_ca_and_client_certificate(tmp_path):

@@ -70,6 +70,8 @@ def test_contract_config(tmp_path):
     ("name: node00", "name: r1-pdu", 12, "targets[1].name", "duplicate target name"),
     ("budget_watts: 60000", "budget_watts: -1", 8, "targets[0].budget_watts", "must be > 0"),
     ("    url: local\n", "", 18, "targets[2].url", "required key is missing"),
+    ("name: r1-pdu", "name: " + "p" * 129, 4, "targets[0].name", "longer than 128 characters"),
+    ("rack: r1\n    budget", "rack: " + "r" * 129 + "\n    budget", 7, "targets[0].rack", "longer than 128 characters"),
 ])
 def test_errors_name_file_line_and_key(tmp_path, old, new, line, key, reason):
     path = write(tmp_path, GOOD.replace(old, new))
@@ -78,6 +80,12 @@ def test_errors_name_file_line_and_key(tmp_path, old, new, line, key, reason):
     assert (err.value.file, err.value.line, err.value.key) == (str(path), line, key)
     assert reason in err.value.reason
     assert "secret" not in str(err.value)
+
+
+def test_a_name_and_rack_of_128_characters_are_taken(tmp_path):
+    config = load_config(write(tmp_path, GOOD.replace("name: r1-pdu", "name: " + "p" * 128)
+                               .replace("rack: r1\n    budget", "rack: " + "r" * 128 + "\n    budget")))
+    assert (config.targets[0].name, config.targets[0].rack) == ("p" * 128, "r" * 128)
 
 
 def test_conflicting_rack_budgets(tmp_path):

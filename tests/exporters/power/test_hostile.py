@@ -5,6 +5,7 @@ headers or trickles its body."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import shutil
 
@@ -15,6 +16,7 @@ from aiohttp import web
 from lockstep.exporters.power.app import POLLER, AppOptions, create_app
 from lockstep.exporters.power.config import load_config
 from lockstep.exporters.power.poller import Poller
+from lockstep.exporters.power.pollreport import shortened
 from lockstep.exporters.power.redfish import MAX_BODY_BYTES, PER_TARGET_REQUESTS, HttpRedfish
 from tests.helpers.paths import FIXTURES
 from tests.helpers.power import parse, target, value, write_config
@@ -159,6 +161,40 @@ async def test_a_value_of_the_wrong_json_type_loses_only_that_reading(aiohttp_se
     assert value(values, "lockstep_chassis_power_watts", target="bmc1") == env["PowerWatts"]["Reading"]
     assert value(values, "lockstep_psu_input_power_watts", target="bmc1", chassis="1U", psu="Bay1") == \
         metrics["InputPowerWatts"]["Reading"]
+
+
+async def test_label_values_past_the_limit_are_served_shortened_and_counted(aiohttp_server, aiohttp_client, tmp_path,
+                                                                            caplog):
+    """Before: a PSU Id of any length (a megabyte, within the body limit) was served as a label of
+    every scrape and stored in Prometheus' index. Now it is shortened to 128 characters, and the target
+    keeps every reading."""
+    mockup = tmp_path / "mockup"
+    shutil.copytree(SERVER, mockup)
+    supplies = mockup / "Chassis/1U/PowerSubsystem/PowerSupplies"
+    long1 = "B" * 100_000
+    _edit(supplies / "Bay1/index.json", lambda d: d.update(Id=long1))
+    svc = MockupService()
+    svc.add("", mockup)
+    url = str((await aiohttp_server(svc.app())).make_url("")).rstrip("/")
+    config = load_config(write_config(tmp_path, url, [target("bmc1", "bmc", url)], timeout_s=5))
+    client = await aiohttp_client(create_app(config, AppOptions(background=False)))
+    await client.app[POLLER].poll_all()
+    values = parse(await (await client.get("/metrics")).text())
+    metrics = json.loads((SERVER / "Chassis/1U/PowerSubsystem/PowerSupplies/Bay1/Metrics/index.json").read_text())
+    short1 = "B" * 115 + "~" + hashlib.sha256(long1.encode()).hexdigest()[:12]
+    assert value(values, "lockstep_redfish_up", target="bmc1") == 1
+    assert value(values, "lockstep_psu_input_power_watts", target="bmc1", chassis="1U", psu=short1) == \
+        metrics["InputPowerWatts"]["Reading"]
+    assert max(len(v) for key in values for _, v in key[1]) == 128
+    assert value(values, "lockstep_redfish_long_labels", target="bmc1") == 1
+    logged = next(r.fields for r in caplog.records if "served shortened" in r.getMessage())
+    assert logged == {"target": "bmc1", "labels": 1, "limit": 128, "first": "B" * 60}
+
+
+def test_two_long_label_values_sharing_their_head_stay_two():
+    one, two = "x" * 200, "x" * 199 + "y"
+    assert shortened(one) != shortened(two) and len(shortened(one)) == len(shortened(two)) == 128
+    assert shortened(one).startswith("x" * 115 + "~") and shortened("x" * 128) == "x" * 128
 
 
 async def test_a_bmc_stalled_after_the_headers_or_trickling_delays_no_other_and_times_out(aiohttp_server, tmp_path):
