@@ -4,8 +4,10 @@ port counters as a pure function of time, with the link faults of a scenario. ``
 ``ibnetdiscover -p`` and ``perfquery -x`` do, so the fabric exporter reads it through the real tools'
 formats and never knows it is simulated.
 
-Faults (``spec["faults"]``): ``marginal_cable`` {node, hca, start_s, errors_per_s}: the HCA port's
-SymbolErrorCounter rises steadily from ``start_s``; ``link_flap`` {node, hca, start_s, end_s, flaps}: the
+Faults (``spec["faults"]``): ``marginal_cable`` {node, hca, start_s, errors_per_s, rising_per_s}: the HCA
+port's SymbolErrorCounter rises from ``start_s`` at ``errors_per_s``, a rate that itself grows by
+``rising_per_s`` every second (0 unless given: a steady leak; above it a cable getting worse);
+``link_flap`` {node, hca, start_s, end_s, flaps}: the
 link goes down ``flaps`` times, evenly spread over [start_s, end_s), LinkDownedCounter and
 LinkErrorRecoveryCounter moving on both ends. ``unreachable``: switch names whose perfquery never answers.
 """
@@ -18,6 +20,15 @@ SPEED, WIDTH = "NDR", 4
 RATE_BYTES_PER_S = WIDTH * 100e9 / 8        # 4x NDR: 4 lanes of 100 Gb/s
 UTILISATION = 0.3                           # the share of the rate every port carries
 SWITCH_PORTS = 64                           # a 64-port NDR switch (QM9700): half down, half up on a leaf
+MTU_BYTES = 4096                            # the packets PortXmitPkts counts
+# What a symbol error costs the job (the marginal cable's model): the corrupted packet is dropped by the
+# receiving port and the reliable-connected transport resends from it, go-back-N: everything in flight,
+# one round trip of the link's rate (leaf-spine-leaf, about 2 us). The port's wire counters keep counting
+# (resent data is sent data); what the job loses is goodput: errors/s x RTT_S / UTILISATION of its traffic.
+# The simulated job is not tied to this fabric (its step times come from simulator/faults.py), so this
+# model, not a simulated straggler, is what "before the job shows a straggler" is tested against.
+RTT_S = 2e-6
+SLOWING_LOSS = 0.01   # the least goodput loss taken to show in the job's steps (a straggler needs several %)
 _CA_BASE, _LEAF_BASE, _SPINE_BASE = 0xA088C20300000000, 0x0C42A10300001000, 0x0C42A10300002000
 
 
@@ -81,6 +92,28 @@ def build(nodes: int = 128, rails: int = 8, spines: int = 16) -> Fabric:
     return Fabric(tuple(flat + spine + cas), tuple(links))
 
 
+def error_rate(fault: Mapping[str, Any], t: float) -> float:
+    """A marginal cable's symbol errors per second at ``t`` seconds of simulated time."""
+    since = t - float(fault["start_s"])
+    return 0.0 if since < 0 else float(fault["errors_per_s"]) + float(fault.get("rising_per_s", 0.0)) * since
+
+
+def symbol_errors(fault: Mapping[str, Any], t: float) -> int:
+    """A marginal cable's SymbolErrorCounter at ``t``: the integral of ``error_rate``."""
+    since = max(0.0, t - float(fault["start_s"]))
+    return int(float(fault["errors_per_s"]) * since + float(fault.get("rising_per_s", 0.0)) * since * since / 2)
+
+
+def goodput_loss(errors_per_s: float) -> float:
+    """The share of a link's traffic the job loses to resends at this symbol-error rate (the model above)."""
+    return min(1.0, errors_per_s * RTT_S / UTILISATION)
+
+
+def slowing_error_rate(loss: float = SLOWING_LOSS) -> float:
+    """The symbol-error rate at which the job loses ``loss`` of a link's goodput (1,500/s for 1%)."""
+    return loss * UTILISATION / RTT_S
+
+
 def _flaps(fault: Mapping[str, Any], t: float) -> int:
     count, span = int(fault["flaps"]), float(fault["end_s"]) - float(fault["start_s"])
     return sum(1 for k in range(count) if float(fault["start_s"]) + k * span / count <= t)
@@ -96,7 +129,7 @@ def counters(spec: Mapping[str, Any], guid: str, port: int, partner: str, partne
     for fault in spec.get("faults", ()):
         where = (_ca_guid(fault), 1)
         if fault["kind"] == "marginal_cable" and where == (guid, port):
-            values["SymbolErrorCounter"] += int(float(fault["errors_per_s"]) * max(0.0, t - float(fault["start_s"])))
+            values["SymbolErrorCounter"] += symbol_errors(fault, t)
         elif fault["kind"] == "link_flap" and where in ends:
             flaps = _flaps(fault, t)
             values["LinkDownedCounter"] += flaps

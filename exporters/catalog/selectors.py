@@ -15,6 +15,7 @@ POWER_JOB = "lockstep-power"            # power exporter (:9841)
 ANALYTICS_JOB = "lockstep-analytics"    # analytics service (:9842)
 FABRIC_JOB = "lockstep-fabric"          # fabric exporters (:9843), one per InfiniBand subnet
 SWITCH_JOB = "lockstep-switch"          # switch exporters (:9846), gNMI to Ethernet (RoCE) switches
+STORAGE_JOB = "lockstep-storage"        # storage exporter (:9847), cluster-wide storage systems
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Selectors:
     analytics: str = f'job="{ANALYTICS_JOB}"'
     fabric: str = f'job="{FABRIC_JOB}"'
     switch: str = f'job="{SWITCH_JOB}"'
+    storage: str = f'job="{STORAGE_JOB}"'
     exporters: str = 'job=~"lockstep-.*"'   # every lockstep exporter: collector health, `up`
     training: str = ""                       # step times the training job exports itself (its own job)
     # Extra matchers for IB ports that are cabled and expected up (a spare port is down by design).

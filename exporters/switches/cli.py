@@ -33,6 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     p.add_argument("--sweep.node-timeout", dest="node_timeout", type=float, default=5.0,
                    help="seconds one switch's or HCA's perfquery may take")
     p.add_argument("--sweep.workers", dest="workers", type=int, default=8, help="perfquery runs at once")
+    p.add_argument("--sweep.hcas", dest="sweep_hcas", default=True, action=argparse.BooleanOptionalAction,
+                   help="perfquery every HCA too; --no-sweep.hcas reads switches only (each host link at its leaf's "
+                        "end, the HCA's side coming from the node agents): one perfquery per switch, not per HCA")
     p.add_argument("--link.expected-width", dest="expected_width", type=int, default=None,
                    help="lanes every link should run at (4); with --link.expected-speed, narrower links are degraded")
     p.add_argument("--link.expected-speed", dest="expected_speed", default=None,
@@ -56,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = FabricConfig(tuple(shlex.split(args.ibnetdiscover)), tuple(shlex.split(args.perfquery)), args.interval,
                               args.discover_timeout, args.node_timeout, args.workers, args.expected_width,
-                              args.expected_speed.upper() if args.expected_speed else None)
+                              args.expected_speed.upper() if args.expected_speed else None, args.sweep_hcas)
         listen = parse_listen_address(getattr(args, "web.listen-address"))
         web_file = getattr(args, "web.config.file")
         web_config = load_web_config(web_file) if web_file else None

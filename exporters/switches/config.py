@@ -16,6 +16,7 @@ class FabricConfig:
     workers: int = 8                  # perfquery runs at once
     expected_width: int | None = None  # lanes every link should run at (4)
     expected_speed: str | None = None  # speed every link should run at (NDR)
+    sweep_hcas: bool = True           # False: perfquery switches only; host links are read at their switch end
 
     def __post_init__(self) -> None:
         for name in ("interval_s", "discover_timeout_s", "node_timeout_s"):

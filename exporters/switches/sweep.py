@@ -1,7 +1,10 @@
 """One sweep of the subnet: ``ibnetdiscover -p`` once, then ``perfquery -l -x -G GUID PORTS`` once per
 switch and HCA (all its linked ports in one run, as treydock/infiniband_exporter does), a bounded pool of
 them at a time, each within the per-node deadline. A node that fails or hangs costs its own counters
-and nothing else."""
+and nothing else.
+
+With ``sweep_hcas`` off only switches are queried: every host link is still read, at its leaf's end (the
+HCA's own side comes from the node agents), at one perfquery per switch instead of one per HCA as well."""
 from __future__ import annotations
 
 import time
@@ -94,7 +97,7 @@ def sweep(config: FabricConfig, run: Runner = tools.run) -> Sweep:
     ports = _unique_ports(fabric)
     linked: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     for port in ports:
-        if port.remote is not None:
+        if port.remote is not None and (config.sweep_hcas or port.local.kind == "switch"):
             linked[(port.local.guid, port.local.kind, port.local.name)].append(port.local.port)
     with ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="perfquery") as pool:
         futures = [pool.submit(_query, config, run, guid, kind, name, nums) for (guid, kind, name), nums in linked.items()]

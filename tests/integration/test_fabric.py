@@ -1,7 +1,8 @@
 """The fabric exporter over the simulated fabric (simulator/ibfabric.py, printed by simulator/ibtools.py as the
 real tools print): a sweep of the 128-node, two-tier, 8-rail fabric completes within its interval with one
-switch unreachable and every port labelled with its partner; a marginal cable turns `degraded`; a flapping
-link pages once through a real Prometheus and Alertmanager."""
+switch unreachable and every port labelled with its partner; a marginal cable turns `degraded`, and a
+worsening one is ticketed through a real Prometheus and Alertmanager before it costs the job; a flapping
+link pages once through them."""
 from __future__ import annotations
 
 import asyncio
@@ -163,3 +164,45 @@ async def test_a_flapping_link_pages_once(aiohttp_server, stack, tmp_path: Path)
     while time.time() < started + flap["end_s"] + 10:
         await asyncio.sleep(0.5)
     assert len(pager.firing("pager", "LinkFailed")) == 1, pager.posts
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+async def test_a_worsening_cable_is_ticketed_long_before_it_costs_the_job(aiohttp_server, stack, tmp_path: Path) -> None:
+    """A marginal cable whose error rate keeps rising (simulator/ibfabric.py), swept every second in real
+    time (the verdicts' windows are the exporter's clock): LinkDegraded reaches the queue through a real
+    Prometheus and Alertmanager, for that port alone, while the cable's error rate is still far below
+    the rate at which its resends cost the job 1% of the link's goodput (1,500 errors/s). The simulated job
+    is not tied to the fabric, so the ordering is tested against the fault's own timeline: the ticket must
+    come before the rate reaches a tenth of that mark (26 s after the cable starts failing; it comes after
+    about 12 s, at about 80 errors/s, 0.05% of the job's goodput), else the test fails there."""
+    pager = Pager()
+    server = await aiohttp_server(pager.app)
+    cable = {"kind": "marginal_cable", "node": "node01", "hca": 1, "start_s": 3, "errors_per_s": 20, "rising_per_s": 5}
+    spec = write_spec(tmp_path / "fabric.json", nodes=4, rails=2, spines=2, faults=[cable])
+    started = json.loads(spec.read_text())["start_timestamp"]
+    margin = ibfabric.slowing_error_rate() / 10
+    margin_at = started + cable["start_s"] + (margin - cable["errors_per_s"]) / cable["rising_per_s"]
+    exporter = stack.add(await asyncio.to_thread(start_exporter, spec, tmp_path, "--sweep.interval=1"))
+    base = f"http://127.0.0.1:{server.port}"
+    cfg = config.load(ALERTS / "e2e-config.yaml")
+    cfg = replace(cfg, routing=replace(cfg.routing, pager_webhook_url=f"{base}/pager", queue_webhook_url=f"{base}/queue"),
+                  for_={**cfg.for_, "LinkDegraded": "2s"})
+    am = stack.add(await asyncio.to_thread(start_alertmanager, alertmanager.render(cfg), tmp_path / "am"))
+    build.write(cfg, tmp_path / "rules")
+    prom_config = lc.prometheus_config({}, rule_files=[tmp_path / "rules" / build.RULES_FILE],
+                                       alertmanager=lc.host_port(am), scrape_interval="1s")
+    prom_config["scrape_configs"] = [lc.scrape_job(FABRIC_JOB, lc.host_port(exporter))]
+    prom = stack.add(await asyncio.to_thread(start_prometheus, prom_config, tmp_path / "prom"))
+
+    tickets = await until(lambda: pager.firing("queue", "LinkDegraded"), margin_at,
+                          "the LinkDegraded ticket before the cable costs the job a tenth of 1%", (exporter, prom, am))
+    rate_then = ibfabric.error_rate(cable, time.time() - started)
+    assert 0 < rate_then < margin and ibfabric.goodput_loss(rate_then) < ibfabric.SLOWING_LOSS / 10
+    [alert] = tickets[0]["alerts"]
+    assert (alert["labels"]["name"], alert["labels"]["node"], alert["labels"]["device"]) == ("node01 mlx5_1", "node01", "mlx5_1")
+    assert alert["labels"]["remote_name"].startswith("ib-leaf-r1-")
+    reasons = scrape(exporter.url)
+    assert value(reasons, "lockstep_link_health_reason", guid=alert["labels"]["guid"], port="1",
+                 reason="symbol_ber_12m") == 1
+    assert not pager.firing("pager", "LinkFailed") and not [p for r, p in pager.posts if r == "pager"]

@@ -66,7 +66,13 @@ def test_compose_services_mounts_and_prometheus_config():
                 assert (compose_dir / src).exists(), f"{name}: {src} missing"
     prom = yaml.safe_load((compose_dir / "prometheus.yml").read_text())
     jobs = {j["job_name"] for j in prom["scrape_configs"]}
-    assert {"lockstep-node", "lockstep-power", "lockstep-analytics"} <= jobs
+    assert {"lockstep-node", "lockstep-power", "lockstep-analytics", "lockstep-fabric", "lockstep-switch",
+            "lockstep-storage"} <= jobs
+    for job in prom["scrape_configs"]:   # every file a job reads is here, a list (empty until a site adds one)
+        for sd in job.get("file_sd_configs", []):
+            for path in sd["files"]:
+                listed = compose_dir / "targets" / path.removeprefix("/etc/prometheus/targets/")
+                assert isinstance(yaml.safe_load(listed.read_text()), list), path
     assert "cluster" in prom["global"]["external_labels"]
     targets = yaml.safe_load((compose_dir / "targets" / "nodes.yml").read_text())
     assert all("node" in t["labels"] for t in targets)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from lockstep import deploy_gen
-from lockstep.exporters.catalog.selectors import ANALYTICS_JOB, NODE_JOB, POWER_JOB
+from lockstep.exporters.catalog.selectors import ANALYTICS_JOB, FABRIC_JOB, NODE_JOB, POWER_JOB, STORAGE_JOB, SWITCH_JOB
 from lockstep.stack import require_binary
 from tests.helpers.deploy_manifests import CASES, CHART, named, objects, of_kind, pod_spec, rendered, values
 from tests.helpers.paths import REPO
@@ -49,7 +49,7 @@ def test_every_values_file_is_valid_and_renders_every_component():
     with helm_python.Chart.load(CHART) as chart:
         for case in CASES:
             chart.validate_schema(chart.merge_values(values(case)))
-    assert set(CASES) >= {"default", "kubernetes-jobs", "dcgm", "sharded-analytics", "slurm", "kustomize"}
+    assert set(CASES) >= {"default", "kubernetes-jobs", "dcgm", "sharded-analytics", "slurm", "fabric", "kustomize"}
     kinds = {o["kind"] for case in CASES for o in objects(case)}
     assert kinds == {"DaemonSet", "Deployment", "StatefulSet", "Service", "ServiceAccount", "ClusterRole",
                      "ClusterRoleBinding", "ConfigMap", "ServiceMonitor", "PrometheusRule"}
@@ -82,7 +82,9 @@ def test_scrape_jobs_are_the_names_the_rules_select(case):
         jobs.add(svc["metadata"]["labels"][sm["spec"]["jobLabel"]])
         assert {e["port"] for e in sm["spec"]["endpoints"]} <= {p["name"] for p in svc["spec"]["ports"]}
         assert sm["metadata"]["labels"].items() >= values_of(case, "prometheusSelectorLabels").items()
-    expected = {NODE_JOB, ANALYTICS_JOB} | ({POWER_JOB} if values_of(case, "powerExporter").get("enabled") else set())
+    optional = {POWER_JOB: "powerExporter", FABRIC_JOB: "fabricExporter", SWITCH_JOB: "switchExporter",
+                STORAGE_JOB: "storageExporter"}
+    expected = {NODE_JOB, ANALYTICS_JOB} | {job for job, key in optional.items() if values_of(case, key).get("enabled")}
     assert jobs == expected
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from lockstep.exporters.fabric.ibdiag import parse_ibnetdiscover, parse_line, parse_perfquery
 from lockstep.simulator import ibfabric, ibtools
 from lockstep.simulator.ibfabric import Node
@@ -84,3 +86,24 @@ def test_the_faults_move_their_counters_on_their_ports_alone() -> None:
     assert read(leaf.name, 25, leaf_port)["LinkDownedCounter"] == 2          # the other end counts it too
     assert read("node03 mlx5_0", 500)["LinkDownedCounter"] == 0
     assert read("node03 mlx5_0", 10)["PortXmitData"] == int(ibfabric.RATE_BYTES_PER_S * ibfabric.UTILISATION * 10) // 4 * 4
+
+
+def test_a_worsening_cable_counts_the_integral_of_its_rising_error_rate() -> None:
+    fault = {"kind": "marginal_cable", "node": "node01", "hca": 1, "start_s": 100, "errors_per_s": 2, "rising_per_s": 4}
+    spec = {"nodes": 4, "rails": 2, "spines": 2, "faults": [fault]}
+    fabric = ibfabric.from_spec(spec)
+    guid = next(n.guid for n in fabric.nodes if n.name == "node01 mlx5_1")
+    counts = {t: dict(parse_perfquery(ibtools.perfquery(spec, fabric, guid, [1], t))[0].values)["SymbolErrorCounter"]
+              for t in (50, 100, 110, 120)}
+    assert counts == {50: 0, 100: 0, 110: 2 * 10 + 4 * 100 // 2, 120: 2 * 20 + 4 * 400 // 2}
+    assert (ibfabric.error_rate(fault, 99), ibfabric.error_rate(fault, 110)) == (0.0, 42.0)
+
+
+def test_the_cable_costs_the_job_one_round_trip_of_resends_per_symbol_error() -> None:
+    """At 4x NDR and 30% utilisation, 1,500 errors a second resend 1,500 x 2 us of the link's full rate:
+    0.3% of its time, 1% of the job's 30% share."""
+    assert ibfabric.goodput_loss(1500.0) == pytest.approx(0.01)
+    assert ibfabric.slowing_error_rate() == pytest.approx(1500.0)
+    assert ibfabric.goodput_loss(1e9) == 1.0
+    # The bit-error budget the verdicts hold a link to (1e-12 x 400 Gb/s = 0.4 errors/s) is far below it.
+    assert 1e-12 * ibfabric.RATE_BYTES_PER_S * 8 < ibfabric.slowing_error_rate() / 1000

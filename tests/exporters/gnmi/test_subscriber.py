@@ -1,6 +1,7 @@
 """The subscriber against fake switches over real gRPC (in-process servers, simulator/gnmi.py): both path
 sets arrive as metrics, a restarted switch is subscribed again, a dead switch never blanks another, and
-credentials never reach the logs."""
+credentials never reach the logs; TLS verifies the switch (by CA and name) and mutual TLS presents the
+client's certificate (trustme's CAs)."""
 from __future__ import annotations
 
 import json
@@ -8,9 +9,10 @@ import logging
 import socket
 import time
 
+import grpc
 import pytest
 
-from lockstep.exporters.gnmi.config import Credentials, Neighbor, SwitchConfig, Target
+from lockstep.exporters.gnmi.config import Credentials, Neighbor, SwitchConfig, Target, Tls
 from lockstep.exporters.gnmi.subscriber import Subscriber
 from lockstep.simulator.gnmi import FakeSwitch, load_recording
 from tests.helpers.paths import FIXTURES
@@ -136,3 +138,58 @@ def test_credentials_are_sent_and_never_logged(switches, subscriber_of, caplog) 
     logged = caplog.text + "".join(repr(r.__dict__) for r in caplog.records)
     assert SECRET not in logged  # ... without the password
     assert SECRET not in repr(sub.config)
+
+
+@pytest.fixture(scope="module")
+def pki():
+    """A CA (trustme) and, signed by it, the switch's certificate (for its name and 127.0.0.1) and a
+    client's; a second CA that signed neither."""
+    import trustme
+    ca, stranger = trustme.CA(), trustme.CA()
+    server = ca.issue_cert("leaf1.fabric.test", "127.0.0.1")
+    client = ca.issue_cert("lockstep-switch-exporter")
+    return ca, stranger, server, client
+
+
+def tls_server(server, ca=None) -> grpc.ServerCredentials:
+    key, chain = server.private_key_pem.bytes(), b"".join(b.bytes() for b in server.cert_chain_pems)
+    if ca is None:
+        return grpc.ssl_server_credentials([(key, chain)])
+    return grpc.ssl_server_credentials([(key, chain)], root_certificates=ca.cert_pem.bytes(), require_client_auth=True)
+
+
+def client_tls(ca, client=None, server_name=None) -> Tls:
+    if client is None:
+        return Tls(ca.cert_pem.bytes(), server_name=server_name)
+    return Tls(ca.cert_pem.bytes(), b"".join(b.bytes() for b in client.cert_chain_pems),
+               client.private_key_pem.bytes(), server_name)
+
+
+def test_tls_verifies_the_switch_by_its_ca_and_name(switches, subscriber_of, pki) -> None:
+    ca, stranger, server, _ = pki
+    switch = switches("sonic", server_credentials=tls_server(server))
+    tls = {"leaf1": client_tls(ca), "named": client_tls(ca, server_name="leaf1.fabric.test"),
+           "untrusted": client_tls(stranger), "misnamed": client_tls(ca, server_name="leaf9.fabric.test"), "plain": None}
+    sub = subscriber_of(*(Target(name, switch.address, "sonic", INTERVAL_S, tls=t) for name, t in tls.items()))
+    got = until(lambda: (v := values(sub)) and v[("lockstep_switch_gnmi_up", ("leaf1",))] == 1
+                and v[("lockstep_switch_gnmi_up", ("named",))] == 1 and v)
+    assert got[("lockstep_switch_pfc_pause_frames_total", ("leaf1", "Ethernet68", "3", "rx"))] == 1500
+    for refused in ("untrusted", "misnamed", "plain"):   # a CA it does not trust, another name, no TLS at all
+        until(lambda name=refused: values(sub)[("lockstep_switch_gnmi_errors_total", (name, "rpc"))] >= 1)
+        assert values(sub)[("lockstep_switch_gnmi_up", (refused,))] == 0
+        assert not [k for k in values(sub) if k[0].startswith("lockstep_switch_pfc") and k[1][0] == refused]
+
+
+def test_mutual_tls_sends_the_client_certificate(switches, subscriber_of, pki) -> None:
+    ca, stranger, server, client = pki
+    outsider = stranger.issue_cert("someone-else")
+    switch = switches("cumulus", server_credentials=tls_server(server, ca), credentials=("lockstep", SECRET))
+    creds = Credentials("lockstep", SECRET)
+    sub = subscriber_of(Target("leaf2", switch.address, "cumulus", INTERVAL_S, creds, client_tls(ca, client)),
+                        Target("anonymous", switch.address, "cumulus", INTERVAL_S, creds, client_tls(ca)),
+                        Target("outsider", switch.address, "cumulus", INTERVAL_S, creds, client_tls(ca, outsider)))
+    got = until(lambda: (v := values(sub)) and v[("lockstep_switch_gnmi_up", ("leaf2",))] == 1 and v)
+    assert got[("lockstep_switch_queue_ecn_marked_packets_total", ("leaf2", "swp1", "3"))] == 4410
+    for refused in ("anonymous", "outsider"):   # no client certificate; one the switch's CA did not sign
+        until(lambda name=refused: values(sub)[("lockstep_switch_gnmi_errors_total", (name, "rpc"))] >= 1)
+        assert values(sub)[("lockstep_switch_gnmi_up", (refused,))] == 0

@@ -7,6 +7,7 @@ from lockstep.exporters.switches.config import FabricConfig
 from lockstep.exporters.switches.state import FabricState
 from lockstep.exporters.switches.sweep import DiscoveryFailed, sweep
 from lockstep.exporters.switches.tools import ToolResult
+from lockstep.simulator import ibfabric, ibtools
 from tests.helpers.paths import FIXTURES
 
 TREY = FIXTURES / "infiniband-diags/treydock"
@@ -83,3 +84,29 @@ def test_a_host_without_infiniband_is_one_state_not_an_error_storm(caplog):
     assert values(samples, m.INFINIBAND_PRESENT)[()] == 0.0
     assert values(samples, m.SWEEPS)[("no_infiniband",)] == 3.0
     assert [r.levelname for r in caplog.records if "InfiniBand" in r.getMessage()] == ["WARNING"]
+
+
+
+def test_switches_only_reads_every_host_link_at_its_switch_end():
+    """With HCAs left out, on the simulated fabric (the recorded outputs hold no switch's host ports): no
+    HCA is queried, one perfquery per switch, and every host link keeps counters and a verdict at its leaf."""
+    spec = {"nodes": 4, "rails": 2, "spines": 2}
+    fabric, calls = ibfabric.from_spec(spec), []
+
+    def run(argv, timeout_s):
+        calls.append(argv)
+        if argv[0] == "ibnetdiscover":
+            return ToolResult(argv, 0, ibtools.ibnetdiscover(fabric), "", 0.01)
+        ports = [int(p) for p in argv[-1].split(",")]
+        return ToolResult(argv, 0, ibtools.perfquery(spec, fabric, argv[argv.index("-G") + 1], ports, 60.0), "", 0.01)
+    state = FabricState(FabricConfig(sweep_hcas=False))
+    state.record(sweep(state.config, run))
+    queried = sorted(c[c.index("-G") + 1] for c in calls if c[0] == "perfquery")
+    assert queried == sorted(n.guid for n in fabric.nodes if n.kind == "switch")
+    samples = list(state.samples(now=state.sweep.ended))
+    received, health = values(samples, m.RECEIVE_BYTES), {s.labels[:2] for s in samples if s.metric is m.LINK_HEALTH}
+    leaf_ends = {(node.guid, str(port)) for (_, port), (node, remote, _) in fabric.ports().items()
+                 if node.kind == "switch" and remote.kind == "ca"}
+    assert len(leaf_ends) == 4 * 2 and leaf_ends <= set(received) and leaf_ends <= health
+    hcas = {n.guid for n in fabric.nodes if n.kind == "ca"}
+    assert not [k for k in received if k[0] in hcas] and not [k for k in health if k[0] in hcas]

@@ -12,7 +12,7 @@
 {{- end -}}
 {{- end -}}
 
-{{/* A component's object name: <fullname>-<component> (node, power, analytics). */}}
+{{/* A component's object name: <fullname>-<component> (node, power, analytics, fabric, switch, storage). */}}
 {{- define "lockstep.componentName" -}}
 {{- printf "%s-%s" (include "lockstep.fullname" .root) .component | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
@@ -23,7 +23,7 @@ dashboards and the analytics select on. The ServiceMonitors take the job from th
 app.kubernetes.io/name label (jobLabel), so it stays the same whatever the release is called.
 */}}
 {{- define "lockstep.job" -}}
-{{- get (dict "node" "lockstep-node" "power" "lockstep-power" "analytics" "lockstep-analytics") .component -}}
+{{- get (dict "node" "lockstep-node" "power" "lockstep-power" "analytics" "lockstep-analytics" "fabric" "lockstep-fabric" "switch" "lockstep-switch" "storage" "lockstep-storage") .component -}}
 {{- end -}}
 
 {{/* Selector labels of a component: its job name and the release. Immutable once installed. */}}
