@@ -45,7 +45,7 @@ def decode(path_set: str, switch: str, notification: gnmi_pb2.Notification) -> D
         try:
             reader(switch, notification.prefix, update, out)
             out.updates += 1
-        except (ValueError, KeyError, TypeError) as exc:
+        except Exception as exc:  # one update the switch got wrong (or a decoder bug) loses that update alone
             out.errors.append(f"{_path_text(notification.prefix, update.path)}: {exc}")
     return out
 
@@ -82,7 +82,12 @@ def _sonic_update(switch: str, prefix: gnmi_pb2.Path, update: gnmi_pb2.Update, o
                 continue  # "Ethernet68:1:periodic": the periodic watermark sonic-gnmi adds, not exported
             (_sonic_watchdog if elems[-1] == "Pfcwd" else _sonic_queue)(switch, port, queue, fields, out)
         return
-    ports = data if all(isinstance(v, dict) for v in data.values()) else {elems[-1]: data}
+    if all(isinstance(v, dict) for v in data.values()):
+        ports = data
+    elif elems:
+        ports = {elems[-1]: data}
+    else:
+        raise ValueError("one port's counters with no port in the path")
     for port, fields in ports.items():
         _sonic_port(switch, port, fields, out)
 

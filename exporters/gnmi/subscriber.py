@@ -83,8 +83,14 @@ class Subscriber:
     def _run(self, state: SwitchState) -> None:
         backoff = BACKOFF_START_S
         while not self._stop.is_set():
-            if self._subscribe(state):
-                backoff = BACKOFF_START_S  # the stream was open: the next try starts short again
+            try:
+                if self._subscribe(state):
+                    backoff = BACKOFF_START_S  # the stream was open: the next try starts short again
+            except Exception as exc:  # anything else must not end this switch's thread: it would never reconnect
+                with state.lock:
+                    state.errors["rpc"] += 1
+                log.exception("gNMI subscription broke; reconnecting", extra=kv(
+                    switch=state.target.name, address=state.target.address, err=f"{type(exc).__name__}: {exc}"))
             with state.lock:
                 state.up = False
             self._stop.wait(backoff)
@@ -100,6 +106,8 @@ class Subscriber:
         with channel(target) as chan:
             call = gnmi_pb2_grpc.gNMIStub(chan).Subscribe(iter([request]), metadata=metadata)
             self._calls[target.name] = call
+            if self._stop.is_set():   # stop() ran before the call was registered: it did not cancel this one
+                call.cancel()
             try:
                 for response in call:
                     if response.HasField("update"):

@@ -65,6 +65,7 @@ def test_cumulus_openconfig_paths() -> None:
     ("sonic", "COUNTERS/Ethernet*", gnmi_pb2.TypedValue(json_ietf_val=b"[1]"), "expected a JSON object"),
     ("sonic", "COUNTERS/Ethernet*", gnmi_pb2.TypedValue(json_ietf_val=b"{not json"), "Expecting property name"),
     ("sonic", "COUNTERS/Ethernet*", gnmi_pb2.TypedValue(uint_val=3), "expected a JSON value, got uint_val"),
+    ("sonic", "", gnmi_pb2.TypedValue(json_ietf_val=b'{"SAI_PORT_STAT_PFC_3_RX_PKTS": "5"}'), "no port in the path"),
     ("sonic", "COUNTERS/Ethernet*/Pfcwd", gnmi_pb2.TypedValue(json_ietf_val=b'{"Ethernet0:3": {"PFC_WD_STATUS": "odd"}}'),
      "neither operational nor stormed"),
     ("sonic", "COUNTERS/Ethernet*", gnmi_pb2.TypedValue(json_ietf_val=b'{"Ethernet0": {"SAI_PORT_STAT_PFC_3_RX_PKTS": "x"}}'),

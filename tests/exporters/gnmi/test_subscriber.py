@@ -14,7 +14,8 @@ import pytest
 
 from lockstep.exporters.gnmi.config import Credentials, Neighbor, SwitchConfig, Target, Tls
 from lockstep.exporters.gnmi.subscriber import Subscriber
-from lockstep.simulator.gnmi import FakeSwitch, load_recording
+from lockstep.exporters.third_party.gnmi import gnmi_pb2
+from lockstep.simulator.gnmi import FakeSwitch, Recording, load_recording
 from tests.helpers.paths import FIXTURES
 
 INTERVAL_S = 0.05
@@ -112,6 +113,21 @@ def test_a_dead_switch_never_blanks_another(switches, subscriber_of) -> None:
     assert got[("lockstep_switch_gnmi_up", ("dead",))] == 0
     assert got[("lockstep_switch_pfc_pause_frames_total", ("leaf1", "Ethernet68", "7", "rx"))] == 2
     assert not any(labels[0] == "dead" for name, labels in got if name.startswith("lockstep_switch_pfc"))
+
+
+def test_an_update_the_decoder_cannot_place_loses_itself_not_the_subscription(switches, subscriber_of) -> None:
+    """One port's counters with an empty path (no port to name them by): counted as a decode error, and the
+    switch's other updates still arrive, notification after notification."""
+    good = recording("sonic")
+    bad = gnmi_pb2.Update(path=gnmi_pb2.Path(),
+                          val=gnmi_pb2.TypedValue(json_ietf_val=b'{"SAI_PORT_STAT_PFC_3_RX_PKTS": "5"}'))
+    switch = switches("sonic")
+    switch.replace(Recording(good.prefix_target, [bad, *good.updates]))
+    sub = subscriber_of(Target("leaf1", switch.address, "sonic", INTERVAL_S))
+    got = until(lambda: (v := values(sub))[("lockstep_switch_gnmi_errors_total", ("leaf1", "decode"))] >= 2 and v)
+    assert got[("lockstep_switch_gnmi_up", ("leaf1",))] == 1
+    assert got[("lockstep_switch_pfc_pause_frames_total", ("leaf1", "Ethernet68", "3", "rx"))] == 1500
+    assert got[("lockstep_switch_gnmi_errors_total", ("leaf1", "rpc"))] == 0
 
 
 def test_the_neighbors_map_is_served_with_the_switch_even_while_it_is_down() -> None:
