@@ -1,5 +1,7 @@
 """Runs one infiniband-diags command with a deadline. A tool that hangs is killed at its deadline (its
-whole process group, so a wrapper script's children go too) and reported, never waited for."""
+whole process group, so a wrapper script's children go too) and reported, never waited for: one that
+outlives the kill (a process escaped from the group still holding the output pipes) is left behind
+after ``KILL_GRACE_S``."""
 from __future__ import annotations
 
 import os
@@ -8,7 +10,10 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-MAX_OUTPUT = 64 * 1024 * 1024   # a runaway tool's output is cut here rather than filling memory
+MAX_OUTPUT = 64 * 1024 * 1024   # the text kept of a runaway tool's output (it is read whole first)
+# A killed tool exits within milliseconds unless it sleeps in the kernel or left a process outside its group
+# (a daemonising wrapper) holding its output pipes: past this, the sweep stops waiting for it.
+KILL_GRACE_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +53,13 @@ def run(argv: tuple[str, ...], timeout_s: float) -> ToolResult:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        proc.communicate()
+        try:
+            proc.communicate(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            for pipe in (proc.stdout, proc.stderr):   # whatever still holds them writes into a closed pipe
+                if pipe is not None:
+                    pipe.close()
+            proc.poll()   # reaped now if it did exit; otherwise subprocess reaps it on a later Popen
         return ToolResult(argv, None, "", "", time.monotonic() - started, timed_out=True)
     decode = lambda b: b[:MAX_OUTPUT].decode("utf-8", "replace")  # noqa: E731 - two uses, one line
     return ToolResult(argv, proc.returncode, decode(out), decode(err), time.monotonic() - started)
