@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from lockstep.exporters.toolkit.version import VERSION
 from lockstep.exporters.toolkit.web import auth_middleware, landing_page
 from lockstep.exporters.toolkit.webconfig import WebConfig
 
+log = logging.getLogger("lockstep.fabric")
 STATE = web.AppKey("state", FabricState)
 ENCODER = web.AppKey("encoder", Encoder)
 
@@ -36,6 +38,9 @@ async def sweep_once(state: FabricState, runner: Runner = run_tool) -> None:
         result = await asyncio.to_thread(sweep, state.config, runner)
     except DiscoveryFailed as exc:
         state.record_failure(exc)
+    except Exception as exc:   # a sweep that breaks otherwise must not end the loop: the exporter would go stale
+        log.exception("fabric sweep broke; trying again next interval")
+        state.record_failure(DiscoveryFailed(f"sweep broke: {type(exc).__name__}: {exc}", no_infiniband=False))
     else:
         state.record(result)
 

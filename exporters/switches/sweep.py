@@ -67,7 +67,10 @@ def _unique_ports(fabric: Fabric) -> tuple[DiscoveredPort, ...]:
 
 def _query(config: FabricConfig, run: Runner, guid: str, kind: str, name: str, ports: list[int]) -> NodeResult:
     argv = (*config.perfquery, "-l", "-x", "-G", guid, ",".join(str(p) for p in sorted(ports)))
-    result = run(argv, config.node_timeout_s)
+    try:
+        result = run(argv, config.node_timeout_s)
+    except Exception as exc:   # this node's query alone is lost, not the sweep of every other node
+        result = tools.ToolResult(argv, None, "", "", 0.0, start_error=f"{type(exc).__name__}: {exc}")
     try:
         blocks = parse_perfquery(result.stdout) if not result.timed_out else ()
     except IbDiagError:

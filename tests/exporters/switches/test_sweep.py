@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lockstep.exporters.catalog import switches as m
+from lockstep.exporters.switches.app import sweep_once
 from lockstep.exporters.switches.config import FabricConfig
 from lockstep.exporters.switches.state import FabricState
 from lockstep.exporters.switches.sweep import DiscoveryFailed, sweep
@@ -110,3 +111,32 @@ def test_switches_only_reads_every_host_link_at_its_switch_end():
     assert len(leaf_ends) == 4 * 2 and leaf_ends <= set(received) and leaf_ends <= health
     hcas = {n.guid for n in fabric.nodes if n.kind == "ca"}
     assert not [k for k in received if k[0] in hcas] and not [k for k in health if k[0] in hcas]
+
+
+def raising_for(guid):
+    """The runner of the recorded fabric, but raising where it would query ``guid`` (or discover, for "all")."""
+    good = runner()
+
+    def run(argv, timeout_s):
+        if guid == "all" or (argv[0] == "perfquery" and argv[argv.index("-G") + 1] == guid):
+            raise RuntimeError("can't start new thread")
+        return good(argv, timeout_s)
+    return run
+
+
+def test_a_query_that_raises_loses_that_node_alone():
+    result = sweep(FabricConfig(), raising_for(SWITCH))
+    assert not result.nodes[SWITCH].up and result.nodes[SWITCH].failure == "failed"
+    assert "can't start new thread" in result.nodes[SWITCH].error
+    assert result.nodes[HCA].up and result.nodes[HCA].counters
+
+
+async def test_a_sweep_that_breaks_is_counted_and_the_next_one_still_runs(caplog):
+    state = FabricState(FabricConfig())
+    await sweep_once(state, raising_for("all"))
+    assert values(list(state.samples()), m.SWEEPS)[("failed",)] == 1.0
+    assert values(list(state.samples()), m.SWEEP_SUCCESS)[()] == 0.0
+    await sweep_once(state, runner())
+    samples = list(state.samples())
+    assert values(samples, m.SWEEPS)[("complete",)] == 1.0
+    assert values(samples, m.SWEEP_SUCCESS)[()] == 1.0
