@@ -27,11 +27,17 @@ async def get_text(session: aiohttp.ClientSession, target: Target, path: str, tl
         async with session.get(target.url + path, headers=headers, ssl=tls, allow_redirects=False) as resp:
             if resp.status != 200:
                 raise HttpStatusError(f"HTTP {resp.status} from {path}")
-            body = await resp.content.read(max_bytes + 1)
+            # read(n) returns what has arrived, up to n, not n: an answer longer than one socket read
+            # (asyncio's transports read 256 KiB at a time) is read chunk by chunk to its end.
+            chunks, size = [], 0
+            async for chunk in resp.content.iter_chunked(1 << 20):
+                size += len(chunk)
+                if size > max_bytes:
+                    raise AnswerError(f"answer larger than {max_bytes} bytes")
+                chunks.append(chunk)
+            body = b"".join(chunks)
     except aiohttp.ClientError as exc:
         raise PollError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
-    if len(body) > max_bytes:
-        raise AnswerError(f"answer larger than {max_bytes} bytes")
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError:

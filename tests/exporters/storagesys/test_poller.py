@@ -117,3 +117,34 @@ async def test_kinds_side_by_side_each_read_at_its_own_endpoint(aiohttp_server, 
     for name in ("rgw-minio-body", "rgw-garbage"):
         assert value(got, m.UP, target=name) == 0.0
         assert value(got, m.POLL_FAILURES, target=name, reason="parse") == 1.0
+
+
+def many_buckets(count: int) -> str:
+    """The recorded answer's bucket series once per bucket of ``count`` (megabytes: many socket reads)."""
+    lines = [line for line in MINIO_BUCKET.splitlines() if 'bucket="mybucket"' in line]
+    return "".join(line.replace('bucket="mybucket"', f'bucket="b{i:04d}"') + "\n" for i in range(count) for line in lines)
+
+
+async def test_an_answer_of_many_reads_is_read_to_its_end_and_one_past_the_bound_refused(aiohttp_server, aiohttp_client):
+    body = many_buckets(500)
+    assert len(body) > 4 * 256 * 1024   # longer than several of asyncio's 256 KiB socket reads
+    storage = FakeStorage()
+    storage.add("big", Behaviour(body=body))
+    storage.add("too-big", Behaviour(body=body))
+    server = await aiohttp_server(storage.app())
+    base = f"http://127.0.0.1:{server.port}"
+    cfg = StorageConfig((Target("big", "minio", f"{base}/big"), Target("too-big", "minio", f"{base}/too-big")),
+                        interval_s=60.0, timeout_s=30.0, max_answer_bytes=len(body.encode()))
+    cfg_small = StorageConfig(cfg.targets[1:], interval_s=60.0, timeout_s=30.0, max_answer_bytes=len(body.encode()) - 1)
+    client = await aiohttp_client(create_app(cfg, background=False))
+    await _poll(client)
+    got = await scrape(client)
+    assert value(got, m.UP, target="big") == 1.0
+    read = {k[1] for k in got if k[0] == m.READ_BYTES.name and ("target", "big") in k[1]}
+    assert len(read) == 500
+    assert value(got, m.READ_BYTES, target="big", scope="bucket", name="b0499") == 1232.0
+    small = await aiohttp_client(create_app(cfg_small, background=False))
+    await _poll(small)
+    got = await scrape(small)
+    assert value(got, m.UP, target="too-big") == 0.0
+    assert value(got, m.POLL_FAILURES, target="too-big", reason="parse") == 1.0
