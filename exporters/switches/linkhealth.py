@@ -34,7 +34,9 @@ class History:
         keep = max(self.thresholds.long_window_s, self.thresholds.fatal_window_s) + 60
         for key, values in readings:
             past = self._ports.setdefault(key, deque())
-            if past and any(values.get(k, 0) < v for k, v in past[-1][1].items()):
+            # Only a counter read in both sweeps can tell a reset: one missing from this block (a line
+            # that did not read) is not a counter gone to zero.
+            if past and any(k in values and values[k] < v for k, v in past[-1][1].items()):
                 past.clear()
             past.append((when, values))
             while past and past[0][0] < when - keep:

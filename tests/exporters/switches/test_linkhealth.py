@@ -65,3 +65,15 @@ def test_a_counter_reset_starts_the_port_again():
     history.observe(0, [(A, {**BASE, "LinkDownedCounter": 5})])
     history.observe(60, [(A, BASE)])
     assert judge(history, A, HDR_4X, None, None).state == "ok"
+
+
+def test_a_counter_missing_from_one_sweep_is_not_a_reset_that_forgets_a_link_down():
+    history = History(Thresholds(fatal_window_s=600))
+    errors = {**BASE, "SymbolErrorCounter": 5}
+    history.observe(0, [(A, errors)])
+    history.observe(60, [(A, {**errors, "LinkDownedCounter": 1})])
+    partial = {k: v for k, v in errors.items() if k != "SymbolErrorCounter"}   # that line did not read this sweep
+    history.observe(120, [(A, {**partial, "LinkDownedCounter": 1})])
+    assert judge(history, A, HDR_4X, None, None).reasons == ("link_downed",)
+    history.observe(180, [(A, BASE)])   # every counter back to zero: a real reset on the switch, history restarts
+    assert judge(history, A, HDR_4X, None, None).state == "ok"
