@@ -47,7 +47,8 @@ POLL_DURATION = gauge("lockstep_storage_system_poll_duration_seconds",
 POLL_FAILURES = counter("lockstep_storage_system_poll_failures_total",
                         "Polls of the storage system that failed since the exporter started. reason: timeout (no "
                         "answer within timeout_s), connect (refused, reset, TLS), http (an error status), parse "
-                        "(an answer that is not the system's format).", T + ("reason",))
+                        "(an answer that is not the system's format), internal (an error of the exporter's own reading: a bug, "
+                        "logged with its traceback).", T + ("reason",))
 LAST_SUCCESS = gauge("lockstep_storage_system_last_success_timestamp_seconds",
                      "Unix time of the last successful poll of the storage system.", T, "seconds")
 

@@ -62,6 +62,9 @@ class Poller:
                                     f"no answer within {self.config.timeout_s:g}s", "timeout")
             except PollError as exc:
                 return TargetResult(False, (), time.perf_counter() - started, str(exc), exc.reason)
+            except Exception as exc:  # a bug in reading one kind loses that target's poll, never the polling
+                log.exception("storage target poll raised", extra=kv(target=target.name))
+                return TargetResult(False, (), time.perf_counter() - started, f"{type(exc).__name__}: {exc}", "internal")
             return TargetResult(True, tuple(found), time.perf_counter() - started)
 
     async def poll_and_store(self, target: Target) -> None:
