@@ -13,3 +13,22 @@ NODE_DRAINS = gauge(
     ("node", "window"))
 
 METRICS = (REPEAT_OFFENDER, NODE_DRAINS)
+
+# Peer-relative health, computed by the analytics service: each GPU against the GPUs of its model and
+# driver across the fleet, on features read while loaded (lockstep.analytics.scoring.peers names them).
+PEER_OUTLIER_SCORE = gauge(
+    "lockstep_gpu_peer_outlier_score",
+    "How far the GPU is from the median of its peers (same model and driver across the fleet) on its worst "
+    "feature, in the bad direction, in robust units (MAD-scaled); absent while it was not loaded long enough "
+    "or has too few peers.", ("node", "gpu", "model"))
+PEER_DEVIATION = gauge(
+    "lockstep_gpu_peer_deviation",
+    "The evidence: one feature's distance from the peer median in robust units, signed so that positive is "
+    "worse (feature: sm_clock, power, thermal, pcie); only features beyond the outlier threshold.",
+    ("node", "gpu", "model", "feature"))
+PEER_DEGRADED = gauge(
+    "lockstep_gpu_peer_degraded",
+    "1 while the GPU's peer verdict is degraded (outlier score over the threshold for the persistence "
+    "window), 0 otherwise.", ("node", "gpu", "model"))
+
+METRICS += (PEER_OUTLIER_SCORE, PEER_DEVIATION, PEER_DEGRADED)

@@ -1,0 +1,102 @@
+"""Peer-relative health: each GPU against the GPUs of its model and driver across the fleet.
+
+A GPU that passes every fixed check can still run well below its siblings (a clock capped with no
+reason given, a hot spot at normal power, a PCIe link trained narrow). Read while loaded, such a GPU
+sits far from its peers' median on one feature. The rule is the plain robust one: per peer group
+and feature, the distance from the median in MAD units (scaled to a standard deviation, with a floor
+relative to the median so a group of identical values does not turn noise into infinity), signed so
+that positive is worse; the outlier score is the worst feature, and the features over the threshold
+are the evidence. ``make eval`` weighs scikit-learn models against this rule on a simulated fleet
+(``lockstep.analytics.evaluation.fleet``); the rule is kept while none of them beats it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    worse: int      # +1: higher is worse; -1: lower is worse
+    floor: float    # smallest spread counted, as a fraction of the peer median
+    help: str
+
+
+FEATURES = (
+    Feature("sm_clock", -1, 0.01, "SM clock over its maximum while loaded below the power cap"),
+    Feature("power", +1, 0.01, "power over the limit per unit of SM activity while loaded"),
+    Feature("thermal", +1, 0.0, "temperature above its node's median per kW drawn while loaded"),
+    Feature("pcie", -1, 0.01, "PCIe link capacity (lanes x per-lane rate of its generation) over its maximum while loaded"),
+)
+NAMES = tuple(f.name for f in FEATURES)
+GROUP = ("model", "driver")
+MAD_SIGMA = 1.4826     # MAD of a normal distribution times this is its standard deviation
+THRESHOLD = 5.0        # robust units beyond the peer median that make a GPU an outlier
+CLEAR = 3.0            # a degraded GPU clears below this (hysteresis: no flapping at the threshold)
+MIN_PEERS = 8          # smaller groups get no score: a median of a few says little
+PERSIST = 3            # consecutive outlier scores (refreshes) before the verdict is degraded
+
+
+def deviations(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame``: one row per GPU (index ``node, gpu``), columns ``model``, ``driver`` and the features
+    (NaN where absent). Returns the signed robust distance of each feature from its peer group's median
+    (positive worse); NaN where the feature is absent or the group has fewer than ``MIN_PEERS`` values."""
+    out = pd.DataFrame(np.nan, index=frame.index, columns=list(NAMES))
+    for _, rows in frame.groupby(list(GROUP), sort=False):
+        for f in FEATURES:
+            if f.name not in rows:
+                continue
+            x = rows[f.name].to_numpy(dtype=float)
+            ok = np.isfinite(x)
+            if ok.sum() < MIN_PEERS:
+                continue
+            med = float(np.median(x[ok]))
+            spread = max(MAD_SIGMA * float(np.median(np.abs(x[ok] - med))), f.floor * abs(med), 1e-12)
+            out.loc[rows.index, f.name] = f.worse * (x - med) / spread
+    return out
+
+
+def scores(dev: pd.DataFrame) -> pd.Series:
+    """The worst feature per GPU (NaN where none was scored)."""
+    arr = dev.to_numpy(dtype=float)
+    has = np.isfinite(arr).any(axis=1)
+    worst = np.full(len(arr), np.nan)
+    worst[has] = np.nanmax(np.where(np.isfinite(arr[has]), arr[has], -np.inf), axis=1)
+    return pd.Series(worst, index=dev.index, name="score")
+
+
+def evidence(dev: pd.DataFrame, threshold: float = THRESHOLD) -> dict[tuple, dict[str, float]]:
+    """Per outlier GPU, the features beyond ``threshold`` and how far (robust units, positive worse)."""
+    out: dict[tuple, dict[str, float]] = {}
+    for key, row in dev.iterrows():
+        far = {name: round(float(v), 2) for name, v in row.items() if np.isfinite(v) and v >= threshold}
+        if far:
+            out[key] = far
+    return out
+
+
+@dataclass
+class Verdicts:
+    """The ``degraded`` verdict: an outlier score over ``THRESHOLD`` for ``PERSIST`` refreshes in a row;
+    it clears once the score falls below ``CLEAR``. A GPU with no score (idle, not enough load in the
+    window) keeps its streak and its verdict: idling is no evidence either way."""
+
+    streak: dict[tuple, int] = field(default_factory=dict)
+    degraded: set[tuple] = field(default_factory=set)
+
+    def update(self, score: pd.Series) -> set[tuple]:
+        for key, value in score.items():
+            if not np.isfinite(value):
+                continue
+            if value >= THRESHOLD:
+                self.streak[key] = self.streak.get(key, 0) + 1
+                if self.streak[key] >= PERSIST:
+                    self.degraded.add(key)
+            else:
+                self.streak.pop(key, None)
+                if value < CLEAR:
+                    self.degraded.discard(key)
+        return set(self.degraded)
