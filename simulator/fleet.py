@@ -133,9 +133,10 @@ class FleetSeries:
 
 
 def _busy(rng: np.random.Generator, n: int, period: float, mean_busy: float, mean_idle: float) -> np.ndarray:
-    """One node's load: alternating idle gaps and jobs of exponential length, starting idle."""
+    """One node's load: alternating idle gaps and jobs of exponential length; the fleet is in its steady
+    state at the start (a node is busy with the share of time jobs take), as a fleet that ran before."""
     out = np.zeros(n, dtype=bool)
-    i, busy = 0, False
+    i, busy = 0, bool(rng.random() < mean_busy / (mean_busy + mean_idle))
     while i < n:
         length = max(1, int(rng.exponential(mean_busy if busy else mean_idle) / period))
         out[i:i + length] = busy

@@ -32,20 +32,10 @@ def sample_features(s) -> dict[str, np.ndarray]:
     with np.errstate(divide="ignore", invalid="ignore"):
         raw = {"sm_clock": s.sm_clock / s.sm_clock_max,
                "power": (s.power / s.power_limit) / s.sm_active,
-               "thermal": (s.temperature - _node_median(s, s.temperature)) / (s.power / 1000.0),
+               peers.TEMPERATURE: s.temperature, peers.POWER_W: s.power,
                "pcie": (s.pcie_width / s.pcie_width_max) * 2.0 ** (s.pcie_gen - s.pcie_gen_max)}
     out = {k: np.where(loaded, v, np.nan) for k, v in raw.items()}
     out["sm_clock"] = np.where(s.power / s.power_limit < POWER_CAPPED, out["sm_clock"], np.nan)
-    return out
-
-
-def _node_median(s, x: np.ndarray) -> np.ndarray:
-    """Each sample's median over the GPUs of its node (the query's ``quantile by (node)``)."""
-    nodes = np.array([n for n, _ in s.gpus])
-    out = np.empty_like(x)
-    for node in dict.fromkeys(nodes):
-        cols = nodes == node
-        out[:, cols] = np.median(x[:, cols], axis=1, keepdims=True)
     return out
 
 
@@ -55,25 +45,28 @@ class Windows:
     deviations: list[pd.DataFrame]        # one per refresh: GPUs × features, robust units
 
 
+def window_features(s, end: float, feats: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+    """Each GPU's model, driver and features over the window ending at ``end`` (seconds from the start):
+    the median of the loaded samples in ``(end - WINDOW_S, end]``, NaN with fewer than ``MIN_LOADED_SAMPLES``."""
+    feats = feats if feats is not None else sample_features(s)
+    period = float(s.times[1] - s.times[0])
+    hi = int(end // period) + 1
+    lo = max(0, hi - int(WINDOW_S // period))
+    frame = pd.DataFrame({"model": s.model, "driver": s.driver},
+                         index=pd.MultiIndex.from_tuples(s.gpus, names=["node", "gpu"]))
+    for name, x in feats.items():
+        block = x[lo:hi]
+        enough = np.isfinite(block).sum(axis=0) >= MIN_LOADED_SAMPLES
+        with warnings.catch_warnings():   # an all-NaN column (an idle GPU) is meant: no value
+            warnings.simplefilter("ignore", RuntimeWarning)
+            frame[name] = np.where(enough, np.nanmedian(block, axis=0), np.nan)
+    return frame
+
+
 def windows(s) -> Windows:
     feats = sample_features(s)
-    index = pd.MultiIndex.from_tuples(s.gpus, names=["node", "gpu"])
-    period = float(s.times[1] - s.times[0])
-    width = int(WINDOW_S // period)
-    ends, devs = [], []
-    for end in np.arange(REFRESH_S, s.times[-1] + period, REFRESH_S):
-        hi = int(end // period)
-        lo = max(0, hi - width)
-        frame = pd.DataFrame({"model": s.model, "driver": s.driver}, index=index)
-        for name, x in feats.items():
-            block = x[lo:hi]
-            enough = np.isfinite(block).sum(axis=0) >= MIN_LOADED_SAMPLES
-            with warnings.catch_warnings():   # an all-NaN column (an idle GPU) is meant: no value
-                warnings.simplefilter("ignore", RuntimeWarning)
-                frame[name] = np.where(enough, np.nanmedian(block, axis=0), np.nan)
-        ends.append(float(end))
-        devs.append(peers.deviations(frame))
-    return Windows(np.array(ends), devs)
+    ends = np.arange(REFRESH_S, s.times[-1] + 1, REFRESH_S)
+    return Windows(ends, [peers.deviations(window_features(s, float(end), feats)) for end in ends])
 
 
 def rule_scores(w: Windows) -> list[pd.Series]:
@@ -89,7 +82,7 @@ def grade(s, w: Windows, score_list: list[pd.Series], threshold: float = peers.T
     before: set = set()
     for end, score, dev in zip(w.ends, score_list, w.deviations):
         scaled = score * (peers.THRESHOLD / threshold)
-        now = verdicts.update(scaled)
+        now = verdicts.update(scaled, float(end))
         for key in now - before:
             onsets.setdefault(key, []).append(float(end))
             first_evidence.setdefault(key, peers.evidence(dev.loc[[key]]).get(key, {}))
@@ -102,7 +95,9 @@ def grade(s, w: Windows, score_list: list[pd.Series], threshold: float = peers.T
         col = s.gpus.index(key)
         load_start = float(s.times[np.argmax(loaded[:, col])]) if loaded[:, col].any() else None
         hit = onsets.get(key, [None])[0]
-        latency = None if hit is None or load_start is None else hit - load_start
+        # "within 30 minutes of load": time under load until the verdict (a short job, then an idle gap, does not count)
+        period = float(s.times[1] - s.times[0])
+        latency = None if hit is None or load_start is None else float(loaded[s.times <= hit, col].sum()) * period
         ev = first_evidence.get(key, {})
         planted.append({"node": f.node, "gpu": str(f.gpu), "kind": f.kind, "load_start_s": load_start,
                         "degraded_s": hit, "latency_s": latency, "evidence": ev,

@@ -28,9 +28,9 @@ def _expressions() -> dict[str, str]:
         "sm_clock": f"({_ratio(gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name)}) and on ({GPU_BY}) "
                     f"({_ratio(gpu.POWER.name, gpu.POWER_LIMIT.name)} < {POWER_CAPPED})",
         "power": f"({_ratio(gpu.POWER.name, gpu.POWER_LIMIT.name)}) / ({sm_active} > 0)",
-        # against the node's median: the node's inlet air or coolant is shared, the GPU's own cooling is not
-        "thermal": f"({temp} - on (node) group_left () quantile by (node) (0.5, {temp})) / "
-                   f"({selector(gpu.POWER.name)} / 1000 > 0)",
+        # the raw inputs of the thermal feature, which the scoring derives across each node's GPUs
+        "temperature_c": temp,
+        "power_w": selector(gpu.POWER.name),
         # a generation doubles the per-lane rate (2.5, 5, 8, 16, 32 GT/s: close enough for a ratio)
         "pcie": f"({_ratio(gpu.PCIE_WIDTH.name, gpu.PCIE_WIDTH_MAX.name)}) * 2 ^ "
                 f"({selector(gpu.PCIE_GEN.name)} - {selector(gpu.PCIE_GEN_MAX.name)})",
@@ -42,7 +42,9 @@ def loaded() -> str:
 
 
 def _range() -> str:
-    return f"[{int(WINDOW_S)}s:{int(STEP_S)}s]"
+    """``(T - WINDOW_S, T]``: a second short, so Prometheus 2 (ranges closed at both ends) and 3 (open at the
+    start) take the same steps."""
+    return f"[{int(WINDOW_S) - 1}s:{int(STEP_S)}s]"
 
 
 def queries() -> dict[str, str]:

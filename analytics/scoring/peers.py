@@ -28,16 +28,20 @@ class Feature:
 FEATURES = (
     Feature("sm_clock", -1, 0.01, "SM clock over its maximum while loaded below the power cap"),
     Feature("power", +1, 0.01, "power over the limit per unit of SM activity while loaded"),
-    Feature("thermal", +1, 0.0, "temperature above its node's median per kW drawn while loaded"),
+    Feature("thermal", +1, 0.0, "temperature at a given power: what is left of the temperature once the peers' "
+                                "slope on power and the node's shared inlet are taken out, per kW drawn"),
     Feature("pcie", -1, 0.01, "PCIe link capacity (lanes x per-lane rate of its generation) over its maximum while loaded"),
 )
 NAMES = tuple(f.name for f in FEATURES)
+# The raw inputs the thermal feature is derived from (median while loaded, per GPU).
+TEMPERATURE, POWER_W = "temperature_c", "power_w"
+INPUTS = ("sm_clock", "power", "pcie", TEMPERATURE, POWER_W)
 GROUP = ("model", "driver")
 MAD_SIGMA = 1.4826     # MAD of a normal distribution times this is its standard deviation
 THRESHOLD = 5.0        # robust units beyond the peer median that make a GPU an outlier
 CLEAR = 3.0            # a degraded GPU clears below this (hysteresis: no flapping at the threshold)
 MIN_PEERS = 8          # smaller groups get no score: a median of a few says little
-PERSIST = 3            # consecutive outlier scores (refreshes) before the verdict is degraded
+PERSIST_S = 600.0      # an outlier at every refresh for this long before the verdict is degraded
 
 
 def deviations(frame: pd.DataFrame) -> pd.DataFrame:
@@ -46,6 +50,7 @@ def deviations(frame: pd.DataFrame) -> pd.DataFrame:
     (positive worse); NaN where the feature is absent or the group has fewer than ``MIN_PEERS`` values."""
     out = pd.DataFrame(np.nan, index=frame.index, columns=list(NAMES))
     for _, rows in frame.groupby(list(GROUP), sort=False):
+        rows = rows.assign(thermal=thermal(rows)) if {TEMPERATURE, POWER_W} <= set(rows) else rows
         for f in FEATURES:
             if f.name not in rows:
                 continue
@@ -57,6 +62,37 @@ def deviations(frame: pd.DataFrame) -> pd.DataFrame:
             spread = max(MAD_SIGMA * float(np.median(np.abs(x[ok] - med))), f.floor * abs(med), 1e-12)
             out.loc[rows.index, f.name] = f.worse * (x - med) / spread
     return out
+
+
+def thermal(rows: pd.DataFrame) -> np.ndarray:
+    """Temperature at a given power, for one peer group: a GPU's temperature is its node's inlet plus its
+    thermal resistance times its power. The peers' Theil-Sen slope of temperature on power estimates
+    the resistance; taking it out leaves the inlet plus the GPU's excess, and the mean of that over the
+    node's other GPUs (they share the inlet) is taken out too. A GPU drawing more (leaky silicon) or a neighbour
+    drawing far less (a slow GPU) then does not read as hot; per kW drawn, so an idle-ish job's noise
+    is not inflated."""
+    t = rows[TEMPERATURE].to_numpy(dtype=float)
+    p = rows[POWER_W].to_numpy(dtype=float)
+    resid = pd.Series(t - _slope(p, t) * p, index=rows.index)
+    by_node = resid.groupby(level="node")
+    total, count = by_node.transform("sum").to_numpy(), by_node.transform("count").to_numpy()
+    r = resid.to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        others = (total - np.nan_to_num(r)) / (count - np.isfinite(r))   # the node's other GPUs: its own excess
+        return np.where((p > 0) & (count > 1), (r - others) / (p / 1000.0), np.nan)   # does not pull its reference
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> float:
+    """Theil-Sen slope of ``y`` on ``x`` (the median of pairwise slopes: an outlier does not tilt it),
+    0 where there are too few pairs or no spread in ``x``."""
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if len(x) < MIN_PEERS:
+        return 0.0
+    i, j = np.triu_indices(len(x), 1)
+    dx = x[j] - x[i]
+    keep = np.abs(dx) > 1e-12
+    return float(np.median((y[j] - y[i])[keep] / dx[keep])) if keep.any() else 0.0
 
 
 def scores(dev: pd.DataFrame) -> pd.Series:
@@ -80,23 +116,22 @@ def evidence(dev: pd.DataFrame, threshold: float = THRESHOLD) -> dict[tuple, dic
 
 @dataclass
 class Verdicts:
-    """The ``degraded`` verdict: an outlier score over ``THRESHOLD`` for ``PERSIST`` refreshes in a row;
+    """The ``degraded`` verdict: an outlier score over ``THRESHOLD`` at every refresh for ``PERSIST_S``;
     it clears once the score falls below ``CLEAR``. A GPU with no score (idle, not enough load in the
     window) keeps its streak and its verdict: idling is no evidence either way."""
 
-    streak: dict[tuple, int] = field(default_factory=dict)
+    since: dict[tuple, float] = field(default_factory=dict)   # first refresh of the current streak over THRESHOLD
     degraded: set[tuple] = field(default_factory=set)
 
-    def update(self, score: pd.Series) -> set[tuple]:
+    def update(self, score: pd.Series, at: float) -> set[tuple]:
         for key, value in score.items():
             if not np.isfinite(value):
                 continue
             if value >= THRESHOLD:
-                self.streak[key] = self.streak.get(key, 0) + 1
-                if self.streak[key] >= PERSIST:
+                if at - self.since.setdefault(key, at) >= PERSIST_S:
                     self.degraded.add(key)
             else:
-                self.streak.pop(key, None)
+                self.since.pop(key, None)
                 if value < CLEAR:
                     self.degraded.discard(key)
         return set(self.degraded)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from lockstep.analytics.scoring.loss import LOSS_CAUSES
 from lockstep.analytics.scoring.stall import CAUSES
+from lockstep.analytics.service import peers
 from lockstep.analytics.service.refresh import RefreshState
 from lockstep.analytics.service.state import Health, LossCounters
 from lockstep.analytics.service.views import JobView
@@ -61,4 +62,5 @@ def render_metrics(state: RefreshState, encoder: Encoder, openmetrics: bool) -> 
     encoder.add(families, health_samples(state.health, len(results.jobs)))
     for job_id, view in results.jobs.items():
         encoder.add(families, job_samples(view, results.losses[job_id]))
+    encoder.add(families, peers.samples(state.peers))
     return render_families(families, openmetrics)

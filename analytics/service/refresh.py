@@ -30,6 +30,7 @@ from lockstep.analytics.prom.grid import Window
 from lockstep.analytics.scoring.score import JobResult, score_features
 from lockstep.analytics.service.config import Shard
 from lockstep.analytics.service.fetch import advance, fetch_window
+from lockstep.analytics.service.peers import PeerResults
 from lockstep.analytics.service.state import Health, LossCounters
 from lockstep.analytics.service.views import JobView, job_view
 from lockstep.exporters.toolkit.logs import kv
@@ -75,6 +76,7 @@ class RefreshState:
     baselines: dict[str, float] = field(default_factory=dict)       # a job's last learned productive level
     learned: dict[str, pd.DataFrame] = field(default_factory=dict)  # each job's GPUs' usual pace, job-long
     windows: dict[str, JobWindow] = field(default_factory=dict)     # each job's matrices, moved on each refresh
+    peers: PeerResults = field(default_factory=PeerResults)         # the fleet pass (shard 0 only), replaced whole
 
 
 def window_ending(now: float, settings: Settings) -> Window:

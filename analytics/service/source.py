@@ -32,6 +32,10 @@ class PrometheusSource:
         return await source_prom.query_range(self.session, self.base_url, inp.promql(job_id, window.step, nodes),
                                              window, self.timeout_s, self.max_answer_bytes)
 
+    async def instant(self, query: str, at: float) -> list[dict]:
+        return await source_prom.api_get(self.session, self.base_url, "/api/v1/query",
+                                         {"query": query, "time": f"{at:.3f}"}, self.timeout_s, self.max_answer_bytes)
+
     async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
         if not self.resume_lookback_s:
             return {}

@@ -56,5 +56,5 @@ def test_healthy_peers_spread_a_little_and_faults_show_whenever_loaded(tmp_path)
     down = col[("l40s-n01", "0")]
     assert np.all(s.pcie_width[:, down] == 8) and s.pcie_width_max[down] == 16
     assert np.all(s.pcie_width[:, col[("l40s-n01", "1")]] == 16)
-    # a node is idle for a while at the start: "from the start" means from its first load
-    assert not loaded[0].all()
+    # the fleet starts in its steady state: some nodes busy, some idle
+    assert loaded[0].any() and not loaded[0].all()

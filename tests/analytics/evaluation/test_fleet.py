@@ -7,12 +7,16 @@ from lockstep.analytics.evaluation.fleet import LATENCY_BUDGET_S, evaluate_fleet
 from tests.helpers.paths import REPO
 
 pytestmark = pytest.mark.slow
-FLEET = REPO / "simulator/scenarios/fleet/fleet-peers.yaml"
+FLEETS = sorted((REPO / "simulator/scenarios/fleet").glob("*.yaml"))
 
 
-@pytest.fixture(scope="module")
-def report():
-    return evaluate_fleet(FLEET, models=True)
+@pytest.fixture(scope="module", params=FLEETS, ids=[p.stem for p in FLEETS])
+def report(request):
+    return evaluate_fleet(request.param, models=True)
+
+
+def test_two_fleets_are_shipped():
+    assert len(FLEETS) >= 2
 
 
 def test_every_planted_gpu_is_degraded_with_the_right_evidence_within_30_minutes_of_load(report):

@@ -68,11 +68,50 @@ def test_degraded_needs_persistence_ignores_idle_and_clears_with_hysteresis():
     v = peers.Verdicts()
     key = ("n0", "1")
     high, low, mid = peers.THRESHOLD + 1, peers.CLEAR - 1, (peers.THRESHOLD + peers.CLEAR) / 2
-    for _ in range(peers.PERSIST - 1):
-        assert key not in v.update(pd.Series({key: high}))
-    assert key not in v.update(pd.Series({key: np.nan}))   # idle: the streak neither grows nor resets
-    assert key in v.update(pd.Series({key: high}))
-    assert key in v.update(pd.Series({key: np.nan}))         # idle keeps the verdict
-    assert key in v.update(pd.Series({key: mid}))            # between CLEAR and THRESHOLD: still degraded
-    assert key not in v.update(pd.Series({key: low}))
-    assert key not in v.update(pd.Series({key: high}))       # a new streak starts from nothing
+    step = peers.PERSIST_S / 4
+    at = iter(step * i for i in range(100))
+    for _ in range(4):
+        assert key not in v.update(pd.Series({key: high}), next(at))
+    assert key not in v.update(pd.Series({key: np.nan}), next(at))   # idle: no verdict either way
+    assert key in v.update(pd.Series({key: high}), next(at))                  # over for PERSIST_S: degraded
+    assert key in v.update(pd.Series({key: np.nan}), next(at))                # idle keeps the verdict
+    assert key in v.update(pd.Series({key: mid}), next(at))                   # between CLEAR and THRESHOLD: kept
+    assert key not in v.update(pd.Series({key: low}), next(at))
+    assert key not in v.update(pd.Series({key: high}), next(at))              # a new streak starts from nothing
+
+
+def node_temps(n_nodes=4, per_node=8, seed=1):
+    """GPUs whose temperature is their node's inlet plus a thermal resistance (4 % slot spread) times power."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for node in range(n_nodes):
+        inlet = 25 + rng.normal(0, 2)
+        for g in range(per_node):
+            p = rng.normal(600, 30)
+            rows.append((f"n{node}", str(g), p, inlet + 0.055 * rng.normal(1, 0.04) * p))
+    f = pd.DataFrame(rows, columns=["node", "gpu", "power_w", "temperature_c"]).set_index(["node", "gpu"])
+    return f.assign(model="H100", driver="550")
+
+
+def test_thermal_is_temperature_at_a_given_power_against_the_node():
+    f = node_temps()
+    base = peers.deviations(f)["thermal"]
+    assert base.abs().max() < peers.THRESHOLD
+    hot = f.copy()
+    hot.loc[("n1", "3"), "temperature_c"] += 15
+    assert peers.deviations(hot)["thermal"].idxmax() == ("n1", "3")
+    assert peers.deviations(hot).loc[("n1", "3"), "thermal"] > peers.THRESHOLD
+    # leaky silicon draws 20 % more and runs warmer for it: not hot at a given power
+    leaky = f.copy()
+    leaky.loc[("n2", "5"), "power_w"] *= 1.2
+    leaky.loc[("n2", "5"), "temperature_c"] += 0.055 * 0.2 * f.loc[("n2", "5"), "power_w"]
+    assert peers.deviations(leaky).loc[("n2", "5"), "thermal"] < peers.THRESHOLD
+    # a slow neighbour draws far less and runs cool: its node's other GPUs are not made hot
+    slow = f.copy()
+    slow.loc[("n0", "0"), "power_w"] = 250.0
+    slow.loc[("n0", "0"), "temperature_c"] = slow.loc[("n0", "1"), "temperature_c"] - 0.055 * 350
+    assert peers.deviations(slow)["thermal"].drop(("n0", "0")).max() < peers.THRESHOLD
+    # a warmer inlet warms the whole node: no GPU of it is hot
+    inlet = f.copy()
+    inlet.loc["n3", "temperature_c"] = (inlet.loc["n3", "temperature_c"] + 8).to_numpy()
+    assert peers.deviations(inlet)["thermal"].max() < peers.THRESHOLD
