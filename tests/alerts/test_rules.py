@@ -35,6 +35,8 @@ CONTRACT = {
     "TrainingJobMemberLost": "page",
     # Added with hang localisation: a page for a job of rank_hung_page_gpus GPUs or more, else a ticket.
     "TrainingJobRankHung": "page|ticket",
+    # Added with peer-relative GPU health (the analytics service's fleet pass).
+    "GPUSlowerThanPeers": "ticket",
 }
 
 

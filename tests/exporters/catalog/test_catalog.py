@@ -26,7 +26,8 @@ lockstep_storage_read_bytes_total lockstep_storage_write_bytes_total lockstep_st
 lockstep_chassis_power_watts lockstep_pdu_power_watts lockstep_pdu_energy_joules_total
 lockstep_rack_power_budget_watts lockstep_coolant_temperature_celsius lockstep_redfish_up
 lockstep_scrape_collector_success lockstep_scrape_collector_duration_seconds lockstep_straggler_score
-lockstep_job_stalled lockstep_job_lost_gpu_seconds_total lockstep_job_goodput_ratio""".split()
+lockstep_job_stalled lockstep_job_lost_gpu_seconds_total lockstep_job_goodput_ratio
+lockstep_gpu_peer_outlier_score lockstep_gpu_peer_degraded lockstep_gpu_peer_deviation""".split()
 
 CONTRACT_LABELS = {
     "lockstep_gpu_clock_event_active": {"reason"}, "lockstep_gpu_ecc_errors_total": {"type"},
@@ -36,6 +37,7 @@ CONTRACT_LABELS = {
     "lockstep_storage_metadata_ops_total": {"mount", "op"}, "lockstep_pdu_power_watts": {"pdu", "rack"},
     "lockstep_coolant_temperature_celsius": {"target", "loop"}, "lockstep_straggler_score": {"job_id", "node", "gpu"},
     "lockstep_job_stalled": {"job_id", "cause"}, "lockstep_scrape_collector_success": {"collector"},
+    "lockstep_gpu_peer_outlier_score": {"node", "gpu", "model"}, "lockstep_gpu_peer_deviation": {"feature"},
 }
 
 
