@@ -12,7 +12,12 @@ NODE_DRAINS = gauge(
     "Drains of the node by the quarantine receiver within the window (7d or 30d), from its own state file.",
     ("node", "window"))
 
-METRICS = (REPEAT_OFFENDER, NODE_DRAINS)
+NODE_DRAINED = gauge(
+    "lockstep_fleet_node_drained",
+    "1 while the quarantine receiver holds the node drained (drained by it within 24 h and not returned), "
+    "0 for a node it drained within 30 days and has returned or forgotten.", ("node",))
+
+METRICS = (REPEAT_OFFENDER, NODE_DRAINS, NODE_DRAINED)
 
 # Peer-relative health, computed by the analytics service: each GPU against the GPUs of its model and
 # driver across the fleet, on features read while loaded (lockstep.analytics.scoring.peers names them).

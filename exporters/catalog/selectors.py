@@ -13,6 +13,7 @@ from dataclasses import dataclass
 NODE_JOB = "lockstep-node"              # node agents (:9840), each target labelled `node`
 POWER_JOB = "lockstep-power"            # power exporter (:9841)
 ANALYTICS_JOB = "lockstep-analytics"    # analytics service (:9842)
+QUARANTINE_JOB = "lockstep-quarantine"  # the quarantine receiver's own /metrics (its drains, repeat offenders)
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class Selectors:
     node: str = f'job="{NODE_JOB}"'
     power: str = f'job="{POWER_JOB}"'
     analytics: str = f'job="{ANALYTICS_JOB}"'
+    quarantine: str = f'job="{QUARANTINE_JOB}"'
     exporters: str = 'job=~"lockstep-.*"'   # every lockstep exporter: collector health, `up`
     training: str = ""                       # step times the training job exports itself (its own job)
     # Extra matchers for IB ports that are cabled and expected up (a spare port is down by design).

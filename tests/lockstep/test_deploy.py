@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from lockstep import deploy_gen
+from lockstep.exporters.catalog.selectors import QUARANTINE_JOB
 from lockstep.stack import require_binary
 from tests.helpers.paths import REPO
 
@@ -66,7 +67,9 @@ def test_compose_services_mounts_and_prometheus_config():
                 assert (compose_dir / src).exists(), f"{name}: {src} missing"
     prom = yaml.safe_load((compose_dir / "prometheus.yml").read_text())
     jobs = {j["job_name"] for j in prom["scrape_configs"]}
-    assert {"lockstep-node", "lockstep-power", "lockstep-analytics"} <= jobs
+    assert {"lockstep-node", "lockstep-power", "lockstep-analytics", QUARANTINE_JOB} <= jobs
+    # the receiver's job reads a target file that ships empty: no receiver, no target down
+    assert yaml.safe_load((compose_dir / "targets" / "quarantine.yml").read_text()) == []
     assert "cluster" in prom["global"]["external_labels"]
     targets = yaml.safe_load((compose_dir / "targets" / "nodes.yml").read_text())
     assert all("node" in t["labels"] for t in targets)
