@@ -157,12 +157,11 @@ def validation(config: AlertsConfig) -> list[Record]:
 def fleet(config: AlertsConfig) -> list[Record]:
     """Is the fleet good: each GPU healthy (0), degraded (1: a health check warns, or the analytics
     service's peer verdict), failed (2: a health check failed, or the GPU is lost) or drained (3: its
-    node is held by the quarantine receiver), with its model and its node agent's ``rack`` target label
-    (empty where the scrape config sets none); the counts by model, rack and state, for GPUs and nodes
+    node is held by the quarantine receiver), with its model and the ``rack`` target label its node agent's
+    scrape config may set beside ``node`` (empty where it sets none); the counts by model, rack and state, for GPUs and nodes
     (a node is its worst GPU); and what is free for the next job, which takes whole nodes."""
     node, sel = config.selectors.node, config.selectors
-    model = (f'label_replace(max by (node, gpu, name) ({metric("lockstep_gpu_info", node)}), "model", "$1", "name", "(.*)")'
-             f'\n* on (node) group_left (rack) max by (node, rack) (up{{{node}}})')
+    model = f'label_replace(max by (node, gpu, name, rack) ({metric("lockstep_gpu_info", node)}), "model", "$1", "name", "(.*)")'
     health = f'max by (node, gpu) ({metric("lockstep_gpu_health", node)})'
     failed = f'{health} == 2\nor max by (node, gpu) ({metric("lockstep_gpu_up", node)}) == 0'
     degraded = f'{health} == 1\nor max by (node, gpu) ({metric("lockstep_gpu_peer_degraded", sel.analytics)}) == 1'
