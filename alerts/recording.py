@@ -39,6 +39,7 @@ FLEET_FREE_GPUS = "lockstep_fleet_free_gpus"                   # {model}
 FLEET_FREE_NODES = "lockstep_fleet_free_nodes"                 # {model}: every GPU free
 FLEET_JOB_CAPACITY = "lockstep_fleet_job_capacity_gpus"        # {model}: GPUs in free whole nodes
 FLEET_GPU_EVENTS = "lockstep_fleet_gpu_events"                 # {node, gpu, window}: hardware events
+FLEET_INTERVAL = "1h"
 FLEET_STATES = ("healthy", "degraded", "failed", "drained")
 FLEET_WINDOWS = ("7d", "30d")
 FLEET_GROUP = "lockstep.fleet.history"
@@ -189,16 +190,13 @@ def fleet(config: AlertsConfig) -> list[Record]:
 
 
 def fleet_history(config: AlertsConfig) -> list[Record]:
-    """Hardware events per GPU over 7 and 30 days (warning and critical XIDs, uncorrectable ECC errors, a failed
-    row remap): the repeat offenders among GPUs. Evaluated hourly, in a group of its own: a month of raw counters
-    is read once an hour, not at every evaluation."""
+    """Hardware events per GPU (warning and critical XIDs, uncorrectable ECC errors) over 7 and 30 days: the
+    repeat offenders among GPUs. In a group of its own evaluated hourly: a window's raw counters are read
+    once an hour, not at every evaluation (and the figure does not depend on how often it is evaluated)."""
     node = config.selectors.node
     xid = metric("lockstep_gpu_xid_errors_total", node, 'severity=~"warning|critical"')
     ecc = metric("lockstep_gpu_ecc_errors_total", node, 'type="uncorrected"')
-    remap = metric("lockstep_gpu_remapped_rows", node, 'state="failed"')
-    return [Record(FLEET_GPU_EVENTS,
-                   f"sum by (node, gpu) (\n  increase({xid}[{w}])\n  or increase({ecc}[{w}])\n"
-                   f"  or max_over_time({remap}[{w}])\n)",
+    return [Record(FLEET_GPU_EVENTS, f"sum by (node, gpu) (\n  increase({xid}[{w}])\n  or increase({ecc}[{w}])\n)",
                    (("window", w),)) for w in FLEET_WINDOWS]
 
 
@@ -206,4 +204,4 @@ def groups(config: AlertsConfig) -> list[dict]:
     rules = (job_membership(config) + gpu(config) + fabric(config) + power(config) + analytics(config)
              + validation(config) + fleet(config))
     return [{"name": GROUP, "interval": config.evaluation_interval, "rules": [r.render() for r in rules]},
-            {"name": FLEET_GROUP, "interval": "1h", "rules": [r.render() for r in fleet_history(config)]}]
+            {"name": FLEET_GROUP, "interval": FLEET_INTERVAL, "rules": [r.render() for r in fleet_history(config)]}]

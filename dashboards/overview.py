@@ -81,7 +81,9 @@ def _fleet_health(cfg: Config) -> list:
     ], "short", columns={"node": "node", "gpu": "gpu", "model": "model", "Value": "robust units from peers"}, w=12)
     offenders = p.table("Top offenders (30 days)", [
         target(f"topk(10, {sel(fleet.NODE_DRAINS, qr, month)})", instant=True, table=True),
-        target(f"topk(10, sum by (node) ({r.FLEET_GPU_EVENTS}{{{month}}}))", instant=True, table=True),
+        # recorded hourly: the last hour's value
+        target(f"topk(10, sum by (node) (last_over_time({r.FLEET_GPU_EVENTS}{{{month}}}[{r.FLEET_INTERVAL}])))",
+               instant=True, table=True),
     ], "short", columns={"node": "node", "Value #A": "drains", "Value #B": "hardware events"}, w=12)
     history = p.timeseries("Repeat offenders: drains in the last 7 days", [
         target(f"{sel(fleet.NODE_DRAINS, qr, week)}\nand on (node) {sel(fleet.REPEAT_OFFENDER, qr)} == 1",
