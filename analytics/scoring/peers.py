@@ -23,13 +23,15 @@ class Feature:
     worse: int      # +1: higher is worse; -1: lower is worse
     floor: float    # smallest spread counted, as a fraction of the peer median
     help: str
+    least: float = 1e-12   # smallest spread counted, in the feature's own unit (a median near 0 has no fraction)
 
 
 FEATURES = (
     Feature("sm_clock", -1, 0.01, "SM clock over its maximum while loaded below the power cap"),
     Feature("power", +1, 0.01, "power over the limit per unit of SM activity while loaded"),
+    # centred on 0 by construction; at least 2 C/kW, about the sensor's 1 C step at an H100's 700 W
     Feature("thermal", +1, 0.0, "temperature at a given power: what is left of the temperature once the peers' "
-                                "slope on power and the node's shared inlet are taken out, per kW drawn"),
+                                "slope on power and the node's shared inlet are taken out, per kW drawn", least=2.0),
     Feature("pcie", -1, 0.01, "PCIe link capacity (lanes x per-lane rate of its generation) over its maximum while loaded"),
 )
 NAMES = tuple(f.name for f in FEATURES)
@@ -59,7 +61,7 @@ def deviations(frame: pd.DataFrame) -> pd.DataFrame:
             if ok.sum() < MIN_PEERS:
                 continue
             med = float(np.median(x[ok]))
-            spread = max(MAD_SIGMA * float(np.median(np.abs(x[ok] - med))), f.floor * abs(med), 1e-12)
+            spread = max(MAD_SIGMA * float(np.median(np.abs(x[ok] - med))), f.floor * abs(med), f.least)
             out.loc[rows.index, f.name] = f.worse * (x - med) / spread
     return out
 

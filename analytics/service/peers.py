@@ -67,13 +67,20 @@ def frame_from(info: list[dict], features: dict[str, list[dict]]) -> pd.DataFram
     return frame
 
 
+EVERY_S = 300.0   # the fleet pass runs at most this often (the evaluation's refresh): its windows are 15 minutes
+
+
 @dataclass
 class PeerRefresher:
     source: InstantSource
     verdicts: peers.Verdicts = field(default_factory=peers.Verdicts)
     results: PeerResults = field(default_factory=PeerResults)
+    every_s: float = EVERY_S
 
     async def refresh(self, at: float) -> PeerResults:
+        """The fleet scored at ``at``; the last results while the previous pass is younger than ``every_s``."""
+        if self.results.updated is not None and at - self.results.updated < self.every_s:
+            return self.results
         queries = inputs.queries()
         answers = await asyncio.gather(self.source.instant(inputs.info_query(), at),
                                        *(self.source.instant(q, at) for q in queries.values()))

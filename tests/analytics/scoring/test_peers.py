@@ -115,3 +115,10 @@ def test_thermal_is_temperature_at_a_given_power_against_the_node():
     inlet = f.copy()
     inlet.loc["n3", "temperature_c"] = (inlet.loc["n3", "temperature_c"] + 8).to_numpy()
     assert peers.deviations(inlet)["thermal"].max() < peers.THRESHOLD
+
+
+def test_identical_temperatures_are_not_turned_into_outliers_by_rounding():
+    f = node_temps()
+    f["temperature_c"] = 70.0                      # every GPU reads the same (a 1 C sensor step hides the spread)
+    f.loc[("n1", "2"), "temperature_c"] = 71.0     # one step up: not evidence
+    assert peers.deviations(f)["thermal"].abs().max() < peers.THRESHOLD

@@ -48,6 +48,11 @@ def openmetrics(s) -> str:
     return "\n".join(out) + "\n# EOF\n"
 
 
+class _Refusing:
+    async def instant(self, query, at):
+        raise AssertionError("queried")
+
+
 @pytest.fixture(scope="module")
 def fleet_in_prometheus(tmp_path_factory):
     work = tmp_path_factory.mktemp("peers")
@@ -72,6 +77,8 @@ async def test_the_queries_compute_what_the_evaluation_emulates_and_the_slow_gpu
         ends = [e for e in wins.ends if e >= WINDOW_S][-4:]
         for end in ends:
             got = await fleet.refresh(START + end)
+            # a refresh sooner than EVERY_S after it gives the same results and asks Prometheus nothing
+            assert await PeerRefresher(_Refusing(), fleet.verdicts, got).refresh(START + end + 1) is got
         # the features Prometheus computed, against the emulation's, for the last window
         answers = {name: await source.instant(q, START + ends[-1]) for name, q in queries().items()}
         frame = frame_from(await source.instant(info_query(), START + ends[-1]), answers)
