@@ -95,6 +95,7 @@ fuzz: $(STAMP)
 
 eval: $(STAMP)
 	$(VENV)/bin/lockstep analytics evaluate --all simulator/scenarios --models
+	$(VENV)/bin/lockstep analytics evaluate-fleet simulator/scenarios/fleet/*.yaml --models
 
 # The kubelet PodResources and the gNMI gRPC code in exporters/third_party/ are checked in; this regenerates
 # it with the one grpcio-tools release the generator pins, in a venv of its own (tools/gen_podresources.py).

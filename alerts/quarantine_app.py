@@ -23,6 +23,7 @@ from aiohttp import web
 
 from lockstep.alerts.inventory import Inventory, InventoryError
 from lockstep.alerts.quarantine import (
+    FORGET_AFTER_S,
     HISTORY_S,
     REPEAT_WINDOW_S,
     BadPayload,
@@ -189,7 +190,8 @@ async def healthy(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """Each node drained within 30 days: its drains in 7 and 30 days, and whether it is a repeat offender."""
+    """Each node drained within 30 days: its drains in 7 and 30 days, whether it is a repeat offender, and
+    whether it is drained now."""
     policy, now = request.app[STATE].policy, time.time()
     samples = []
     for node in sorted(policy.history):
@@ -198,7 +200,8 @@ async def metrics(request: web.Request) -> web.Response:
             continue
         samples += [Sample(m.NODE_DRAINS, (node, "7d"), float(policy.drains_within(node, now, REPEAT_WINDOW_S))),
                     Sample(m.NODE_DRAINS, (node, "30d"), float(month)),
-                    Sample(m.REPEAT_OFFENDER, (node,), float(policy.repeat_offender(node, now)))]
+                    Sample(m.REPEAT_OFFENDER, (node,), float(policy.repeat_offender(node, now))),
+                    Sample(m.NODE_DRAINED, (node,), float(now - policy.drained.get(node, float("-inf")) < FORGET_AFTER_S))]
     families: dict = {}
     Encoder().add(families, samples)
     return web.Response(text=render_text(families), content_type="text/plain", charset="utf-8")

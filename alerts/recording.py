@@ -46,6 +46,19 @@ NODE_GPU_MODEL = "lockstep:node_gpu_model:info"                # one per node: i
 VALIDATION_FIGURE = "lockstep:validation_figure:value"         # bandwidth and rate figures, with the model
 VALIDATION_PEERS = "lockstep:validation_figure:peer_median"    # same model, test, scale, subject, figure
 VALIDATION_RATIO = "lockstep:validation_figure:baseline_ratio"  # figure / baseline, by `baseline`
+# One fleet answer: each GPU's state as a rank (FLEET_STATES, worst last), then counts any tool can read.
+GPU_FLEET_STATE = "lockstep:gpu_fleet_state:rank"              # per GPU, with model and rack
+GPU_FREE = "lockstep:gpu_free:bool"                            # 1: healthy, on an undrained node, in no job
+FLEET_GPUS = "lockstep_fleet_gpus"                             # {model, rack, state}
+FLEET_NODES = "lockstep_fleet_nodes"                           # {model, rack, state}: a node is its worst GPU
+FLEET_FREE_GPUS = "lockstep_fleet_free_gpus"                   # {model}
+FLEET_FREE_NODES = "lockstep_fleet_free_nodes"                 # {model}: every GPU free
+FLEET_JOB_CAPACITY = "lockstep_fleet_job_capacity_gpus"        # {model}: GPUs in free whole nodes
+FLEET_GPU_EVENTS = "lockstep_fleet_gpu_events"                 # {node, gpu, window}: hardware events
+FLEET_INTERVAL = "1h"
+FLEET_STATES = ("healthy", "degraded", "failed", "drained")
+FLEET_WINDOWS = ("7d", "30d")
+FLEET_GROUP = "lockstep.fleet.history"
 
 
 def job_membership(config: AlertsConfig) -> list[Record]:
@@ -277,10 +290,56 @@ def analytics_inputs(config: AlertsConfig) -> list[Record]:
         [Record(ANALYTICS_INPUTS[name], expr) for name, expr in exprs.items()]
 
 
+def fleet(config: AlertsConfig) -> list[Record]:
+    """Is the fleet good: each GPU healthy (0), degraded (1: a health check warns, or the analytics
+    service's peer verdict), failed (2: a health check failed, or the GPU is lost) or drained (3: its
+    node is held by the quarantine receiver), with its model and the ``rack`` target label its node agent's
+    scrape config may set beside ``node`` (empty where it sets none); the counts by model, rack and state, for GPUs and nodes
+    (a node is its worst GPU); and what is free for the next job, which takes whole nodes."""
+    node, sel = config.selectors.node, config.selectors
+    model = f'label_replace(max by (node, gpu, name, rack) ({metric("lockstep_gpu_info", node)}), "model", "$1", "name", "(.*)")'
+    health = f'max by (node, gpu) ({metric("lockstep_gpu_health", node)})'
+    failed = f'{health} == 2\nor max by (node, gpu) ({metric("lockstep_gpu_up", node)}) == 0'
+    degraded = f'{health} == 1\nor max by (node, gpu) ({metric("lockstep_gpu_peer_degraded", sel.analytics)}) == 1'
+    drained = f'max by (node) ({metric("lockstep_fleet_node_drained", sel.quarantine)}) == 1'
+    base = f"max by (node, gpu, model, rack) ({model})"
+    rank = (f"(\n  (0 * {base})\n  + on (node, gpu) group_left () (\n"
+            f"    (3 * ({drained}) * on (node) group_right () (0 * {base} + 1))\n"
+            f"    or on (node, gpu) 2 * (({failed}) * 0 + 1)\n"
+            f"    or on (node, gpu) (({degraded}) * 0 + 1)\n"
+            f"    or on (node, gpu) (0 * {base})\n  )\n)")
+    node_rank = f"max by (node, model, rack) ({GPU_FLEET_STATE})"
+    records = [Record(GPU_FLEET_STATE, rank)]
+    for value, state in enumerate(FLEET_STATES):
+        records += [Record(FLEET_GPUS, f"count by (model, rack) ({GPU_FLEET_STATE} == {value})", (("state", state),)),
+                    Record(FLEET_NODES, f"count by (model, rack) ({node_rank} == {value})", (("state", state),))]
+    per_node = f"count by (node, model) ({GPU_FREE})"
+    records += [
+        Record(GPU_FREE, f"({GPU_FLEET_STATE} == bool 0) unless on (node, gpu) {GPU_JOB}\n"
+                         f"or on (node, gpu) 0 * {GPU_FLEET_STATE}"),
+        Record(FLEET_FREE_GPUS, f"sum by (model) ({GPU_FREE})"),
+        Record(FLEET_FREE_NODES, f"count by (model) (min by (node, model) ({GPU_FREE}) == 1)"),
+        Record(FLEET_JOB_CAPACITY, f"sum by (model) (\n  {per_node}\n  and on (node) (min by (node) ({GPU_FREE}) == 1)\n)"),
+    ]
+    return records
+
+
+def fleet_history(config: AlertsConfig) -> list[Record]:
+    """Hardware events per GPU (warning and critical XIDs, uncorrectable ECC errors) over 7 and 30 days: the
+    repeat offenders among GPUs. In a group of its own evaluated hourly: a window's raw counters are read
+    once an hour, not at every evaluation (and the figure does not depend on how often it is evaluated)."""
+    node = config.selectors.node
+    xid = metric("lockstep_gpu_xid_errors_total", node, 'severity=~"warning|critical"')
+    ecc = metric("lockstep_gpu_ecc_errors_total", node, 'type="uncorrected"')
+    return [Record(FLEET_GPU_EVENTS, f"sum by (node, gpu) (\n  increase({xid}[{w}])\n  or increase({ecc}[{w}])\n)",
+                   (("window", w),)) for w in FLEET_WINDOWS]
+
+
 def groups(config: AlertsConfig) -> list[dict]:
     rules = (job_membership(config) + gpu(config) + fabric(config) + switches(config) + switch_pfc(config)
              + imbalance(config) + power(config)
-             + analytics(config) + validation(config))
+             + analytics(config) + validation(config) + fleet(config))
     return [{"name": GROUP, "interval": config.evaluation_interval, "rules": [r.render() for r in rules]},
             {"name": ANALYTICS_GROUP, "interval": config.analytics_step,
-             "rules": [r.render() for r in analytics_inputs(config)]}]
+             "rules": [r.render() for r in analytics_inputs(config)]},
+            {"name": FLEET_GROUP, "interval": FLEET_INTERVAL, "rules": [r.render() for r in fleet_history(config)]}]

@@ -119,5 +119,20 @@ def exporters(config: AlertsConfig) -> list[Alert]:
     ]
 
 
+def fleet(config: AlertsConfig) -> list[Alert]:
+    """The analytics service's fleet pass: a GPU degraded against its peers (same model and driver)."""
+    sel = config.selectors.analytics
+    score = f'max by (node, gpu, model) ({metric("lockstep_gpu_peer_outlier_score", sel)})'
+    degraded = f'max by (node, gpu) ({metric("lockstep_gpu_peer_degraded", sel)}) == 1'
+    return [
+        # The verdict already persisted (analytics/scoring/peers.py); the value is the outlier score.
+        Alert("GPUSlowerThanPeers", f"{score}\nand on (node, gpu)\n{degraded}", TICKET,
+              "{{ $labels.node }} GPU {{ $labels.gpu }} is degraded against its peers",
+              "{{ $labels.node }} GPU {{ $labels.gpu }} ({{ $labels.model }}) sits {{ $value | printf \"%.1f\" }} "
+              "robust units from the median of its model's GPUs on the same driver across the fleet, while loaded; "
+              "lockstep_gpu_peer_deviation names the features (sm_clock, power, thermal, pcie).", for_="5m"),
+    ]
+
+
 def alerts(config: AlertsConfig) -> list[Alert]:
-    return jobs(config) + facility(config) + exporters(config)
+    return jobs(config) + facility(config) + exporters(config) + fleet(config)

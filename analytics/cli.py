@@ -46,6 +46,12 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
                                                         "clock_ratio,temperature_celsius,reasons,pcie_degraded,"
                                                         "hardware_xid): each finding's cause is added")
     st.add_argument("--json", action="store_true", help="print JSON")
+    fl = sub.add_parser("evaluate-fleet", help="peer-relative GPU health on simulated fleets: planted slow, hot and "
+                                               "downtrained GPUs found, false verdicts per 1,000 GPU-days; exit 1 if "
+                                               "a planted GPU is missed or a healthy one judged degraded")
+    fl.add_argument("scenarios", nargs="+", help="fleet scenario files (simulator/scenarios/fleet/)")
+    fl.add_argument("--models", action="store_true", help="also weigh the scikit-learn detectors against the rule")
+    fl.add_argument("--json", action="store_true", help="print JSON")
     from lockstep.analytics.hang.cli import add_flags as add_hang_flags
     add_hang_flags(sub.add_parser("hang", help="PyTorch Flight Recorder dumps of a hung job (one per rank) → the first "
                                                "collective not every rank joined, who did not (node, GPU), mismatched "
@@ -56,7 +62,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
 def run(args: argparse.Namespace) -> int:
     try:
         return {"serve": _serve, "evaluate": _evaluate, "steptimes": _steptimes,
-                "hang": _hang}[args.analytics_command](args)
+                "hang": _hang, "evaluate-fleet": _evaluate_fleet}[args.analytics_command](args)
     except (ConfigError, ValueError, FileNotFoundError) as exc:
         print(f"lockstep analytics {args.analytics_command}: error: {exc}", file=sys.stderr)
         return 2
@@ -150,6 +156,14 @@ def _steptimes(args: argparse.Namespace) -> int:
         print(f"imbalance since the start (ratio to the median): {ranks}; "
               f"{100 * imb['lost_share']:.1f}% of the workers' time spent waiting for it{why}")
     return 0
+
+
+def _evaluate_fleet(args: argparse.Namespace) -> int:
+    from lockstep.analytics.evaluation.fleet import evaluate_fleet, format_fleet, ok
+
+    reports = [evaluate_fleet(path, models=args.models) for path in args.scenarios]
+    print(json.dumps(reports) if args.json else "\n".join(format_fleet(r) for r in reports))
+    return 0 if all(ok(r["rule"]) for r in reports) else 1
 
 
 def _hang(args: argparse.Namespace) -> int:

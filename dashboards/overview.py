@@ -7,7 +7,7 @@ from lockstep.dashboards import panels as p
 from lockstep.dashboards import queries as q
 from lockstep.dashboards.config import Config, rate, sel
 from lockstep.dashboards.grafana import dashboard, data_link, target
-from lockstep.exporters.catalog import analytics, fabric, gpu, health, storage
+from lockstep.exporters.catalog import analytics, fabric, fleet, gpu, health, storage
 
 NAME = "overview"
 
@@ -66,13 +66,45 @@ def _fleet(cfg: Config) -> list:
     ]
 
 
+def _fleet_health(cfg: Config) -> list:
+    """Is the fleet good: GPUs and nodes by state (the lockstep_fleet_* recording rules), what the next job
+    can have, the GPUs degraded against their peers, and the nodes that keep coming back."""
+    a, qr = cfg.selectors.analytics, cfg.selectors.quarantine
+    week, month = 'window="7d"', 'window="30d"'
+    states = p.table("GPUs and nodes by model and state", [
+        target(f"sum by (model, state) ({r.FLEET_GPUS})", instant=True, table=True),
+        target(f"sum by (model, state) ({r.FLEET_NODES})", instant=True, table=True),
+    ], "short", columns={"model": "model", "state": "state", "Value #A": "GPUs", "Value #B": "nodes"}, w=12)
+    peers = p.table("GPUs degraded against their peers", [
+        target(f"max by (node, gpu, model) ({sel(fleet.PEER_OUTLIER_SCORE, a)})\nand on (node, gpu)\n"
+               f"max by (node, gpu) ({sel(fleet.PEER_DEGRADED, a)}) == 1", instant=True, table=True),
+    ], "short", columns={"node": "node", "gpu": "gpu", "model": "model", "Value": "robust units from peers"}, w=12)
+    offenders = p.table("Top offenders (30 days)", [
+        target(f"topk(10, {sel(fleet.NODE_DRAINS, qr, month)})", instant=True, table=True),
+        # recorded hourly: the last hour's value
+        target(f"topk(10, sum by (node) (last_over_time({r.FLEET_GPU_EVENTS}{{{month}}}[{r.FLEET_INTERVAL}])))",
+               instant=True, table=True),
+    ], "short", columns={"node": "node", "Value #A": "drains", "Value #B": "hardware events"}, w=12)
+    history = p.timeseries("Repeat offenders: drains in the last 7 days", [
+        target(f"{sel(fleet.NODE_DRAINS, qr, week)}\nand on (node) {sel(fleet.REPEAT_OFFENDER, qr)} == 1",
+               "{{node}}")], "short", min=0, w=12)
+    return [
+        p.stat("GPUs by state", [target(f"sum by (state) ({r.FLEET_GPUS})", "{{state}}")], "short", w=6),
+        p.stat("Nodes by state", [target(f"sum by (state) ({r.FLEET_NODES})", "{{state}}")], "short", w=6),
+        p.stat("Free GPUs (healthy, no job)", [target(f"sum({r.FLEET_FREE_GPUS})")], "short", w=6),
+        p.stat("Largest job that fits now (GPUs in free whole nodes)", [target(f"max({r.FLEET_JOB_CAPACITY})")],
+               "short", w=6),
+        states, peers, offenders, history,
+    ]
+
+
 def _power(cfg: Config) -> list:
     return [p.bargauge("Rack power vs breaker budget", [target(r.RACK_POWER_BUDGET, "{{rack}}")], "percentunit", max=1,
                        thresholds=(("green", None), ("orange", 0.85), ("red", 0.95)), w=24, h=6)]
 
 
 def build(cfg: Config):
-    panels = [*_health_stats(cfg), *_jobs_and_alerts(cfg), *_fleet(cfg), *_power(cfg)]
+    panels = [*_health_stats(cfg), *_jobs_and_alerts(cfg), *_fleet(cfg), *_fleet_health(cfg), *_power(cfg)]
     return dashboard(cfg, NAME, "lockstep / Cluster overview",
                      "GPU health, jobs and goodput, fleet activity, firing alerts, fabric, storage, rack power.",
                      panels)

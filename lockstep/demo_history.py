@@ -46,12 +46,26 @@ def dashboard_rules() -> list[dict]:
     from lockstep.alerts import recording
     from lockstep.dashboards.build import build_all
     from lockstep.dashboards.promql import metric_names
-    rules = {r["record"]: r for g in recording.groups(alerts_config.load(None)) for r in g["rules"]}
+    every = [r for g in recording.groups(alerts_config.load(None)) for r in g["rules"]]
+    rules: dict[str, list[dict]] = {}   # a name may have several rules (one per state, window or baseline)
+    for r in every:
+        rules.setdefault(r["record"], []).append(r)
     wanted = {n for board in build_all().values() for p in board.get("panels", []) for t in p.get("targets", [])
               for n in metric_names(t.get("expr", "")) if n in rules}
-    while more := {n for r in wanted for n in metric_names(rules[r]["expr"]) if n in rules} - wanted:
+    while more := {n for r in wanted for rule in rules[r] for n in metric_names(rule["expr"]) if n in rules} - wanted:
         wanted |= more
-    return [rules[r] for r in rules if r in wanted]
+    return [r for r in every if r["record"] in wanted]
+
+
+def dashboard_rule_groups() -> list[dict]:
+    """``dashboard_rules`` as rule groups: every one at the history's step, but the fleet's event history at
+    its own hourly interval (each evaluation reads a month of counters)."""
+    from lockstep.alerts.recording import FLEET_INTERVAL, fleet_history
+    from lockstep.alerts.settings import AlertsConfig
+    hourly = {r.record for r in fleet_history(AlertsConfig())}
+    rules = dashboard_rules()
+    return [{"name": "history", "interval": f"{int(STEP_S)}s", "rules": [r for r in rules if r["record"] not in hourly]},
+            {"name": "history-hourly", "interval": FLEET_INTERVAL, "rules": [r for r in rules if r["record"] in hourly]}]
 
 
 def rule_inputs() -> set[str]:
@@ -91,8 +105,7 @@ def backfill_month(cluster: dict, prometheus_dir: Path, days: float, now: float)
 
     from lockstep.backfill.rules import backfill_rules
     history = write_history(cluster, prometheus_dir / "data", now // STEP_S * STEP_S, days)
-    backfill_rules([{"name": "history", "rules": dashboard_rules()}], prometheus_dir, history.start, history.end,
-                   f"{int(STEP_S)}s")
+    backfill_rules(dashboard_rule_groups(), prometheus_dir, history.start, history.end)
     # The live node agents start counting XIDs afresh, as restarted agents do: the past ones stay past.
     live = {k: v for k, v in history.counters.items() if k != "xid_events"}
     counters = prometheus_dir.parent / "history-counters.json"

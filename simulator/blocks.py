@@ -49,8 +49,8 @@ class Block:
 
 
 def build_blocks(topo: Topology) -> list[Block]:
-    return (_gpu_blocks(topo) + _job_blocks(topo) + _port_blocks(topo) + _storage_blocks(topo) + _power_blocks(topo)
-            + _ras_blocks(topo))
+    return ([_gpu_info_block(topo)] + _gpu_blocks(topo) + _job_blocks(topo) + _port_blocks(topo) + _storage_blocks(topo)
+            + _power_blocks(topo) + _ras_blocks(topo))
 
 
 def _gpu_labels(topo: Topology, sel: np.ndarray | None = None) -> dict[str, np.ndarray]:
@@ -65,6 +65,16 @@ def _table_blocks(signals: tuple[Signal, ...], labels: dict[str, np.ndarray],
     return [Block(signal.metric, {**labels, **{k: np.full(size, v) for k, v in signal.labels}},
                   (lambda signal: lambda s: shown(s, signal.value(s)))(signal))  # noqa: B023 (bound by the call)
             for signal in signals if signal.metric is not None]
+
+
+def _gpu_info_block(topo: Topology) -> Block:
+    """The static facts the node agent reads from NVML (the tree writer's gpus.json), one series per GPU."""
+    lab = _gpu_labels(topo)
+    n = topo.n_gpus
+    info = {**lab, "uuid": topo.identity["uuid"], "name": np.full(n, hw.GPU_NAME),
+            "pci_bus_id": np.array([topo.pci_bus_id(int(i)) for i in topo.gpu_index]),
+            "driver_version": np.full(n, hw.DRIVER_VERSION)}
+    return Block(G.INFO, info, lambda s: np.ones(n))
 
 
 def _gpu_blocks(topo: Topology) -> list[Block]:

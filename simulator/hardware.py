@@ -1,5 +1,7 @@
 """Hardware constants of the simulated H100 / ConnectX-7 cluster (fixtures/README.md has the sources)."""
 
+GPU_NAME = "NVIDIA H100 80GB HBM3"   # as NVML names it (lockstep_gpu_info's name)
+DRIVER_VERSION = "550.90.07"
 MAX_SM_MHZ = 1980          # H100 SXM5 max SM clock
 MEM_MHZ = 2619             # HBM3 clock
 IDLE_SM_MHZ = 345          # an idle H100 parks its SM clock low

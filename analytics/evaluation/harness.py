@@ -23,12 +23,16 @@ from lockstep.analytics.evaluation.evaluate import evaluate
 from lockstep.analytics.evaluation.models import format_models, summarize_models, weigh
 from lockstep.analytics.evaluation.replay import Outage, replay
 
+FLEET_DIR = "fleet"
+
 
 def run_all(directory: str | Path, models: bool = False) -> list[dict]:
     """Every scenario of ``directory`` scored and checked; ``models``: also the scikit-learn
     alternatives of ``lockstep.analytics.evaluation.models``, measured on the same results."""
     rows = []
     for path in sorted(Path(directory).rglob("*.y*ml")):      # large/: the 1,024-GPU hour
+        if FLEET_DIR in path.relative_to(directory).parts[:-1]:   # fleet scenarios: `evaluate-fleet`
+            continue
         started = time.process_time()
         run, results, rep = evaluate(path)
         row = {"scenario": run.scenario, "file": str(path), "report": rep, "truth": run.truth,

@@ -19,6 +19,7 @@ from lockstep.analytics.prom.session import Credentials, open_session
 from lockstep.analytics.service import routes
 from lockstep.analytics.service.config import ServiceConfig
 from lockstep.analytics.service.keys import CONFIG, CREDENTIALS, ENCODER, REFRESHED, SOURCE, STATE
+from lockstep.analytics.service.peers import PeerRefresher
 from lockstep.analytics.service.refresh import Refresher, RefreshState
 from lockstep.analytics.service.source import PrometheusSource
 from lockstep.exporters.toolkit.exposition import Encoder
@@ -54,16 +55,19 @@ async def _source_ctx(app: web.Application):
 
 async def _refresh_ctx(app: web.Application):
     refresher = Refresher(app[SOURCE], app[CONFIG], app[STATE])
-    task = asyncio.create_task(refresh_loop(refresher, app[CONFIG], app[REFRESHED]))
+    fleet = PeerRefresher(app[SOURCE]) if app[CONFIG].shard.index == 0 else None   # one fleet answer, not n
+    task = asyncio.create_task(refresh_loop(refresher, app[CONFIG], app[REFRESHED], fleet))
     yield
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
 
 
-async def refresh_loop(refresher: Refresher, cfg: ServiceConfig, refreshed: asyncio.Event) -> None:
+async def refresh_loop(refresher: Refresher, cfg: ServiceConfig, refreshed: asyncio.Event,
+                       fleet: PeerRefresher | None = None) -> None:
     """Refresh every ``interval_s``, at once while a job's window is still being fetched; after failures,
-    with a doubling backoff up to ``max_backoff_s``."""
+    with a doubling backoff up to ``max_backoff_s``. The fleet pass runs after each refresh; its failure
+    loses only its own update (the last one stays served)."""
     failed_in_row = 0
     while True:
         try:
@@ -75,5 +79,10 @@ async def refresh_loop(refresher: Refresher, cfg: ServiceConfig, refreshed: asyn
             refresher.failed(exc)
             log.warning("refresh failed; serving last results",
                         extra=kv(err=refresher.state.health.last_error, retry_in_s=delay))
+        if fleet is not None:
+            try:
+                refresher.state.peers = await fleet.refresh(cfg.now())
+            except Exception as exc:  # failure stays local: the jobs' results are unaffected
+                log.warning("fleet pass failed; serving its last results", extra=kv(err=f"{type(exc).__name__}: {exc}"))
         refreshed.set()
         await asyncio.sleep(delay)

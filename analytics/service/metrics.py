@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from lockstep.analytics.scoring.loss import LOSS_CAUSES
 from lockstep.analytics.scoring.stall import CAUSES
+from lockstep.analytics.service import peers
 from lockstep.analytics.service.refresh import RefreshState
 from lockstep.analytics.service.state import Health, LossCounters
 from lockstep.analytics.service.views import JobView
@@ -74,4 +75,5 @@ def render_metrics(state: RefreshState, encoder: Encoder, openmetrics: bool) -> 
         encoder.add(families, job_samples(view, results.losses[job_id]))
     encoder.add(families, [Sample(cat.JOB_WINDOW_COVERAGE, (job_id,), round(ratio, 4))
                            for job_id, ratio in results.coverage.items()])
+    encoder.add(families, peers.samples(state.peers))
     return render_families(families, openmetrics)

@@ -33,6 +33,7 @@ from lockstep.analytics.scoring.score import JobResult, score_features
 from lockstep.analytics.service.config import Shard
 from lockstep.analytics.service.fetch import advance, fetch_window
 from lockstep.analytics.service.filling import Fill, Fills
+from lockstep.analytics.service.peers import PeerResults
 from lockstep.analytics.service.state import Health, LossCounters
 from lockstep.analytics.service.views import JobView, job_view, partial_view
 from lockstep.exporters.toolkit.logs import kv
@@ -83,6 +84,7 @@ class RefreshState:
     paces: dict[str, float] = field(default_factory=dict)           # a job's last baseline of its work rate
     windows: dict[str, JobWindow] = field(default_factory=dict)     # each job's matrices, moved on each refresh
     fills: Fills = field(default_factory=Fills)                     # windows not fetched whole yet, and paces
+    peers: PeerResults = field(default_factory=PeerResults)         # the fleet pass (shard 0 only), replaced whole
 
 
 def window_ending(now: float, settings: Settings) -> Window:

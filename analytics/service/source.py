@@ -45,6 +45,10 @@ class PrometheusSource:
                                          self.timeout_s, self.max_answer_bytes)
         return set(ANALYTICS_INPUTS) if every is not None and abs(every - step) < 1e-6 else set()
 
+    async def instant(self, query: str, at: float) -> list[dict]:
+        return await source_prom.api_get(self.session, self.base_url, "/api/v1/query",
+                                         {"query": query, "time": f"{at:.3f}"}, self.timeout_s, self.max_answer_bytes)
+
     async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
         if not self.resume_lookback_s:
             return {}

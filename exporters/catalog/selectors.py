@@ -16,6 +16,7 @@ ANALYTICS_JOB = "lockstep-analytics"    # analytics service (:9842)
 FABRIC_JOB = "lockstep-fabric"          # fabric exporters (:9843), one per InfiniBand subnet
 SWITCH_JOB = "lockstep-switch"          # switch exporters (:9846), gNMI to Ethernet (RoCE) switches
 STORAGE_JOB = "lockstep-storage"        # storage exporter (:9847), cluster-wide storage systems
+QUARANTINE_JOB = "lockstep-quarantine"  # the quarantine receiver's own /metrics (its drains, repeat offenders)
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class Selectors:
     fabric: str = f'job="{FABRIC_JOB}"'
     switch: str = f'job="{SWITCH_JOB}"'
     storage: str = f'job="{STORAGE_JOB}"'
+    quarantine: str = f'job="{QUARANTINE_JOB}"'
     exporters: str = 'job=~"lockstep-.*"'   # every lockstep exporter: collector health, `up`
     training: str = ""                       # step times the training job exports itself (its own job)
     # Extra matchers for IB ports that are cabled and expected up (a spare port is down by design).

@@ -13,7 +13,7 @@ from lockstep.simulator.state import State
 from lockstep.simulator.topology import Topology
 from lockstep.simulator.tree.files import TreeWriter
 
-DRIVER, CUDA = "550.90.07", 12040
+DRIVER, CUDA = hw.DRIVER_VERSION, 12040
 _FIELDS = tuple((signal, tuple(signal.field.split("."))) for signal in GPU)
 
 
@@ -21,7 +21,7 @@ def gpu_doc(topo: Topology, s: State, g: int) -> dict:
     i = int(topo.gpu_index[g])
     peers = {str(p): "ok" for p in range(topo.gpus_per_node) if p != i}
     doc = {  # None: a field of signals.GPU, filled in below (a new one is added at the end of its parent)
-        "index": i, "uuid": str(topo.identity["uuid"][g]), "name": "NVIDIA H100 80GB HBM3",
+        "index": i, "uuid": str(topo.identity["uuid"][g]), "name": hw.GPU_NAME,
         "serial": str(topo.identity["serial"][g]), "pci_bus_id": topo.pci_bus_id(i), "lost": bool(s.lost[g]),
         "utilization": {"gpu": None, "memory": None},
         "prof": {"sm_active": None, "sm_occupancy": None, "tensor_active": None, "dram_active": None},

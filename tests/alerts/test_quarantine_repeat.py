@@ -58,6 +58,7 @@ async def test_a_node_drained_twice_in_a_week_is_held_not_returned(aiohttp_clien
     assert 'lockstep_fleet_repeat_offender{node="node01"} 1' in text
     assert 'lockstep_fleet_node_drains{node="node01",window="7d"} 2' in text
     assert 'lockstep_fleet_node_drains{node="node01",window="30d"} 2' in text
+    assert 'lockstep_fleet_node_drained{node="node01"} 1' in text   # held: still drained
 
 
 @pytest.mark.integration
@@ -84,6 +85,7 @@ async def test_a_node_returns_only_when_every_alert_of_its_drain_resolved(aiohtt
                                        device="mlx5_0", port="1"))
     assert [a["action"] for a in body["actions"]] == ["returned"]
     assert states(scontrol()) == [("node03", DRAIN), ("node03", RESUME)]
+    assert 'lockstep_fleet_node_drained{node="node03"} 0' in await metrics(client)   # returned
 
 
 @pytest.mark.integration

@@ -43,6 +43,8 @@ CONTRACT = {
     "NVMeWearing": "ticket",
     # Added with rail imbalance from the hosts' per-rail bytes.
     "FabricRailImbalance": "ticket",
+    # Added with peer-relative GPU health (the analytics service's fleet pass).
+    "GPUSlowerThanPeers": "ticket",
 }
 
 

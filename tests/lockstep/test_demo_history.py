@@ -100,3 +100,21 @@ def test_the_report_renders_in_headless_chromium(history, tmp_path):
     image = Image.open(shot).convert("RGB")
     colours = image.getcolors(maxcolors=1 << 22)
     assert len(colours) > 50 and sum(n for n, rgb in colours if min(rgb) < 200) > 0.05 * image.width * image.height
+
+
+def test_the_fleet_row_reads_its_recorded_series_over_the_history(history):
+    """The fleet row from the backfilled history: every GPU counted in one state, free capacity, and the
+    hourly hardware-event windows."""
+    from lockstep.alerts.recording import FLEET_FREE_GPUS, FLEET_GPU_EVENTS, FLEET_GPUS, FLEET_INTERVAL, FLEET_NODES
+    url, month, _, _ = history
+    cluster = yaml.safe_load((REPO / "simulator/scenarios/demo.yaml").read_text())["cluster"]
+    gpus = query(url, f"sum by (state) ({FLEET_GPUS})", month.end)
+    assert sum(float(r["value"][1]) for r in gpus) == 8 * cluster["gpus_per_node"]
+    nodes = query(url, f"sum({FLEET_NODES})", month.end)
+    assert nodes and float(nodes[0]["value"][1]) == 8
+    assert query(url, f"sum({FLEET_FREE_GPUS})", month.end)
+    span = query(url, f"count_over_time({FLEET_GPUS}[{int(DAYS * 86400)}s])", month.end)
+    assert span and max(float(r["value"][1]) for r in span) >= 0.9 * DAYS * 86400 / STEP_S
+    # evaluated hourly: read over the last hour; only GPUs whose counters the history holds (XIDs) have one
+    events = query(url, f'last_over_time({FLEET_GPU_EVENTS}{{window="30d"}}[{FLEET_INTERVAL}])', month.end)
+    assert events and all(float(r["value"][1]) >= 0 for r in events)

@@ -75,8 +75,9 @@ def test_straggler_slows_every_rank_and_lost_gpu_disappears(contract) -> None:
     assert clock[start + 600] <= 0.7 * 1980e6 < clock[start + 200]
     lost = frame[(frame.node == "node11") & (frame.gpu == "6")]
     after = lost[lost.timestamp > start + 1650]
-    # only "up" (0) and the XID count that announced the loss remain
-    assert set(after.metric) == {gpu.UP.name, gpu.XID_ERRORS.name}
+    # only "up" (0), the XID count that announced the loss and the GPU's identity (the agent keeps serving
+    # lockstep_gpu_info for a lost GPU: exporters/gpu/samples.py identity_samples) remain
+    assert set(after.metric) == {gpu.UP.name, gpu.XID_ERRORS.name, gpu.INFO.name}
     assert (after[after.metric == gpu.UP.name].value == 0).all()
     xid = frame[frame.metric == gpu.XID_ERRORS.name]
     assert set(zip(xid.node, xid.gpu, xid.xid)) == {("node11", "6", "79")} and xid.timestamp.min() == start + 1650

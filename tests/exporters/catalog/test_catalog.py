@@ -32,7 +32,8 @@ lockstep_storage_system_operations_total lockstep_storage_system_operation_error
 lockstep_storage_system_operation_latency_seconds_total lockstep_storage_system_used_bytes
 lockstep_storage_system_capacity_bytes lockstep_storage_system_objects lockstep_storage_system_target_info
 lockstep_storage_system_up lockstep_storage_system_poll_duration_seconds lockstep_storage_system_poll_failures_total
-lockstep_storage_system_last_success_timestamp_seconds""".split()
+lockstep_storage_system_last_success_timestamp_seconds
+lockstep_gpu_peer_outlier_score lockstep_gpu_peer_degraded lockstep_gpu_peer_deviation""".split()
 
 CONTRACT_LABELS = {
     "lockstep_gpu_clock_event_active": {"reason"}, "lockstep_gpu_ecc_errors_total": {"type"},
@@ -50,6 +51,7 @@ CONTRACT_LABELS = {
     "lockstep_storage_system_used_bytes": {"target", "scope", "name"},
     "lockstep_storage_system_target_info": {"target", "kind", "address"},
     "lockstep_storage_system_up": {"target"}, "lockstep_storage_system_poll_failures_total": {"target", "reason"},
+    "lockstep_gpu_peer_outlier_score": {"node", "gpu", "model"}, "lockstep_gpu_peer_deviation": {"feature"},
 }
 
 

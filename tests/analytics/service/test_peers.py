@@ -1,0 +1,100 @@
+"""The fleet pass against a real Prometheus: the queries' features equal the evaluation's emulation of
+them on the same simulated samples, and a planted slow GPU becomes degraded with its evidence on /metrics."""
+import subprocess
+
+import aiohttp
+import numpy as np
+import pytest
+
+from lockstep.analytics.evaluation import fleet as emulation
+from lockstep.analytics.frame.peers import WINDOW_S, info_query, queries
+from lockstep.analytics.scoring import peers
+from lockstep.analytics.service.peers import PeerRefresher, PeerResults, frame_from, samples
+from lockstep.analytics.service.source import PrometheusSource
+from lockstep.exporters.catalog import fleet as cat
+from lockstep.exporters.catalog import gpu as G
+from lockstep.exporters.catalog.selectors import NODE_JOB
+from lockstep.simulator.fleet import load_fleet, simulate_fleet
+from lockstep.stack import require_binary, start_prometheus
+
+START = 1_700_000_040.0   # a whole minute: the subquery's steps fall on the samples
+FLEET = """name: small
+seed: 5
+duration_s: 4200
+sample_period_s: 60
+models:
+  - {model: h100-sxm, nodes: 3, gpus_per_node: 8}
+busy: {mean_busy_s: 1000000, mean_idle_s: 60}
+faults:
+  - {kind: slow, node: h100-sxm-n01, gpu: 4, clock_factor: 0.5}
+"""
+
+
+def openmetrics(s) -> str:
+    per_gpu = {G.UTILIZATION: s.utilization, G.SM_ACTIVE: s.sm_active, G.SM_CLOCK: s.sm_clock, G.POWER: s.power,
+               G.TEMPERATURE: s.temperature, G.PCIE_GEN: s.pcie_gen, G.PCIE_WIDTH: s.pcie_width}
+    static = {G.SM_CLOCK_MAX: s.sm_clock_max, G.POWER_LIMIT: s.power_limit, G.PCIE_GEN_MAX: s.pcie_gen_max,
+              G.PCIE_WIDTH_MAX: s.pcie_width_max}
+    out = []
+    for metric in list(per_gpu) + list(static) + [G.INFO]:
+        out.append(f"# TYPE {metric.name} gauge")
+        for col, (node, gpu) in enumerate(s.gpus):
+            labels = f'job="{NODE_JOB}",node="{node}",gpu="{gpu}"'
+            if metric is G.INFO:
+                labels += f',uuid="GPU-{node}-{gpu}",name="{s.model[col]}",pci_bus_id="0",driver_version="{s.driver[col]}"'
+            for t, when in enumerate(s.times):
+                value = 1.0 if metric is G.INFO else (static[metric][col] if metric in static else per_gpu[metric][t, col])
+                out.append(f"{metric.name}{{{labels}}} {float(value)!r} {START + when:.0f}")
+    return "\n".join(out) + "\n# EOF\n"
+
+
+class _Refusing:
+    async def instant(self, query, at):
+        raise AssertionError("queried")
+
+
+@pytest.fixture(scope="module")
+def fleet_in_prometheus(tmp_path_factory):
+    work = tmp_path_factory.mktemp("peers")
+    (work / "fleet.yaml").write_text(FLEET)
+    s = simulate_fleet(load_fleet(work / "fleet.yaml"))
+    (work / "data").mkdir()
+    (work / "in.om").write_text(openmetrics(s))
+    subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics", "--quiet",
+                    str(work / "in.om"), str(work / "data")], check=True, capture_output=True, timeout=300)
+    prom = start_prometheus({"global": {"scrape_interval": "60s"}}, work)
+    yield s, prom
+    prom.stop()
+
+
+@pytest.mark.integration
+async def test_the_queries_compute_what_the_evaluation_emulates_and_the_slow_gpu_is_degraded(fleet_in_prometheus):
+    s, prom = fleet_in_prometheus
+    wins = emulation.windows(s)
+    async with aiohttp.ClientSession() as session:
+        source = PrometheusSource(session, prom.url, 30.0)
+        fleet = PeerRefresher(source)
+        ends = [e for e in wins.ends if e >= WINDOW_S][-4:]
+        for end in ends:
+            got = await fleet.refresh(START + end)
+            # a refresh sooner than EVERY_S after it gives the same results and asks Prometheus nothing
+            assert await PeerRefresher(_Refusing(), fleet.verdicts, got).refresh(START + end + 1) is got
+        # the features Prometheus computed, against the emulation's, for the last window
+        answers = {name: await source.instant(q, START + ends[-1]) for name, q in queries().items()}
+        frame = frame_from(await source.instant(info_query(), START + ends[-1]), answers)
+    emulated = emulation.window_features(s, ends[-1])
+    assert set(queries()) == set(peers.INPUTS)
+    for name in peers.INPUTS:
+        np.testing.assert_allclose(frame[name].to_numpy(), emulated[name].to_numpy(), rtol=1e-6, equal_nan=True,
+                                   err_msg=name)
+    # a node whose job holds its GPUs at the power cap gives no clock (the cap explains it); the rest do
+    assert frame["sm_clock"].notna().sum() >= 8 and np.isfinite(frame.loc[("h100-sxm-n01", "4"), "sm_clock"])
+    assert frame["pcie"].notna().all()
+    assert isinstance(got, PeerResults)
+    bad = [r for r in got.rows if r.degraded]
+    assert [(r.node, r.gpu) for r in bad] == [("h100-sxm-n01", "4")]
+    assert set(bad[0].evidence) == {"sm_clock"} and bad[0].model == "NVIDIA H100 80GB HBM3"
+    emitted = {(x.metric.name, x.labels): x.value for x in samples(got)}
+    assert emitted[(cat.PEER_DEGRADED.name, ("h100-sxm-n01", "4", "NVIDIA H100 80GB HBM3"))] == 1.0
+    assert emitted[(cat.PEER_DEGRADED.name, ("h100-sxm-n00", "4", "NVIDIA H100 80GB HBM3"))] == 0.0
+    assert (cat.PEER_DEVIATION.name, ("h100-sxm-n01", "4", "NVIDIA H100 80GB HBM3", "sm_clock")) in emitted
