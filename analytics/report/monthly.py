@@ -13,7 +13,7 @@ import pandas as pd
 
 from lockstep.analytics.prom.answersize import REPORT_DEFAULT
 from lockstep.analytics.prom.auth import PromAuth, check_url
-from lockstep.analytics.report import checkpoints, coverage, faults, fit, html, plots, tables
+from lockstep.analytics.report import checkpoints, coverage, faults, fit, html, outlook, plots, priors, tables
 from lockstep.analytics.report.client import PromClient
 from lockstep.analytics.report.progress import Progress
 from lockstep.analytics.report.promrange import chunks, fetch
@@ -92,6 +92,11 @@ def build_sections(frames: dict[str, pd.DataFrame], config: ReportConfig, start:
     daily = tables.daily_energy(frames["energy"])
     ckpt = checkpoints.checkpoint_cost(frames["ckpt_stalled"], frames["write_rate"], f, config.steps.burst_margin_s)
     ledger = tables.ledger(frames["ledger"], born)
+    return [*_base_sections(frames, jobs, clusters, teams, racks, daily, ranking, ckpt, ledger, born),
+            *outlook_sections(frames, c, end, born)]
+
+
+def _base_sections(frames, jobs, clusters, teams, racks, daily, ranking, ckpt, ledger, born) -> list[html.Section]:
     return [
         html.Section("GPU-hours per cluster", "Allocated, productive and lost GPU-hours.", clusters,
                      "gpu_hours_by_cluster.csv"),
@@ -116,6 +121,42 @@ def build_sections(frames: dict[str, pd.DataFrame], config: ReportConfig, start:
                      "recurring_faults.csv", plots.fault_plot(ranking)),
         html.Section("Checkpoint cost", "Time blocked per checkpoint; doubling the observed write bandwidth "
                      "halves it.", ckpt, "checkpoint_cost.csv"),
+    ]
+
+
+def outlook_sections(frames: dict[str, pd.DataFrame], step_s: float, end: float, born: float) -> list[html.Section]:
+    """Demand, failures and rack power ahead: trends and 90-day forecasts from the month's whole days."""
+    days = outlook.whole_days([frames["gpus"], frames["allocated"], frames["rack_peak"]], step_s, end)
+    gpus = frames["gpus"]
+    demand_daily = outlook.daily_demand(frames["allocated"][frames["allocated"]["timestamp"] < end]
+                                        if not frames["allocated"].empty else frames["allocated"], days, step_s)
+    demand = outlook.demand(demand_daily, gpus)
+    peak_daily = outlook.daily_peak(frames["rack_peak"], days, step_s)
+    power = outlook.power(peak_daily, frames["budget"])
+    clusters = sorted(set(gpus["cluster"]) | set(demand_daily["cluster"])) if not gpus.empty else \
+        sorted(set(demand_daily["cluster"]))
+    failures = outlook.failures(outlook.failure_events(frames["xid"], frames["flaps"], born), gpus, clusters, days)
+    series = pd.concat([outlook.daily_frame(demand, demand_daily, ["cluster"]).assign(series="demand_gpu_h"),
+                        outlook.daily_frame(power, peak_daily, ["cluster", "rack"]).assign(series="rack_peak_w")],
+                       ignore_index=True)
+    how = ("Trend: a straight line through the whole UTC days; forecast 90 days on with a 90 % interval from a "
+           "residual bootstrap (analytics/report/forecast.py); backtest: the same forecast from all but the last "
+           "week against that week (mean absolute error, share of days inside the interval).")
+    return [
+        html.Section("Demand ahead", "Allocated GPU-hours per day, the trend (per day, with its interval), the "
+                     "forecast for the 90th day and when demand fills the GPUs seen at that trend. " + how,
+                     demand.drop(columns="_forecast"), "demand_forecast.csv", plots.outlook_plot(series, "demand_gpu_h")),
+        html.Section("Rack power ahead", "Each rack's daily peak power, its trend and forecast, and when the peak "
+                     "reaches the rack's budget at that trend (earliest: at the interval's top).",
+                     power.drop(columns="_forecast"), "power_forecast.csv", plots.outlook_plot(series, "rack_peak_w")),
+        html.Section("Failures against field priors", "Hardware XIDs (GPU memory ones apart) and InfiniBand links "
+                     "that went down, per 1,000 GPU-days of the GPUs seen, beside the published rates below; the "
+                     "trend of daily events and the events expected in the next 90 days.", failures,
+                     "failure_forecast.csv"),
+        html.Section("Field priors", f"Job interruptions by cause in {priors.SOURCE}, per 1,000 GPU-days.",
+                     priors.table(), "field_priors.csv"),
+        html.Section("Forecast series", "Observed and forecast values per day, for other tools.", series,
+                     "forecast_daily.csv"),
     ]
 
 

@@ -103,3 +103,23 @@ def fault_plot(faults: pd.DataFrame, top: int = 15) -> str | None:
     ax.set_xlabel("days with events")
     ax.set_title("Recurring faults")
     return _png(fig)
+
+
+def outlook_plot(series: pd.DataFrame, name: str) -> str | None:
+    """Observed days, the forecast line and its interval, per cluster (demand) or rack (power)."""
+    part = series[series["series"] == name]
+    if part.empty:
+        return None
+    key = part["rack"].fillna("") if "rack" in part and part["rack"].notna().any() else part["cluster"]
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for label, one in part.groupby(key):
+        when = pd.to_datetime(one["date"])
+        seen, ahead = one["observed"].notna(), one["forecast"].notna()
+        line, = ax.plot(when[seen], one["observed"][seen], marker=".", label=f"{label} observed")
+        ax.plot(when[ahead], one["forecast"][ahead], color=line.get_color(), linestyle="--")
+        ax.fill_between(when[ahead], one["lo"][ahead], one["hi"][ahead], color=line.get_color(), alpha=0.2)
+    ax.set_ylabel("GPU-hours per day" if name == "demand_gpu_h" else "peak W")
+    ax.set_title("Demand and its 90-day forecast" if name == "demand_gpu_h" else "Rack peak power and its forecast")
+    ax.tick_params(axis="x", rotation=45, labelsize=7)
+    ax.legend(fontsize=8)
+    return _png(fig)

@@ -69,6 +69,7 @@ def monthly_queries(steps: Steps) -> tuple[RangeQuery, ...]:
     reasons = "|".join(THROTTLE_REASONS)
     return (
         RangeQuery("allocated", f"count by (cluster, job_id, user) ({present(G.JOB_INFO.name, c)})", c),
+        RangeQuery("gpus", f"count by (cluster) ({present(G.INFO.name, c)})", c),   # the capacity the demand fills
         RangeQuery("lost", A.JOB_LOST_GPU_SECONDS.name, c),
         RangeQuery("imbalance", A.JOB_IMBALANCE_LOST_GPU_SECONDS.name, c),
         RangeQuery("ledger", A.JOB_LEDGER_GPU_SECONDS.name, c),

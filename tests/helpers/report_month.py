@@ -40,6 +40,15 @@ EXPECTED = {
     "fault_order": [("node00", "gpu 1", "throttling (h)"), ("node00", "gpu 0", "xid 48"),
                     ("node01", "mlx5_1 port 1", "link flap"), ("node02", "gpu 1", "ecc corrected")],
     "throttle_h": 10.0,
+    "gpus": 6,
+    # per UTC day: jobs 100 (4 GPUs) and 200 (2 GPUs, its last sample on day 9 at 23:50) at hourly points
+    "demand_gpu_h_per_day": [6 * 24.0] * 10 + [4 * 24.0] * (DAYS - 10),
+    # each rack's peak per day: r1's 25 kW sampled at day 5's 00:00, r2's two PDUs at 27 kW from day 20's
+    # 00:00 for an hour. A peak window ends on its point, so a sample at 00:00 closes the day before (as an
+    # event's (since, timestamp] does in the fault ranking).
+    "peak_w_per_day": {"r1": [25e3 if d == 4 else 20e3 for d in range(DAYS)],
+                       "r2": [54e3 if d in (19, 20) else 30e3 for d in range(DAYS)]},
+    "failures": {"gpu": 0, "gpu memory": 3, "network": 3},   # XID 48 thrice; links down 2 + 1
 }
 
 
@@ -70,6 +79,9 @@ def rows() -> list[dict]:
                  for sample in _series("lockstep_gpu_job_info", {"node": "node02", "gpu": str(g), "uuid": f"GPU-node02-{g}",
                                                                 "job_id": "200", "user": "bob"},
                                        ((k, 1) for k in range(JOB200_SAMPLES)))]
+    gpus = [sample for n in ("node00", "node01", "node02") for g in (0, 1)
+            for sample in _series("lockstep_gpu_info", {"node": n, "gpu": str(g), "uuid": f"GPU-{n}-{g}", "model": "H100"},
+                                  ((k, 1) for k in range(N)))]
     ckpt = _cumulative(lambda k: 4.0 * PERIOD if in_ckpt(k) else 0.0)
     half = N // 2  # analytics restarted mid-month: the straggler counter resets to zero
     strag = [(k, STRAGGLER_RATE * PERIOD * (k if k < half else k - half + 1)) for k in range(N)]
@@ -109,7 +121,7 @@ def rows() -> list[dict]:
     writes = [sample for n in ("node00", "node01") for sample in _series(
         "lockstep_storage_write_bytes_total", {"node": n, "mount": "/lustre", "fstype": "lustre", "fsname": "scratch"},
         _cumulative(lambda k: burst if in_ckpt(k) else 1e6 * PERIOD))]
-    return job_info + lost + energy + power + budget + xid + ecc + flaps + clock + stalled + writes
+    return job_info + gpus + lost + energy + power + budget + xid + ecc + flaps + clock + stalled + writes
 
 
 def frame():

@@ -47,7 +47,10 @@ def csv(out: Path, name: str) -> pd.DataFrame:
 def test_every_section_of_the_report_has_data(history):
     _, month, _, out = history
     tables = {p.name: pd.read_csv(p) for p in out.glob("*.csv") if p.read_text().strip()}
-    assert len(tables) == 10 and all(not t.empty for t in tables.values()), sorted(tables)   # with the ledger
+    ahead = {"demand_forecast.csv", "power_forecast.csv", "failure_forecast.csv", "forecast_daily.csv"}
+    assert len(tables) == 15 and all(not t.empty for n, t in tables.items() if n not in ahead), sorted(tables)
+    # two days are too few for a trend (a week at least): the forecasts say nothing rather than guess
+    assert all(tables[n].empty for n in ahead)
     jobs = csv(out, "gpu_hours_by_job.csv")
     assert sorted(jobs["job_id"]) == sorted(j.job_id for j in JOBS)
     assert set(csv(out, "gpu_hours_by_team.csv")["team"]) == {j.user for j in JOBS}

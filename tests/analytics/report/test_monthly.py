@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -109,11 +110,51 @@ def test_checkpoint_cost(report):
     assert ckpt.loc["100", "bandwidth_to_halve_gb_s"] == pytest.approx(2 * month.EXPECTED["observed_gb_s"], rel=0.05)
 
 
+def test_forecast_of_demand_power_and_failures(report):
+    """The month's 31 whole days: the trend is the least-squares slope of the daily series the month
+    was built from (numpy here, scikit-learn in the report), within its interval; demand falls, so it
+    never fills the 6 GPUs; failures per 1,000 GPU-days beside the Llama 3 paper's."""
+    out, _ = report
+    days = np.arange(month.DAYS)
+    demand = csv(out, "demand_forecast.csv").iloc[0]
+    observed = month.EXPECTED["demand_gpu_h_per_day"]
+    slope = np.polyfit(days, observed, 1)[0]
+    assert (demand["cluster"], demand["days"], demand["gpus"]) == ("test", month.DAYS, month.EXPECTED["gpus"])
+    assert demand["capacity_gpu_h_per_day"] == 24 * month.EXPECTED["gpus"]
+    assert demand["trend_per_day"] == pytest.approx(slope, rel=1e-3) and slope < 0
+    assert demand["trend_lo"] <= slope <= demand["trend_hi"]
+    assert demand["day90_lo"] <= demand["day90"] <= demand["day90_hi"]
+    assert demand["capacity_full"] == "not within 90 days"
+    assert 0 <= demand["backtest_coverage"] <= 1 and demand["backtest_mae"] >= 0
+    power = csv(out, "power_forecast.csv").set_index("rack")
+    for rack, peaks in month.EXPECTED["peak_w_per_day"].items():
+        assert power.loc[rack, "peak_w"] == max(peaks) and power.loc[rack, "budget_w"] == month.EXPECTED["budget_w"][rack]
+        assert power.loc[rack, "trend_per_day"] == pytest.approx(np.polyfit(days, peaks, 1)[0], abs=1e-6 * max(peaks))
+    failures = csv(out, "failure_forecast.csv").set_index("component")
+    gpu_days = month.EXPECTED["gpus"] * month.DAYS
+    for component, events in month.EXPECTED["failures"].items():
+        assert failures.loc[component, "events"] == events and failures.loc[component, "gpu_days"] == gpu_days
+        assert failures.loc[component, "per_1000_gpu_days"] == pytest.approx(1000 * events / gpu_days)
+    llama = {"gpu": 148 + 19 + 17, "gpu memory": 72, "network": 35}   # Table 5, 16,384 GPUs over 54 days
+    for component, n in llama.items():
+        assert failures.loc[component, "prior_per_1000_gpu_days"] == pytest.approx(1000 * n / (16384 * 54))
+    assert (failures["next_90d_lo"] <= failures["next_90d_events"]).all()
+    daily = csv(out, "forecast_daily.csv")
+    seen = daily[(daily["series"] == "demand_gpu_h") & daily["observed"].notna()]
+    assert seen["observed"].tolist() == pytest.approx(observed)
+    ahead = daily[(daily["series"] == "demand_gpu_h") & daily["forecast"].notna()]
+    assert len(ahead) == 90 and ahead["date"].iloc[0] == "2026-11-01"
+    page = (out / "report-2026-10.html").read_text()
+    for name in ("demand_forecast.csv", "power_forecast.csv", "failure_forecast.csv", "field_priors.csv"):
+        assert f"href='{name}'" in page
+    assert "arXiv:2407.21783" in page
+
+
 def test_html_is_self_contained_with_plots_and_progress(report):
     out, proc = report
     page = (out / "report-2026-10.html").read_text()
     images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
-    assert len(images) == 4
+    assert len(images) == 6   # with demand and rack power ahead
     assert all(base64.b64decode(img).startswith(b"\x89PNG\r\n") for img in images)
     assert not re.search(r"<script|<link|src=['\"]https?:", page)  # nothing fetched from elsewhere
     assert re.search(r"\[#{30}\] (\d+)/\1 ", proc.stderr)  # the progress bar reached its end
