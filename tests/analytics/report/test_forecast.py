@@ -39,6 +39,7 @@ def test_small_counts_are_covered_too(rate):
     assert 0.85 <= np.mean(inside) <= 0.95
 
 
+@pytest.mark.slow
 def test_the_slope_of_a_known_trend_is_recovered_within_its_interval():
     hits = []
     for s in range(200):
