@@ -32,7 +32,7 @@ from lockstep.simulator.state import State
 from lockstep.simulator.topology import Topology
 
 VERSIONS = ("2.30", "2.29")
-INTERVAL_S = 30.0                 # NCCL's minimum dump interval with NCCL_INSPECTOR_PROM_DUMP=1
+INTERVAL_S = hw.INSPECTOR_INTERVAL_S
 FORMAT_VERSION = "v5.1"           # 2.30: "v<NCCL_PROFILER_INTERFACE_VERSION>.<kInspectorPromFormatMinor>"
 MIB = 1 << 20
 # Bus bandwidth a large message reaches (GB/s of bus bytes) and the fixed cost of one call (s). Within a node:
@@ -80,6 +80,19 @@ def job_comms(topo: Topology) -> list[Comm]:
             comms.append(Comm(f"PP {a}-{b}", 0x9900_0000_0000 + 1000 * a + i, (i, j), 2,
                               (Op("p2p", "Send", 8 * MIB, 4, ""), Op("p2p", "Recv", 8 * MIB, 4, ""))))
     return comms
+
+
+def dumped_exec_s(topo: Topology, s: State, comm: Comm, op: Op) -> np.ndarray:
+    """Per job rank, the mean execution time of ``comm``'s ``op`` bucket in the last dump (2.30's value; NaN
+    before the first): its own time plus the mean wait per call for the communicator's last rank over the
+    interval's steps (``State.dump_wait_s``: the rank that arrives last waits least)."""
+    m0 = topo.scenario.job.step_time_s * (1 - hw.COMPUTE_SHARE)
+    net = max(1.0, s.dump_comm_s / m0) if m0 > 0 else 1.0
+    if s.dump_wait_s is None:
+        return np.full(len(s.rank_busy_s), np.nan)
+    calls = sum(o.per_step for o in comm.ops)
+    jitter = 1 + JITTER * np.random.default_rng([topo.scenario.seed, s.dumps, 0x1A5]).standard_normal(len(s.dump_wait_s))
+    return (exec_time(op, comm, topo.gpus_per_node, net) + s.dump_wait_s / calls) * jitter
 
 
 def traffic(op: Op, nranks: int) -> tuple[float, float]:

@@ -10,7 +10,9 @@ and two groups: none of them changes a GPU's standing among its peers.
 
 Signals: compute activity (in lockstep training the slow rank stays busy while its peers wait in
 the collective), the rank's own step time (``lockstep_rank_step_seconds``, where the job exports
-it), both averaged over ``SMOOTH_S`` (steps jitter by several percent on real jobs), SM clock, rail
+it), its collectives' arrival (NCCL Inspector's execution time, inverted: the rank that arrives last
+at a synchronous all-reduce waits least in it, so the shortest time marks it; held 30 s between the
+plugin's dumps), the first two averaged over ``SMOOTH_S`` (steps jitter by several percent on real jobs), SM clock, rail
 throughput, each the same way; a throttling clock-event reason judged one by
 one (a reason the GPU did not usually hold and at most half the job holds: ``sw_power_cap`` on most
 of a busy job does not hide one GPU's thermal slowdown); transmit-wait well above the peers'. A GPU
@@ -46,7 +48,9 @@ from lockstep.analytics.scoring.stall import JobSignals
 
 K = 4.0                   # the job's normal spreads a change must reach to count
 WEAK = 2.0                # ...and where a confirmed slowdown's cost is counted from
-FLOORS = {"work": 0.06, "step": 0.06, "clock": 0.05, "tx": 0.15}   # ...and at least this (log ≈ relative)
+# ...and at least this (log ≈ relative); a late rank's collectives shorten by its peers' wait, a large share of
+# a call against NCCL Inspector's per-interval jitter of a few percent
+FLOORS = {"work": 0.06, "step": 0.06, "clock": 0.05, "tx": 0.15, "collective": 0.25}
 PACE = ("work", "step")   # signals of the rank's own pace (a node-wide slowdown shows in these)
 WAIT_EXCESS = 3.0         # xmit-wait ≥ 3× the peers' median
 PERSIST_S = 20.0          # consecutive seconds of agreement before a flag
@@ -86,8 +90,9 @@ def slowness(js: JobSignals, sig: dict[str, np.ndarray], active: np.ndarray, per
     n = max(1, round(SMOOTH_S / period))
     with np.errstate(divide="ignore", invalid="ignore"):
         step = np.where(sig["step"] > 0, sig["step"], np.nan)      # a step of 0 s measures nothing
+        late = 1.0 / np.where(sig["collective"] > 0, sig["collective"], np.nan)   # the inversion: shortest = last
         return {"work": smoothed(js.work, active, n), "step": smoothed(step, active, n),
-                "clock": 1.0 / sig["clock"], "tx": 1.0 / sig["tx"]}
+                "clock": 1.0 / sig["clock"], "tx": 1.0 / sig["tx"], "collective": late}
 
 
 def reason_votes(sig: dict[str, np.ndarray], active: np.ndarray, calm: np.ndarray, samples: int,
@@ -127,6 +132,11 @@ def signal_votes(js: JobSignals, sig: dict[str, np.ndarray], active: np.ndarray,
     wait = np.nan_to_num(sig["xmit_wait"])
     hits["wait"] = (wait > WAIT_EXCESS * np.median(wait, axis=1, keepdims=True)) & (wait > 0)
     votes = sum(h.astype(np.int8) for h in hits.values())
+    # NCCL Inspector's time is a mean over its 30 s interval, not a sample: where it shows the rank arriving last,
+    # a step time above the job's noise (WEAK spreads) agrees with it though a slow step's jitter dips it under K
+    with np.errstate(invalid="ignore"):
+        weak = drifts["step"].excess >= WEAK * max(drifts["step"].spread, 1e-9)
+    votes = votes + (hits["collective"] & weak & ~hits["step"]).astype(np.int8)
     return votes, drifts, bars, hits, reasons
 
 
