@@ -111,6 +111,22 @@ def test_the_slow_rank_shows_the_shortest_collectives_and_the_highest_bandwidth(
     assert 40 < bandwidths[slow] < 400          # its own transfer: a rail-bound ring all-reduce (GB/s)
 
 
+def test_the_files_hold_the_series_frames_all_reduce_time(short_root):
+    """The live file and the series frame (the evaluation's input) carry one number for the data-parallel
+    all-reduce's large bucket: the dump's mean over its interval, as NCCL 2.30 averages it."""
+    from lockstep.simulator.inspector import dumped_exec_s, job_comms
+    model, _, _ = run(short_root, "2.30", 60)
+    state = list(model.states(13))[-1]
+    dp = job_comms(model.topo)[0]
+    expected = dumped_exec_s(model.topo, state, dp, dp.ops[0])
+    gpus = list(model.topo.job_gpus.nonzero()[0])
+    for node in ("node00", "node01"):
+        for buckets in files(short_root, node).values():
+            g = model.topo.flat(node, int(buckets[0].label("gpu").removeprefix("GPU")))
+            written = dp_allreduce(buckets)["nccl_collective_exec_time_microseconds"]
+            assert written == pytest.approx(expected[gpus.index(g)] * 1e6, rel=1e-5)
+
+
 def test_files_are_rewritten_at_the_dump_interval_only(short_root):
     model = Model(parse_scenario(SCENARIO, "pace.yaml"))
     nodes = [SimCluster(short_root).node(n) for n in model.topo.nodes]
