@@ -13,7 +13,8 @@ written by 2.30 only; 2.30 buckets by name, so a node's two pairs are two commun
 Execution time per call: latency plus bus bytes over the fabric's bus bandwidth (NVLink within a node, the GPU's
 rail between nodes, slower while the rails are degraded), plus the time the rank waits inside the kernel for the
 communicator's last rank to arrive, averaged over the interval's steps as 2.30 averages its buckets
-(``State.dump_wait_s``; the series frame holds the data-parallel all-reduce's large bucket, ``dumped_exec_s``). The slowest rank arrives last and waits least: its execution time is the
+(``State.dump_wait_s``; the series frame holds the data-parallel all-reduce's large bucket, ``dumped_exec_s``).
+The slowest rank arrives last and waits least: its execution time is the
 shortest and its bandwidth the highest, while its peers show long times and low bandwidths. Bandwidths follow from
 the time as NCCL computes them (``inspectorComputeOpBw``).
 """
