@@ -132,11 +132,6 @@ def signal_votes(js: JobSignals, sig: dict[str, np.ndarray], active: np.ndarray,
     wait = np.nan_to_num(sig["xmit_wait"])
     hits["wait"] = (wait > WAIT_EXCESS * np.median(wait, axis=1, keepdims=True)) & (wait > 0)
     votes = sum(h.astype(np.int8) for h in hits.values())
-    # NCCL Inspector's time is a mean over its 30 s interval, not a sample: where it shows the rank arriving last,
-    # a step time above the job's noise (WEAK spreads) agrees with it though a slow step's jitter dips it under K
-    with np.errstate(invalid="ignore"):
-        weak = drifts["step"].excess >= WEAK * max(drifts["step"].spread, 1e-9)
-    votes = votes + (hits["collective"] & weak & ~hits["step"]).astype(np.int8)
     return votes, drifts, bars, hits, reasons
 
 
@@ -200,14 +195,18 @@ def score(features: Features, job_id: str, js: JobSignals, causes: np.ndarray, p
     votes, drifts, bars, hits, reasons = signal_votes(js, sig, active, period, prior)
     change = np.fmax.reduce([drifts[s].excess for s in ("work", "step", "clock")])
     scores = np.where(active[:, None], np.clip(1.0 - np.exp(-np.nan_to_num(change)), 0.0, 1.0), 0.0)
-    known = np.isfinite(drifts["work"].level)
     candidate = active[:, None] & (votes >= 2) & not_faster(drifts)
+    # NCCL Inspector's time is a mean over its 30 s interval, not a sample: while it still shows the rank arriving
+    # last, a sample where the other signals dip under their bars (a slow step's jitter) neither breaks a run nor
+    # extends it, as a missed scrape does; on its own it never makes a candidate nor holds a flag
+    known = np.isfinite(drifts["work"].level)
+    bridge = known & hits["collective"] & ~candidate
     nodes = np.asarray(features.columns[cols].get_level_values("node"))
     node_cand = _node_candidates(nodes, drifts, active)
     samples = max(1, int(round(PERSIST_S / period)))
     node_flagged = {n: persistent(c[:, None], samples)[:, 0] for n, c in node_cand.items()}
     node_holding = {n: whole_runs(f[:, None], node_cand[n][:, None], samples)[:, 0] for n, f in node_flagged.items()}
-    flagged = persistent(candidate, samples, known)
+    flagged = persistent(candidate, samples, known & ~bridge) & ~bridge
     holding = whole_runs(flagged, candidate | _rising(drifts, active), samples)
     for node, flags in node_holding.items():       # a node-wide slowdown is reported for the node only
         flagged[:, nodes == node] &= ~flags[:, None]
