@@ -1,5 +1,6 @@
 """Training job (variable ``job_id``): who holds the job back and why. Straggler ranking with the
-evidence and cause next to the score, per-GPU activity (the straggler stands out), imbalance (GPUs off
+evidence and cause next to the score, per-GPU activity (the straggler stands out), the three views of pace
+ranking the ranks (step times, NCCL Inspector's collective arrival, GPU activity), imbalance (GPUs off
 the job's median pace since they started, why, and the GPU-hours the others spend waiting for them),
 step pace, stalls by cause, job-wide slowdowns by cause, lost GPU-hours by cause, the goodput ledger,
 and the rails and storage the job's nodes use."""
@@ -10,7 +11,7 @@ from lockstep.dashboards import panels as p
 from lockstep.dashboards import queries as q
 from lockstep.dashboards.config import Config, range_total, rate, sel
 from lockstep.dashboards.grafana import dashboard, data_link, query_variable, target
-from lockstep.exporters.catalog import analytics, fabric, gpu, storage
+from lockstep.exporters.catalog import analytics, fabric, gpu, nccl_inspector, pace, storage
 from lockstep.exporters.catalog.enums import (
     CHECKPOINT,
     HANG,
@@ -70,6 +71,36 @@ def _stragglers(cfg: Config) -> list:
     activity = p.heatmap("Per-GPU activity (SM active)",
                          [target(q.job_gpus(cfg, sel(gpu.SM_ACTIVE, n)), "{{node}}/{{gpu}}")], "percentunit", w=12, h=10)
     return [ranking, activity]
+
+
+def _views(cfg: Config) -> list:
+    """The straggler's three views of pace, each ranking the job's ranks (instant, sorted: the slowest first):
+    step times, collectives' arrival (NCCL Inspector: the rank that arrives last shows the shortest all-reduce),
+    GPU activity. A rank slow in the first two and ordinary in the third waits for its host."""
+    n, t = cfg.selectors.node, cfg.selectors.training
+    per_rank = ("node", "gpu", "rank")
+    wall = (f"sum by ({', '.join(per_rank)}) ({rate(cfg, pace.RANK_STEP_SECONDS_TOTAL, n, q.JOB)}) / "
+            f"sum by ({', '.join(per_rank)}) ({rate(cfg, pace.RANK_STEPS, n, q.JOB)})")
+    own = f"max by (node, gpu) ({sel(analytics.RANK_STEP_SECONDS, t, q.JOB)})"
+    all_reduce = 'collective="AllReduce"'
+    arrival = f"max by (node, gpu) ({sel(nccl_inspector.EXEC_TIME, n, q.JOB, all_reduce)})"
+    busy = f"max by (node, gpu) ({q.job_gpus(cfg, sel(gpu.TENSOR_ACTIVE, n))})"
+    return [
+        p.bargauge("Step time by rank (own time; step feed's wall time)", [
+            target(f"sort_desc({own})", "own {{node}}/{{gpu}}", instant=True),
+            target(f"sort_desc({wall})", "wall rank {{rank}} {{node}}/{{gpu}}", instant=True)], "s",
+            description="The rank's own compute and collective time per step, where the job exports it, tells the "
+                        "ranks apart; the step feed's wall time between step ends is the job's one pace in a "
+                        "synchronous job.", w=8, h=10),
+        p.bargauge("Collective arrival by rank (NCCL Inspector all-reduce time, shortest first)", [
+            target(f"sort({arrival})", "{{node}}/{{gpu}}", instant=True)], "s",
+            description="In a synchronous collective the slowest rank arrives last and waits least inside the "
+                        "kernel: the shortest time marks it, its peers' long times are their wait for it.", w=8, h=10),
+        p.bargauge("GPU activity by rank (tensor active)", [
+            target(f"sort_desc({busy})", "{{node}}/{{gpu}}", instant=True)], "percentunit", max=1,
+            description="A rank slow for its own GPU computes longer than its peers; one slowed by its host (CPU, "
+                        "data loader, NIC) looks like them.", w=8, h=10),
+    ]
 
 
 def _imbalance(cfg: Config) -> list:
@@ -154,7 +185,7 @@ def _stall_colour(cause: str, colour: str) -> dict:
 
 def build(cfg: Config):
     job_id = query_variable("job_id", "Job", f"label_values({sel(gpu.JOB_INFO, cfg.selectors.node)}, job_id)")
-    panels = [*_summary(cfg), *_stragglers(cfg), *_imbalance(cfg), *_pace(cfg), *_slowdown_and_ledger(cfg),
+    panels = [*_summary(cfg), *_stragglers(cfg), *_views(cfg), *_imbalance(cfg), *_pace(cfg), *_slowdown_and_ledger(cfg),
               *_fabric_and_storage(cfg)]
     return dashboard(cfg, NAME, "lockstep / Training job",
                      "One training job: straggler ranking with causes and evidence, activity, imbalance, pace, "

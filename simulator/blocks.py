@@ -17,6 +17,7 @@ from lockstep.exporters.catalog import analytics as A
 from lockstep.exporters.catalog import fabric as F
 from lockstep.exporters.catalog import gpu as G
 from lockstep.exporters.catalog import nccl as N
+from lockstep.exporters.catalog import nccl_inspector as NI
 from lockstep.exporters.catalog import power as W
 from lockstep.exporters.catalog.enums import CLOCK_EVENT_BITS, IB_PORT_ACTIVE, IDLE_REASON, THERMAL_REASONS
 from lockstep.exporters.catalog.model import Metric
@@ -26,6 +27,7 @@ from lockstep.simulator import hardware as hw
 from lockstep.simulator.collectives import REASONS as MISSING_REASONS
 from lockstep.simulator.collectives import Answer, RankModel
 from lockstep.simulator.faults import fault_xid, members_gone, rank_hangs
+from lockstep.simulator.inspector import dumped_exec_s, job_comms, size_range
 from lockstep.simulator.signals import GPU, PFC, PORT, STORAGE, STORM, Signal
 from lockstep.simulator.state import State
 from lockstep.simulator.topology import Topology
@@ -119,7 +121,22 @@ def _job_blocks(topo: Topology) -> list[Block]:
     # a member gone (member_lost) leaves the mapping: its pod deleted, or its node agent no longer answering
     gone = lambda s: np.isin(node_of, list(members_gone(topo, s.t)))   # noqa: E731
     return [Block(G.JOB_INFO, info, lambda s: np.where(s.lost[sel] | gone(s), np.nan, 1.0)),
-            Block(A.RANK_STEP_SECONDS, ranks, lambda s: np.where(s.lost[sel], np.nan, np.round(s.rank_busy_s, 4)))]
+            Block(A.RANK_STEP_SECONDS, ranks, lambda s: np.where(s.lost[sel], np.nan, np.round(s.rank_busy_s, 4))),
+            _inspector_block(topo, lab)]
+
+
+def _inspector_block(topo: Topology, lab: dict[str, np.ndarray]) -> Block:
+    """NCCL Inspector's (2.30) mean execution time of the data-parallel all-reduce's large bucket per job GPU, as
+    the nccl-inspector collector serves it: held between the 30 s dumps (FORMATS.md, simulator/inspector.py)."""
+    sel = topo.job_gpus
+    n, dp = int(sel.sum()), job_comms(topo)[0]
+    op = dp.ops[0]
+    labels = {**lab, "job_id": np.full(n, topo.scenario.job.job_id), "uuid": topo.identity["uuid"][sel],
+              "comm_id": np.full(n, ""), "rank": np.full(n, ""),       # 2.29's labels, empty in 2.30's layout
+              "comm_name": np.full(n, dp.name), "nranks": np.full(n, str(len(dp.members))),
+              "n_nodes": np.full(n, str(dp.nodes)), "collective": np.full(n, op.name),
+              "message_size": np.full(n, size_range(op.size)), "algo_proto": np.full(n, op.algo_proto)}
+    return Block(NI.EXEC_TIME, labels, lambda s: np.where(s.lost[sel], np.nan, np.round(dumped_exec_s(topo, s, dp, op), 7)))
 
 
 def _port_blocks(topo: Topology) -> list[Block]:

@@ -90,6 +90,7 @@ class Conditions:
     dead_s: float = 0.0            # job blocked waiting for a rank whose process is gone (rank_died, peer_dead)
     out: np.ndarray | None = None  # per GPU: share of the interval its process is out of the job's collectives
     rail_bytes: np.ndarray | None = None  # per port: its bytes against its usual share (rail_skew)
+    host: np.ndarray | None = None  # per GPU, time-weighted (host_slow): the rank's step slower, its GPU's work as usual
 
 
 def conditions(topo: Topology, t: float) -> Conditions:
@@ -99,7 +100,7 @@ def conditions(topo: Topology, t: float) -> Conditions:
     c = Conditions(np.ones(n), np.zeros(n, np.int64), np.zeros(n, bool), np.zeros(n, bool),
                    np.ones(len(topo.nodes)), np.ones(n), 1.0, np.zeros(n), np.full(n, -1), np.zeros(n, np.int64),
                    np.zeros(n), np.zeros(n, bool), 0.0, 0.0, 0.0, None, 0.0)
-    c.lanes, c.hot, c.pause_share = np.full(n, 16), np.zeros(n, bool), np.zeros(n)
+    c.lanes, c.hot, c.pause_share, c.host = np.full(n, 16), np.zeros(n, bool), np.zeros(n), np.ones(n)
     c.ckpt_s = sum(overlap(a, b, lo, t) for a, b in checkpoint_windows(topo, lo, t))
     downs: list[tuple[float, float]] = []
     for f in topo.faults:
@@ -145,6 +146,8 @@ def _apply(c: Conditions, topo: Topology, f: Fault, share: float, o: float, lo: 
         c.slowdown[topo.nodes.index(f.node)] *= 1 + (f.slowdown - 1) * share
     elif f.kind == "slow_rank":
         c.rank_slowdown[topo.flat(f.node, f.gpu)] *= 1 + (f.slowdown - 1) * share
+    elif f.kind == "host_slow":       # the CPU, the data loader or the NIC hands the GPU its work late
+        c.host[topo.flat(f.node, f.gpu)] *= 1 + (f.slowdown - 1) * share
     elif f.kind == "drift":
         c.rank_slowdown[topo.flat(f.node, f.gpu)] *= 1 + (drift_at(f, (max(lo, f.start_s) + min(t, f.end_s)) / 2) - 1) * share
     elif f.kind == "pause_storm":

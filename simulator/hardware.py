@@ -31,6 +31,7 @@ STORM_THROUGHPUT = 0.03    # a paused rail moves ~3% of its normal traffic
 STORM_PAUSES_PER_S = 24000  # pause quanta 65535 x 512 bit-times = 84 us at 400G; refreshed every ~42 us
 XMIT_WAIT_TICKS_PER_S = 2.5e8  # port_xmit_wait ticks while fully blocked
 FLAP_DOWN_S = 2.0
+INSPECTOR_INTERVAL_S = 30.0   # NCCL Inspector's minimum dump interval with NCCL_INSPECTOR_PROM_DUMP=1
 
 # Server and rack power: GPUs plus CPUs, NVSwitch, NICs, fans (DGX H100 ~10.2 kW max).
 NODE_BASE_IDLE_W = 2000.0

@@ -12,7 +12,9 @@ written by 2.30 only; 2.30 buckets by name, so a node's two pairs are two commun
 
 Execution time per call: latency plus bus bytes over the fabric's bus bandwidth (NVLink within a node, the GPU's
 rail between nodes, slower while the rails are degraded), plus the time the rank waits inside the kernel for the
-communicator's last rank to arrive. The slowest rank arrives last and waits least: its execution time is the
+communicator's last rank to arrive, averaged over the interval's steps as 2.30 averages its buckets
+(``State.dump_wait_s``; the series frame holds the data-parallel all-reduce's large bucket, ``dumped_exec_s``).
+The slowest rank arrives last and waits least: its execution time is the
 shortest and its bandwidth the highest, while its peers show long times and low bandwidths. Bandwidths follow from
 the time as NCCL computes them (``inspectorComputeOpBw``).
 """
@@ -32,7 +34,7 @@ from lockstep.simulator.state import State
 from lockstep.simulator.topology import Topology
 
 VERSIONS = ("2.30", "2.29")
-INTERVAL_S = 30.0                 # NCCL's minimum dump interval with NCCL_INSPECTOR_PROM_DUMP=1
+INTERVAL_S = hw.INSPECTOR_INTERVAL_S
 FORMAT_VERSION = "v5.1"           # 2.30: "v<NCCL_PROFILER_INTERFACE_VERSION>.<kInspectorPromFormatMinor>"
 MIB = 1 << 20
 # Bus bandwidth a large message reaches (GB/s of bus bytes) and the fixed cost of one call (s). Within a node:
@@ -80,6 +82,19 @@ def job_comms(topo: Topology) -> list[Comm]:
             comms.append(Comm(f"PP {a}-{b}", 0x9900_0000_0000 + 1000 * a + i, (i, j), 2,
                               (Op("p2p", "Send", 8 * MIB, 4, ""), Op("p2p", "Recv", 8 * MIB, 4, ""))))
     return comms
+
+
+def dumped_exec_s(topo: Topology, s: State, comm: Comm, op: Op) -> np.ndarray:
+    """Per job rank, the mean execution time of ``comm``'s ``op`` bucket in the last dump (2.30's value; NaN
+    before the first): its own time plus the mean wait per call for the communicator's last rank over the
+    interval's steps (``State.dump_wait_s``: the rank that arrives last waits least)."""
+    m0 = topo.scenario.job.step_time_s * (1 - hw.COMPUTE_SHARE)
+    net = max(1.0, s.dump_comm_s / m0) if m0 > 0 else 1.0
+    if s.dump_wait_s is None:
+        return np.full(len(s.rank_busy_s), np.nan)
+    calls = sum(o.per_step for o in comm.ops)
+    jitter = 1 + JITTER * np.random.default_rng([topo.scenario.seed, s.dumps, 0x1A5]).standard_normal(len(s.dump_wait_s))
+    return (exec_time(op, comm, topo.gpus_per_node, net) + s.dump_wait_s / calls) * jitter
 
 
 def traffic(op: Op, nranks: int) -> tuple[float, float]:
@@ -163,18 +178,22 @@ class InspectorWriter:
         steps = s.steps - self.steps_at_dump
         self.steps_at_dump = s.steps
         rng = np.random.default_rng([self.topo.scenario.seed, s.k, 0x1A5])
-        own = s.rank_busy_s - s.comm_s                       # each rank's compute per step
-        net = max(1.0, s.comm_s / self.m0) if self.m0 > 0 else 1.0
+        net = max(1.0, s.dump_comm_s / self.m0) if self.m0 > 0 else 1.0
+        wait = s.dump_wait_s if s.dump_wait_s is not None else np.zeros(len(self.gpus))
+        dp = self.comms[0]
+        series = dumped_exec_s(self.topo, s, dp, dp.ops[0])    # the series frame's value of this bucket
         for pos in range(len(self.gpus)):
             g = int(self.gpus[pos])
             if s.lost[g] or s.missing[g]:
                 continue                                    # the process died: its file stays as it was
-            lines = self._lines(pos, own, net, steps, s, rng) if steps >= 1 else []
+            lines = self._lines(pos, np.nan_to_num(wait), net, steps, s, rng, series[pos]) if steps >= 1 else []
             if lines or self.version == "2.29":
                 self._rewrite(self.path(pos), lines)
 
-    def _lines(self, pos: int, own: np.ndarray, net: float, steps: float, s: State,
-               rng: np.random.Generator) -> list[str]:
+    def _lines(self, pos: int, wait: np.ndarray, net: float, steps: float, s: State,
+               rng: np.random.Generator, dp_large: float) -> list[str]:
+        """``wait``: each rank's mean wait per step for the job's last rank over the interval; within a
+        communicator of some ranks, the wait for its own last one is the difference to that one's."""
         g = int(self.gpus[pos])
         node, gpu = self.topo.nodes[int(self.topo.gpu_node[g])], int(self.topo.gpu_index[g])
         out = []
@@ -182,11 +201,13 @@ class InspectorWriter:
             if pos not in comm.members:
                 continue
             calls = sum(op.per_step for op in comm.ops)
-            wait = float(max(own[list(comm.members)]) - own[pos]) / calls
+            whole = len(comm.members) == len(self.gpus)
+            waited = float(wait[pos] - (0.0 if whole else min(wait[list(comm.members)]))) / calls
             timed = []
             for op in comm.ops:
-                seconds = (exec_time(op, comm, self.topo.gpus_per_node, net) + wait) * (1 + JITTER * rng.standard_normal())
-                timed.append((op, max(seconds, 1e-6)))
+                seconds = (exec_time(op, comm, self.topo.gpus_per_node, net) + waited) * (1 + JITTER * rng.standard_normal())
+                same = comm is self.comms[0] and op is comm.ops[0] and np.isfinite(dp_large)
+                timed.append((op, max(dp_large if same else seconds, 1e-6)))
             if self.version == "2.30":
                 out += [self._bucket_2_30(op, comm, seconds, node, gpu) for op, seconds in timed]
             elif comm.ops[0].kind == "collective":

@@ -32,6 +32,7 @@ from lockstep.exporters.catalog.enums import (
     CHECKPOINT,
     HANG,
     HARDWARE,
+    HOST,
     LOSS_CAUSES,
     MEMBER_LOST,
     NETWORK,
@@ -67,6 +68,7 @@ class JobTick:
     imbalance: float = 0.0       # GPU-seconds ranks waited for the static spread and jitter (no cause)
     ledger: dict[str, dict[str, float]] | None = None   # kind -> cause -> GPU-seconds (productive included)
     comm_s: float = 0.0          # the all-reduce's own time per step (M: M0, longer on a degraded rail)
+    wait_s: np.ndarray | None = None   # per job GPU: mean seconds per step it waited in the all-reduce for the last rank
 
 
 def sub_steps(job, period: float, jitter: float) -> int:
@@ -87,10 +89,14 @@ def job_tick(topo: Topology, c: Conditions, noisy: np.random.Generator) -> JobTi
     k = sub_steps(job, period, jitter)
     eps = 1.0 + jitter * noisy.standard_normal((k, n)) if jitter else np.ones((1, n))
     steps_c = base / factor * eps                   # per sub-step, per rank compute time
+    # a slow host (host_slow) makes the rank ready late; its GPU computes as long as ever and waits the rest
+    # of the step as its peers do, so its counters look like theirs
+    host = c.host[sel] if c.host is not None else np.ones(n)
+    ready = steps_c * host
     comp = steps_c.mean(axis=0)
     own_throttle = np.where(c.clock_factor[sel] < 1, base * eps.mean(axis=0) / c.clock_factor[sel]
                             - base * eps.mean(axis=0), 0.0)
-    maxc = float(steps_c.max(axis=1).mean())
+    maxc = float(ready.max(axis=1).mean())
     calm = base * eps                                # the same steps without any fault
     maxc_calm = float(calm.max(axis=1).mean())
     m = m0 / c.rail_throughput
@@ -108,7 +114,7 @@ def job_tick(topo: Topology, c: Conditions, noisy: np.random.Generator) -> JobTi
     tau = period - member - dead - stopped - hang - idle - ckpt - down
     steps = tau / step
     io = step - maxc - m
-    split = _split_compute(topo, c, base, eps, factor, maxc, maxc_calm)
+    split = _split_compute(topo, c, base, eps, factor / host, maxc, maxc_calm)
     if c.cap:      # a cap every rank shares slows the steps as a whole: throttle, nobody's straggler
         own_throttle = np.where(c.clock_factor[sel] < c.clock_factor[sel].max(), base * eps.mean(axis=0) * (
             1 / c.clock_factor[sel] - 1 / c.clock_factor[sel].max()), 0.0) + split["shared"]
@@ -128,9 +134,10 @@ def job_tick(topo: Topology, c: Conditions, noisy: np.random.Generator) -> JobTi
         steps=steps, step_s=step, compute=comp * frac, comm=np.full(n, m * frac),
         spin=(maxc - comp) * frac + (member + hang + down + (dead + stopped) * (1 - out)) / period,
         io_wait=np.full(n, io * frac),
-        ckpt=ckpt / period, rank_busy_s=steps_c[-1] + m, lost=lost,
+        ckpt=ckpt / period, rank_busy_s=ready[-1] + m, lost=lost,
         read_bytes=steps * job.storage_read_bytes_per_step,
         imbalance=float(maxc_calm * n - calm.mean(axis=0).sum()) * tau / step, comm_s=m,
+        wait_s=(ready.max(axis=1, keepdims=True) - ready).mean(axis=0),
         ledger=_ledger(topo, c, n, period, blocked, tau / step,
                        {"step": step, "maxc": maxc, "calm": maxc_calm, "m": m, "m0": m0, "io": io, "read": read_s},
                        split))
@@ -146,8 +153,9 @@ def _split_compute(topo: Topology, c: Conditions, base: np.ndarray, eps: np.ndar
     shared = float((base / common * eps).max(axis=1).mean())
     slowest = int(np.argmin(factor))
     own = bool(c.clock_factor[sel][slowest] < c.clock_factor[sel].max() or c.lanes[sel][slowest] < 16)
+    host = c.host is not None and bool(c.host[sel][slowest] > 1)
     return {"shared": max(shared - calm, 0.0), "rank": max(maxc - max(shared, calm), 0.0),
-            "rank_cause": HARDWARE if own else TRANSIENT,
+            "rank_cause": HARDWARE if own else HOST if host else TRANSIENT,
             "groups": max(_waiting(base * eps) - _waiting(base * topo.draws.group_speed[sel] * eps), 0.0)}
 
 

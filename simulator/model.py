@@ -95,7 +95,22 @@ class Model:
         s.port_down[:] = c.port_down
         s.rank_busy_s[:] = j.rank_busy_s
         s.comm_s = j.comm_s
+        self._inspector_dump(s, j)
         self._power(s, j, period if k > 0 else 0.0, rng)
+
+    def _inspector_dump(self, s: State, j: JobTick) -> None:
+        """What NCCL Inspector's 2.30 dump averages: each rank's wait in the all-reduce over the steps of the
+        interval (``INSPECTOR_INTERVAL_S``); an interval without a step is not dumped (its file ages)."""
+        if s.wait_sum is None:
+            s.wait_sum, s.dump_wait_s = np.zeros_like(s.rank_busy_s), np.full_like(s.rank_busy_s, np.nan)
+        if j.steps > 0 and j.wait_s is not None:
+            s.wait_sum += j.wait_s
+            s.wait_ticks += 1
+        if math.floor(s.t / hw.INSPECTOR_INTERVAL_S) > s.dumps:
+            s.dumps = math.floor(s.t / hw.INSPECTOR_INTERVAL_S)
+            if s.wait_ticks:
+                s.dump_wait_s, s.dump_comm_s = s.wait_sum / s.wait_ticks, s.comm_s
+            s.wait_sum, s.wait_ticks = np.zeros_like(s.rank_busy_s), 0
 
     def _xids(self, s: State) -> None:
         """Instant GPU faults of the interval (their XID, lost GPU, memory error counts) and the GPUs

@@ -21,10 +21,13 @@ _JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")  # Slurm: 123, 123_4 
 _KUBE_JOB_ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?/[a-z0-9](?:[a-z0-9.-]{0,61}[a-z0-9])?")
 FAULT_KINDS = ("gpu_throttle", "slow_node", "slow_rank", "drift", "pause_storm", "link_flap", "storage_starvation",
                "hang", "xid", "ecc_error", "row_remap", "gpu_missing", "link_degraded", "member_lost", "gpu_defect",
-               "fabric_congestion", "power_cap", "restart", "rank_stopped", "rank_died", "peer_dead", "rail_skew")
+               "fabric_congestion", "power_cap", "restart", "rank_stopped", "rank_died", "peer_dead", "rail_skew",
+               "host_slow")
 # A hang of one rank, as NCCL's RAS sees it: its process stops entering collectives (still answering RAS), dies
 # (RAS gets no answer from it, then considers it dead), or is dead to RAS at once; the rest of the job waits.
 RANK_HANG_KINDS = ("rank_stopped", "rank_died", "peer_dead")
+# What slows a rank's host in a host_slow fault: no GPU counter sees any of them.
+HOST_SOURCES = ("cpu", "data_loader", "nic")
 # Faults that happen at one instant (``at_s``) rather than over a window.
 INSTANT_KINDS = ("xid", "ecc_error", "row_remap")
 REMAP_OUTCOMES = ("pending", "failed")
@@ -84,6 +87,7 @@ class Fault:
     throughput: float = 1.0     # fabric_congestion: the all-reduce's throughput against its nominal
     pause_share: float = 0.0    # fabric_congestion: share of each job NIC's time paused by PFC
     share: float = 1.0          # rail_skew: rail ``nic`` carries this many times its usual bytes on every job node
+    source: str = "cpu"         # host_slow: what holds the rank back (HOST_SOURCES)
 
 
 @dataclass(frozen=True)
@@ -284,6 +288,10 @@ def _params(s: Section, kind: str, gpus: int) -> dict:
                 "reason": s.get("reason", str, "thermal", check=one_of("thermal", "power"))}
     if kind == "slow_node":
         return {"slowdown": _num(s, "slowdown", 1.25, check=lambda v: None if v > 1 else "must be > 1")}
+    if kind == "host_slow":
+        return {"gpu": s.get("gpu", int, check=rail),
+                "slowdown": _num(s, "slowdown", 1.5, check=lambda v: None if v > 1 else "must be > 1"),
+                "source": s.get("source", str, "cpu", check=one_of(*HOST_SOURCES))}
     if kind in ("slow_rank", "drift"):
         return {"gpu": s.get("gpu", int, check=rail),
                 "slowdown": _num(s, "slowdown", 1.5 if kind == "slow_rank" else 1.3,

@@ -24,7 +24,8 @@ from lockstep.simulator.truth import Truth
 LABEL_COLUMNS = ("node", "gpu", "uuid", "job_id", "user", "rank", "device", "port", "interface", "priority",
                  "direction", "level", "mount", "fstype", "fsname", "op", "reason", "xid", "severity", "category",
                  "action", "target", "pdu", "rack", "loop", "pod", "namespace", "container", "scheduler", "comm",
-                 "collective", "address", "pid", "name", "pci_bus_id", "driver_version")
+                 "collective", "address", "pid", "name", "pci_bus_id", "driver_version", "comm_id", "comm_name", "nranks",
+                 "n_nodes", "message_size", "algo_proto")
 CHUNK_TICKS = 60
 
 

@@ -35,3 +35,10 @@ class State:
     ledger: dict[str, dict[str, float]] = field(default_factory=ledger_zero)   # the goodput ledger, job.py
     step_history: list[tuple[float, float]] = field(default_factory=list)   # (t, steps) of the last few ticks
     comm_s: float = 0.0                   # the all-reduce's own time per step (rank_busy_s minus it: compute)
+    # NCCL Inspector's dumps (simulator/inspector.py): each job rank's wait in the all-reduce per step, summed over
+    # the running ticks since the last dump, and as of the last dump (the mean per step; NaN before the first)
+    wait_sum: np.ndarray | None = None
+    wait_ticks: int = 0
+    dump_wait_s: np.ndarray | None = None
+    dump_comm_s: float = 0.0
+    dumps: int = 0

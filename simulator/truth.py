@@ -19,6 +19,7 @@ from lockstep.exporters.catalog.enums import (
     CHECKPOINT,
     HANG,
     HARDWARE,
+    HOST,
     MEMBER_LOST,
     NETWORK,
     POWER,
@@ -89,11 +90,12 @@ MUST_GPU, MUST_NODE, MUST_TRANSIENT, MUST_TRANSIENT_S, MUST_RANK = 1.15, 1.12, 1
 # A job-wide slowdown a scorer must report: every rank ≥ 15% slower (its pace ≤ 0.85 of its baseline) for
 # ≥ 2 minutes; a milder or shorter one is listed so that reporting it is no false finding.
 MUST_SLOWDOWN, MUST_SLOWDOWN_S = 0.15, 120.0
-STRAGGLER_KINDS = ("gpu_throttle", "slow_node", "slow_rank", "drift", "gpu_defect")
+STRAGGLER_KINDS = ("gpu_throttle", "slow_node", "slow_rank", "drift", "gpu_defect", "host_slow")
 # The cause a straggler's evidence shows: its own clock, clock-event reasons, heat or PCIe link (hardware),
-# or nothing but its pace (a slow node's host, a rank's software: transient).
+# nothing but its pace (a slow node's host, a rank's software: transient), or its step times and collectives'
+# arrival while its GPU counters look like its peers' (its CPU, data loader or NIC: host).
 STRAGGLER_CAUSE = {"gpu_throttle": HARDWARE, "gpu_defect": HARDWARE, "slow_node": TRANSIENT, "slow_rank": TRANSIENT,
-                   "drift": TRANSIENT}
+                   "drift": TRANSIENT, "host_slow": HOST}
 
 
 def stragglers(sc: Scenario, faults: tuple | None = None) -> list[dict]:
@@ -176,7 +178,7 @@ def _required(f, end: float, blocked: float) -> dict:
         return {"required": (f.slowdown if f.defect == "pcie" else 1 / f.clock_factor) >= MUST_GPU}
     if f.kind == "slow_node":
         return {"required": f.slowdown >= MUST_NODE}
-    if f.kind == "slow_rank":
+    if f.kind in ("slow_rank", "host_slow"):
         seen = end - f.start_s - blocked
         return {"required": seen >= MUST_TRANSIENT_S and f.slowdown >= (MUST_RANK if seen >= 120.0 else MUST_TRANSIENT)}
     reach = f.start_s + (f.end_s - f.start_s) * (MUST_RANK - 1) / (f.slowdown - 1)
@@ -208,7 +210,7 @@ def _candidates(sc: Scenario) -> dict[str, list[tuple[float, float]]]:
             out[NETWORK].append((f.start_s, f.end_s))
         elif f.kind == "gpu_throttle" and f.node in members and halves(c0 / f.clock_factor + m0):
             out[STRAGGLER].append((f.start_s, f.end_s))
-        elif f.kind in ("slow_node", "slow_rank") and f.node in members and halves(c0 * f.slowdown + m0):
+        elif f.kind in ("slow_node", "slow_rank", "host_slow") and f.node in members and halves(c0 * f.slowdown + m0):
             out[STRAGGLER].append((f.start_s, f.end_s))
         elif f.kind == "gpu_defect" and f.node in members and halves(
                 c0 * (f.slowdown if f.defect == "pcie" else 1 / f.clock_factor) + m0):
@@ -247,7 +249,8 @@ def _fault_doc(f) -> dict:
     if f.kind in instant:
         return {"kind": f.kind, "node": f.node, "gpu": f.gpu, "at_s": f.start_s, **{k: doc[k] for k in instant[f.kind]}}
     keep = {"gpu_throttle": ("node", "gpu", "clock_factor", "reason"), "slow_node": ("node", "slowdown"),
-            "slow_rank": ("node", "gpu", "slowdown"), "drift": ("node", "gpu", "slowdown"),
+            "slow_rank": ("node", "gpu", "slowdown"), "host_slow": ("node", "gpu", "slowdown", "source"),
+            "drift": ("node", "gpu", "slowdown"),
             "pause_storm": ("node", "nic", "priority"), "link_flap": ("node", "nic", "flaps"),
             "storage_starvation": ("read_cap_bytes_per_s",), "hang": (), "gpu_missing": ("node", "gpu"),
             "link_degraded": ("node", "nic", "rate_factor"), "member_lost": ("node",),

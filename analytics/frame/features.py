@@ -18,7 +18,7 @@ REASON_PREFIX = "reason:"    # signals[REASON_PREFIX + reason]: 1 while the GPU 
 # signals["missing"]: the GPU's rank as NCCL's RAS lists it missing (absent: not missing)
 MISSING_UNRESPONSIVE, MISSING_DEAD = 1.0, 2.0
 SIGNALS = ("sm", "tensor", "step", "clock", "throttle", "tx", "xmit_wait", "link", "read", "write", "pause", "cnp",
-           "member", "temp", "pcie", "xid")
+           "member", "temp", "pcie", "xid", "collective")
 COLUMNS = ("job_id", "node", "gpu")
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from lockstep.analytics.prom import promql
-from lockstep.exporters.catalog import analytics, fabric, gpu, nccl, storage
+from lockstep.exporters.catalog import analytics, fabric, gpu, nccl, nccl_inspector, storage
 from lockstep.exporters.catalog.enums import IB_PORT_ACTIVE, THROTTLE_REASONS
 from lockstep.exporters.catalog.recorded import ANALYTICS_INPUTS
 
@@ -115,6 +115,11 @@ INPUTS = (
     Input("tensor", "gauge", (gpu.TENSOR_ACTIVE.name,), GPU_KEY),
     # per-rank step time (compute + all-reduce, no waiting) where the training job exports it
     Input("step", "gauge", (analytics.RANK_STEP_SECONDS.name,), GPU_KEY, own_job_id=True),
+    # NCCL Inspector (the nccl-inspector collector): the longest mean execution time among the rank's all-reduce
+    # buckets. Inverted: the rank that arrives last waits least inside the kernel, so its time is the shortest
+    # (lockstep.analytics.scoring.straggler reads its inverse as the rank's lateness).
+    Input("collective", "gauge", (nccl_inspector.EXEC_TIME.name,), GPU_KEY, match='collective=~"AllReduce"',
+          own_job_id=True),
     Input("clock", "ratio", (gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name), GPU_KEY, reads=2),
     Input("reasons", "present", (gpu.CLOCK_EVENT.name,), GPU_KEY + ("reason",),
           match=f'reason=~"{"|".join(THROTTLE_REASONS)}"', fanout=len(THROTTLE_REASONS)),

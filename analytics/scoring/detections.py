@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from lockstep.analytics.frame.features import Features
-from lockstep.analytics.scoring import cause, evidence
+from lockstep.analytics.scoring import cause, evidence, views
 from lockstep.analytics.scoring.nanstats import nan_reduce
 from lockstep.analytics.scoring.straggler import PACE, StragglerResult, performance
-from lockstep.exporters.catalog.enums import HARDWARE, TRANSIENT
+from lockstep.exporters.catalog.enums import HARDWARE, HOST, TRANSIENT
 
 
 def pace_gap(res: StragglerResult, rows: np.ndarray, j: int) -> float:
@@ -22,9 +22,15 @@ def pace_gap(res: StragglerResult, rows: np.ndarray, j: int) -> float:
 
 
 def gpu_cause(res: StragglerResult, j: int, rows: np.ndarray | None = None) -> tuple[str, dict]:
-    """Why GPU ``j`` is a straggler, judged over ``rows`` (default: every sample it is flagged in)."""
+    """Why GPU ``j`` is a straggler, judged over ``rows`` (default: every sample it is flagged in): its
+    hardware (``cause.judge``), else its host where its views of pace disagree (``views.cause``)."""
     rows = res.flagged[:, j] if rows is None else rows
-    return cause.judge(res.hardware, rows, j, pace_gap(res, rows, j), TRANSIENT)
+    found, why = cause.judge(res.hardware, rows, j, pace_gap(res, rows, j), TRANSIENT)
+    if not rows.any():
+        return found, why
+    seen = views.judge(res, rows, j)
+    found = views.cause(found, seen)
+    return found, {**why, "pace_signals": seen, **({"host": views.HOST_WHY} if found == HOST else {})}
 
 
 def node_cause(res: StragglerResult, mask: np.ndarray, rows: np.ndarray) -> tuple[str, dict]:
@@ -75,9 +81,10 @@ def detections(features: Features, job_id: str, res: StragglerResult, start: flo
         i = int(np.argmax(res.flagged[:, j]))
         _, node, gpu = cols[j]
         found, why = gpu_cause(res, j)
+        seen = why.pop("pace_signals")      # which views agreed: a finding's evidence, beside its cause's
         out.append({"job_id": job_id, "node": node, "gpu": gpu, "first_detected_s": float(features.times[i] - start),
                     "score": float(performance(np.max(res.scores[res.flagged[:, j], j]))),
-                    "evidence": {**gpu_evidence(res, i, j), "cause": why}, "cause": found,
+                    "evidence": {**gpu_evidence(res, i, j), "pace_signals": seen, "cause": why}, "cause": found,
                     "since_start": bool(res.since_start[:, j].any()), "action": action(node, gpu, found)})
     nodes = np.asarray(cols.get_level_values("node"))
     for node, flags in res.node_flagged.items():

@@ -10,7 +10,9 @@ and two groups: none of them changes a GPU's standing among its peers.
 
 Signals: compute activity (in lockstep training the slow rank stays busy while its peers wait in
 the collective), the rank's own step time (``lockstep_rank_step_seconds``, where the job exports
-it), both averaged over ``SMOOTH_S`` (steps jitter by several percent on real jobs), SM clock, rail
+it), its collectives' arrival (NCCL Inspector's execution time, inverted: the rank that arrives last
+at a synchronous all-reduce waits least in it, so the shortest time marks it; held 30 s between the
+plugin's dumps), the first two averaged over ``SMOOTH_S`` (steps jitter by several percent on real jobs), SM clock, rail
 throughput, each the same way; a throttling clock-event reason judged one by
 one (a reason the GPU did not usually hold and at most half the job holds: ``sw_power_cap`` on most
 of a busy job does not hide one GPU's thermal slowdown); transmit-wait well above the peers'. A GPU
@@ -48,7 +50,9 @@ from lockstep.analytics.scoring.stall import JobSignals
 
 K = 4.0                   # the job's normal spreads a change must reach to count
 WEAK = 2.0                # ...and where a confirmed slowdown's cost is counted from
-FLOORS = {"work": 0.06, "step": 0.06, "clock": 0.05, "tx": 0.15}   # ...and at least this (log ≈ relative)
+# ...and at least this (log ≈ relative); a late rank's collectives shorten by its peers' wait, a large share of
+# a call against NCCL Inspector's per-interval jitter of a few percent
+FLOORS = {"work": 0.06, "step": 0.06, "clock": 0.05, "tx": 0.15, "collective": 0.25}
 PACE = ("work", "step")   # signals of the rank's own pace (a node-wide slowdown shows in these)
 WAIT_EXCESS = 3.0         # xmit-wait ≥ 3× the peers' median
 PERSIST_S = 20.0          # consecutive seconds of agreement before a flag
@@ -88,8 +92,9 @@ def slowness(js: JobSignals, sig: dict[str, np.ndarray], active: np.ndarray, per
     n = max(1, round(SMOOTH_S / period))
     with np.errstate(divide="ignore", invalid="ignore"):
         step = np.where(sig["step"] > 0, sig["step"], np.nan)      # a step of 0 s measures nothing
+        late = 1.0 / np.where(sig["collective"] > 0, sig["collective"], np.nan)   # the inversion: shortest = last
         return {"work": smoothed(js.work, active, n), "step": smoothed(step, active, n),
-                "clock": 1.0 / sig["clock"], "tx": 1.0 / sig["tx"]}
+                "clock": 1.0 / sig["clock"], "tx": 1.0 / sig["tx"], "collective": late}
 
 
 def reason_votes(sig: dict[str, np.ndarray], active: np.ndarray, calm: np.ndarray, samples: int,
@@ -200,14 +205,18 @@ def score(features: Features, job_id: str, js: JobSignals, causes: np.ndarray, p
     votes, drifts, bars, hits, reasons = signal_votes(js, sig, active, period, prior)
     change = np.fmax.reduce([drifts[s].excess for s in ("work", "step", "clock")])
     scores = np.where(active[:, None], np.clip(1.0 - np.exp(-np.nan_to_num(change)), 0.0, 1.0), 0.0)
-    known = np.isfinite(drifts["work"].level)
     candidate = active[:, None] & (votes >= 2) & not_faster(drifts)
+    # NCCL Inspector's time is a mean over its 30 s interval, not a sample: while it still shows the rank arriving
+    # last, a sample where the other signals dip under their bars (a slow step's jitter) neither breaks a run nor
+    # extends it, as a missed scrape does; on its own it never makes a candidate nor holds a flag
+    known = np.isfinite(drifts["work"].level)
+    bridge = known & hits["collective"] & ~candidate
     nodes = np.asarray(features.columns[cols].get_level_values("node"))
     node_cand = _node_candidates(nodes, drifts, active)
     samples = max(1, int(round(PERSIST_S / period)))
     node_flagged = {n: persistent(c[:, None], samples)[:, 0] for n, c in node_cand.items()}
     node_holding = {n: whole_runs(f[:, None], node_cand[n][:, None], samples)[:, 0] for n, f in node_flagged.items()}
-    flagged = persistent(candidate, samples, known)
+    flagged = persistent(candidate, samples, known & ~bridge) & ~bridge
     holding = whole_runs(flagged, candidate | _rising(drifts, active), samples)
     for node, flags in node_holding.items():       # a node-wide slowdown is reported for the node only
         flagged[:, nodes == node] &= ~flags[:, None]

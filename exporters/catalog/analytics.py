@@ -97,8 +97,10 @@ STRAGGLER_CAUSE = gauge(
     "lockstep_straggler_cause",
     f"1 for the cause of each flagged GPU (or node, gpu=\"\"): {', '.join(STRAGGLER_CAUSES)}. hardware: its own "
     "hardware explains it (a thermal or hardware slowdown, the power brake, its clock below its peers', a narrow "
-    "PCIe link, a hardware XID): drain the node; transient: its pace alone changed; unknown: mixed evidence. A "
-    "GPU slow since it started is flagged only when its hardware explains it.", ("job_id", "node", "gpu", "cause"))
+    "PCIe link, a hardware XID): drain the node; transient: its pace alone changed; unknown: mixed evidence; host: "
+    "its step times or collectives show it slow while its GPU counters look like its peers' (its CPU, data loader "
+    "or NIC). A GPU slow since it started is flagged only when its hardware explains it.",
+    ("job_id", "node", "gpu", "cause"))
 JOB_IMBALANCE_CAUSE = gauge(
     "lockstep_job_imbalance_cause",
     f"1 for the cause of each GPU of lockstep_job_imbalance_ratio: {', '.join(IMBALANCE_CAUSES)} (work: no hardware "

@@ -89,14 +89,21 @@ STALLS_ALERTED_APART = (CHECKPOINT, HANG, MEMBER_LOST, *RANK_HANGS)
 
 # --- the cause of each finding: lockstep_finding_cause{kind,cause}, lockstep_job_slowdown{cause} --------
 HARDWARE, TRANSIENT, WORK, UNKNOWN, POWER = "hardware", "transient", "work", "unknown", "power"
+HOST = "host"
 # Why a rank (or a node) runs slower than its job. hardware: its own hardware explains it (a clock-event
 # reason other than the job-wide power cap, its clock below its peers', its heat, a PCIe link trained
 # narrower, XIDs): a node to drain. transient: a straggler with no such evidence (its pace alone changed:
 # the OS, a data loader, a garbage collection, a noisy neighbour). work: imbalance with no such evidence (a
-# heavier pipeline stage, skewed data). unknown: the evidence is mixed.
-STRAGGLER_CAUSES = (HARDWARE, TRANSIENT, UNKNOWN)
+# heavier pipeline stage, skewed data). unknown: the evidence is mixed. host: the job's own pace (its step
+# times, its collectives' arrival) shows the rank slow while its GPU counters look like its peers': the GPU
+# waits for its host (the CPU, the data loader, the NIC), which no GPU counter sees.
+STRAGGLER_CAUSES = (HARDWARE, TRANSIENT, UNKNOWN, HOST)
 IMBALANCE_CAUSES = (WORK, UNKNOWN)
-RANK_CAUSES = (HARDWARE, TRANSIENT, WORK, UNKNOWN)
+RANK_CAUSES = (HARDWARE, TRANSIENT, WORK, UNKNOWN, HOST)
+# What each of a straggler's three views of pace said (evidence "pace_signals"): its step times, its collectives'
+# arrival (NCCL Inspector, the inversion handled) and its GPU counters; absent where the job or node serves none.
+PACE_VIEWS = ("step_time", "collective", "gpu")
+AGREE, DISAGREE, ABSENT = "agree", "disagree", "absent"
 # Why a whole job runs slower than its own recent baseline (no stall): its input (storage), the fabric, a
 # checkpoint, a cluster-wide power or thermal cap, or no evidence the stack collects (unknown).
 SLOWDOWN_CAUSES = (STORAGE, NETWORK, CHECKPOINT, POWER, UNKNOWN)

@@ -31,7 +31,7 @@ from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.scoring.score import MIN_CLEAN, JobResult, score_features
 from lockstep.analytics.service.fetch import fetch_window
 from lockstep.analytics.service.source import PrometheusSource
-from lockstep.exporters.catalog import analytics, fabric
+from lockstep.exporters.catalog import analytics, fabric, nccl_inspector
 from lockstep.stack import Stack, query, start_prometheus, wait_on
 from tests.helpers.paths import FIXTURES
 
@@ -137,9 +137,11 @@ def paths(tmp_path_factory) -> Paths:
                                 f"before the throttle, the scorer needs {MIN_CLEAN} to learn the job's level")
     prom = _sim_clock(live, run, start, tick)
     covered = run.frame["timestamp"].between(run.start + first * run.period, run.start + last * run.period)
-    # The series holds each rank's step time as the training job would export it; the live cluster
-    # runs no such exporter (node agents serve the hardware), so the direct path goes without it too.
-    direct_frame = run.frame[covered & (run.frame["metric"] != analytics.RANK_STEP_SECONDS.name)]
+    # The series holds each rank's step time as the training job would export it and NCCL Inspector's times as
+    # the nccl-inspector collector serves them; the live cluster runs neither (its node agents serve the
+    # hardware), so the direct path goes without them too.
+    job_side = (analytics.RANK_STEP_SECONDS.name, nccl_inspector.EXEC_TIME.name)
+    direct_frame = run.frame[covered & ~run.frame["metric"].isin(job_side)]
     direct_features = build_features(direct_frame)
     via_prom = score_features(prom, run.start, run.period)[JOB]
     direct = score_features(direct_features, run.start, run.period)[JOB]

@@ -11,6 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -108,6 +109,22 @@ def test_the_slow_rank_shows_the_shortest_collectives_and_the_highest_bandwidth(
     peers = [t for k, t in times.items() if k != slow]
     assert min(peers) > 10 * times[slow]        # its peers wait inside the kernel for it
     assert 40 < bandwidths[slow] < 400          # its own transfer: a rail-bound ring all-reduce (GB/s)
+
+
+def test_the_files_hold_the_series_frames_all_reduce_time(short_root):
+    """The live file and the series frame (the evaluation's input) carry one number for the data-parallel
+    all-reduce's large bucket: the dump's mean over its interval, as NCCL 2.30 averages it."""
+    from lockstep.simulator.inspector import dumped_exec_s, job_comms
+    model, _, _ = run(short_root, "2.30", 60)
+    state = list(model.states(13))[-1]
+    dp = job_comms(model.topo)[0]
+    expected = dumped_exec_s(model.topo, state, dp, dp.ops[0])
+    gpus = list(model.topo.job_gpus.nonzero()[0])
+    for node in ("node00", "node01"):
+        for buckets in files(short_root, node).values():
+            g = model.topo.flat(node, int(buckets[0].label("gpu").removeprefix("GPU")))
+            written = dp_allreduce(buckets)["nccl_collective_exec_time_microseconds"]
+            assert written == pytest.approx(expected[gpus.index(g)] * 1e6, rel=1e-5)
 
 
 def test_files_are_rewritten_at_the_dump_interval_only(short_root):
@@ -216,3 +233,42 @@ def test_sim_run_and_the_agent_serve_inspector_series_and_step_counts(short_root
     assert min(times, key=times.get) == "2"               # node01 GPU 2 is the throttled one
     assert value(text, "lockstep_scrape_collector_success", collector="steps") == [1.0]
     assert value(text, "lockstep_scrape_collector_success", collector="nccl-inspector") == [1.0]
+
+
+HOST_SLOW = {"name": "host", "seed": 9, "duration_s": 300, "sample_period_s": 5, "noise": "none",
+             "cluster": {"nodes": 2, "gpus_per_node": 4, "nodes_per_rack": 2, "rack_budget_watts": 60000},
+             "job": {"job_id": "77", "nodes": 2, "step_time_s": 1.5},
+             "faults": [{"kind": "host_slow", "source": "data_loader", "node": "node01", "gpu": 2, "start_s": 60,
+                         "end_s": 300, "slowdown": 1.5}]}
+
+
+def test_a_slow_host_hides_from_the_gpu_counters_but_not_from_the_jobs_pace():
+    """The rank whose host hands its GPU work late: its GPU computes and waits as long as its peers' (the same
+    counters), its own step time is longer by the host's share, and in NCCL Inspector's dump it arrives last at
+    the all-reduce (the shortest execution time) while its peers wait for it."""
+    from lockstep.simulator.inspector import dumped_exec_s, job_comms
+    from lockstep.simulator.truth import stragglers
+    scenario = parse_scenario(HOST_SLOW, "host.yaml")
+    model = Model(scenario, start_timestamp=1_767_225_600.0)
+    slow = model.topo.flat("node01", 2)
+    pos = int(list(model.topo.job_gpus.nonzero()[0]).index(slow))
+    dp = job_comms(model.topo)[0]
+    c0 = 1.5 * 0.75                                       # the step's compute (simulator/hardware.py COMPUTE_SHARE)
+    checked = 0
+    for state in model.states(61):
+        if state.t < 120:                                  # a whole dump interval after the onset
+            continue
+        for key, tolerance in (("sm_active", 0.0), ("tensor_active", 0.0), ("clock_sm", 15), ("power_mw", 20_000)):
+            values = state.gpu[key][model.topo.job_gpus]   # board power carries a sensor's noise of 6 W (1 sigma)
+            assert values[pos] == pytest.approx(np.median(values), abs=tolerance), key
+        busy = state.rank_busy_s
+        peers = [b for i, b in enumerate(busy) if i != pos]
+        assert busy[pos] - max(peers) == pytest.approx(0.5 * c0, rel=0.01)
+        exec_s = dumped_exec_s(model.topo, state, dp, dp.ops[0])
+        assert exec_s.argmin() == pos
+        assert min(e for i, e in enumerate(exec_s) if i != pos) > 10 * exec_s[pos]
+        checked += 1
+    assert checked > 30
+    assert state.ledger["straggler"]["host"] > 0 and state.ledger["straggler"]["transient"] == 0
+    (truth,) = stragglers(scenario)
+    assert (truth["node"], truth["gpu"], truth["cause"]) == ("node01", "2", "host")

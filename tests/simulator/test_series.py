@@ -51,6 +51,8 @@ def test_frame_is_long_format_with_catalog_names(contract) -> None:
     assert frame["timestamp"].nunique() == 1800 / 5 + 1
     # the series presents the job the Slurm way: the Kubernetes labels of the mapping are empty there
     slurm_empty = {("lockstep_gpu_job_info", label) for label in ("rank", "pod", "namespace", "container")}
+    # ...and NCCL Inspector's series are NCCL 2.30's: the labels only 2.29 writes are empty
+    slurm_empty |= {("lockstep_nccl_inspector_collective_exec_time_seconds", label) for label in ("comm_id", "rank")}
     for metric in CATALOG.values():
         rows = frame[frame.metric == metric.name]
         if len(rows):  # each row carries exactly its metric's labels

@@ -76,6 +76,18 @@ def test_report_names_the_right_gpu_or_node(evaluated):
     assert required <= got <= every
 
 
+def test_a_straggler_the_gpu_counters_miss_names_its_host(evaluated):
+    """A rank slowed by its host (the truth's host_slow: CPU, data loader, NIC) is found by its step times and its
+    collectives' arrival while its GPU counters disagree, and its cause is the host."""
+    run, _, report, _ = evaluated
+    for truth in run.truth["stragglers"]:
+        if truth["kind"] != "host_slow" or not truth["required"]:
+            continue
+        (found,) = [d for d in report["stragglers"] if (d["node"], d["gpu"]) == (truth["node"], truth["gpu"])]
+        assert found["evidence"]["pace_signals"] == {"step_time": "agree", "collective": "agree", "gpu": "disagree"}
+        assert found["cause"] == truth["cause"] == "host"
+
+
 def test_imbalance_names_the_worker_groups(evaluated):
     """GPUs in a worker group of the scenario's noise, slower or faster than the rest from the start,
     are the job's imbalance, each with its ratio on the right side of 1; GPUs that differ by the 1-3%

@@ -129,3 +129,29 @@ async def test_the_post_mortem_of_the_whole_run_is_what_the_direct_path_reports(
         assert got["ledger"]["gpu_seconds"][kind] == pytest.approx(by_cause, abs=near), kind
     total = sum(v for by_cause in got["ledger"]["gpu_seconds"].values() for v in by_cause.values())
     assert total == pytest.approx(got["ledger"]["allocated_gpu_seconds"], rel=1e-12)
+
+
+def _cells(block) -> dict:
+    """{(node, gpu, row): value} of an answer."""
+    return {(block.labels[s]["node"], block.labels[s]["gpu"], int(r)): float(v)
+            for s, r, v in zip(block.series, block.rows, block.values)}
+
+
+async def test_prometheus_answers_the_collective_input_as_the_evaluation_emulates_it(prometheus, direct):
+    """NCCL Inspector's all-reduce time (the straggler scorer's collective view): the live query on the real
+    Prometheus returns, per job GPU and step, the number the evaluation's emulation computes from the frame."""
+    from lockstep.analytics.evaluation.emulate import frame_block
+    from lockstep.analytics.frame.inputs import INPUTS
+    from lockstep.analytics.prom.grid import Window
+    (inp,) = [i for i in INPUTS if i.name == "collective"]
+    run = direct[0]
+    window = Window(run.start + 300.0, run.start + 600.0, 5.0)
+    job_id = SPEC["job"]["job_id"]
+    async with aiohttp.ClientSession() as session:
+        served = _cells(await PrometheusSource(session, prometheus.url, 60.0).series(inp, job_id, window))
+    by_metric = {str(m): rows for m, rows in run.frame.groupby("metric", observed=True) if m in inp.metrics}
+    emulated = _cells(frame_block(by_metric, inp, window, job_id))
+    gpus = SPEC["job"]["nodes"] * SPEC["cluster"]["gpus_per_node"]
+    assert len({(n, g) for n, g, _ in emulated}) == gpus and len(emulated) == gpus * window.rows
+    assert served.keys() == emulated.keys()
+    assert all(served[k] == pytest.approx(emulated[k], rel=1e-9) for k in emulated)
