@@ -30,8 +30,10 @@ def _spans(mask: np.ndarray) -> list[tuple[int, int]]:
 
 def detect(job_id: str, js: stall.JobSignals, causes: np.ndarray, slow_causes: np.ndarray | None,
            start: float, period: float) -> list[dict]:
-    """``{job_id, start_s, end_s, duration_s, bytes, bandwidth_bytes_per_second}`` per checkpoint, in order;
-    ``causes``: the stall cause per sample, ``slow_causes``: the job-wide slowdown's (or None)."""
+    """``{job_id, start_s, end_s, duration_s, bytes, bandwidth_bytes_per_second, start_timestamp, complete}`` per
+    checkpoint, in order (``start_timestamp``: its start in Unix seconds; ``complete``: it ended within the
+    window, before its last sample, so its size is known); ``causes``: the stall cause per sample,
+    ``slow_causes``: the job-wide slowdown's (or None)."""
     write = np.nan_to_num(js.totals["write"])
     burst = write >= stall._BURST_MIN
     usual = float(np.median(write[~burst])) if (~burst).any() else 0.0
@@ -50,9 +52,10 @@ def detect(job_id: str, js: stall.JobSignals, causes: np.ndarray, slow_causes: n
         bandwidth = float(np.median(rate[rate >= FULL * rate.max()]))
         if bandwidth <= 0:
             continue
-        lead = min(rate[0] / bandwidth, 1.0) * period       # the part of its first sample the write filled
+        lead = min(float(rate[0]) / bandwidth, 1.0) * period       # the part of its first sample the write filled
         begin = float(js.times[a]) - start - lead
         duration = size / bandwidth
         out.append({"job_id": job_id, "start_s": round(begin, 3), "end_s": round(begin + duration, 3),
-                    "duration_s": round(duration, 3), "bytes": round(size), "bandwidth_bytes_per_second": round(bandwidth)})
+                    "duration_s": round(duration, 3), "bytes": round(size), "bandwidth_bytes_per_second": round(bandwidth),
+                    "start_timestamp": round(begin + start, 3), "complete": bool(b < len(write))})
     return out

@@ -160,6 +160,7 @@ class Refresher:
             counters = state.losses.setdefault(job_id, LossCounters())
             if not counters.behind(window.start):   # else the gap before it is caught up first
                 counters.add(res, step)
+                counters.add_checkpoints(res.checkpoints)
             views[job_id] = job_view(res, counters)
         return views
 
@@ -213,6 +214,7 @@ class Refresher:
                 res = scored[job_id]
                 self._remember_baseline(job_id, res)   # older than the current window's, which replaces it after
                 counters.add(res, step)
+                counters.add_checkpoints(res.checkpoints)
             counters.accounted_until = max(counters.accounted_until, chunk.end)
             log.info("caught up", extra=kv(job_id=job_id, start=chunk.start, end=chunk.end,
                                            behind_s=window.start - chunk.end))

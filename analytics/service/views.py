@@ -86,6 +86,19 @@ STEADY = SlowdownView(False, None, None, None, {})
 
 
 @dataclass(frozen=True)
+class CheckpointView:
+    """The job's checkpoints counted so far (each once it ended), their seconds and bytes, and the last one:
+    ``{start_timestamp, duration_s, bytes, bandwidth_bytes_per_second}``."""
+    count: int
+    seconds: float
+    bytes: float
+    last: dict[str, float] | None
+
+
+NO_CHECKPOINTS = CheckpointView(0, 0.0, 0.0, None)
+
+
+@dataclass(frozen=True)
 class LossView:
     """The job's loss counters as served (rounded), and its goodput ledger (kind -> cause -> GPU-seconds,
     summing to the allocation)."""
@@ -106,6 +119,7 @@ class JobView:
     loss: LossView
     imbalance: ImbalanceView = BALANCED
     slowdown: SlowdownView = STEADY
+    checkpoints: CheckpointView = NO_CHECKPOINTS
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -142,7 +156,9 @@ def job_view(res: JobResult, counters: LossCounters) -> JobView:
     gpus, nodes = _scores(res, i)
     return JobView(job_id=res.job_id, time=float(res.times[i]) if i >= 0 else None, gpus=gpus, nodes=nodes,
                    stragglers=tuple(g for g in gpus + nodes if g.flagged), stall=_stall(res, i),
-                   loss=loss_view(counters), imbalance=imbalance_view(res, counters), slowdown=_slowdown(res, i))
+                   loss=loss_view(counters), imbalance=imbalance_view(res, counters), slowdown=_slowdown(res, i),
+                   checkpoints=CheckpointView(counters.checkpoints, round(counters.checkpoint_seconds, 1),
+                                              counters.checkpoint_bytes, counters.last_checkpoint))
 
 
 def _scores(res: JobResult, i: int) -> tuple[tuple[ScoreView, ...], tuple[ScoreView, ...]]:

@@ -140,3 +140,30 @@ ANALYTICS_ANSWERS_TOO_LARGE = counter(
     "Prometheus answers the service stopped reading past its --prometheus-max-answer-size (each fails the job "
     "that asked for it, or the whole refresh when it is the job list); the refresh error names the query.")
 METRICS += (ANALYTICS_ANSWERS_TOO_LARGE,)
+
+# Added with checkpoints as facts: each checkpoint of a job measured from its write burst and the activity it
+# cost (lockstep.analytics.scoring.checkpoints), counted once it has ended.
+JOB_CHECKPOINTS = counter(
+    "lockstep_job_checkpoints_total",
+    "Checkpoints the job has written: a write burst aligned with a drop of its activity, counted once it ended.",
+    ("job_id",))
+JOB_CHECKPOINT_SECONDS = counter(
+    "lockstep_job_checkpoint_seconds_total",
+    "Seconds the job's counted checkpoints took to write (each its bytes over its bandwidth).", ("job_id",), "seconds")
+JOB_CHECKPOINT_BYTES = counter(
+    "lockstep_job_checkpoint_written_bytes_total",
+    "Bytes the job's counted checkpoints wrote, above its usual write rate.", ("job_id",), "bytes")
+JOB_CHECKPOINT_LAST_DURATION = gauge(
+    "lockstep_job_checkpoint_last_duration_seconds", "How long the job's last counted checkpoint took to write.",
+    ("job_id",), "seconds")
+JOB_CHECKPOINT_LAST_BYTES = gauge(
+    "lockstep_job_checkpoint_last_bytes", "Bytes the job's last counted checkpoint wrote.", ("job_id",), "bytes")
+JOB_CHECKPOINT_LAST_BANDWIDTH = gauge(
+    "lockstep_job_checkpoint_last_bandwidth_bytes_per_second",
+    "The write rate of the job's last counted checkpoint, over the samples its write filled.", ("job_id",),
+    "bytes_per_second")
+JOB_CHECKPOINT_LAST_START = gauge(
+    "lockstep_job_checkpoint_last_start_timestamp_seconds", "When the job's last counted checkpoint started (Unix).",
+    ("job_id",), "seconds")
+METRICS += (JOB_CHECKPOINTS, JOB_CHECKPOINT_SECONDS, JOB_CHECKPOINT_BYTES, JOB_CHECKPOINT_LAST_DURATION,
+            JOB_CHECKPOINT_LAST_BYTES, JOB_CHECKPOINT_LAST_BANDWIDTH, JOB_CHECKPOINT_LAST_START)
