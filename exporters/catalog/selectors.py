@@ -14,6 +14,7 @@ NODE_JOB = "lockstep-node"              # node agents (:9840), each target label
 POWER_JOB = "lockstep-power"            # power exporter (:9841)
 ANALYTICS_JOB = "lockstep-analytics"    # analytics service (:9842)
 FABRIC_JOB = "lockstep-fabric"          # fabric exporters (:9843), one per InfiniBand subnet
+STORAGE_JOB = "lockstep-storage"        # storage exporter (:9847): the cluster's storage systems
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class Selectors:
     power: str = f'job="{POWER_JOB}"'
     analytics: str = f'job="{ANALYTICS_JOB}"'
     fabric: str = f'job="{FABRIC_JOB}"'
+    storage: str = f'job="{STORAGE_JOB}"'
     exporters: str = 'job=~"lockstep-.*"'   # every lockstep exporter: collector health, `up`
     training: str = ""                       # step times the training job exports itself (its own job)
     # Extra matchers for IB ports that are cabled and expected up (a spare port is down by design).

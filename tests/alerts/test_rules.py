@@ -41,6 +41,8 @@ CONTRACT = {
     "LinkFailed": "page", "LinkDegraded": "ticket",
     # Added with the node-side storage collectors.
     "NVMeWearing": "ticket",
+    # Added with storage systems and checkpoints as facts.
+    "StorageLatencyHigh": "ticket", "CheckpointSlow": "ticket",
 }
 
 
