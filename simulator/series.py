@@ -24,7 +24,7 @@ from lockstep.simulator.truth import Truth
 LABEL_COLUMNS = ("node", "gpu", "uuid", "job_id", "user", "rank", "device", "port", "interface", "priority",
                  "direction", "level", "mount", "fstype", "fsname", "op", "reason", "xid", "severity", "category",
                  "action", "target", "pdu", "rack", "loop", "pod", "namespace", "container", "scheduler", "comm",
-                 "collective", "address", "pid")
+                 "collective", "address", "pid", "pod_uid", "kind")
 CHUNK_TICKS = 60
 
 

@@ -104,6 +104,8 @@ INPUTS = (
     Input("xmit_wait", "rate", (fabric.IB_TRANSMIT_WAIT.name,), HCA_KEY),
     Input("link", "present", LINK_COUNTERS, HCA_KEY),
     Input("read", "rate", (storage.READ_BYTES.name,), NODE_KEY),
+    # the share of time every task of the job's cgroup on a node waited on I/O (PSI "full"): its input stalls
+    Input("io_wait", "rate", (storage.JOB_IO_PRESSURE.name,), NODE_KEY, match='kind=~"full"', own_job_id=True),
     Input("write", "rate", (storage.WRITE_BYTES.name,), NODE_KEY),
     Input("pause", "rate", (fabric.PFC_PAUSE_DURATION.name,), NODE_KEY),
     Input("cnp", "rate", (fabric.ROCE_CNP_HANDLED.name,), NODE_KEY),

@@ -50,7 +50,9 @@ def test_frame_is_long_format_with_catalog_names(contract) -> None:
     assert frame["timestamp"].min() == truth["start_timestamp"] == 1767225600.0  # 2026-01-01T00:00:00Z
     assert frame["timestamp"].nunique() == 1800 / 5 + 1
     # the series presents the job the Slurm way: the Kubernetes labels of the mapping are empty there
-    slurm_empty = {("lockstep_gpu_job_info", label) for label in ("rank", "pod", "namespace", "container")}
+    slurm_empty = {("lockstep_gpu_job_info", label) for label in ("rank", "pod", "namespace", "container")} | {
+        (m, "pod_uid") for m in ("lockstep_job_io_read_bytes_total", "lockstep_job_io_write_bytes_total",
+                                 "lockstep_job_io_pressure_stalled_seconds_total")}
     for metric in CATALOG.values():
         rows = frame[frame.metric == metric.name]
         if len(rows):  # each row carries exactly its metric's labels
