@@ -76,8 +76,7 @@ class TreeSink:
             self.validation = ValidationWriter(topo.scenario, topo, Store(self.cluster.validation_results, durable=False))
         self.kube = kube
         self.ras = ras
-        # the job's cgroup: a Slurm job's group (a pod's is the kubelet's, not simulated)
-        self.cgroups = cgroup.CgroupWriter(topo, job_id) if kube is None else None
+        self.cgroups = cgroup.CgroupWriter(topo, job_id)   # the job's cgroup: its Slurm job's, or its pod's
 
     def write(self, s: State) -> None:
         w, topo = self.writer, self.topo
@@ -93,8 +92,7 @@ class TreeSink:
             sysfs.write_counters(w, topo, node, n, s)
             ethtool.write(w, topo, node, n, s, self.first)
             procfs.write(w, topo, node, n, s, self.first)
-            if self.cgroups is not None:
-                self.cgroups.write(w, node, n, s)
+            self.cgroups.write(w, node, n, s, self.kube.pods if self.kube is not None else None)
             gpus.write(w, topo, node, n, s)
         if self.inspector is not None:
             self.inspector.write(s)

@@ -296,3 +296,28 @@ def test_the_job_io_collector_reads_the_jobs_cgroup_under_the_sim_node_root(tmp_
         return (seen[b][(full, device[:3] + (kind,))] - seen[a][(full, device[:3] + (kind,))]) / (b - a)
     assert share(300.0, 400.0, "full") < 0.01 and 0.01 < share(300.0, 400.0, "some") < 0.05
     assert 0.2 < share(800.0, 900.0, "full") < 0.4
+
+
+def test_a_pods_cgroup_is_written_where_the_job_runs_as_pods(tmp_path):
+    """Presented as pods, each job node holds its pod's group (kubepods.slice, the pod's UID); the job-io collector
+    names it by the pod and, through the job mapping (here the pods' UIDs given), by the job."""
+    from lockstep.exporters.catalog.simlayout import SimCluster
+    from lockstep.exporters.collectors.job_io import JobIoCollector, JobIoOptions
+    from lockstep.simulator.kube import job_pods
+    from lockstep.simulator.tree.cgroup import CgroupWriter
+    from lockstep.simulator.tree.files import TreeWriter
+    from tests.helpers.exporter_args import exporter_config
+
+    scenario = exact("thermal-straggler")
+    model = Model(scenario)
+    writer, cgroups, cluster = TreeWriter(), CgroupWriter(model.topo, scenario.job.job_id), SimCluster(tmp_path)
+    for state in model.states(3):
+        pods = job_pods(model.topo, state.t)
+        for n, name in enumerate(model.topo.nodes):
+            cgroups.write(writer, cluster.node(name), n, state, pods)
+    pod = next(p for p in pods if p.node == "node05")
+    assert not any((tmp_path / name / "sys/fs/cgroup/system.slice").exists() for name in model.topo.nodes)
+    options = JobIoOptions.from_config(exporter_config(f"--path.sysfs={tmp_path / 'node05' / 'sys'}"))
+    samples = JobIoCollector(options, lambda: {pod.uid: "team-a/llm"}).collect()
+    assert {s.labels[:3] for s in samples} == {("team-a/llm", "kubernetes", pod.uid)}
+    assert {s.metric.name for s in samples} >= {storage.JOB_IO_READ_BYTES.name, storage.JOB_IO_PRESSURE.name}
