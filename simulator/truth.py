@@ -34,6 +34,7 @@ from lockstep.simulator import hardware as hw
 from lockstep.simulator.faults import checkpoint_windows, flap_downs, rank_hangs
 from lockstep.simulator.job import CAUSES
 from lockstep.simulator.scenario import RANK_HANG_KINDS, Scenario
+from lockstep.simulator.signals import LUSTRE
 from lockstep.simulator.state import State
 from lockstep.simulator.topology import Topology
 
@@ -86,16 +87,17 @@ class Truth:
         }
 
     def checkpoints(self, run_s: float) -> list[dict]:
-        """Each checkpoint the run holds whole: ``{job_id, start_s, duration_s, bytes}``, the seconds it
+        """Each checkpoint the run holds whole: ``{job_id, start_s, duration_s, bytes, mount, fstype}``, the seconds it
         wrote (what a hang or a lost member left of its window) and the bytes those seconds wrote."""
         sc = self.scenario
         ck, period = sc.job.checkpoint, sc.sample_period_s
         out = []
         for a, b in checkpoint_windows(Topology(sc), 0.0, run_s):
             wrote = sum(s for t, s in self.writing if a < t and t - period < b)
-            if b <= run_s and wrote > 0:
+            if b <= run_s and wrote > 0:     # the job checkpoints to the shared Lustre (observe.storage_increments)
                 out.append({"job_id": sc.job.job_id, "start_s": a, "duration_s": round(wrote, 3),
-                            "bytes": round(ck.write_bytes * wrote / ck.blocking_s)})
+                            "bytes": round(ck.write_bytes * wrote / ck.blocking_s), "mount": LUSTRE["mount"],
+                            "fstype": LUSTRE["fstype"]})
         return out
 
 

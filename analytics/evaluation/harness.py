@@ -179,6 +179,7 @@ def _checkpoints(rows: list[dict]) -> dict:
     measured = [c for c in found if c["found"]]
     return {"truth": len(found), "measured": len(measured),
             "within_tolerance": sum(c["within_tolerance"] for c in found),
+            "target_right": sum(c.get("target_right", False) for c in found),
             "duration_error_max": max((c["duration_error"] for c in measured), default=None),
             "size_error_max": max((c["size_error"] for c in measured), default=None),
             "false": sum(len(job["checkpoints"]["false"]) for row in rows for job in row["check"].values())}
@@ -258,7 +259,8 @@ def format_summary(summary: dict, rows: list[dict]) -> str:
 def _format_checkpoints(c: dict) -> list[str]:
     pct = lambda v: "-" if v is None else f"{100 * v:.1f} %"  # noqa: E731
     return [f"checkpoints: {c['measured']}/{c['truth']} measured, {c['within_tolerance']} within 10 % in duration and size "
-            f"(duration error max {pct(c['duration_error_max'])}, size error max {pct(c['size_error_max'])}); "
+            f"(duration error max {pct(c['duration_error_max'])}, size error max {pct(c['size_error_max'])}), "
+            f"{c['target_right']} with their target file system; "
             f"{c['false']} measured where none was written"]
 
 

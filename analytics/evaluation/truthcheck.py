@@ -11,7 +11,8 @@ one the truth requires is found when a reported one overlaps it with its cause w
 overlaps none of the truth's is a false one. The goodput ledger: each (kind, cause) against the truth's
 within the loss account's tolerance, and its sum against the allocation. Checkpoints (truth ``checkpoints``):
 each matched to the measured one that overlaps it, its duration and size errors relative to the truth's
-(``CHECKPOINT_TOLERANCE``); a measured one that overlaps none is a false one.
+(``CHECKPOINT_TOLERANCE``) and its target file system against the truth's; a measured one that overlaps none is
+a false one.
 Hung ranks (truth ``hangs``): named when the scorer names the rank's GPU as a culprit within ``LATENCY_S`` of the
 hang; a run of culprit samples on a GPU that overlaps none of its hangs is a false finding.
 """
@@ -220,6 +221,8 @@ def check_checkpoints(truth: dict, res: JobResult) -> dict:
         duration = abs(got["duration_s"] - want["duration_s"]) / want["duration_s"] if got else None
         size = abs(got["bytes"] - want["bytes"]) / want["bytes"] if got else None
         expected.append({**want, "found": got is not None, "duration_error": duration, "size_error": size,
+                         "target_right": got is not None and (got.get("mount"), got.get("fstype")) == (
+                             want.get("mount"), want.get("fstype")),
                          "within_tolerance": got is not None and max(duration, size) <= CHECKPOINT_TOLERANCE})
     false = [c for c in res.checkpoints if not any(overlaps(c, w) for w in rows)]
     return {"expected": expected, "false": false}

@@ -124,5 +124,8 @@ RAS_INPUTS = (
           own_job_id=True),
 )
 INPUTS += RAS_INPUTS
+# Where a job writes, per mount: asked only over each checkpoint's span, never per refresh (the checkpoint's
+# target file system: lockstep.analytics.scoring.checkpoints.target).
+WRITE_BY_MOUNT = Input("write_target", "rate", (storage.WRITE_BYTES.name,), NODE_KEY + ("mount", "fstype"))
 # Every metric the inputs read (what a simulator frame needs to hold for the scorers).
 INPUT_METRICS = tuple(dict.fromkeys([m for i in INPUTS for m in i.metrics] + [fabric.IB_STATE.name]))

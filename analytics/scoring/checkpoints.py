@@ -11,9 +11,13 @@ Its size is the bytes written above the job's usual rate over the burst's sample
 per sample: nothing is lost at the edges, where a sample holds part of the write). Its bandwidth is the
 rate of the samples the write fills (those within ``FULL`` of the burst's peak, their median), and its
 duration the size over that bandwidth: a write that fills part of its first and last samples is counted
-by the part, not by whole samples. It started that part of its first sample before the sample's end.
+by the part, not by whole samples. It started that part of its first sample before the sample's end. Its target is the file system
+the job's nodes wrote the most bytes to over its span (``target``, from per-mount write rates asked for that
+span only).
 """
 from __future__ import annotations
+
+from typing import Mapping
 
 import numpy as np
 
@@ -59,3 +63,20 @@ def detect(job_id: str, js: stall.JobSignals, causes: np.ndarray, slow_causes: n
                     "duration_s": round(duration, 3), "bytes": round(size), "bandwidth_bytes_per_second": round(bandwidth),
                     "start_timestamp": round(begin + start, 3), "complete": bool(b < len(write))})
     return out
+
+
+def span(c: dict, step: float) -> tuple[float, float]:
+    """The Unix seconds whose samples hold the checkpoint's writes, on a grid of ``step``: from the sample
+    ending at or after its start to the one after its end."""
+    lo = np.ceil(c["start_timestamp"] / step) * step
+    return float(lo), float(np.ceil((c["start_timestamp"] + c["duration_s"]) / step) * step + step)
+
+
+def target(written: Mapping[tuple[str, str], float]) -> dict:
+    """``{mount, fstype, target_share}``: the (mount, fstype) the checkpoint's span wrote the most bytes to,
+    and its share of them (``written``: bytes, or rates summed over the span, per mount); empty without any."""
+    total = sum(v for v in written.values() if v > 0)
+    if not total:
+        return {}
+    (mount, fstype), most = max(written.items(), key=lambda kv: kv[1])
+    return {"mount": mount, "fstype": fstype, "target_share": round(most / total, 3)}

@@ -63,6 +63,8 @@ def checkpoint_samples(job: str, loss: LossCounters) -> list[Sample]:
                 Sample(cat.JOB_CHECKPOINT_LAST_BYTES, (job,), float(last["bytes"])),
                 Sample(cat.JOB_CHECKPOINT_LAST_BANDWIDTH, (job,), float(last["bandwidth_bytes_per_second"])),
                 Sample(cat.JOB_CHECKPOINT_LAST_START, (job,), last["start_timestamp"])]
+        if "mount" in last:
+            out.append(Sample(cat.JOB_CHECKPOINT_LAST_TARGET, (job, last["mount"], last["fstype"]), 1.0))
     return out
 
 

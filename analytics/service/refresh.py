@@ -21,13 +21,15 @@ from typing import Protocol
 import pandas as pd
 
 from lockstep.analytics.frame.features import Features
-from lockstep.analytics.frame.inputs import Input
+from lockstep.analytics.frame.inputs import WRITE_BY_MOUNT, Input
 from lockstep.analytics.frame.window import JobWindow
 from lockstep.analytics.prom import promql
 from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.errors import AnswerTooLarge, PrometheusError
 from lockstep.analytics.prom.grid import Window
+from lockstep.analytics.scoring import checkpoints
 from lockstep.analytics.scoring.score import JobResult, score_features
+from lockstep.analytics.service import targets
 from lockstep.analytics.service.config import Shard
 from lockstep.analytics.service.fetch import advance, fetch_window
 from lockstep.analytics.service.state import Health, LossCounters
@@ -126,6 +128,7 @@ class Refresher:
         state.losses.update(await self.source.resume([j for j in mine if j not in state.losses], window.end))
         await self._catch_up(mine, window)
         scored, failed = await self.score(mine, window)
+        scored = {job_id: await self._targets(job_id, res) for job_id, res in scored.items()}
         views = self._account(scored, failed, window)
         self._forget_all_but(views)
         state.results = Results(views, time.time(), {j: copy.deepcopy(state.losses[j]) for j in views})
@@ -142,6 +145,22 @@ class Refresher:
         scored = await asyncio.to_thread(score_window, features, window.start, self.settings.step_s,
                                          dict(self.state.baselines), dict(self.state.learned), dict(self.state.paces))
         return scored, failed
+
+    async def _targets(self, job_id: str, res: JobResult) -> JobResult:
+        """The file system each checkpoint not yet counted wrote to (``lockstep.analytics.service.targets``); a
+        checkpoint whose answer fails keeps none (failure stays local)."""
+        counters = self.state.losses.get(job_id)
+        last = counters.last_checkpoint if counters is not None else None
+        after = last["start_timestamp"] + last["duration_s"] if last else float("-inf")
+        found = {}
+        for i, window in targets.wanted(res, after, self.settings.step_s):
+            try:
+                block = await self.source.series(WRITE_BY_MOUNT, job_id, window, targets.nodes_of(res))
+            except PrometheusError as exc:
+                log.warning("checkpoint target not read", extra=kv(job_id=job_id, err=str(exc)[:500]))
+                continue
+            found[i] = checkpoints.target(targets.written(block))
+        return targets.placed(res, found)
 
     def failed(self, exc: Exception) -> None:
         """A refresh that raised: the last results stay, marked stale."""

@@ -78,7 +78,7 @@ class LossCounters:
                 self.checkpoint_seconds += c["duration_s"]
                 self.checkpoint_bytes += c["bytes"]
                 self.last_checkpoint = {k: c[k] for k in ("start_timestamp", "duration_s", "bytes",
-                                                          "bandwidth_bytes_per_second")}
+                                                          "bandwidth_bytes_per_second", "mount", "fstype") if k in c}
                 last = c["start_timestamp"] + c["duration_s"]
 
     def _book(self, ledger: Mapping[str, Mapping[str, np.ndarray]], new: np.ndarray, allocated: float) -> None:

@@ -165,5 +165,9 @@ JOB_CHECKPOINT_LAST_BANDWIDTH = gauge(
 JOB_CHECKPOINT_LAST_START = gauge(
     "lockstep_job_checkpoint_last_start_timestamp_seconds", "When the job's last counted checkpoint started (Unix).",
     ("job_id",), "seconds")
+JOB_CHECKPOINT_LAST_TARGET = gauge(
+    "lockstep_job_checkpoint_last_target_info",
+    "1 for the file system the job's last counted checkpoint wrote the most bytes to (its nodes' per-mount writes "
+    "over its span).", ("job_id", "mount", "fstype"))
 METRICS += (JOB_CHECKPOINTS, JOB_CHECKPOINT_SECONDS, JOB_CHECKPOINT_BYTES, JOB_CHECKPOINT_LAST_DURATION,
-            JOB_CHECKPOINT_LAST_BYTES, JOB_CHECKPOINT_LAST_BANDWIDTH, JOB_CHECKPOINT_LAST_START)
+            JOB_CHECKPOINT_LAST_BYTES, JOB_CHECKPOINT_LAST_BANDWIDTH, JOB_CHECKPOINT_LAST_START, JOB_CHECKPOINT_LAST_TARGET)

@@ -111,8 +111,9 @@ def test_loss_account_within_10_percent_per_cause(evaluated):
 
 
 def test_every_checkpoint_measured_within_10_percent(evaluated):
-    """Each checkpoint the truth holds (its start, the seconds it wrote, the bytes) is measured with its
-    duration and its size within 10 %, and nothing is measured where no checkpoint was written."""
+    """Each checkpoint the truth holds (its start, the seconds it wrote, the bytes, the file system) is measured
+    with its duration and its size within 10 % and its target file system, and nothing is measured where no
+    checkpoint was written."""
     run, _, _, check = evaluated
     expected = [c for c in run.truth["checkpoints"]]
     rows = [c for job in check.values() for c in job["checkpoints"]["expected"]]
@@ -120,6 +121,7 @@ def test_every_checkpoint_measured_within_10_percent(evaluated):
     for c in rows:
         assert c["found"], c
         assert c["duration_error"] <= 0.10 and c["size_error"] <= 0.10, c
+        assert c["target_right"], c     # the file system the truth says it wrote to
     assert not [c for job in check.values() for c in job["checkpoints"]["false"]]
 
 

@@ -60,3 +60,15 @@ def test_a_burst_the_classifier_calls_a_checkpoint_counts_without_a_visible_drop
 def test_writes_below_the_burst_floor_are_no_checkpoint():
     js = _signals([(200.0, 30.0, 5.0e7)])
     assert checkpoints.detect("7", js, np.full(N, "", dtype=object), None, 0.0, P) == []
+
+
+def test_the_target_is_the_file_system_that_took_the_most_bytes():
+    written = {("/lustre", "lustre"): 9.0e11, ("/home", "nfs4"): 1.0e9, ("/scratch", "xfs"): 0.0}
+    assert checkpoints.target(written) == {"mount": "/lustre", "fstype": "lustre", "target_share": 0.999}
+    assert checkpoints.target({}) == {} and checkpoints.target({("/home", "nfs4"): 0.0}) == {}
+
+
+def test_a_checkpoints_span_covers_the_samples_its_writes_land_in():
+    """At 5 s samples, a write from 102.5 s for 30 s lands in the samples ending at 105 ... 135 s; the window
+    reaches one sample further (a rate at a sample reads the one before)."""
+    assert checkpoints.span({"start_timestamp": 102.5, "duration_s": 30.0}, 5.0) == (105.0, 140.0)
