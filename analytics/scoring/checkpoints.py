@@ -7,7 +7,8 @@ burst is a checkpoint stall or slowdown, or the job's progress fell below ``stal
 its baseline (the ranks wait while the state is written). A burst with no such drop (another job on the
 node, an asynchronous copy) is not the job's checkpoint.
 
-Its size is the bytes written above the job's usual rate over the burst's samples (a counter's increase
+Its size is the bytes written above the job's usual rate (beside the burst: ``NEAR`` samples either side, so
+that windows holding the same checkpoint measure it alike) over the burst's samples (a counter's increase
 per sample: nothing is lost at the edges, where a sample holds part of the write). Its bandwidth is the
 rate of the samples the write fills (those within ``FULL`` of the burst's peak, their median), and its
 duration the size over that bandwidth: a write that fills part of its first and last samples is counted
@@ -25,6 +26,7 @@ from lockstep.analytics.scoring import stall
 from lockstep.exporters.catalog.enums import CHECKPOINT
 
 FULL = 0.8     # a sample whose rate is within this share of the burst's peak: the write filled it
+NEAR = 6       # samples either side of a burst whose writes are the job's usual level beside it
 
 
 def _spans(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -51,7 +53,9 @@ def detect(job_id: str, js: stall.JobSignals, causes: np.ndarray, slow_causes: n
     for a, b in _spans(burst):
         if not (marked[a:b] | dropped[a:b]).any():
             continue
-        rate = np.clip(write[a:b] - usual, 0.0, None)
+        near = np.r_[write[max(a - NEAR, 0):a][~burst[max(a - NEAR, 0):a]], write[b:b + NEAR][~burst[b:b + NEAR]]]
+        level = float(np.median(near)) if len(near) else usual     # the job's usual writes beside the burst
+        rate = np.clip(write[a:b] - level, 0.0, None)
         size = float(rate.sum() * period)
         bandwidth = float(np.median(rate[rate >= FULL * rate.max()]))
         if bandwidth <= 0:

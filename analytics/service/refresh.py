@@ -128,7 +128,7 @@ class Refresher:
         state.losses.update(await self.source.resume([j for j in mine if j not in state.losses], window.end))
         await self._catch_up(mine, window)
         scored, failed = await self.score(mine, window)
-        scored = {job_id: await self._targets(job_id, res) for job_id, res in scored.items()}
+        scored = {job_id: await self.checkpoint_targets(job_id, res) for job_id, res in scored.items()}
         views = self._account(scored, failed, window)
         self._forget_all_but(views)
         state.results = Results(views, time.time(), {j: copy.deepcopy(state.losses[j]) for j in views})
@@ -146,7 +146,7 @@ class Refresher:
                                          dict(self.state.baselines), dict(self.state.learned), dict(self.state.paces))
         return scored, failed
 
-    async def _targets(self, job_id: str, res: JobResult) -> JobResult:
+    async def checkpoint_targets(self, job_id: str, res: JobResult) -> JobResult:
         """The file system each checkpoint not yet counted wrote to (``lockstep.analytics.service.targets``); a
         checkpoint whose answer fails keeps none (failure stays local)."""
         counters = self.state.losses.get(job_id)
