@@ -245,5 +245,22 @@ def nvme(config: AlertsConfig) -> list[Alert]:
     ]
 
 
+def storage_systems(config: AlertsConfig) -> list[Alert]:
+    """The storage exporter's systems: the mean latency of an operation on a bucket, file system or view."""
+    t, sel, w = config.thresholds, config.selectors.storage, config.thresholds.storage_latency_window
+    by = "job, target, scope, name, op"
+    spent = f'sum by ({by}) (rate({metric("lockstep_storage_system_operation_latency_seconds_total", sel)}[{w}]))'
+    done = f'sum by ({by}) (rate({metric("lockstep_storage_system_operations_total", sel)}[{w}]))'
+    where = "{{ $labels.op }} on {{ $labels.target }} {{ $labels.scope }} {{ $labels.name }}"
+    return [
+        Alert("StorageLatencyHigh", f"{spent}\n/ ({done} > 0)\n> {t.storage_latency_seconds:g}", TICKET,
+              f"Slow storage: {where}",
+              f"{where} took {{{{ $value | humanizeDuration }}}} per operation on average over {w} "
+              f"(threshold {t.storage_latency_seconds:g} s): the jobs reading or checkpointing there wait for it.",
+              for_="15m"),
+    ]
+
+
 def alerts(config: AlertsConfig) -> list[Alert]:
-    return pfc(config) + infiniband(config) + fabric(config) + rails(config) + gpu(config) + nvme(config)
+    return (pfc(config) + infiniband(config) + fabric(config) + rails(config) + gpu(config) + nvme(config)
+            + storage_systems(config))

@@ -19,6 +19,9 @@ def jobs(config: AlertsConfig) -> list[Alert]:
     flagged = f'max by (job_id, node, gpu) ({metric("lockstep_straggler_flagged", sel)}) == 1'
     broken = metric("lockstep_straggler_cause", sel, f'cause="{HARDWARE}"')
     hardware = f"max by (job_id, node, gpu) ({broken}) == 1"
+    last = metric("lockstep_job_checkpoint_last_duration_seconds", sel)
+    seconds = metric("lockstep_job_checkpoint_seconds_total", sel)
+    count = metric("lockstep_job_checkpoints_total", sel)
     return [
         # Checkpoint stalls are expected and bounded; they have their own alert below. A hang pages as Hung.
         Alert("TrainingJobStalled", f"max by (job_id, cause) ({stalled}) == 1", PAGE,
@@ -64,6 +67,14 @@ def jobs(config: AlertsConfig) -> list[Alert]:
               "Job {{ $labels.job_id }} lost {{ $value | humanizePercentage }} of its allocated GPU time to "
               f"blocking checkpoints over {t.checkpoint_window} (threshold {t.checkpoint_lost_ratio:.0%}).",
               for_="15m"),
+        # The last checkpoint against the mean of the job's earlier ones (the service's counters: all of them
+        # less the last), once it has a history: slower storage, a bigger state, or a checkpoint tier filling up.
+        Alert("CheckpointSlow", f"{last}\n> {t.checkpoint_slow_factor:g} * (({seconds} - {last}) / ({count} - 1))\n"
+                                f"and {count} >= {t.checkpoint_slow_min_history + 1}", TICKET,
+              "Job {{ $labels.job_id }}'s last checkpoint was slow",
+              "Job {{ $labels.job_id }}'s last checkpoint took {{ $value | humanizeDuration }}, more than "
+              f"{t.checkpoint_slow_factor:g} times the mean of its earlier checkpoints: check the file system it "
+              "writes to (lockstep_job_checkpoint_last_bandwidth_bytes_per_second, StorageLatencyHigh).", for_="1m"),
     ]
 
 

@@ -42,6 +42,10 @@ class Thresholds:
     nvme_wear_ratio: float = 0.8
     checkpoint_lost_ratio: float = 0.1      # checkpoint-stalled share of allocated GPU time
     checkpoint_window: str = "1h"
+    checkpoint_slow_factor: float = 2.0     # a checkpoint this many times the job's mean of its earlier ones
+    checkpoint_slow_min_history: int = 3    # ...once the job has counted at least this many before it
+    storage_latency_seconds: float = 0.25   # a storage system's mean latency per operation, by bucket/fs/view
+    storage_latency_window: str = "5m"
     rack_power_budget_ratio: float = 0.9
     coolant_supply_celsius: float = 45.0    # ASHRAE W45 class: facility water supply up to 45 °C
     # Rack-side supply loops (a regex): `supply`, another connector `rack2_supply`, another CDU of the same

@@ -3,7 +3,7 @@ evidence and cause next to the score, per-GPU activity (the straggler stands out
 ranking the ranks (step times, NCCL Inspector's collective arrival, GPU activity), imbalance (GPUs off
 the job's median pace since they started, why, and the GPU-hours the others spend waiting for them),
 step pace, stalls by cause, job-wide slowdowns by cause, lost GPU-hours by cause, the goodput ledger,
-and the rails and storage the job's nodes use."""
+and the rails and storage the job's nodes use, with the job's own I/O and I/O pressure from its cgroup."""
 from __future__ import annotations
 
 from lockstep.alerts import recording as r
@@ -170,6 +170,14 @@ def _fabric_and_storage(cfg: Config) -> list:
             target(f"sum by (mount) ({q.job_nodes(cfg, rate(cfg, storage.READ_BYTES, n))})", "read {{mount}}"),
             target(f"-sum by (mount) ({q.job_nodes(cfg, rate(cfg, storage.WRITE_BYTES, n))})", "write {{mount}}"),
         ], "Bps", w=8),
+        # the job's own block I/O and I/O pressure, from its cgroup (the job-io collector; Slurm and Kubernetes)
+        p.timeseries("Job's own block I/O (its cgroup)", [
+            target(f"sum by (mount) ({rate(cfg, storage.JOB_IO_READ_BYTES, n, q.JOB)})", "read {{mount}}"),
+            target(f"-sum by (mount) ({rate(cfg, storage.JOB_IO_WRITE_BYTES, n, q.JOB)})", "write {{mount}}"),
+        ], "Bps", w=12),
+        p.timeseries("Job's I/O pressure: share of time waiting on I/O (worst node)", [
+            target(f"max by (kind) ({rate(cfg, storage.JOB_IO_PRESSURE, n, q.JOB)})", "{{kind}}"),
+        ], "percentunit", min=0, max=1, w=12),
     ]
 
 

@@ -19,6 +19,7 @@ from lockstep.exporters.catalog import gpu as G
 from lockstep.exporters.catalog import nccl as N
 from lockstep.exporters.catalog import nccl_inspector as NI
 from lockstep.exporters.catalog import power as W
+from lockstep.exporters.catalog import storage as S
 from lockstep.exporters.catalog.enums import CLOCK_EVENT_BITS, IB_PORT_ACTIVE, IDLE_REASON, THERMAL_REASONS
 from lockstep.exporters.catalog.model import Metric
 from lockstep.exporters.catalog.nccl import COLLECTIVES
@@ -153,7 +154,21 @@ def _port_blocks(topo: Topology) -> list[Block]:
 
 
 def _storage_blocks(topo: Topology) -> list[Block]:
-    return _table_blocks(STORAGE, {"node": np.array(topo.nodes)})
+    return _table_blocks(STORAGE, {"node": np.array(topo.nodes)}) + _job_io_blocks(topo)
+
+
+def _job_io_blocks(topo: Topology) -> list[Block]:
+    """The job's cgroup on each of its nodes as the job-io collector reads it from the live tree (tree/cgroup.py):
+    its cache device's bytes and its I/O pressure (microseconds in the file, seconds in the metric)."""
+    sel = np.asarray(topo.job_nodes, bool)
+    n, job = int(sel.sum()), topo.scenario.job.job_id
+    group = {"node": np.array(topo.nodes)[sel], "job_id": np.full(n, job), "scheduler": np.full(n, "slurm"),
+             "pod_uid": np.full(n, "")}
+    device = {**group, "device": np.full(n, hw.CACHE_DEVICE), "mount": np.full(n, "/scratch"), "fstype": np.full(n, "xfs")}
+    return [Block(S.JOB_IO_READ_BYTES, device, lambda s: s.storage["job_io_rbytes"][sel].astype(float)),
+            Block(S.JOB_IO_WRITE_BYTES, device, lambda s: s.storage["job_io_wbytes"][sel].astype(float)),
+            *(Block(S.JOB_IO_PRESSURE, {**group, "kind": np.full(n, kind)},
+                    (lambda key: lambda s: s.storage[key][sel] / 1e6)(f"job_io_{kind}_us")) for kind in ("some", "full"))]
 
 
 def _power_blocks(topo: Topology) -> list[Block]:

@@ -45,6 +45,11 @@ LIQUID_CAPTURE = 0.85      # share of server heat taken by the liquid loop
 # Storage: Lustre 1 MiB RPCs, NFS home directory, local NVMe cache.
 RPC_BYTES = 1 << 20
 SECTOR = 512
+# The job's cgroup: its data loader's cache device (nvme1n1, /scratch) and its I/O pressure. The loaders spend
+# this share of the running time waiting on a read (PSI "some") even when the input keeps up; while the ranks
+# wait for input, every task of the job waits on I/O ("some" and "full").
+CACHE_DEVICE = "259:3"
+LOADER_IO_SHARE = 0.02
 
 # NCCL's RAS (src/ras/ras_internal.h): a peer that stops answering is considered dead after
 # RAS_PEER_DEAD_TIMEOUT; the node agent polls RAS every 15 s (the nccl-ras collector's default).

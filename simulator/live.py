@@ -30,7 +30,7 @@ from lockstep.simulator.scenario import Scenario
 from lockstep.simulator.state import State
 from lockstep.simulator.steps import StepSender
 from lockstep.simulator.topology import Topology
-from lockstep.simulator.tree import ethtool, gpus, procfs, slurm, sysfs
+from lockstep.simulator.tree import cgroup, ethtool, gpus, procfs, slurm, sysfs
 from lockstep.simulator.tree.files import TreeWriter
 from lockstep.simulator.validation import ValidationWriter
 from lockstep.validation.store import Store
@@ -76,6 +76,7 @@ class TreeSink:
             self.validation = ValidationWriter(topo.scenario, topo, Store(self.cluster.validation_results, durable=False))
         self.kube = kube
         self.ras = ras
+        self.cgroups = cgroup.CgroupWriter(topo, job_id)   # the job's cgroup: its Slurm job's, or its pod's
 
     def write(self, s: State) -> None:
         w, topo = self.writer, self.topo
@@ -91,6 +92,7 @@ class TreeSink:
             sysfs.write_counters(w, topo, node, n, s)
             ethtool.write(w, topo, node, n, s, self.first)
             procfs.write(w, topo, node, n, s, self.first)
+            self.cgroups.write(w, node, n, s, self.kube.pods if self.kube is not None else None)
             gpus.write(w, topo, node, n, s)
         if self.inspector is not None:
             self.inspector.write(s)

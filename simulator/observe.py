@@ -132,7 +132,7 @@ def storage_increments(topo: Topology, c: Conditions, j: JobTick, rng: np.random
     ckpt_files = nodes * (8 * j.ckpt * period / ck.blocking_s if ck else 0.0)
     opens = rng.poisson(steps * 8 + ckpt_files)
     cached = np.floor(steps * 64 * 2**20 / hw.SECTOR)  # dataloader's local NVMe cache
-    return {
+    out = {
         "lustre_read_bytes": read.astype(np.int64), "lustre_read_samples": np.ceil(read / hw.RPC_BYTES).astype(np.int64),
         "lustre_write_bytes": write.astype(np.int64),
         "lustre_write_samples": np.ceil(write / hw.RPC_BYTES).astype(np.int64),
@@ -147,3 +147,18 @@ def storage_increments(topo: Topology, c: Conditions, j: JobTick, rng: np.random
         "nvme_writes": rng.poisson(steps * 2), "nvme_write_sectors": rng.poisson(steps * 2) * 8,
         "nvme_write_ms": rng.poisson(steps * 0.1), "nvme_io_ms": np.floor(steps * 30).astype(np.int64),
     }
+    return {**out, **job_io(out, j, nodes, period)}
+
+
+def job_io(node: dict[str, np.ndarray], j: JobTick, nodes: np.ndarray, period: float) -> dict[str, np.ndarray]:
+    """The job's cgroup on each of its nodes: the cache device's I/O is all its data loaders' (``node``: the
+    node's increments), and its I/O pressure the share of the interval its ranks waited for input, plus the
+    loaders' own waits on reads while the job runs (hardware.LOADER_IO_SHARE)."""
+    waiting = float(np.mean(j.io_wait)) if len(j.io_wait) else 0.0
+    running = min(j.steps * j.step_s / period, 1.0) if np.isfinite(j.step_s) else 0.0
+    return {"job_io_rbytes": node["nvme_read_sectors"] * hw.SECTOR * nodes.astype(np.int64),
+            "job_io_wbytes": node["nvme_write_sectors"] * hw.SECTOR * nodes.astype(np.int64),
+            "job_io_rios": node["nvme_reads"] * nodes.astype(np.int64),
+            "job_io_wios": node["nvme_writes"] * nodes.astype(np.int64),
+            "job_io_some_us": np.floor(nodes * (waiting + hw.LOADER_IO_SHARE * running) * period * 1e6).astype(np.int64),
+            "job_io_full_us": np.floor(nodes * waiting * period * 1e6).astype(np.int64)}

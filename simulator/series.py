@@ -25,7 +25,8 @@ LABEL_COLUMNS = ("node", "gpu", "uuid", "job_id", "user", "rank", "device", "por
                  "direction", "level", "mount", "fstype", "fsname", "op", "reason", "xid", "severity", "category",
                  "action", "target", "pdu", "rack", "loop", "pod", "namespace", "container", "scheduler", "comm",
                  "collective", "address", "pid", "name", "pci_bus_id", "driver_version", "comm_id", "comm_name", "nranks",
-                 "n_nodes", "message_size", "algo_proto")
+                 "n_nodes", "message_size", "algo_proto",
+                 "pod_uid", "kind")
 CHUNK_TICKS = 60
 
 

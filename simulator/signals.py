@@ -146,6 +146,12 @@ def _fs(mount: dict[str, str], key: str, metric: Metric | None, op: str | None =
     return Signal("storage", key, metric, labels=tuple(labels.items()))
 
 
+# Per job node: the job's cgroup v2 group (tree/cgroup.py; live tree only, its job_id is the scenario's): io.stat
+# of its cache device (bytes, operations) and io.pressure's stalled totals (microseconds).
+JOB_IO = tuple(Signal("storage", key, None, field=key[len("job_io_"):])
+               for key in ("job_io_rbytes", "job_io_wbytes", "job_io_rios", "job_io_wios", "job_io_some_us",
+                           "job_io_full_us"))
+
 # Per node: Lustre llite stats, NFS mountstats and (nvme_*, the data loader's local NVMe cache)
 # diskstats, whose writers in tree/procfs.py place each value; a Lustre metadata op's stats line is
 # named by its ``op``.
@@ -158,4 +164,5 @@ STORAGE = (
     _fs(NFS, "nfs_READ", None), _fs(NFS, "nfs_WRITE", None),
     *(Signal("storage", key, None) for key in ("nvme_reads", "nvme_read_sectors", "nvme_read_ms", "nvme_writes",
                                                "nvme_write_sectors", "nvme_write_ms", "nvme_io_ms")),
+    *JOB_IO,
 )

@@ -35,6 +35,7 @@ from lockstep.simulator import hardware as hw
 from lockstep.simulator.faults import checkpoint_windows, flap_downs, rank_hangs
 from lockstep.simulator.job import CAUSES
 from lockstep.simulator.scenario import RANK_HANG_KINDS, Scenario
+from lockstep.simulator.signals import LUSTRE
 from lockstep.simulator.state import State
 from lockstep.simulator.topology import Topology
 
@@ -51,12 +52,16 @@ class Truth:
         self.imbalance = 0.0
         self.ledger = ledger_zero()
         self.slowed: list[tuple[float, dict[str, float]]] = []    # per tick: GPU-seconds slowed, by cause
+        self.writing: list[tuple[float, float]] = []    # per tick: seconds the job wrote its checkpoint
 
     def observe(self, state: State) -> None:
         before = self.ledger["slowdown"]
+        wrote = self.ledger[CHECKPOINT][CHECKPOINT]
         self.lost, self.steps, self.imbalance = dict(state.lost_gpu_s), state.steps, state.imbalance_gpu_s
         self.ledger = {kind: dict(causes) for kind, causes in state.ledger.items()}
         self.slowed.append((state.t, {c: v - before[c] for c, v in self.ledger["slowdown"].items()}))
+        n_gpus = len(self.scenario.job.nodes) * self.scenario.cluster.gpus_per_node
+        self.writing.append((state.t, (self.ledger[CHECKPOINT][CHECKPOINT] - wrote) / n_gpus))
 
     def document(self) -> dict:
         sc, job = self.scenario, self.scenario.job
@@ -79,7 +84,22 @@ class Truth:
             "ledger": {"job_id": job.job_id, "allocated_gpu_seconds": float(n_gpus * run_s),
                        "gpu_seconds": {kind: {cause: round(v, 3) for cause, v in causes.items()}
                                        for kind, causes in self.ledger.items()}},
+            "checkpoints": self.checkpoints(run_s),
         }
+
+    def checkpoints(self, run_s: float) -> list[dict]:
+        """Each checkpoint the run holds whole: ``{job_id, start_s, duration_s, bytes, mount, fstype}``, the seconds it
+        wrote (what a hang or a lost member left of its window) and the bytes those seconds wrote."""
+        sc = self.scenario
+        ck, period = sc.job.checkpoint, sc.sample_period_s
+        out = []
+        for a, b in checkpoint_windows(Topology(sc), 0.0, run_s):
+            wrote = sum(s for t, s in self.writing if a < t and t - period < b)
+            if b <= run_s and wrote > 0:     # the job checkpoints to the shared Lustre (observe.storage_increments)
+                out.append({"job_id": sc.job.job_id, "start_s": a, "duration_s": round(wrote, 3),
+                            "bytes": round(ck.write_bytes * wrote / ck.blocking_s), "mount": LUSTRE["mount"],
+                            "fstype": LUSTRE["fstype"]})
+        return out
 
 
 # A slowdown the scorers must flag within 60 s of onset (the detection targets): a throttled GPU ≥ 15%

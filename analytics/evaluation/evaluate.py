@@ -51,7 +51,7 @@ def report(name: str, results: dict[str, JobResult]) -> dict:
     with ``imbalance``: one finding per job that has any (``[]`` when every job is balanced),
     ``slowdowns``: the job-wide slowdowns with their cause, ``ledger``: each job's goodput ledger (one
     object for one job, as ``loss``), and ``hangs``: each rank a hung job waited for, as NCCL's RAS named
-    it (``[]`` when none)."""
+    it (``[]`` when none), ``checkpoints``: each checkpoint measured (start, duration, bytes, bandwidth)."""
     stragglers = [plain(d) for r in results.values() for d in r.detections]
     stalls = [plain(s) for r in results.values() for s in r.stalls]
     losses = [{k: v for k, v in r.loss.items() if k != "goodput_ratio"} for r in results.values()]
@@ -61,7 +61,8 @@ def report(name: str, results: dict[str, JobResult]) -> dict:
             "imbalance": [plain(r.imbalance) for r in results.values() if r.imbalance["ranks"]],
             "hangs": [plain(h) for r in results.values() for h in r.hangs],
             "slowdowns": [plain(d) for r in results.values() for d in r.slowdowns],
-            "ledger": ledgers[0] if len(ledgers) == 1 else ledgers}
+            "ledger": ledgers[0] if len(ledgers) == 1 else ledgers,
+            "checkpoints": [plain(c) for r in results.values() for c in r.checkpoints]}
 
 
 def evaluate(path: str | Path) -> tuple[Run, dict[str, JobResult], dict]:
@@ -84,6 +85,9 @@ def format_text(rep: dict, title: str | None = None) -> str:
         lines.append(f"  slowdown   job {d['job_id']} {d['start_s']:.0f}-{d['end_s']:.0f}s {d['cause']} (pace "
                      f"{d['pace_ratio']:.2f}x its baseline, reported at {d['first_detected_s']:.0f}s); "
                      f"{d['lost_gpu_seconds']:.0f} GPU-s")
+    for c in rep.get("checkpoints", []):
+        lines.append(f"  checkpoint job {c['job_id']} at {c['start_s']:.0f}s {c['duration_s']:.1f}s {c['bytes'] / 1e9:.0f} GB "
+                     f"at {c['bandwidth_bytes_per_second'] / 1e9:.1f} GB/s")
     for loss in rep["loss"] if isinstance(rep["loss"], list) else [rep["loss"]]:
         lost = ", ".join(f"{k} {v:.0f}" for k, v in loss["lost_gpu_seconds"].items() if v)
         lines.append(f"  loss       job {loss['job_id']} allocated {loss['allocated_gpu_seconds']:.0f} GPU-s; "

@@ -109,7 +109,7 @@ def summarize(rows: list[dict]) -> dict:
     return {"stragglers": {k: _straggler_row(v) for k, v in sorted(kinds.items())}, "straggler_overall": _straggler_row(every),
             "stalls": {c: _stall_row(v) for c, v in sorted(causes.items())},
             "loss_within_tolerance": f"{loss_ok}/{loss_total}",
-            **_causes_and_ledger(rows),
+            **_causes_and_ledger(rows), "checkpoints": _checkpoints(rows),
             "gpu_hours": round(gpu_hours, 1), "false_straggler_flags": int(false_total),
             "false_flags_per_1000_gpu_hours": round(1000.0 * false_total / gpu_hours, 3) if gpu_hours else None,
             "hangs": {k: _hang_row(v) for k, v in sorted(hangs.items())}, "false_hang_findings": false_hangs,
@@ -176,6 +176,19 @@ def _causes_and_ledger(rows: list[dict]) -> dict:
     }
 
 
+def _checkpoints(rows: list[dict]) -> dict:
+    """Over every truth checkpoint: how many were measured, how many within tolerance, the largest
+    duration and size errors, and the measured ones that match none."""
+    found = [c for row in rows for job in row["check"].values() for c in job["checkpoints"]["expected"]]
+    measured = [c for c in found if c["found"]]
+    return {"truth": len(found), "measured": len(measured),
+            "within_tolerance": sum(c["within_tolerance"] for c in found),
+            "target_right": sum(c.get("target_right", False) for c in found),
+            "duration_error_max": max((c["duration_error"] for c in measured), default=None),
+            "size_error_max": max((c["size_error"] for c in measured), default=None),
+            "false": sum(len(job["checkpoints"]["false"]) for row in rows for job in row["check"].values())}
+
+
 def _straggler_row(k: dict) -> dict:
     tp = k["detected"]
     flagged = tp + k["false_flags"]
@@ -228,6 +241,7 @@ def format_summary(summary: dict, rows: list[dict]) -> str:
     sd = summary["slowdowns"]
     out += [f"job-wide slowdowns: {sd['detected']}/{sd['required']} required reported with their cause within 120 s "
             f"(latency max {_f(sd['latency_s_max'])} s, GPU-seconds error max {_f(sd['gpu_seconds_error_max'])})",
+            "", *_format_checkpoints(summary["checkpoints"]),
             "", f"{'ledger entry':<24}{'truth GPU-h':>12}{'rel error':>10}{'within tol':>11}"]
     for key, r in summary["ledger"].items():
         out.append(f"{key:<24}{r['truth_gpu_h']:>12.2f}{_f(r['relative_error']):>10}{r['within_tolerance']:>11}")
@@ -244,6 +258,14 @@ def format_summary(summary: dict, rows: list[dict]) -> str:
     if "models" in summary:
         out += ["", *format_models(summary["models"])]
     return "\n".join(out)
+
+
+def _format_checkpoints(c: dict) -> list[str]:
+    pct = lambda v: "-" if v is None else f"{100 * v:.1f} %"  # noqa: E731
+    return [f"checkpoints: {c['measured']}/{c['truth']} measured, {c['within_tolerance']} within 10 % in duration and size "
+            f"(duration error max {pct(c['duration_error_max'])}, size error max {pct(c['size_error_max'])}), "
+            f"{c['target_right']} with their target file system; "
+            f"{c['false']} measured where none was written"]
 
 
 def _f(v) -> str:

@@ -70,6 +70,7 @@ async def post_mortem(pm: PostMortem) -> dict:
         mine, rejected = split_job_ids(jobs, pm.shard)
         refresher = Refresher(source, pm)
         scored, failed = await refresher.score(mine, window) if mine else ({}, {})
+        scored = {job_id: await refresher.checkpoint_targets(job_id, res) for job_id, res in scored.items()}
     return _report(pm, window, evaluate.report(None, scored), mine, rejected, failed)
 
 

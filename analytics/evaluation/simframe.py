@@ -8,10 +8,12 @@ import pandas as pd
 
 from lockstep.analytics.evaluation.emulate import frame_block
 from lockstep.analytics.frame.features import Features, job_columns
-from lockstep.analytics.frame.inputs import INPUT_METRICS, INPUTS, MEMBER
+from lockstep.analytics.frame.inputs import INPUT_METRICS, INPUTS, MEMBER, WRITE_BY_MOUNT
 from lockstep.analytics.frame.window import JobWindow
 from lockstep.analytics.prom.grid import Window
+from lockstep.analytics.scoring.checkpoints import target
 from lockstep.analytics.scoring.score import JobResult, score_features
+from lockstep.analytics.service.targets import nodes_of, placed, wanted, written
 from lockstep.exporters.catalog import gpu
 
 
@@ -55,5 +57,13 @@ def build_features(frame: pd.DataFrame) -> Features:
 
 
 def score_frame(frame: pd.DataFrame, start: float | None = None, period: float | None = None) -> dict[str, JobResult]:
-    """Score every job in a FORMATS.md series frame."""
-    return score_features(build_features(frame), start, period)
+    """Score every job in a FORMATS.md series frame, each checkpoint with its target file system."""
+    results = score_features(build_features(frame), start, period)
+    by_metric = {str(name): rows for name, rows in frame[frame["metric"].isin(WRITE_BY_MOUNT.metrics)].groupby(
+        "metric", observed=True) if len(rows)}
+    step = frame_grid(frame).step
+    for job_id, res in results.items():
+        found = {i: target(written(frame_block(by_metric, WRITE_BY_MOUNT, window, job_id, nodes_of(res))))
+                 for i, window in wanted(res, float("-inf"), step)}
+        results[job_id] = placed(res, found)
+    return results

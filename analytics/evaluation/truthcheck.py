@@ -9,7 +9,10 @@ Causes: each detected straggler's and each worker group GPU's against the truth'
 one the truth requires is found when a reported one overlaps it with its cause within
 ``SLOWDOWN_LATENCY_S`` of its start, its GPU-seconds compared with the truth's; a reported one that
 overlaps none of the truth's is a false one. The goodput ledger: each (kind, cause) against the truth's
-within the loss account's tolerance, and its sum against the allocation.
+within the loss account's tolerance, and its sum against the allocation. Checkpoints (truth ``checkpoints``):
+each matched to the measured one that overlaps it, its duration and size errors relative to the truth's
+(``CHECKPOINT_TOLERANCE``) and its target file system against the truth's; a measured one that overlaps none is
+a false one.
 Hung ranks (truth ``hangs``): named when the scorer names the rank's GPU as a culprit within ``LATENCY_S`` of the
 hang; a run of culprit samples on a GPU that overlaps none of its hangs is a false finding.
 """
@@ -25,6 +28,7 @@ LOSS_TOLERANCE = 0.10        # relative, per cause...
 LOSS_FLOOR = 0.002           # ...or this share of the allocated GPU-seconds, for causes near zero
 NOISY_TOLERANCE, NOISY_FLOOR = 0.2, 0.005    # the same, on scenarios with realistic noise (check_loss)
 SLOWDOWN_LATENCY_S = 120.0   # a job-wide slowdown reported within two minutes of its start
+CHECKPOINT_TOLERANCE = 0.10  # a checkpoint's duration and size, relative to the truth's
 
 
 def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
@@ -205,6 +209,25 @@ def check_slowdowns(truth: dict, res: JobResult) -> dict:
     return {"expected": expected, "false": [{k: d[k] for k in ("start_s", "end_s", "cause")} for d in false]}
 
 
+def check_checkpoints(truth: dict, res: JobResult) -> dict:
+    """Each truth checkpoint with the one measured over it (duration and size errors), and the measured ones
+    that overlap none."""
+    rows = [c for c in truth.get("checkpoints", []) if c["job_id"] == res.job_id]
+    def overlaps(got, want):
+        return got["start_s"] < want["start_s"] + want["duration_s"] and want["start_s"] < got["end_s"]
+    expected = []
+    for want in rows:
+        got = next((c for c in res.checkpoints if overlaps(c, want)), None)
+        duration = abs(got["duration_s"] - want["duration_s"]) / want["duration_s"] if got else None
+        size = abs(got["bytes"] - want["bytes"]) / want["bytes"] if got else None
+        expected.append({**want, "found": got is not None, "duration_error": duration, "size_error": size,
+                         "target_right": got is not None and (got.get("mount"), got.get("fstype")) == (
+                             want.get("mount"), want.get("fstype")),
+                         "within_tolerance": got is not None and max(duration, size) <= CHECKPOINT_TOLERANCE})
+    false = [c for c in res.checkpoints if not any(overlaps(c, w) for w in rows)]
+    return {"expected": expected, "false": false}
+
+
 def check_ledger(truth: dict, res: JobResult) -> dict:
     """Each (kind, cause) of the ledger against the truth's (``check_loss``'s tolerance on noisy
     scenarios), and how far its sum is from the allocation."""
@@ -272,7 +295,8 @@ def check(truth: dict, results: dict[str, JobResult], start: float, period: floa
         jobs[job_id] = {"stragglers": check_stragglers(truth, res, start, period),
                         "stalls": check_stalls(truth, res, start, period),
                         "hangs": check_hangs(truth, res, start, period),
-                        "causes": check_causes(truth, res), "slowdowns": check_slowdowns(truth, res)}
+                        "causes": check_causes(truth, res), "slowdowns": check_slowdowns(truth, res),
+                        "checkpoints": check_checkpoints(truth, res)}
         jobs[job_id]["false_findings"] = false_findings(truth, res, jobs[job_id]["stragglers"], jobs[job_id]["slowdowns"])
         if truth["loss"]["job_id"] == job_id:
             jobs[job_id]["loss"] = check_loss(truth, res)

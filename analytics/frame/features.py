@@ -18,7 +18,7 @@ REASON_PREFIX = "reason:"    # signals[REASON_PREFIX + reason]: 1 while the GPU 
 # signals["missing"]: the GPU's rank as NCCL's RAS lists it missing (absent: not missing)
 MISSING_UNRESPONSIVE, MISSING_DEAD = 1.0, 2.0
 SIGNALS = ("sm", "tensor", "step", "clock", "throttle", "tx", "xmit_wait", "link", "read", "write", "pause", "cnp",
-           "member", "temp", "pcie", "xid", "collective")
+           "member", "temp", "pcie", "xid", "collective", "io_wait")
 COLUMNS = ("job_id", "node", "gpu")
 
 
@@ -29,7 +29,9 @@ class Features:
     otherwise (a member whose mapping is gone: its node agent stopped answering, its pod was deleted);
     ``temp`` is the GPU's temperature (celsius); ``pcie`` 1 while its PCIe link runs below its width,
     ``xid`` 1 once the GPU has logged a hardware XID (the node agent's count since it started), both
-    absent otherwise; besides ``SIGNALS``, ``reason:<reason>`` for each throttling clock-event reason
+    absent otherwise; ``io_wait`` the share of time the job's cgroup on the node stalled on I/O (PSI full: the
+    job-io collector), absent where no agent reads it; besides ``SIGNALS``, ``reason:<reason>`` for each
+    throttling clock-event reason
     held in the window (1 while held), and where the job's node agents read NCCL's RAS: ``collectives``
     (the rank's collectives per second), ``behind`` (collectives it is behind its communicators' furthest
     rank within one RAS answer), ``ras_age`` (seconds since that answer was taken) and ``missing``

@@ -131,6 +131,8 @@ INPUTS = (
     Input("xmit_wait", "rate", (fabric.IB_TRANSMIT_WAIT.name,), HCA_KEY),
     Input("link", "present", LINK_COUNTERS, HCA_KEY, reads=len(LINK_COUNTERS) + 1),
     Input("read", "rate", (storage.READ_BYTES.name,), NODE_KEY, reads=4),
+    # the share of time every task of the job's cgroup on a node waited on I/O (PSI "full"): its input stalls
+    Input("io_wait", "rate", (storage.JOB_IO_PRESSURE.name,), NODE_KEY, match='kind=~"full"', own_job_id=True),
     Input("write", "rate", (storage.WRITE_BYTES.name,), NODE_KEY, reads=4),
     Input("pause", "rate", (fabric.PFC_PAUSE_DURATION.name,), NODE_KEY, reads=128),
     Input("cnp", "rate", (fabric.ROCE_CNP_HANDLED.name,), NODE_KEY, reads=8),
@@ -149,6 +151,9 @@ RAS_INPUTS = (
           own_job_id=True),
 )
 INPUTS += RAS_INPUTS
+# Where a job writes, per mount: asked only over each checkpoint's span, never per refresh (the checkpoint's
+# target file system: lockstep.analytics.scoring.checkpoints.target).
+WRITE_BY_MOUNT = Input("write_target", "rate", (storage.WRITE_BYTES.name,), NODE_KEY + ("mount", "fstype"))
 # Every metric the inputs read (what a simulator frame needs to hold for the scorers).
 INPUT_METRICS = tuple(dict.fromkeys([m for i in INPUTS for m in i.metrics] + [fabric.IB_STATE.name]))
 # The inputs the TSDB may record for the service, one series per rank or node (``ANALYTICS_INPUTS``).

@@ -90,7 +90,9 @@ def build_sections(frames: dict[str, pd.DataFrame], config: ReportConfig, start:
     racks = tables.rack_energy(frames["energy"], peak, frames["budget"])
     ranking = faults.fault_ranking(frames["xid"], frames["ecc"], frames["flaps"], throttle, c, born)
     daily = tables.daily_energy(frames["energy"])
-    ckpt = checkpoints.checkpoint_cost(frames["ckpt_stalled"], frames["write_rate"], f, config.steps.burst_margin_s)
+    ckpt = checkpoints.combined(
+        checkpoints.measured_cost(frames["ckpt_count"], frames["ckpt_seconds"], frames["ckpt_bytes"], born),
+        checkpoints.checkpoint_cost(frames["ckpt_stalled"], frames["write_rate"], f, config.steps.burst_margin_s))
     ledger = tables.ledger(frames["ledger"], born)
     return [*_base_sections(frames, jobs, clusters, teams, racks, daily, ranking, ckpt, ledger, born),
             *outlook_sections(frames, c, end, born)]
@@ -119,8 +121,9 @@ def _base_sections(frames, jobs, clusters, teams, racks, daily, ranking, ckpt, l
                      plots.daily_energy_plot(daily)),
         html.Section("Recurring faults", "Ranked by days with events, then event count.", ranking,
                      "recurring_faults.csv", plots.fault_plot(ranking)),
-        html.Section("Checkpoint cost", "Time blocked per checkpoint; doubling the observed write bandwidth "
-                     "halves it.", ckpt, "checkpoint_cost.csv"),
+        html.Section("Checkpoint cost", "Time each checkpoint took to write, as the analytics service measured it "
+                     "(source measured; else estimated from its checkpoint stalls); doubling the observed write "
+                     "bandwidth halves it.", ckpt, "checkpoint_cost.csv"),
     ]
 
 

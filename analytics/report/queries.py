@@ -86,6 +86,10 @@ def monthly_queries(steps: Steps) -> tuple[RangeQuery, ...]:
         RangeQuery("throttle", f'avg_over_time(max by (cluster, node, gpu) '
                                f'({G.CLOCK_EVENT.name}{{reason=~"{reasons}"}})[{window(c)}:{int(f)}s])', c,
                    inner_s=f, window_s=c),
+        # each checkpoint as the analytics service measured it (raw counters, increases in pandas)
+        RangeQuery("ckpt_count", A.JOB_CHECKPOINTS.name, c),
+        RangeQuery("ckpt_seconds", A.JOB_CHECKPOINT_SECONDS.name, c),
+        RangeQuery("ckpt_bytes", A.JOB_CHECKPOINT_BYTES.name, c),
         RangeQuery("ckpt_stalled", f'max by (cluster, job_id) ({A.JOB_STALLED.name}{{cause="{CHECKPOINT}"}})', f),
         RangeQuery("write_rate", f"sum by (cluster) ({increase_per_step(S.WRITE_BYTES.name, f)}) / {int(f)}", f),
     )

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from lockstep.analytics.frame.features import Features
-from lockstep.analytics.scoring import cause, hang, imbalance, ledger, loss, slowdown, stall, straggler
+from lockstep.analytics.scoring import cause, checkpoints, hang, imbalance, ledger, loss, slowdown, stall, straggler
 from lockstep.analytics.scoring.detections import detections, gpu_cause, node_cause
 from lockstep.analytics.scoring.nanstats import nan_reduce
 from lockstep.exporters.catalog.enums import UNKNOWN, WORK
@@ -41,6 +41,7 @@ class JobResult:
     ledger_account: dict | None = None      # its totals (evaluation report ``ledger``)
     culprits: np.ndarray | None = None      # times × GPUs: a rank the hung job waits for (scoring/hang.py)
     hangs: tuple[dict, ...] = ()            # each rank named, once (evaluation report ``hangs`` rows)
+    checkpoints: tuple[dict, ...] = ()      # each checkpoint measured (scoring/checkpoints.py; report ``checkpoints``)
 
 
 def infer_period(times: np.ndarray) -> float:
@@ -231,7 +232,8 @@ def score_job(features: Features, job_id: str, start: float, period: float,
         imbalance_lost=imbalance_lost, learned=usual, slowdown=slow,
         slowdowns=tuple(slowdown.intervals(job_id, slow, features.times, start, period)), idle=idle,
         ledger=book, ledger_account=ledger.account(job_id, book, account["allocated_gpu_seconds"]),
-        culprits=hung.culprits, hangs=tuple(hang.findings(features, job_id, hung, start)))
+        culprits=hung.culprits, hangs=tuple(hang.findings(features, job_id, hung, start)),
+        checkpoints=tuple(checkpoints.detect(job_id, js, causes, slow.causes, start, period)))
 
 
 def straggler_holders(res: straggler.StragglerResult, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

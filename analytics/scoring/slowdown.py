@@ -18,9 +18,9 @@ this order and taken by majority over the slowdown: a checkpoint (a write burst)
 time, the transmit wait or congestion notifications well above the clean baseline, a link down or
 flapping on the job's rails), a cap on every GPU (the job's median SM clock down by ``CLOCK_DROP``
 against its clean baseline, or a thermal or hardware slowdown on most GPUs: ``power``), the job's input
-(``storage``: the job reads its data as it goes, and where ranks export their own step time, their steps
-take no longer: the time goes outside them, waiting), else ``unknown``. A slowdown never pages: it is in
-the API, the reports and the loss ledger.
+(``storage``: the job reads its data as it goes, or its cgroup stalls on I/O, and where ranks export their
+own step time, their steps take no longer: the time goes outside them, waiting), else ``unknown``. A slowdown
+never pages: it is in the API, the reports and the loss ledger.
 """
 from __future__ import annotations
 
@@ -150,8 +150,9 @@ def _causes(js: stall.JobSignals, sig: dict[str, np.ndarray], running: np.ndarra
         elif drop >= CLOCK_DROP or capped[i] >= MOST:
             per[i], ev = POWER, {**ev, "clock_vs_baseline": round(float(np.exp(-drop)), 3),
                                  "gpus_with_hardware_reasons": round(float(capped[i]), 3)}
-        elif t["read"] >= stall._READ_MIN and (grew is None or grew < STEP_INSIDE * -np.log(max(ratio[i], 1e-9))):
-            per[i] = STORAGE
+        elif (t["read"] >= stall._READ_MIN or t.get("io_wait", 0.0) >= stall.IO_WAIT_MIN) and \
+                (grew is None or grew < STEP_INSIDE * -np.log(max(ratio[i], 1e-9))):
+            per[i], ev = STORAGE, {**ev, **stall.input_wait(t.get("io_wait", 0.0))}
             if grew is not None:
                 ev["step_vs_baseline"] = round(float(np.exp(grew)), 3)
         else:

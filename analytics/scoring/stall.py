@@ -9,7 +9,10 @@ burst) → network (pause/xmit-wait/CNP rising or a rail down) → straggler (a 
 median idles) → storage (reads still trickling, nothing else) → hang. A sample where none of the job's
 GPUs is mapped (the job ended, or no data) is no stall, nor is one where the job's GPUs sit idle with
 their clocks parked and nothing else explains it (``idle``: the job's processes are gone, restarting
-or not started, while it holds its GPUs; a hung job keeps its kernels resident and its clocks up).
+or not started, while it holds its GPUs; a hung job keeps its kernels resident and its clocks up). Storage
+(input) is also what the job's I/O pressure shows where the job-io collector reads it: its cgroup stalled on
+I/O for ``IO_WAIT_MIN`` of the time or more, reads counted or not (a loader reading over NFS or from an object
+store that no node counter sees).
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ _BURST = 5.0          # a write burst: job write rate this many times its produc
 _BURST_MIN = 1.0e8    # ...and at least this many bytes per second
 _PAUSE_MIN = 0.01     # seconds paused per second, summed over the job's NICs
 _READ_MIN = 1.0e6     # bytes/s: below this the job reads nothing
+IO_WAIT_MIN = 0.05    # share of time the job's cgroup stalls on I/O (PSI full) that is an input stall
 PARKED_CLOCK = 0.35   # SM clock over its max below which an idle GPU has parked it (H100: 345 of 1980 MHz)
 IDLE_WORK = 0.02      # compute activity below which a GPU does nothing
 IDLE_SHARE = 0.9      # this share of the job's mapped GPUs idle: the job is idle
@@ -45,7 +49,7 @@ class JobSignals:
     work: np.ndarray        # times × GPUs compute activity (tensor active, else SM active)
     progress: np.ndarray    # median compute activity over the job's GPUs
     baseline: float         # the job's productive activity level
-    totals: dict[str, np.ndarray]   # job-wide sums: read, write, pause, cnp, xmit_wait, tx
+    totals: dict[str, np.ndarray]   # job-wide sums: read, write, pause, cnp, xmit_wait, tx; io_wait: mean share
     link_down: np.ndarray   # any rail of the job reports a down/flapping link
     present: np.ndarray | None = None   # times × GPUs: the GPU is mapped to the job at that sample
     members: tuple[tuple[str, str, str], ...] = ()   # (node, gpu, pod) of each column
@@ -66,6 +70,9 @@ def job_signals(features: Features, job_id: str) -> JobSignals:
     totals = {name: np.nansum(sig[name][:, first_of_node], axis=1) for name in ("read", "write", "pause", "cnp")}
     for name in ("tx", "xmit_wait"):
         totals[name] = np.nansum(sig[name], axis=1)
+    io_wait = sig.get("io_wait")      # a share of time per node: the job's mean over its nodes (NaN: not read)
+    totals["io_wait"] = nan_reduce(np.nanmean, io_wait[:, first_of_node], axis=1) if io_wait is not None \
+        else np.full(len(busy), np.nan)
     link = sig.get("link")
     link_down = (np.nan_to_num(link) > 0).any(axis=1) if link is not None else np.zeros(len(busy), bool)
     # No mapping sample at all (a hand-built frame): membership unknown, every sample counts.
@@ -172,9 +179,15 @@ def _cause(js: JobSignals, base: dict[str, float], i: int, busy_max: float) -> t
         return NETWORK, {**ev, **congestion, "link_down": bool(js.link_down[i])}
     if busy_max >= STALL_FRACTION * js.baseline and busy_max >= 2.0 * progress:
         return STRAGGLER, {**ev, "busiest_rank_ratio": round(busy_max / js.baseline, 3)}
-    if t["read"] >= _READ_MIN:
-        return STORAGE, ev
+    if t["read"] >= _READ_MIN or t.get("io_wait", 0.0) >= IO_WAIT_MIN:
+        return STORAGE, {**ev, **input_wait(t.get("io_wait", 0.0))}
     return HANG, ev
+
+
+def input_wait(share: float) -> dict:
+    """Evidence of an input stall from the job's I/O pressure: the share of time its cgroup stalled on I/O,
+    where the job-io collector reads it and it reaches ``IO_WAIT_MIN``; empty otherwise."""
+    return {"io_wait_share": round(share, 3)} if share >= IO_WAIT_MIN else {}
 
 
 def _rise(name: str, value: float, baseline: float, factor: float = 3.0) -> dict:

@@ -46,10 +46,26 @@ def job_samples(view: JobView, loss: LossCounters) -> list[Sample]:
     for rank in view.imbalance.ranks:
         out.append(Sample(cat.JOB_IMBALANCE_RATIO, (job, rank.node, rank.gpu), rank.ratio))
         out.append(Sample(cat.JOB_IMBALANCE_CAUSE, (job, rank.node, rank.gpu, rank.cause), 1.0))
+    out += checkpoint_samples(job, loss)
     if loss.accounted_until > float("-inf"):
         out.append(Sample(cat.JOB_ACCOUNTED_UNTIL, (job,), loss.accounted_until))
     if (goodput := loss.goodput()) is not None:
         out.append(Sample(cat.JOB_GOODPUT, (job,), round(goodput, 6)))
+    return out
+
+
+def checkpoint_samples(job: str, loss: LossCounters) -> list[Sample]:
+    """The job's counted checkpoints, and its last one's figures once there is one."""
+    out = [Sample(cat.JOB_CHECKPOINTS, (job,), float(loss.checkpoints)),
+           Sample(cat.JOB_CHECKPOINT_SECONDS, (job,), round(loss.checkpoint_seconds, 3)),
+           Sample(cat.JOB_CHECKPOINT_BYTES, (job,), float(loss.checkpoint_bytes))]
+    if (last := loss.last_checkpoint) is not None:
+        out += [Sample(cat.JOB_CHECKPOINT_LAST_DURATION, (job,), last["duration_s"]),
+                Sample(cat.JOB_CHECKPOINT_LAST_BYTES, (job,), float(last["bytes"])),
+                Sample(cat.JOB_CHECKPOINT_LAST_BANDWIDTH, (job,), float(last["bandwidth_bytes_per_second"])),
+                Sample(cat.JOB_CHECKPOINT_LAST_START, (job,), last["start_timestamp"])]
+        if "mount" in last:
+            out.append(Sample(cat.JOB_CHECKPOINT_LAST_TARGET, (job, last["mount"], last["fstype"]), 1.0))
     return out
 
 

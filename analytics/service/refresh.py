@@ -23,13 +23,15 @@ from typing import Protocol
 import pandas as pd
 
 from lockstep.analytics.frame.features import Features
-from lockstep.analytics.frame.inputs import Input
+from lockstep.analytics.frame.inputs import WRITE_BY_MOUNT, Input
 from lockstep.analytics.frame.window import JobWindow
 from lockstep.analytics.prom import promql
 from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.errors import AnswerTooLarge, PrometheusError
 from lockstep.analytics.prom.grid import Window
+from lockstep.analytics.scoring import checkpoints
 from lockstep.analytics.scoring.score import JobResult, score_features
+from lockstep.analytics.service import targets
 from lockstep.analytics.service.config import Shard
 from lockstep.analytics.service.fetch import advance, fetch_window
 from lockstep.analytics.service.filling import Fill, Fills
@@ -141,6 +143,7 @@ class Refresher:
         state.fills.forget_all_but(mine)
         filling = state.fills.held
         partial = {j: scored.pop(j) for j in list(scored) if j in filling}
+        scored = {job_id: await self.checkpoint_targets(job_id, res) for job_id, res in scored.items()}
         views = self._account(scored, failed, window)
         for job_id, res in partial.items():     # scored on part of its window: not counted yet
             views[job_id] = partial_view(res, state.losses.setdefault(job_id, LossCounters()), filling[job_id].coverage())
@@ -163,6 +166,22 @@ class Refresher:
                                          dict(self.state.baselines), dict(self.state.learned), dict(self.state.paces))
         return scored, failed
 
+    async def checkpoint_targets(self, job_id: str, res: JobResult) -> JobResult:
+        """The file system each checkpoint not yet counted wrote to (``lockstep.analytics.service.targets``); a
+        checkpoint whose answer fails keeps none (failure stays local)."""
+        counters = self.state.losses.get(job_id)
+        last = counters.last_checkpoint if counters is not None else None
+        after = last["start_timestamp"] + last["duration_s"] if last else float("-inf")
+        found = {}
+        for i, window in targets.wanted(res, after, self.settings.step_s):
+            try:
+                block = await self.source.series(WRITE_BY_MOUNT, job_id, window, targets.nodes_of(res))
+            except PrometheusError as exc:
+                log.warning("checkpoint target not read", extra=kv(job_id=job_id, err=str(exc)[:500]))
+                continue
+            found[i] = checkpoints.target(targets.written(block))
+        return targets.placed(res, found)
+
     def failed(self, exc: Exception) -> None:
         """A refresh that raised: the last results stay, marked stale."""
         h = self.state.health
@@ -180,6 +199,7 @@ class Refresher:
             counters = state.losses.setdefault(job_id, LossCounters())
             if not counters.behind(window.start):   # else the gap before it is caught up first
                 counters.add(res, step)
+                counters.add_checkpoints(res.checkpoints)
             views[job_id] = job_view(res, counters)
         return views
 
@@ -234,6 +254,7 @@ class Refresher:
                 res = scored[job_id]
                 self._remember_baseline(job_id, res)   # older than the current window's, which replaces it after
                 counters.add(res, step)
+                counters.add_checkpoints(res.checkpoints)
             counters.accounted_until = max(counters.accounted_until, chunk.end)
             log.info("caught up", extra=kv(job_id=job_id, start=chunk.start, end=chunk.end,
                                            behind_s=window.start - chunk.end))

@@ -7,7 +7,7 @@ are never counted twice.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol
+from typing import Mapping, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
@@ -47,6 +47,10 @@ class LossCounters:
     imbalance: float = 0.0      # GPU-seconds spent waiting for ranks slow since they started (no loss cause)
     # the goodput ledger, kind -> cause -> GPU-seconds: its entries sum to ``allocated``
     ledger: dict[str, dict[str, float]] = field(default_factory=ledger_zero)
+    checkpoints: int = 0                  # checkpoints counted (each once it ended), their seconds and bytes
+    checkpoint_seconds: float = 0.0
+    checkpoint_bytes: float = 0.0
+    last_checkpoint: dict | None = None   # the last counted: {start_timestamp, duration_s, bytes, bandwidth...}
 
     def add(self, res: Accounted, period: float) -> None:
         if self.accounted_until == float("-inf") and len(res.times):
@@ -62,6 +66,20 @@ class LossCounters:
         if res.ledger is not None:
             self._book(res.ledger, new, allocated)
         self.accounted_until = float(res.times[new][-1])
+
+    def add_checkpoints(self, rows: Sequence[Mapping]) -> None:
+        """The window's checkpoints that ended (``lockstep.analytics.scoring.checkpoints``) and start after the
+        last one counted: overlapping windows measure a checkpoint again, it is counted once."""
+        last = self.last_checkpoint["start_timestamp"] + self.last_checkpoint["duration_s"] if self.last_checkpoint \
+            else float("-inf")
+        for c in rows:
+            if c["complete"] and c["start_timestamp"] >= last:
+                self.checkpoints += 1
+                self.checkpoint_seconds += c["duration_s"]
+                self.checkpoint_bytes += c["bytes"]
+                self.last_checkpoint = {k: c[k] for k in ("start_timestamp", "duration_s", "bytes",
+                                                          "bandwidth_bytes_per_second", "mount", "fstype") if k in c}
+                last = c["start_timestamp"] + c["duration_s"]
 
     def _book(self, ledger: Mapping[str, Mapping[str, np.ndarray]], new: np.ndarray, allocated: float) -> None:
         """The new samples' ledger, its productive entry what the losses leave of ``allocated``: what is

@@ -87,6 +87,19 @@ STEADY = SlowdownView(False, None, None, None, {})
 
 
 @dataclass(frozen=True)
+class CheckpointView:
+    """The job's checkpoints counted so far (each once it ended), their seconds and bytes, and the last one:
+    ``{start_timestamp, duration_s, bytes, bandwidth_bytes_per_second}``."""
+    count: int
+    seconds: float
+    bytes: float
+    last: dict[str, float] | None
+
+
+NO_CHECKPOINTS = CheckpointView(0, 0.0, 0.0, None)
+
+
+@dataclass(frozen=True)
 class LossView:
     """The job's loss counters as served (rounded), and its goodput ledger (kind -> cause -> GPU-seconds,
     summing to the allocation)."""
@@ -108,6 +121,7 @@ class JobView:
     imbalance: ImbalanceView = BALANCED
     slowdown: SlowdownView = STEADY
     coverage: float = 1.0               # the share of the window scored (below 1 while it is being fetched)
+    checkpoints: CheckpointView = NO_CHECKPOINTS
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -145,7 +159,9 @@ def job_view(res: JobResult, counters: LossCounters) -> JobView:
     gpus, nodes = _scores(res, i)
     return JobView(job_id=res.job_id, time=float(res.times[i]) if i >= 0 else None, gpus=gpus, nodes=nodes,
                    stragglers=tuple(g for g in gpus + nodes if g.flagged), stall=_stall(res, i),
-                   loss=loss_view(counters), imbalance=imbalance_view(res, counters), slowdown=_slowdown(res, i))
+                   loss=loss_view(counters), imbalance=imbalance_view(res, counters), slowdown=_slowdown(res, i),
+                   checkpoints=CheckpointView(counters.checkpoints, round(counters.checkpoint_seconds, 1),
+                                              counters.checkpoint_bytes, counters.last_checkpoint))
 
 
 def partial_view(res: JobResult, counters: LossCounters, coverage: float) -> JobView:

@@ -150,3 +150,34 @@ JOB_WINDOW_COVERAGE = gauge(
     "while a new job's window is being fetched, its scores resting on the newest rows only (none before those are "
     "in) and its loss not counted yet.", ("job_id",), "ratio")
 METRICS += (JOB_WINDOW_COVERAGE,)
+
+# Added with checkpoints as facts: each checkpoint of a job measured from its write burst and the activity it
+# cost (lockstep.analytics.scoring.checkpoints), counted once it has ended.
+JOB_CHECKPOINTS = counter(
+    "lockstep_job_checkpoints_total",
+    "Checkpoints the job has written: a write burst aligned with a drop of its activity, counted once it ended.",
+    ("job_id",))
+JOB_CHECKPOINT_SECONDS = counter(
+    "lockstep_job_checkpoint_seconds_total",
+    "Seconds the job's counted checkpoints took to write (each its bytes over its bandwidth).", ("job_id",), "seconds")
+JOB_CHECKPOINT_BYTES = counter(
+    "lockstep_job_checkpoint_written_bytes_total",
+    "Bytes the job's counted checkpoints wrote, above its usual write rate.", ("job_id",), "bytes")
+JOB_CHECKPOINT_LAST_DURATION = gauge(
+    "lockstep_job_checkpoint_last_duration_seconds", "How long the job's last counted checkpoint took to write.",
+    ("job_id",), "seconds")
+JOB_CHECKPOINT_LAST_BYTES = gauge(
+    "lockstep_job_checkpoint_last_bytes", "Bytes the job's last counted checkpoint wrote.", ("job_id",), "bytes")
+JOB_CHECKPOINT_LAST_BANDWIDTH = gauge(
+    "lockstep_job_checkpoint_last_bandwidth_bytes_per_second",
+    "The write rate of the job's last counted checkpoint, over the samples its write filled.", ("job_id",),
+    "bytes_per_second")
+JOB_CHECKPOINT_LAST_START = gauge(
+    "lockstep_job_checkpoint_last_start_timestamp_seconds", "When the job's last counted checkpoint started (Unix).",
+    ("job_id",), "seconds")
+JOB_CHECKPOINT_LAST_TARGET = gauge(
+    "lockstep_job_checkpoint_last_target_info",
+    "1 for the file system the job's last counted checkpoint wrote the most bytes to (its nodes' per-mount writes "
+    "over its span).", ("job_id", "mount", "fstype"))
+METRICS += (JOB_CHECKPOINTS, JOB_CHECKPOINT_SECONDS, JOB_CHECKPOINT_BYTES, JOB_CHECKPOINT_LAST_DURATION,
+            JOB_CHECKPOINT_LAST_BYTES, JOB_CHECKPOINT_LAST_BANDWIDTH, JOB_CHECKPOINT_LAST_START, JOB_CHECKPOINT_LAST_TARGET)

@@ -1,6 +1,6 @@
 """``DIR/<node>/proc/...``: Lustre llite stats (old-client procfs layout, as in
 fixtures/lustre/procfs), ``self/mountstats`` (NFSv4, as fixtures/procfs/mountstats),
-``self/mounts`` and ``diskstats`` (17-field kernel >= 5.5 lines, as fixtures/procfs/diskstats),
+``self/mounts``, ``self/mountinfo`` and ``diskstats`` (17-field kernel >= 5.5 lines, as fixtures/procfs/diskstats),
 ``net/fib_trie`` (the kernel's IPv4 routing trie: loopback and the node's address, ``Topology.address``).
 The values are those of ``signals.STORAGE``; a Lustre metadata op of the table gets its stats line."""
 from __future__ import annotations
@@ -75,6 +75,18 @@ def mounts() -> bytes:
             "/dev/nvme1n1 /scratch xfs rw,noatime 0 0\n").encode()
 
 
+def mountinfo() -> bytes:
+    """The mounts of ``mounts()`` with their device numbers: the job-io collector names a cgroup's devices by them."""
+    return ("20 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw\n"
+            "21 20 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n"
+            "22 20 0:20 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw\n"
+            f"60 20 0:52 / {LUSTRE['mount']} rw,relatime shared:40 - lustre 10.0.0.10@o2ib:/{LUSTRE['fsname']} "
+            "rw,flock,lazystatfs\n"
+            f"61 20 0:53 / {NFS['mount']} rw,relatime shared:41 - nfs4 {NFS['fsname']} rw,vers=4.2,rsize=1048576,"
+            "wsize=1048576,hard,proto=tcp\n"
+            "62 20 259:3 / /scratch rw,noatime shared:42 - xfs /dev/nvme1n1 rw,attr2,inode64,noquota\n").encode()
+
+
 def diskstats(s: State, n: int) -> bytes:
     def st(k):
         return int(s.storage[k][n])
@@ -106,6 +118,7 @@ def write(w: TreeWriter, topo: Topology, node: SimNode, node_index: int, s: Stat
     proc = node.procfs
     if first:
         w.put(os.path.join(proc, "self", "mounts"), mounts())
+        w.put(os.path.join(proc, "self", "mountinfo"), mountinfo())
         w.put(os.path.join(proc, "net", "fib_trie"), fib_trie(topo.address(node_index)))
     w.put(os.path.join(proc, "fs", "lustre", "llite", llite_dir(topo, node_index), "stats"),
           lustre_stats(s, node_index, s.timestamp))

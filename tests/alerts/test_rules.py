@@ -45,6 +45,8 @@ CONTRACT = {
     "FabricRailImbalance": "ticket",
     # Added with peer-relative GPU health (the analytics service's fleet pass).
     "GPUSlowerThanPeers": "ticket",
+    # Added with storage systems and checkpoints as facts.
+    "StorageLatencyHigh": "ticket", "CheckpointSlow": "ticket",
 }
 
 

@@ -17,6 +17,8 @@ CKPT_BYTES_PER_NODE = 1.2e12
 STRAGGLER_RATE = 0.1                  # lost GPU-seconds per second, job 100
 IMBALANCE_RATE = 0.05                 # GPU-seconds per second job 100's ranks wait for node01 GPU 1 (1.12x)
 JOB200_SAMPLES = 10 * D // PERIOD - 2  # job 200 ends 10 min before day 10 (outside the 5 min lookback)
+# job 200's checkpoints as the analytics service measured them: counted at these samples, each this long and big
+JOB200_CKPT_AT, JOB200_CKPT_S, JOB200_CKPT_BYTES = (100, 1000, 2000), 500.0, 2.0e12
 
 
 def in_ckpt(k: int) -> bool:
@@ -36,6 +38,8 @@ EXPECTED = {
     "checkpoints": CHECKPOINTS,
     "blocked_s": CKPT_SAMPLES * PERIOD,
     "observed_gb_s": 2 * CKPT_BYTES_PER_NODE / (CKPT_SAMPLES * PERIOD) / 1e9,
+    "measured": {"checkpoints": len(JOB200_CKPT_AT), "mean_s": JOB200_CKPT_S, "mean_gb": JOB200_CKPT_BYTES / 1e9,
+                 "gb_s": JOB200_CKPT_BYTES / JOB200_CKPT_S / 1e9},
     # most recurring first: throttling on 5 days, XID 48 on 3, link flaps on 2, ECC burst on 1
     "fault_order": [("node00", "gpu 1", "throttling (h)"), ("node00", "gpu 0", "xid 48"),
                     ("node01", "mlx5_1 port 1", "link flap"), ("node02", "gpu 1", "ecc corrected")],
@@ -121,7 +125,12 @@ def rows() -> list[dict]:
     writes = [sample for n in ("node00", "node01") for sample in _series(
         "lockstep_storage_write_bytes_total", {"node": n, "mount": "/lustre", "fstype": "lustre", "fsname": "scratch"},
         _cumulative(lambda k: burst if in_ckpt(k) else 1e6 * PERIOD))]
-    return job_info + gpus + lost + energy + power + budget + xid + ecc + flaps + clock + stalled + writes
+    measured = [sample for name, each in (("lockstep_job_checkpoints_total", 1.0),
+                                          ("lockstep_job_checkpoint_seconds_total", JOB200_CKPT_S),
+                                          ("lockstep_job_checkpoint_written_bytes_total", JOB200_CKPT_BYTES))
+                for sample in _series(name, {"job_id": "200"}, [(k, v) for k, v in _cumulative(
+                    lambda k, each=each: each if k in JOB200_CKPT_AT else 0.0) if k < JOB200_SAMPLES])]
+    return job_info + gpus + lost + energy + power + budget + xid + ecc + flaps + clock + stalled + writes + measured
 
 
 def frame():

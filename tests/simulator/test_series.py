@@ -53,6 +53,8 @@ def test_frame_is_long_format_with_catalog_names(contract) -> None:
     slurm_empty = {("lockstep_gpu_job_info", label) for label in ("rank", "pod", "namespace", "container")}
     # ...and NCCL Inspector's series are NCCL 2.30's: the labels only 2.29 writes are empty
     slurm_empty |= {("lockstep_nccl_inspector_collective_exec_time_seconds", label) for label in ("comm_id", "rank")}
+    slurm_empty |= {(m, "pod_uid") for m in ("lockstep_job_io_read_bytes_total", "lockstep_job_io_write_bytes_total",
+                                             "lockstep_job_io_pressure_stalled_seconds_total")}
     for metric in CATALOG.values():
         rows = frame[frame.metric == metric.name]
         if len(rows):  # each row carries exactly its metric's labels

@@ -122,9 +122,37 @@ def test_loss_account_within_10_percent_per_cause(evaluated):
             assert c["ok"], f"{cause}: scored {c['scored']} vs truth {c['truth']}"
 
 
+def test_every_checkpoint_measured_within_10_percent(evaluated):
+    """Each checkpoint the truth holds (its start, the seconds it wrote, the bytes, the file system) is measured
+    with its duration and its size within 10 % and its target file system, and nothing is measured where no
+    checkpoint was written."""
+    run, _, _, check = evaluated
+    expected = [c for c in run.truth["checkpoints"]]
+    rows = [c for job in check.values() for c in job["checkpoints"]["expected"]]
+    assert len(rows) == len(expected)
+    for c in rows:
+        assert c["found"], c
+        assert c["duration_error"] <= 0.10 and c["size_error"] <= 0.10, c
+        assert c["target_right"], c     # the file system the truth says it wrote to
+    assert not [c for job in check.values() for c in job["checkpoints"]["false"]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["fs-overload", "input-starvation"])
+def test_an_overloaded_file_system_is_charged_to_storage_in_the_ledger(name):
+    """A file system serving every job's reads too slowly (the scenario's storage_starvation) slows the job
+    as a whole: the ledger charges it to storage within the loss tolerance of the truth's GPU-seconds."""
+    run, results, _ = evaluate(REPO / "simulator/scenarios" / f"{name}.yaml")
+    assert any(s["cause"] == "storage" and s["required"] for s in run.truth["slowdowns"])
+    check = truthcheck.check(run.truth, results, run.start, run.period)
+    entry = next(iter(check.values()))["ledger"]["entries"]["slowdown/storage"]
+    assert entry["truth"] > 0 and entry["ok"], entry
+
+
 def test_report_has_the_contract_shape(evaluated):
     run, _, report, _ = evaluated
-    assert set(report) == {"scenario", "stragglers", "stalls", "loss", "imbalance", "hangs", "slowdowns", "ledger"}
+    assert set(report) == {"scenario", "stragglers", "stalls", "loss", "imbalance", "hangs", "slowdowns", "ledger",
+                           "checkpoints"}
     assert report["scenario"] == run.scenario
     for s in report["stalls"]:
         assert s["cause"] in ("checkpoint", "network", "storage", "straggler", "hang", "member_lost", "rank_stopped",

@@ -81,6 +81,10 @@ def test_a_post_mortem_reports_what_the_direct_path_reports(prometheus, direct):
     assert [(d["node"], d["gpu"]) for d in got["stragglers"]] == [("node01", "2"), ("node02", None)]
     for d in got["stragglers"]:
         assert d["first_detected"] == run.start + d["first_detected_s"]
+    # each checkpoint as the direct path measures it, with the file system the truth says it wrote to
+    assert [(c["start_s"], c["duration_s"], c["mount"]) for c in got["checkpoints"]] == \
+        [(c["start_s"], c["duration_s"], c["mount"]) for c in rep["checkpoints"]]
+    assert got["checkpoints"] and {c["mount"] for c in got["checkpoints"]} == {c["mount"] for c in run.truth["checkpoints"]}
 
 
 def test_a_window_without_jobs_says_so(prometheus, direct):

@@ -108,6 +108,19 @@ def test_checkpoint_cost(report):
     assert ckpt.loc["100", "mean_blocked_s"] == pytest.approx(month.EXPECTED["blocked_s"])
     assert ckpt.loc["100", "observed_write_gb_s"] == pytest.approx(month.EXPECTED["observed_gb_s"], rel=0.05)
     assert ckpt.loc["100", "bandwidth_to_halve_gb_s"] == pytest.approx(2 * month.EXPECTED["observed_gb_s"], rel=0.05)
+    assert ckpt.loc["100", "source"] == "stalls"     # no measured checkpoints: estimated from its stalls
+
+
+def test_checkpoint_cost_reads_the_measured_checkpoints(report):
+    """A job whose checkpoints the analytics service measured is reported by those figures."""
+    out, _ = report
+    ckpt = csv(out, "checkpoint_cost.csv").set_index("job_id")
+    want = month.EXPECTED["measured"]
+    assert ckpt.loc["200", "source"] == "measured"
+    assert ckpt.loc["200", "checkpoints"] == want["checkpoints"]
+    assert ckpt.loc["200", "mean_blocked_s"] == pytest.approx(want["mean_s"])
+    assert ckpt.loc["200", "mean_write_gb"] == pytest.approx(want["mean_gb"])
+    assert ckpt.loc["200", "observed_write_gb_s"] == pytest.approx(want["gb_s"])
 
 
 def test_forecast_of_demand_power_and_failures(report):

@@ -111,8 +111,9 @@ P, N, RANKS = 5.0, 240, 16          # 20 minutes of a 16-rank job
 def _signals(fall: float = 0.0, start: int = 120, samples: int = 36, evidence: str = "reads",
              seed: int = 1) -> tuple[JobSignals, dict[str, np.ndarray]]:
     """Every rank's compute activity ~0.6 with a few percent of jitter; from ``start`` for ``samples``
-    samples the work rate falls by ``fall`` with ``evidence`` beside it: reads (the input), pause (the
-    fabric), clock (a cap: the clock falls, activity does not), none."""
+    samples the work rate falls by ``fall`` with ``evidence`` beside it: reads (the input), io_wait (the job's
+    cgroup stalls on I/O for that share of the time, no read the node counts: a loader reading from an object
+    store), pause (the fabric), clock (a cap: the clock falls, activity does not), none."""
     rng = np.random.default_rng(seed)
     work = 0.6 * (1 + 0.03 * rng.standard_normal((N, RANKS)))
     clock = np.full((N, RANKS), 0.99)
@@ -123,6 +124,9 @@ def _signals(fall: float = 0.0, start: int = 120, samples: int = 36, evidence: s
         work[on] *= 1 - fall
     totals = {"read": np.full(N, 2.0e9 if evidence == "reads" else 0.0), "write": np.full(N, 1.0e6),
               "pause": np.zeros(N), "cnp": np.full(N, 10.0), "xmit_wait": np.full(N, 1.0e3), "tx": np.full(N, 1e10)}
+    totals["io_wait"] = np.full(N, 0.005)
+    if evidence == "io_wait":
+        totals["io_wait"][on] = fall
     if evidence == "pause":
         totals["pause"][on] = 0.8
         totals["cnp"][on] = 1.0e4
@@ -135,8 +139,8 @@ def _detect(**kw) -> slowdown.SlowdownResult:
     return slowdown.detect(js, sig, np.ones(N, bool), P)
 
 
-@pytest.mark.parametrize("evidence, cause", [("reads", "storage"), ("pause", "network"), ("clock", "power"),
-                                             ("none", "unknown")])
+@pytest.mark.parametrize("evidence, cause", [("reads", "storage"), ("io_wait", "storage"), ("pause", "network"),
+                                             ("clock", "power"), ("none", "unknown")])
 def test_a_fall_of_every_rank_is_reported_with_the_cause_its_evidence_shows(evidence, cause):
     res = _detect(fall=0.2, evidence=evidence)
     slowed = np.flatnonzero(res.slowed)

@@ -24,3 +24,35 @@ def test_metrics_render_from_the_results_snapshot_not_live_counters():
     text = render_metrics(state, Encoder(), openmetrics=False)
     assert 'lockstep_job_lost_gpu_seconds_total{job_id="j1",cause="checkpoint"} 50' in text
     assert 'lockstep_job_goodput_ratio{job_id="j1"} 0.9' in text
+
+
+def _checkpoint(start: float, duration: float, size: float, complete: bool = True) -> dict:
+    return {"job_id": "j1", "start_s": start - 1000.0, "end_s": start - 1000.0 + duration, "duration_s": duration,
+            "bytes": size, "bandwidth_bytes_per_second": size / duration, "start_timestamp": start, "complete": complete}
+
+
+def test_each_checkpoint_counted_once_across_overlapping_windows_and_the_last_served():
+    counters = LossCounters(accounted_until=100.0, allocated=500.0)
+    first, second = _checkpoint(1100.0, 30.0, 2.0e12), _checkpoint(1700.0, 40.0, 3.0e12)
+    counters.add_checkpoints([first])
+    counters.add_checkpoints([{**first, "duration_s": 29.5}, {**second, "complete": False}])  # the next window
+    assert counters.checkpoints == 1 and counters.checkpoint_bytes == 2.0e12
+    counters.add_checkpoints([second])
+    assert (counters.checkpoints, counters.checkpoint_seconds, counters.checkpoint_bytes) == (2, 70.0, 5.0e12)
+    state = RefreshState()
+    state.results = Results({"j1": _view("j1", counters)}, 100.0, {"j1": counters})
+    text = render_metrics(state, Encoder(), openmetrics=False)
+    assert 'lockstep_job_checkpoints_total{job_id="j1"} 2' in text
+    assert 'lockstep_job_checkpoint_written_bytes_total{job_id="j1"} 5000000000000' in text
+    assert 'lockstep_job_checkpoint_last_duration_seconds{job_id="j1"} 40' in text
+    assert 'lockstep_job_checkpoint_last_bandwidth_bytes_per_second{job_id="j1"} 75000000000' in text
+    assert 'lockstep_job_checkpoint_last_start_timestamp_seconds{job_id="j1"} 1700' in text
+
+
+def test_a_job_without_checkpoints_serves_zero_counts_and_no_last_figures():
+    counters = LossCounters(accounted_until=100.0, allocated=500.0)
+    state = RefreshState()
+    state.results = Results({"j1": _view("j1", counters)}, 100.0, {"j1": counters})
+    text = render_metrics(state, Encoder(), openmetrics=False)
+    assert 'lockstep_job_checkpoints_total{job_id="j1"} 0' in text
+    assert "lockstep_job_checkpoint_last_duration_seconds" not in text.replace("# HELP lockstep_job_checkpoint_last", "")
