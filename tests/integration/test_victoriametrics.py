@@ -176,8 +176,11 @@ def test_the_monthly_report_is_the_same_from_either_backend(live, tmp_path):
     month_ = time.strftime("%Y-%m", time.gmtime(live.start))
     tables = _same_tables(_report(live.prometheus, month_, tmp_path / "prometheus"),
                           _report(live.victoria, month_, tmp_path / "victoria"))
-    # every section has something to compare
-    assert all(not t.empty for t in tables.values()), [n for n, t in tables.items() if t.empty]
+    # every section has something to compare, but the look-ahead: a live run of minutes holds no whole day, and a
+    # forecast needs a week of them (it says nothing rather than guess, from either backend)
+    ahead = {"demand_forecast.csv", "power_forecast.csv", "failure_forecast.csv", "forecast_daily.csv"}
+    assert all(tables[n].empty for n in ahead)
+    assert all(not t.empty for n, t in tables.items() if n not in ahead), [n for n, t in tables.items() if t.empty]
     assert tables["gpu_hours_by_job.csv"]["job_id"].tolist() == [JOB]
     assert ("node00", "gpu 2", "xid 48") in set(zip(*(tables["recurring_faults.csv"][c] for c in
                                                       ("node", "component", "kind"))))
