@@ -129,12 +129,19 @@ def _pace(cfg: Config) -> list:
     stalls = p.state_timeline("Stalls by cause", [target(sel(analytics.JOB_STALLED, a, q.JOB), "{{cause}}")], "none",
                               states={"0": ("running", "green"), "1": ("stalled", "red")}, w=24, h=6,
                               overrides=[_stall_colour(cause, colour) for cause, colour in CAUSE_COLOURS.items()])
+    # the ranks a hung job waits for, named from NCCL's RAS (empty while it runs): where to look first
+    culprits = p.table("Hung ranks the job waits for (NCCL RAS)",
+                       [target(f"max by (node, gpu, rank, cause) ({sel(analytics.JOB_HANG_CULPRIT, a, q.JOB)})",
+                               instant=True, table=True)], "none",
+                       columns={"node": "node", "gpu": "GPU", "rank": "rank", "cause": "cause"}, hide=("Value",),
+                       w=24, h=5)
     return [
         p.timeseries("Step time: slowest and mean rank", [target(f"max({steps})", "slowest rank"),
                                                             target(f"avg({steps})", "mean rank")], "s", w=12),
         p.timeseries("Goodput", [target(sel(analytics.JOB_GOODPUT, a, q.JOB), "goodput")], "percentunit",
                      min=0, max=1, w=12),
         stalls,
+        culprits,
         p.timeseries("GPUs lost by cause", [target(losing, "{{cause}}")], "short", stack=True, w=12),
         p.bargauge("Lost GPU-hours by cause (range)", [target(f"{range_total(cfg, lost)} / 3600", "{{cause}}")],
                    "suffix: GPU-h", w=12),

@@ -154,8 +154,10 @@ def job_io(node: dict[str, np.ndarray], j: JobTick, nodes: np.ndarray, period: f
     """The job's cgroup on each of its nodes: the cache device's I/O is all its data loaders' (``node``: the
     node's increments), and its I/O pressure the share of the interval its ranks waited for input, plus the
     loaders' own waits on reads while the job runs (hardware.LOADER_IO_SHARE)."""
-    waiting = float(np.mean(j.io_wait)) if len(j.io_wait) else 0.0
-    running = min(j.steps * j.step_s / period, 1.0) if np.isfinite(j.step_s) else 0.0
+    # a step's input wait is its time less compute and collective, which rounding can leave a hair below zero:
+    # a pressure counter never moves back
+    waiting = max(float(np.nan_to_num(np.mean(j.io_wait))), 0.0) if len(j.io_wait) else 0.0
+    running = min(max(j.steps * j.step_s / period, 0.0), 1.0) if np.isfinite(j.step_s) else 0.0
     return {"job_io_rbytes": node["nvme_read_sectors"] * hw.SECTOR * nodes.astype(np.int64),
             "job_io_wbytes": node["nvme_write_sectors"] * hw.SECTOR * nodes.astype(np.int64),
             "job_io_rios": node["nvme_reads"] * nodes.astype(np.int64),
