@@ -19,6 +19,7 @@ from lockstep.exporters.power.ipmi import poll_ipmi
 from lockstep.exporters.power.pdu import poll_pdu
 from lockstep.exporters.power.redfish import MAX_MEMBERS, Fetch, Redfish, RedfishError, Structure
 from lockstep.exporters.toolkit.logs import kv
+from lockstep.exporters.toolkit.rounds import every
 from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.power")
@@ -162,10 +163,7 @@ class Poller:
 
     async def run(self) -> None:
         """Poll forever, one round per interval (a round never overlaps the next)."""
-        while True:
-            started = time.monotonic()
-            await self.poll_all()
-            await asyncio.sleep(max(0.0, self.config.interval_s - (time.monotonic() - started)))
+        await every(self.config.interval_s, self.poll_all)
 
     def target_samples(self, target: Target, result: TargetResult | None) -> Iterable[Sample]:
         yield Sample(m.TARGET_INFO, (target.name, target.kind, target.rack), 1.0)

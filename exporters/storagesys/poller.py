@@ -17,6 +17,7 @@ from lockstep.exporters.storagesys.config import StorageConfig, Target
 from lockstep.exporters.storagesys.errors import PollError
 from lockstep.exporters.storagesys.fetch import get_text, ssl_context
 from lockstep.exporters.toolkit.logs import kv
+from lockstep.exporters.toolkit.rounds import every
 from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.storage")
@@ -87,10 +88,7 @@ class Poller:
 
     async def run(self) -> None:
         """Poll forever, one round per interval; a round never overlaps the next."""
-        while True:
-            started = time.monotonic()
-            await self.poll_all()
-            await asyncio.sleep(max(0.0, self.config.interval_s - (time.monotonic() - started)))
+        await every(self.config.interval_s, self.poll_all)
 
     def target_samples(self, target: Target) -> Iterable[Sample]:
         yield Sample(m.TARGET_INFO, (target.name, target.kind, target.url), 1.0)

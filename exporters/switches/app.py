@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -17,6 +16,7 @@ from lockstep.exporters.switches.sweep import DiscoveryFailed, Runner, sweep
 from lockstep.exporters.switches.tools import run as run_tool
 from lockstep.exporters.toolkit.exposition import Encoder, render_families
 from lockstep.exporters.toolkit.httpmetrics import metrics_response
+from lockstep.exporters.toolkit.rounds import every
 from lockstep.exporters.toolkit.sample import Sample
 from lockstep.exporters.toolkit.version import VERSION
 from lockstep.exporters.toolkit.web import auth_middleware, landing_page
@@ -47,10 +47,7 @@ async def sweep_once(state: FabricState, runner: Runner = run_tool) -> None:
 
 async def sweep_forever(state: FabricState, runner: Runner = run_tool) -> None:
     """One sweep per interval; a sweep longer than the interval delays the next, never overlaps it."""
-    while True:
-        started = time.monotonic()
-        await sweep_once(state, runner)
-        await asyncio.sleep(max(0.0, state.config.interval_s - (time.monotonic() - started)))
+    await every(state.config.interval_s, lambda: sweep_once(state, runner))
 
 
 async def metrics(request: web.Request) -> web.Response:
