@@ -40,12 +40,19 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     pm.add_argument("--step", type=float, default=5.0, help="seconds between samples (the scrape interval)")
     pm.add_argument("--timeout", type=float, default=120.0, help="seconds per Prometheus request")
     st = sub.add_parser("steptimes", help="per-rank step times (worker,step,seconds CSV) → stragglers and imbalance")
-    st.add_argument("file", help="CSV with header worker,step,seconds (or the Alibaba PAI ,worker,gpu,time,"
-                                 "batch_time_norm)")
+    st.add_argument("file", nargs="?", help="CSV with header worker,step,seconds (or the Alibaba PAI ,worker,gpu,time,"
+                                            "batch_time_norm)")
     st.add_argument("--telemetry", metavar="FILE", help="CSV of the same workers' hardware (worker,step and any of "
                                                         "clock_ratio,temperature_celsius,reasons,pcie_degraded,"
                                                         "hardware_xid): each finding's cause is added")
     st.add_argument("--json", action="store_true", help="print JSON")
+    live = st.add_argument_group("from Prometheus (instead of FILE): the step feed's counters of one job")
+    live.add_argument("--prometheus-url", help="Prometheus (or Thanos, Mimir, VictoriaMetrics) base URL")
+    live.add_argument("--job", help="the job id")
+    live.add_argument("--from", dest="start", metavar="T", help="window start: 'now', Unix seconds or RFC 3339 with its "
+                                                                "zone")
+    live.add_argument("--to", dest="end", metavar="T", help="window end (default now)")
+    live.add_argument("--timeout", type=float, default=120.0, help="seconds per Prometheus request")
     fl = sub.add_parser("evaluate-fleet", help="peer-relative GPU health on simulated fleets: planted slow, hot and "
                                                "downtrained GPUs found, false verdicts per 1,000 GPU-days; exit 1 if "
                                                "a planted GPU is missed or a healthy one judged degraded")
@@ -132,6 +139,28 @@ def _post_mortem(args: argparse.Namespace) -> int:
     return 1 if rep.get("errors") else 0
 
 
+def _steps_from_prometheus(args: argparse.Namespace):
+    import asyncio
+
+    import aiohttp
+
+    from lockstep.analytics.prom import ranksteps
+    from lockstep.analytics.prom.errors import PrometheusError
+    from lockstep.exporters.toolkit.timeparse import parse_time
+
+    if not args.job or args.start is None:
+        raise ValueError("--prometheus-url needs --job ID and --from T")
+    start, end = parse_time(args.start, "--from"), parse_time(args.end or "now", "--to")
+
+    async def read():
+        async with aiohttp.ClientSession() as session:
+            return await ranksteps.read(session, args.prometheus_url, args.job, start, end, args.timeout)
+    try:
+        return asyncio.run(read())
+    except PrometheusError as exc:     # unreachable, refusing, or a malformed answer: said in one line
+        raise ValueError(" ".join(str(exc).split())) from None
+
+
 def _steptimes(args: argparse.Namespace) -> int:
     from lockstep.analytics.scoring.steptimes import parse_csv, result
 
@@ -139,7 +168,9 @@ def _steptimes(args: argparse.Namespace) -> int:
     if args.telemetry:
         from lockstep.analytics.scoring.stepcause import parse_telemetry
         telemetry = parse_telemetry(args.telemetry)
-    found = result(parse_csv(args.file), telemetry)
+    if bool(args.file) == bool(args.prometheus_url):
+        raise ValueError("give FILE.csv, or --prometheus-url URL --job ID --from T")
+    found = result(parse_csv(args.file) if args.file else _steps_from_prometheus(args), telemetry)
     if args.json:
         print(json.dumps(found))
         return 0

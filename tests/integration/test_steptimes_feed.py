@@ -26,6 +26,7 @@ the same workers, not the same first flags.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import subprocess
 import tempfile
@@ -38,6 +39,7 @@ import pytest
 from lockstep import training
 from lockstep.analytics.prom import ranksteps
 from lockstep.analytics.scoring.steptimes import parse_csv, result
+from lockstep.cli import main
 from lockstep.exporters import registry
 from lockstep.exporters.catalog.selectors import NODE_JOB
 from lockstep.exporters.toolkit.exposition import Encoder, render_text
@@ -115,7 +117,7 @@ def feed_the_job(root: Path, steps_by_worker: dict[str, list[tuple[int, float]]]
     return lines
 
 
-def test_the_scorer_finds_the_same_on_the_pai_job_from_the_csv_and_through_the_feed_into_prometheus():
+def test_the_scorer_finds_the_same_on_the_pai_job_from_the_csv_and_through_the_feed_into_prometheus(capsys):
     frame = parse_csv(PAI)
     reference = result(frame)                    # what `lockstep analytics steptimes job_3_norm.csv` finds
     assert reference["stragglers"] and reference["imbalance"]   # a comparison of nothing would prove nothing
@@ -139,6 +141,10 @@ def test_the_scorer_finds_the_same_on_the_pai_job_from_the_csv_and_through_the_f
                 async with aiohttp.ClientSession() as session:
                     return await ranksteps.read(session, prom.url, JOB, wall0 - 60, end, 30.0)
             live = asyncio.run(read())
+            # the command reads the same rows
+            assert main(["analytics", "steptimes", "--prometheus-url", prom.url, "--job", JOB, "--from",
+                         str(wall0 - 60), "--to", str(end), "--json"]) == 0
+            command = json.loads(capsys.readouterr().out)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -157,3 +163,5 @@ def test_the_scorer_finds_the_same_on_the_pai_job_from_the_csv_and_through_the_f
     assert [r["worker"] for r in imb["ranks"]] == [r["worker"] for r in ref_imb["ranks"]]
     assert [r["ratio"] for r in imb["ranks"]] == pytest.approx([r["ratio"] for r in ref_imb["ranks"]], abs=0.01)
     assert imb["lost_share"] == pytest.approx(ref_imb["lost_share"], abs=0.01)
+    assert command["stragglers"] == found["stragglers"]
+    assert [r["worker"] for r in command["imbalance"][0]["ranks"]] == [r["worker"] for r in ref_imb["ranks"]]
