@@ -40,7 +40,7 @@ DEFAULT_MMDIAG = "/usr/lpp/mmfs/bin/mmdiag --waiters -Y"
 DEFAULT_EXCLUDE = "EventsExporterSenderThread|Fsck"
 # "A waiter older than N s": 0.1 s is above a healthy disk I/O round trip (most I/O waiters in the published answer
 # are shorter), 1 s is felt by a training step, 10 s stalls a step or a checkpoint, 60 s is a client that looks hung
-# to the job, 300 s is GPFS's own default deadlock detection threshold (deadlockDetectionThreshold).
+# to the job, 300 s is one held as long as the job-stall alerts wait (5m) before they page.
 AGE_THRESHOLDS = (0.1, 1.0, 10.0, 60.0, 300.0)
 
 
