@@ -245,6 +245,19 @@ def nvme(config: AlertsConfig) -> list[Alert]:
     ]
 
 
+def gpfs(config: AlertsConfig) -> list[Alert]:
+    """Spectrum Scale clients: a daemon thread waiting too long (mmdiag --waiters)."""
+    t, sel = config.thresholds, config.selectors.node
+    oldest = metric("lockstep_gpfs_waiter_oldest_seconds", sel)
+    return [
+        Alert("GPFSClientStalled", with_job(f"{oldest} > {t.gpfs_waiter_seconds:g}", "node", NODE_JOB, "node"), TICKET,
+              "GPFS client stalled on {{ $labels.node }}",
+              "A GPFS daemon thread on {{ $labels.node }} has waited {{ $value | humanizeDuration }} (mmdiag --waiters; "
+              f"threshold {t.gpfs_waiter_seconds:g} s): I/O to Spectrum Scale from this node is stuck and the job "
+              "reading or checkpointing there waits with it.", for_="5m"),
+    ]
+
+
 def storage_systems(config: AlertsConfig) -> list[Alert]:
     """The storage exporter's systems: the mean latency of an operation on a bucket, file system or view."""
     t, sel, w = config.thresholds, config.selectors.storage, config.thresholds.storage_latency_window
@@ -263,4 +276,4 @@ def storage_systems(config: AlertsConfig) -> list[Alert]:
 
 def alerts(config: AlertsConfig) -> list[Alert]:
     return (pfc(config) + infiniband(config) + fabric(config) + rails(config) + gpu(config) + nvme(config)
-            + storage_systems(config))
+            + gpfs(config) + storage_systems(config))

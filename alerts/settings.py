@@ -40,6 +40,9 @@ class Thresholds:
     # An NVMe drive with this share of its rated endurance used (SMART Percentage Used) is due for replacement
     # planning; spare at or below the drive's own threshold fires regardless.
     nvme_wear_ratio: float = 0.8
+    # A GPFS waiter (mmdiag --waiters) older than this: the client's I/O is stuck long enough that the job on it
+    # waits visibly (60 s: a step or checkpoint stalled).
+    gpfs_waiter_seconds: float = 60.0
     checkpoint_lost_ratio: float = 0.1      # checkpoint-stalled share of allocated GPU time
     checkpoint_window: str = "1h"
     checkpoint_slow_factor: float = 2.0     # a checkpoint this many times the job's mean of its earlier ones

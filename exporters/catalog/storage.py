@@ -102,6 +102,21 @@ GDS_GPU_CROSS_ROOT_PORT = gauge("lockstep_gds_gpu_cross_root_port_ratio",
                                 "Share of the GPU's peer traffic crossing a PCIe root port (peer stats only).",
                                 GDS_GPU, "ratio")
 
+# Spectrum Scale (GPFS) waiters on this node now, from mmdiag --waiters (the spectrum-scale collector). reason: a
+# fixed class of the waiter's reason text (io, network, other, none); older_than_seconds: 0.1, 1, 10, 60, 300.
+GPFS_WAITERS_SUCCESS = gauge("lockstep_gpfs_waiters_success",
+                             "1 when the last mmdiag --waiters run (--spectrum-scale.mmdiag-command) succeeded; 0: the "
+                             "other waiter series are absent.")
+GPFS_WAITERS = gauge("lockstep_gpfs_waiters",
+                     "GPFS daemon threads waiting now, per class of their reason (io: I/O completion; network: socket "
+                     "or verbs; other; none: no reason given); threads matching --spectrum-scale.waiters-exclude left out.",
+                     ("reason",))
+GPFS_WAITERS_OLDER_THAN = gauge("lockstep_gpfs_waiters_older_than",
+                                "GPFS waiters now that have waited longer than older_than_seconds (cumulative: an age "
+                                "histogram of the waiters present, not of past observations).", ("older_than_seconds",))
+GPFS_WAITER_OLDEST = gauge("lockstep_gpfs_waiter_oldest_seconds",
+                           "How long the oldest GPFS waiter now has waited (0 with no waiter).", (), "seconds")
+
 # Local NVMe controllers (controller: nvme0, ...), from sysfs and the SMART / health log page.
 NVME = ("controller",)
 NVME_INFO = gauge("lockstep_nvme_info", "An NVMe controller of this node (sysfs model, serial and firmware_rev).",
@@ -135,4 +150,5 @@ METRICS = (READ_BYTES, WRITE_BYTES, METADATA_OPS, READ_CALLS, WRITE_CALLS, DIREC
            GDS_BANDWIDTH, GDS_LATENCY, GDS_ERRORS, GDS_SHADOW_BUFFER, GDS_ACTIVE_PROCESSES, GDS_GPU_REGISTERED,
            GDS_GPU_CACHE, GDS_GPU_MAX_PINNED, GDS_GPU_CROSS_ROOT_PORT, NVME_INFO, NVME_SMART_SUCCESS, NVME_PERCENTAGE_USED,
            NVME_AVAILABLE_SPARE, NVME_AVAILABLE_SPARE_THRESHOLD, NVME_MEDIA_ERRORS, NVME_CRITICAL_WARNING, NVME_TEMPERATURE,
-           NVME_READ_BYTES, NVME_WRITTEN_BYTES)
+           NVME_READ_BYTES, NVME_WRITTEN_BYTES, GPFS_WAITERS_SUCCESS, GPFS_WAITERS, GPFS_WAITERS_OLDER_THAN,
+           GPFS_WAITER_OLDEST)

@@ -7,10 +7,12 @@ One ceph-exporter runs per host and serves every daemon's counters there, each R
 gateway's totals: scope ``cluster``, name ``rgw``, summed over the host's gateways. The ``rgw_op_per_bucket``
 section (``ceph_rgw_op_per_bucket_*``, only where ``rgw_bucket_counters_cache`` is on; doc/radosgw/metrics.rst)
 is per bucket: scope ``bucket``, name the bucket, or ``tenant/bucket`` where a tenant label says so. The
-per-user section is not read (users are not a scope of the common metrics)."""
+per-user section is not read (users are not a scope of the common metrics). ``read`` sums one answer; the
+poller reads each gateway apart (``read_sources``, by ``instance_id``) and sums with ``monotonic.CounterSums``,
+so that one gateway's restart or absence never makes a summed counter go backwards."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from lockstep.exporters.catalog import storagesys as m
 from lockstep.exporters.storagesys.promtext import parse_samples
@@ -39,13 +41,17 @@ def _split(name: str) -> tuple[str, str, str] | None:
 
 def parse_rgw_metrics(text: str) -> dict[tuple[str, str], dict[str, float]]:
     """(scope, name) -> {"ops:<op>", "bytes:<op>", "lat:<op>", "failed"} summed over the host's gateways."""
+    return _found(parse_samples(text, "ceph_rgw_"))
+
+
+def _found(rows: Iterable[tuple[str, dict[str, str], float]]) -> dict[tuple[str, str], dict[str, float]]:
     found: dict[tuple[str, str], dict[str, float]] = {}
 
     def add(key: tuple[str, str], field: str, value: float) -> None:
         entry = found.setdefault(key, {})
         entry[field] = entry.get(field, 0.0) + value
 
-    for name, labels, value in parse_samples(text, "ceph_rgw_"):
+    for name, labels, value in rows:
         if name == "ceph_rgw_failed_req":
             add(("cluster", _GATEWAY), "failed", value)
             continue
@@ -83,3 +89,11 @@ def samples(target: str, found: dict[tuple[str, str], dict[str, float]]) -> Iter
 def read(target: str, text: str) -> list[Sample]:
     """An answer of ceph-exporter as samples of the common metrics."""
     return list(samples(target, parse_rgw_metrics(text)))
+
+
+def read_sources(target: str, text: str) -> dict[str, list[Sample]]:
+    """An answer of ceph-exporter as samples per gateway (its ``instance_id`` label), not summed."""
+    rows: dict[str, list[tuple[str, dict[str, str], float]]] = {}
+    for row in parse_samples(text, "ceph_rgw_"):
+        rows.setdefault(row[1].get("instance_id", ""), []).append(row)
+    return {gateway: list(samples(target, _found(found))) for gateway, found in rows.items()}

@@ -4,12 +4,14 @@ storage-system metrics. Pure parsing; the fetch is the poller's.
 
 The endpoint's answer is the node's own bucket metrics plus its peers' (cmd/metrics-v2.go,
 ``minioBucketCollector.Collect``), each series labelled with its ``server``: request and traffic
-counters are per server and summed here, while usage (bytes, objects, quota) comes from the cluster's
-data-usage scan once, from the answering node."""
+counters are per server and summed, while usage (bytes, objects, quota) comes from the cluster's
+data-usage scan once, from the answering node. ``read`` sums one answer; the poller reads each server apart
+(``read_sources``) and sums with ``monotonic.CounterSums``, so that one server's restart or absence never
+makes a summed counter go backwards."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from lockstep.exporters.catalog import storagesys as m
 from lockstep.exporters.storagesys.promtext import parse_samples
@@ -36,10 +38,15 @@ def _add(current: float | None, value: float) -> float:
 
 
 def parse_bucket_metrics(text: str) -> list[BucketStats]:
-    """The buckets of one answer, in name order. Series without a ``bucket`` label (the replication
-    proxy failures, ``minio_usage_last_activity_nano_seconds``) are not per bucket and are skipped."""
+    """The buckets of one answer, in name order, summed over its servers."""
+    return _buckets(parse_samples(text, "minio_"))
+
+
+def _buckets(rows: Iterable[tuple[str, dict[str, str], float]]) -> list[BucketStats]:
+    """Series without a ``bucket`` label (the replication proxy failures,
+    ``minio_usage_last_activity_nano_seconds``) are not per bucket and are skipped."""
     buckets: dict[str, BucketStats] = {}
-    for name, labels, value in parse_samples(text, "minio_"):
+    for name, labels, value in rows:
         bucket = labels.get("bucket")
         if not bucket:
             continue
@@ -84,3 +91,11 @@ def samples(target: str, buckets: list[BucketStats]) -> Iterator[Sample]:
 def read(target: str, text: str) -> list[Sample]:
     """An answer of the bucket endpoint as samples of the common metrics."""
     return list(samples(target, parse_bucket_metrics(text)))
+
+
+def read_sources(target: str, text: str) -> dict[str, list[Sample]]:
+    """An answer of the bucket endpoint as samples per server (its ``server`` label), not summed."""
+    rows: dict[str, list[tuple[str, dict[str, str], float]]] = {}
+    for row in parse_samples(text, "minio_"):
+        rows.setdefault(row[1].get("server", ""), []).append(row)
+    return {server: list(samples(target, _buckets(found))) for server, found in rows.items()}

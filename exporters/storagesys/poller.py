@@ -1,6 +1,8 @@
 """Polls every target concurrently (at most max_concurrency at once), each within timeout_s, and keeps
 the latest result per target for ``/metrics``. A target's failure is its own: it reads as
-``lockstep_storage_system_up{target} 0`` and a failure counted by reason; the others stay as they are."""
+``lockstep_storage_system_up{target} 0`` and a failure counted by reason; the others stay as they are.
+Each answer is read per source (server, gateway) and summed by the target's ``monotonic.CounterSums``: the
+summed counters never go backwards when one source restarts or leaves the answer."""
 from __future__ import annotations
 
 import asyncio
@@ -16,15 +18,16 @@ from lockstep.exporters.storagesys import cephrgw, minio
 from lockstep.exporters.storagesys.config import StorageConfig, Target
 from lockstep.exporters.storagesys.errors import PollError
 from lockstep.exporters.storagesys.fetch import get_text, ssl_context
+from lockstep.exporters.storagesys.monotonic import CounterSums
 from lockstep.exporters.toolkit.logs import kv
 from lockstep.exporters.toolkit.rounds import every
 from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.storage")
-# kind -> (endpoint path, parser of its answer into samples)
-KINDS: dict[str, tuple[str, Callable[[str, str], list[Sample]]]] = {
-    "minio": (minio.METRICS_PATH, minio.read),
-    "ceph-rgw": (cephrgw.METRICS_PATH, cephrgw.read),
+# kind -> (endpoint path, parser of its answer into samples per source)
+KINDS: dict[str, tuple[str, Callable[[str, str], dict[str, list[Sample]]]]] = {
+    "minio": (minio.METRICS_PATH, minio.read_sources),
+    "ceph-rgw": (cephrgw.METRICS_PATH, cephrgw.read_sources),
 }
 
 
@@ -45,11 +48,15 @@ class Poller:
         self.failures: dict[tuple[str, str], int] = {}
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self._tls = {t.name: ssl_context(t) for t in config.targets}
+        self._sums = {t.name: CounterSums() for t in config.targets}
 
     async def _read(self, target: Target) -> list[Sample]:
         path, parse = KINDS[target.kind]
         text = await get_text(self.session, target, path, self._tls[target.name], self.config.max_answer_bytes)
-        return await asyncio.to_thread(parse, target.name, text)  # thousands of buckets: off the event loop
+        return await asyncio.to_thread(self._parse, target.name, parse, text)  # thousands of buckets: off the loop
+
+    def _parse(self, name: str, parse: Callable[[str, str], dict[str, list[Sample]]], text: str) -> list[Sample]:
+        return self._sums[name].combine(parse(name, text))
 
     async def poll(self, target: Target) -> TargetResult:
         """One poll: the wait for a slot is not counted against the target's timeout_s."""

@@ -47,6 +47,8 @@ CONTRACT = {
     "GPUSlowerThanPeers": "ticket",
     # Added with storage systems and checkpoints as facts.
     "StorageLatencyHigh": "ticket", "CheckpointSlow": "ticket",
+    # Added with Spectrum Scale waiters (mmdiag --waiters).
+    "GPFSClientStalled": "ticket",
 }
 
 

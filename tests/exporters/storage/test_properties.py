@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lockstep.exporters.storage.cgroupio import CgroupFormatError, parse_io_stat, parse_pressure
+from lockstep.exporters.storage.mmdiag import REASON_CLASSES, parse_waiters, reason_class
 from lockstep.exporters.storage.mmpmon import parse_fs_io_s
 from lockstep.exporters.storage.mountinfo import parse_mountinfo
 from lockstep.exporters.storage.nvfs import NvfsFormatError, parse_nvfs_stats
@@ -121,3 +122,26 @@ def test_a_corrupt_fs_io_s_line_loses_that_file_system_alone(names, data):
             "_rdc_ 8 _wc_ 9 _dir_ 10 _iu_ 11\n")
     text = "".join(line.format(fs=name, br=bad if name == victim else 3) for name in names)
     assert [fs.fsname for fs in parse_fs_io_s(text)] == [n for n in names if n != victim]
+
+
+WAITERS = FIXTURES / "spectrum-scale" / "mmdiag-waiters-gpfs_exporter.txt"
+
+
+@FAST
+@given(st.one_of(spliced(WAITERS), NOISE))
+def test_waiters_never_raise(text):
+    for waiter in parse_waiters(text, []):
+        assert waiter.seconds >= 0 and reason_class(waiter.reason) in REASON_CLASSES
+
+
+@FAST
+@given(st.data())
+def test_a_corrupt_waiter_record_loses_that_waiter_alone(data):
+    lines = WAITERS.read_text().splitlines()[:28]   # the header and the node's 27 records
+    victim = data.draw(st.integers(1, 27))
+    fields = lines[victim].split(":")
+    fields[10] = data.draw(st.sampled_from(["", "x", "-1", "nan", "inf", "1e400", "\u0663"]))   # waitTime
+    lines[victim] = ":".join(fields)
+    errors: list[str] = []
+    waiters = parse_waiters("\n".join(lines), errors)
+    assert len(waiters) == 26 and errors and errors[0].startswith(f"line {victim + 1}:")

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from lockstep.exporters.catalog import storagesys as m
 from lockstep.exporters.storagesys.app import create_app
 from lockstep.exporters.storagesys.config import StorageConfig, Target
-from tests.helpers.storagefake import CEPH_RGW, MINIO_BUCKET, Behaviour, FakeStorage
+from tests.helpers.storagefake import CEPH_RGW, MINIO_BUCKET, Behaviour, FakeStorage, two_servers
 
 TOKEN = "eyJhbGciOi-never-logged-Sig"
 
@@ -172,3 +172,18 @@ async def test_an_answer_of_many_reads_is_read_to_its_end_and_one_past_the_bound
     got = await scrape(small)
     assert value(got, m.UP, target="too-big") == 0.0
     assert value(got, m.POLL_FAILURES, target="too-big", reason="parse") == 1.0
+
+
+async def test_a_server_leaving_the_answer_never_makes_the_exported_sum_go_backwards(
+        fake, refused_port, aiohttp_client):
+    """Two MinIO servers in one answer (the recorded one and its copy, 1232 bytes sent each); the second leaves
+    the answer for one poll and comes back having sent nothing more: the summed bytes sent stay 2464, never the
+    drop to 1232 a plain sum gives, which rate() would read as a reset of the whole sum."""
+    storage, base = fake
+    client = await aiohttp_client(create_app(config(base, refused_port, "other"), background=False))
+    got = []
+    for body in (two_servers(MINIO_BUCKET), MINIO_BUCKET, two_servers(MINIO_BUCKET)):
+        storage.targets["other"].body = body
+        await _poll(client)
+        got.append(value(await scrape(client), m.READ_BYTES, target="other", scope="bucket", name="mybucket"))
+    assert got == [2464.0, 2464.0, 2464.0]
