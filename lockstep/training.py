@@ -7,7 +7,8 @@ In the training loop, after each optimizer step::
         optimizer.step()
         step_end(step)          # the step number is optional
 
-or with a framework's callback (its framework imported only when the callback is first named)::
+with ``train_start()`` called once before the loop (so its first step is timed too), or with a framework's
+callback (its framework imported only when the callback is first named)::
 
     trainer = lightning.Trainer(callbacks=[lockstep.training.LightningCallback()])
     trainer = transformers.Trainer(..., callbacks=[lockstep.training.HuggingFaceCallback()])
@@ -34,7 +35,7 @@ from typing import Any, Mapping
 
 from lockstep.exporters.catalog import stepfeed
 
-__all__ = ["step_end", "configure", "stats"]   # the callbacks too, by name (see __getattr__)
+__all__ = ["step_end", "train_start", "configure", "stats"]   # the callbacks too, by name (see __getattr__)
 
 
 class Feed:
@@ -54,6 +55,13 @@ class Feed:
         self.pid, self.session = os.getpid(), secrets.token_hex(8)
         self.steps, self.seconds, self.last, self.step = 0, 0.0, None, -1
         self.next_send, self.sock, self.sent, self.dropped = 0.0, None, 0, 0
+
+    def start(self, _clock=time.monotonic) -> None:
+        """The loop starts (or resumes) now: the next step end is timed from here, no step is counted, and the
+        totals are sent (the agent holds the rank from its start: a first sample for its first step to count from,
+        and a rank stuck before its first step is seen)."""
+        self.last = _clock()
+        self.send(self.last)
 
     def end(self, step: Any = None, _clock=time.monotonic) -> None:
         now = _clock()
@@ -99,6 +107,9 @@ class _Off:
 
     steps = sent = dropped = 0
 
+    def start(self) -> None:
+        pass
+
     def end(self, step: Any = None) -> None:
         pass
 
@@ -130,6 +141,16 @@ def step_end(step: Any = None) -> None:
     if feed is None:
         feed = configure()
     feed.end(step)
+
+
+def train_start() -> None:
+    """The training loop starts (or resumes after an evaluation or a checkpoint) on this rank: the first step
+    that ends next is timed from now. Without it a process's first step counts and is not timed (nothing marks
+    when it began); the callbacks call it for you."""
+    feed = _feed
+    if feed is None:
+        feed = configure()
+    feed.start()
 
 
 def stats() -> dict[str, int]:
@@ -170,6 +191,7 @@ def _lightning_callback() -> type:
 
         def on_train_start(self, trainer, pl_module) -> None:
             self._last = trainer.global_step
+            train_start()
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
             if trainer.global_step != self._last:
@@ -185,6 +207,9 @@ def _huggingface_callback() -> type:
     class HuggingFaceCallback(TrainerCallback):
         """Reports a step end at each of ``Trainer``'s ``on_step_end`` (after the optimizer step), with
         ``state.global_step``."""
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            train_start()
 
         def on_step_end(self, args, state, control, **kwargs):
             step_end(state.global_step)

@@ -18,10 +18,10 @@ stamped with that moment and written to TSDB blocks with ``promtool tsdb create-
 the CSV holds one iteration in ten, each record here is one step.
 
 The feed cannot time a process's first step from that step's end alone (nothing before it to measure from): each
-worker reports its loop's start first (``step_end(0)`` before its first step, as docs/pace.md advises), so every
-record of the CSV reaches Prometheus. Without that report each worker's first record is lost, the scorer's baseline
-(its first records) moves by one, and on this job worker 9 is first flagged two records later (2,291, not 2,271):
-the same workers, not the same first flags.
+worker reports its loop's start first (``train_start()`` before its first step, as docs/pace.md advises; the agent
+then holds the rank at zero steps), so every record of the CSV reaches Prometheus. Without that report each worker's
+first record is lost, the scorer's baseline (its first records) moves by one, and on this job worker 9 is first
+flagged two records later (2,291, not 2,271): the same workers, not the same first flags.
 """
 from __future__ import annotations
 
@@ -102,9 +102,12 @@ def feed_the_job(root: Path, steps_by_worker: dict[str, list[tuple[int, float]]]
         encoder = Encoder()
         try:
             at = 0.0
-            for count, (step, seconds) in enumerate([(0, 0.0), *steps], start=1):   # first the loop's start
+            for count, (step, seconds) in enumerate([(None, 0.0), *steps]):   # first the loop's start
                 at += seconds
-                feed.end(step, _clock=lambda now=mono0 + at: now)
+                if step is None:
+                    feed.start(_clock=lambda now=mono0 + at: now)
+                else:
+                    feed.end(step, _clock=lambda now=mono0 + at: now)
                 wait_for(lambda c=collector, n=count: any(r.steps == n for r in c.table.snapshot()[0]),
                          f"worker {worker}'s step {step} at its agent")
                 families: dict = {}

@@ -201,8 +201,24 @@ def test_the_lightning_callback_reports_each_optimizer_step_not_each_batch(frame
     for batch in range(8):                                   # gradient accumulation over 4 batches
         trainer.global_step = 40 + (batch + 1) // 4
         callback.on_train_batch_end(trainer, None, None, None, batch)
-    reports = [stepfeed.decode(sock.recv(4096)) for _ in range(2)]
-    assert [(r.steps, r.step) for r in reports] == [(1, 41), (2, 42)]
+    reports = [stepfeed.decode(sock.recv(4096)) for _ in range(3)]
+    assert [(r.steps, r.step) for r in reports] == [(0, -1), (1, 41), (2, 42)]   # the loop's start, then each step
+    assert reports[1].seconds > 0                                                 # the first step is timed
+
+
+def test_train_start_times_the_first_step_and_counts_none(receiver):
+    path, sock = receiver
+    feed = training.Feed({"RANK": "3"}, str(path), interval=0)
+    feed.start(_clock=lambda: 100.0)
+    feed.end(1, _clock=lambda: 102.5)
+    start, first = (stepfeed.decode(sock.recv(4096)) for _ in range(2))
+    assert (start.steps, start.seconds) == (0, 0.0)
+    assert (first.steps, first.step, first.seconds) == (1, 1, 2.5)
+    untimed = training.Feed({"RANK": "3"}, str(path), interval=0)    # no start: the first step counts, untimed
+    untimed.end(1, _clock=lambda: 102.5)
+    assert (lambda r: (r.steps, r.seconds))(stepfeed.decode(sock.recv(4096))) == (1, 0.0)
+    feed.close()
+    untimed.close()
 
 
 def test_the_hugging_face_callback_reports_on_step_end(frameworks, receiver):
@@ -210,8 +226,10 @@ def test_the_hugging_face_callback_reports_on_step_end(frameworks, receiver):
     training.configure(env={"RANK": "0"}, socket_path=str(path), interval=0)
     callback = training.HuggingFaceCallback()
     assert isinstance(callback, frameworks["transformers"].TrainerCallback)
+    callback.on_train_begin(None, types.SimpleNamespace(global_step=6), None, model=None)
     callback.on_step_end(None, types.SimpleNamespace(global_step=7), None, model=None)
-    assert stepfeed.decode(sock.recv(4096)).step == 7
+    start, step = (stepfeed.decode(sock.recv(4096)) for _ in range(2))
+    assert (start.steps, step.steps, step.step) == (0, 1, 7) and step.seconds > 0
 
 
 def test_a_name_the_module_lacks_is_an_attribute_error():
