@@ -31,6 +31,24 @@ class ExporterConfig:
         return default if value is None else value
 
 
+def number_flag(config: ExporterConfig, name: str, default: float, *, above: float | None = None,
+                at_least: float | None = None, integer: bool = False) -> Any:
+    """The value of ``--name`` (``default`` when unset) as a float, or an int with ``integer``; one that is not a
+    number (NaN included), is not above ``above`` or is below ``at_least`` raises ValueError naming the flag."""
+    raw = config.flag(name, default)
+    try:
+        value = int(raw) if integer else float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"--{name}: {raw!r} is not {'an integer' if integer else 'a number'}") from None
+    if value != value:
+        raise ValueError(f"--{name}: {raw!r} is not a number")
+    if above is not None and not value > above:
+        raise ValueError(f"--{name}: must be above {above:g}, got {value:g}")
+    if at_least is not None and value < at_least:
+        raise ValueError(f"--{name}: must be at least {at_least:g}, got {value:g}")
+    return value
+
+
 def regex_flag(name: str, pattern: str) -> re.Pattern[str]:
     """The value of ``--name`` compiled; a bad one raises ValueError naming the flag."""
     try:

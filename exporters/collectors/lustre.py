@@ -17,7 +17,7 @@ from typing import Iterable
 
 from lockstep.exporters.boundedcmd import KILL_GRACE_S, BoundedCommand  # noqa: F401 (KILL_GRACE_S: the tests' API)
 from lockstep.exporters.catalog import storage as m
-from lockstep.exporters.config import ExporterConfig
+from lockstep.exporters.config import ExporterConfig, number_flag
 from lockstep.exporters.readfile import read_text
 from lockstep.exporters.registry import add_flag, register
 from lockstep.exporters.storage.llite import LliteStats, fsname_of, parse_lctl_stats, parse_llite_stats
@@ -50,9 +50,7 @@ class LustreOptions:
             command = tuple(shlex.split(config.flag("lustre.lctl-command", "")))
         except ValueError as exc:  # unbalanced quotes
             raise ValueError(f"--lustre.lctl-command: {exc}") from None
-        timeout = float(config.flag("lustre.lctl-timeout", 2.0))
-        if timeout <= 0:
-            raise ValueError(f"--lustre.lctl-timeout must be > 0, got {timeout}")
+        timeout = number_flag(config, "lustre.lctl-timeout", 2.0, above=0)
         return cls(config.procfs, config.sysfs, config.rootfs, command, timeout)
 
 

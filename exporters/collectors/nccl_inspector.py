@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from lockstep.exporters.catalog import nccl_inspector as m
 from lockstep.exporters.collectors.jobs import LazyJobs
+from lockstep.exporters.config import number_flag
 from lockstep.exporters.jobs.placement import Placement, Placements
 from lockstep.exporters.nccl import inspector as fmt
 from lockstep.exporters.nccl.inspector_names import METRICS as NCCL_METRICS
@@ -88,19 +89,11 @@ class NcclInspectorOptions:
 
     @classmethod
     def from_config(cls, config: "ExporterConfig") -> "NcclInspectorOptions":
-        seconds = {}
-        for name, default, low in (("max-age", 90.0, 0.0), ("settle", 0.25, -1.0)):
-            value = float(config.flag(f"nccl-inspector.{name}", default))
-            if not value > low or value != value:
-                raise ValueError(f"--nccl-inspector.{name}: must be above {max(low, 0):g}, got {value:g}")
-            seconds[name] = value
-        limits = {}
-        for name, default in (("max-files", 64), ("max-communicators", 16), ("max-message-sizes", 16),
-                              ("max-file-bytes", 1 << 20)):
-            value = int(config.flag(f"nccl-inspector.{name}", default))
-            if value < 1:
-                raise ValueError(f"--nccl-inspector.{name}: must be at least 1, got {value}")
-            limits[name] = value
+        seconds = {"max-age": number_flag(config, "nccl-inspector.max-age", 90.0, above=0),
+                   "settle": number_flag(config, "nccl-inspector.settle", 0.25, at_least=0)}
+        limits = {name: number_flag(config, f"nccl-inspector.{name}", default, at_least=1, integer=True)
+                  for name, default in (("max-files", 64), ("max-communicators", 16), ("max-message-sizes", 16),
+                                        ("max-file-bytes", 1 << 20))}
         names = str(config.flag("nccl-inspector.metric-names", "lockstep"))
         if names not in NAME_SETS:
             raise ValueError(f"--nccl-inspector.metric-names: {names!r} is not one of {', '.join(NAME_SETS)}")

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from lockstep.exporters.catalog import nccl as m
 from lockstep.exporters.collectors.jobs import LazyJobs
+from lockstep.exporters.config import number_flag
 from lockstep.exporters.jobs.placement import Placements
 from lockstep.exporters.nccl.node import LocalAddresses, normal_address, slurm_job_of_pid
 from lockstep.exporters.nccl.ras import NCCL_RESULTS, Communicator, RasParseError, RasStatus, parse
@@ -98,18 +99,11 @@ class NcclRasOptions:
             host, port = parse_address(address)
         except ValueError as exc:
             raise ValueError(f"--nccl-ras.address: {exc}") from None
-        numbers = {}
-        for name, default, low in (("poll-interval", 15.0, 0.0), ("timeout", 10.0, 0.0)):
-            value = float(config.flag(f"nccl-ras.{name}", default))
-            if not value > low:
-                raise ValueError(f"--nccl-ras.{name}: must be above {low:g}, got {value:g}")
-            numbers[name] = value
-        limits = {}
-        for name, default in (("max-communicators", 32), ("max-missing-ranks", 32), ("max-answer-bytes", 16 << 20)):
-            value = int(config.flag(f"nccl-ras.{name}", default))
-            if value < (1 if name == "max-answer-bytes" else 0):
-                raise ValueError(f"--nccl-ras.{name}: must not be negative, got {value}")
-            limits[name] = value
+        numbers = {name: number_flag(config, f"nccl-ras.{name}", default, above=0)
+                   for name, default in (("poll-interval", 15.0), ("timeout", 10.0))}
+        limits = {name: number_flag(config, f"nccl-ras.{name}", default, at_least=low, integer=True)
+                  for name, default, low in (("max-communicators", 32, 0), ("max-missing-ranks", 32, 0),
+                                             ("max-answer-bytes", 16 << 20, 1))}
         nodes = config.flag("nccl-ras.node-address")
         node_addresses = tuple(normal_address(a.strip()) for a in nodes.split(",") if a.strip()) if nodes else None
         return cls(host, port, numbers["poll-interval"], numbers["timeout"], config.flag("nccl-ras.format", "auto"),

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from lockstep.exporters.boundedcmd import BoundedCommand
 from lockstep.exporters.catalog import storage as m
-from lockstep.exporters.config import ExporterConfig
+from lockstep.exporters.config import ExporterConfig, number_flag
 from lockstep.exporters.readfile import read_text
 from lockstep.exporters.registry import add_flag, register
 from lockstep.exporters.storage.nvmesmart import DATA_UNIT_BYTES, WARNING_BITS, NvmeHealth, parse_smart_log
@@ -53,10 +53,8 @@ class NvmeOptions:
             raise ValueError(f"--nvme.smart-command: {exc}") from None
         if command and not any("{device}" in arg for arg in command):
             raise ValueError("--nvme.smart-command must name the controller as {device}")
-        timeout = float(config.flag("nvme.smart-timeout", 5.0))
-        interval = float(config.flag("nvme.smart-interval", 60.0))
-        if timeout <= 0 or interval < 0:
-            raise ValueError(f"--nvme.smart-timeout must be > 0 and --nvme.smart-interval >= 0, got {timeout}, {interval}")
+        timeout = number_flag(config, "nvme.smart-timeout", 5.0, above=0)
+        interval = number_flag(config, "nvme.smart-interval", 60.0, at_least=0)
         return cls(config.sysfs, command, timeout, interval)
 
 

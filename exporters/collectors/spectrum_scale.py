@@ -21,7 +21,7 @@ from pathlib import Path
 
 from lockstep.exporters.boundedcmd import BoundedCommand
 from lockstep.exporters.catalog import storage as m
-from lockstep.exporters.config import ExporterConfig
+from lockstep.exporters.config import ExporterConfig, number_flag
 from lockstep.exporters.readfile import read_text
 from lockstep.exporters.registry import add_flag, register
 from lockstep.exporters.scrape import PartialFailure
@@ -72,9 +72,7 @@ class SpectrumScaleOptions:
             raise ValueError(f"--spectrum-scale.mmpmon-command: {exc}") from None
         if not command:
             raise ValueError("--spectrum-scale.mmpmon-command is empty")
-        timeout = float(config.flag("spectrum-scale.timeout", 5.0))
-        if timeout <= 0:
-            raise ValueError(f"--spectrum-scale.timeout must be > 0, got {timeout}")
+        timeout = number_flag(config, "spectrum-scale.timeout", 5.0, above=0)
         try:
             mmdiag = tuple(shlex.split(config.flag("spectrum-scale.mmdiag-command", DEFAULT_MMDIAG)))
         except ValueError as exc:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Callable
 from lockstep.exporters.catalog import pace as m
 from lockstep.exporters.catalog import stepfeed
 from lockstep.exporters.collectors.jobs import LazyJobs
+from lockstep.exporters.config import number_flag
 from lockstep.exporters.jobs.placement import Placement, Placements
 from lockstep.exporters.registry import add_flag, register
 from lockstep.exporters.toolkit.logs import once
@@ -72,12 +73,8 @@ class StepsOptions:
             raise ValueError(f"--steps.socket-mode: {mode!r} is not an octal mode") from None
         if not 0 <= socket_mode <= 0o777:
             raise ValueError(f"--steps.socket-mode: {mode!r} is not a permission mode")
-        ttl = float(config.flag("steps.ttl", 600.0))
-        if not ttl > 0:
-            raise ValueError(f"--steps.ttl: must be above 0, got {ttl:g}")
-        senders = int(config.flag("steps.max-senders", 512))
-        if senders < 1:
-            raise ValueError(f"--steps.max-senders: must be at least 1, got {senders}")
+        ttl = number_flag(config, "steps.ttl", 600.0, above=0)
+        senders = number_flag(config, "steps.max-senders", 512, at_least=1, integer=True)
         return cls(Path(config.flag("steps.socket", stepfeed.DEFAULT_SOCKET)), socket_mode, ttl, senders)
 
 
