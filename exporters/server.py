@@ -8,6 +8,7 @@ from aiohttp import web
 from lockstep.exporters.config import ExporterConfig
 from lockstep.exporters.scrape import Scraper
 from lockstep.exporters.toolkit.httpmetrics import metrics_response
+from lockstep.exporters.toolkit.renderthread import RenderThread
 from lockstep.exporters.toolkit.version import VERSION
 from lockstep.exporters.toolkit.web import auth_middleware, landing_page
 
@@ -18,6 +19,7 @@ SCRAPE_LOCK = web.AppKey("scrape_lock", asyncio.Lock)
 # end, each holding a connection and, once its turn came, a whole collection pass.
 MAX_WAITING = 4
 WAITING = web.AppKey("waiting", list)
+RENDER_THREAD = web.AppKey("render_thread", RenderThread)
 
 
 def create_app(config: ExporterConfig, scraper: Scraper) -> web.Application:
@@ -26,6 +28,7 @@ def create_app(config: ExporterConfig, scraper: Scraper) -> web.Application:
     app[SCRAPER] = scraper
     app[SCRAPE_LOCK] = asyncio.Lock()
     app[WAITING] = []
+    app[RENDER_THREAD] = RenderThread("scrape")
 
     async def metrics(request: web.Request) -> web.Response:
         waiting, lock = request.app[WAITING], request.app[SCRAPE_LOCK]
@@ -39,7 +42,8 @@ def create_app(config: ExporterConfig, scraper: Scraper) -> web.Application:
                     # The caller hung up while waiting (its scrape timeout): a scrape now would be
                     # thrown away, and may start lctl for nothing.
                     return web.Response(status=499)
-                return await metrics_response(request, request.app[SCRAPER].render, gzip=True)
+                return await metrics_response(request, request.app[SCRAPER].render, gzip=True,
+                                              thread=request.app[RENDER_THREAD])
         finally:
             if request in waiting:
                 waiting.remove(request)
@@ -52,6 +56,7 @@ def create_app(config: ExporterConfig, scraper: Scraper) -> web.Application:
 
     async def scraper_cleanup(app: web.Application):
         yield
+        app[RENDER_THREAD].close()
         await asyncio.to_thread(app[SCRAPER].close)
 
     app.router.add_get(config.telemetry_path, metrics)

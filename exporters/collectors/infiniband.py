@@ -19,7 +19,7 @@ from lockstep.exporters.fabric.device_scan import DeviceScan
 from lockstep.exporters.fabric.topology import IbDevice, IbPort, rails
 from lockstep.exporters.registry import add_flag, register
 from lockstep.exporters.toolkit.logs import once
-from lockstep.exporters.toolkit.sample import Sample
+from lockstep.exporters.toolkit.sample import Sample, new_sample
 
 log = logging.getLogger("lockstep.collector.infiniband")
 
@@ -172,7 +172,7 @@ class InfinibandCollector:
         except ValueError as exc:
             once(log, logging.WARNING, path, "malformed %s: %s", path, exc)
             return None
-        out.append(Sample(metric, labels, value))
+        out.append(new_sample((metric, labels, value)))
         return value
 
     def _counters(self, plan: _PortPlan, out: list[Sample]) -> None:
@@ -188,7 +188,7 @@ class InfinibandCollector:
             if value == counter.pinned:
                 flagged.append(counter.flag)
             else:
-                out.append(Sample(counter.metric, labels, float(value * counter.scale)))
+                out.append(new_sample((counter.metric, labels, float(value * counter.scale))))
         if flagged:
             out.extend(sorted(flagged, key=lambda sample: sample.labels))
 

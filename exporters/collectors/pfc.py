@@ -16,7 +16,7 @@ from lockstep.exporters.fabric.pfc_table import Slot, infer_driver, plan
 from lockstep.exporters.fabric.topology import class_dir, listing
 from lockstep.exporters.registry import add_flag, register
 from lockstep.exporters.toolkit.logs import once
-from lockstep.exporters.toolkit.sample import Sample
+from lockstep.exporters.toolkit.sample import Sample, new_sample
 
 log = logging.getLogger("lockstep.collector.pfc")
 
@@ -109,7 +109,7 @@ class PfcCollector:
             return
         values = stats.values
         for slot, labels in zip(slots, self._labels[interface]):
-            out.append(Sample(slot.metric, labels, values[slot.index] / slot.divisor))
+            out.append(new_sample((slot.metric, labels, values[slot.index] / slot.divisor)))
 
     def _replan(self, interface: str, stats: NicStats) -> tuple[tuple[str, ...], tuple[Slot, ...] | None]:
         slots = plan(stats.driver or "", stats.names)

@@ -14,7 +14,7 @@ from lockstep.exporters.config import ExporterConfig
 from lockstep.exporters.fabric.device_scan import DeviceScan
 from lockstep.exporters.registry import register
 from lockstep.exporters.toolkit.logs import once
-from lockstep.exporters.toolkit.sample import Sample
+from lockstep.exporters.toolkit.sample import Sample, new_sample
 
 log = logging.getLogger("lockstep.collector.roce")
 
@@ -57,7 +57,7 @@ class RoceCollector:
             if raw is None:
                 continue
             try:
-                out.append(Sample(metric, labels, float(int(raw))))
+                out.append(new_sample((metric, labels, float(int(raw)))))
             except ValueError:
                 once(log, logging.WARNING, path, "malformed counter %s: %r", path, raw[:40])
         return out

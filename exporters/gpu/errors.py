@@ -6,8 +6,11 @@ line; a lost GPU aborts that GPU's snapshot only; anything else is logged once a
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 import logging
-from typing import Any, Callable
+import struct
+from typing import Any, Callable, Sequence
 
 import pynvml
 
@@ -73,12 +76,43 @@ class NvmlGuard:
             return self.failed(what, code)
         return float(getattr(_FIELD_VALUE(value), _VALUE_MEMBER.get(_FIELD_TYPE(value), "ullVal")))
 
+    def fields(self, names: Sequence[str], values: Any) -> dict[str, float | None]:
+        """``field`` for a whole nvmlDeviceGetFieldValues batch (``names`` in the order of ``values``). A
+        ctypes array (what pynvml returns) is unpacked in one ``struct`` call: reading its members through
+        ctypes built a Python object per slot and per union, ~0.5 µs per field, 19 fields per GPU."""
+        layout = _batch_layout(len(values))
+        try:
+            flat = layout.unpack_from(values) if layout is not None else None
+        except TypeError:   # a sequence of structures rather than one array
+            flat = None
+        if flat is None:
+            return {name: self.field(name, value) for name, value in zip(names, values)}
+        out: dict[str, float | None] = {}
+        for i, (name, kind, code, raw) in enumerate(zip(names, flat[4::7], flat[5::7], flat[6::7])):
+            if code != _SUCCESS:
+                out[name] = self.failed(name, code)
+            elif kind == _ULL:
+                out[name] = float(raw)
+            else:  # another member of the value union: read as its own C type
+                out[name] = self.field(name, values[i])
+        return out
+
 
 # pynvml's structures override __getattribute__ in Python (to decode bytes), ~0.3 µs per member read;
 # the ctypes field descriptors read the same members in C (15 fields x 3 members per GPU per scrape).
 _FIELD_RETURN = pynvml.c_nvmlFieldValue_t.nvmlReturn.__get__
 _FIELD_TYPE = pynvml.c_nvmlFieldValue_t.valueType.__get__
 _FIELD_VALUE = pynvml.c_nvmlFieldValue_t.value.__get__
+# One c_nvmlFieldValue_t: fieldId, scopeId, timestamp, latencyUsec, valueType, nvmlReturn, value (8-byte union).
+_SLOT = "IIqqIIQ"
+_SUCCESS, _ULL = pynvml.NVML_SUCCESS, pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+
+
+@functools.lru_cache(maxsize=16)
+def _batch_layout(count: int) -> struct.Struct | None:
+    """The struct layout of ``count`` field values, or None where this pynvml's structure differs."""
+    layout = struct.Struct("=" + _SLOT * count)
+    return layout if count and layout.size == ctypes.sizeof(pynvml.c_nvmlFieldValue_t) * count else None
 
 
 # c_nvmlValue_t union member for each nvmlValueType_t.

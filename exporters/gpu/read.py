@@ -39,6 +39,7 @@ FIELDS = {
 }
 _NVLINK_TOTALS = ("nvlink_replay", "nvlink_recovery", "nvlink_crc_flit", "nvlink_crc_data")
 _FIELD_IDS = list(FIELDS.values())
+_FIELD_NAMES = tuple(FIELDS)
 _NVLINK_COUNTERS = (pynvml.NVML_NVLINK_ERROR_DL_REPLAY, pynvml.NVML_NVLINK_ERROR_DL_RECOVERY,
                     pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT, pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA)
 # pynvml's NVML_P2P_CAPS_INDEX_READ is the tuple (0,) through a stray comma; the C enum value is 0.
@@ -132,7 +133,7 @@ def read_fields(nvml: Nvml, g: NvmlGuard, h: Any) -> dict[str, float | None]:
     except pynvml.NVMLError as exc:
         g.failed("nvmlDeviceGetFieldValues", error_code(exc))  # raises GpuLost for a lost GPU
         return read_fields_classic(nvml, g, h)
-    return {key: g.field(key, value) for key, value in zip(FIELDS, values)}
+    return g.fields(_FIELD_NAMES, values)
 
 
 def read_fields_classic(nvml: Nvml, g: NvmlGuard, h: Any) -> dict[str, float | None]:

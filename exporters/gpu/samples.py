@@ -5,7 +5,7 @@ from functools import lru_cache
 
 from lockstep.exporters.catalog import gpu as m
 from lockstep.exporters.gpu.snapshot import CLOCK_EVENT_REASONS, GpuSnapshot, GpuStatic, MigDevice
-from lockstep.exporters.toolkit.sample import Sample
+from lockstep.exporters.toolkit.sample import Sample, new_sample
 
 # (multiplier, divisor) from NVML's units; dividing keeps 41 % → 0.41 exact in the exposition.
 MHZ = (1e6, 1)      # NVML clocks are MHz
@@ -59,18 +59,18 @@ def snapshot_samples(snap: GpuSnapshot) -> list[Sample]:
     index = str(static.index)
     gpu = (index,)
     maxima, p2p = _static_samples(static)
-    out = [Sample(metric, gpu, value * mul / div) for metric, attr, (mul, div) in _SCALARS
+    out = [new_sample((metric, gpu, value * mul / div)) for metric, attr, (mul, div) in _SCALARS
            if (value := getattr(snap, attr)) is not None]
     out += maxima
-    out += [Sample(metric, (index, label), value) for metric, label, attr in _LABELLED
+    out += [new_sample((metric, (index, label), value)) for metric, label, attr in _LABELLED
             if (value := getattr(snap, attr)) is not None]
     out += _derived(snap, index)
     for link in snap.nvlink:
-        out += [Sample(m.NVLINK_ERRORS, (index, link.link, kind), value) for kind in _NVLINK_TYPES
+        out += [new_sample((m.NVLINK_ERRORS, (index, link.link, kind), value)) for kind in _NVLINK_TYPES
                 if (value := getattr(link, kind)) is not None]
     out += p2p
     prof = dict(snap.prof)
-    out += [Sample(metric, gpu, prof[key]) for key, metric in _PROF if key in prof]
+    out += [new_sample((metric, gpu, prof[key])) for key, metric in _PROF if key in prof]
     out += [Sample(m.NVLINK_BANDWIDTH, (index, direction), prof[key])
             for key, direction in (("nvlink_rx", "rx"), ("nvlink_tx", "tx")) if key in prof]
     if snap.migs:

@@ -24,7 +24,8 @@ def _links_total(key: str) -> Callable[[dict], Any]:
     """NVML's *_TOTAL NVLink fields: the sum over the GPU's links (NotSupported without NVLink)."""
     def get(entry: dict) -> Any:
         links = entry.get("nvlink")
-        return sum(link.get(key, 0) for link in links) if links else _ABSENT
+        # a list, not a generator: half the time (4 sums over 18 links per GPU per simulator tick)
+        return sum([link.get(key, 0) for link in links]) if links else _ABSENT
     return get
 
 
