@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 
 from lockstep.analytics.evaluation.emulate import frame_block
-from lockstep.analytics.evaluation.evaluate import simulate
 from lockstep.analytics.frame.inputs import INPUTS, Input
 from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.errors import PrometheusError, QueryTimeout
@@ -25,9 +24,7 @@ from lockstep.analytics.service.filling import ENOUGH_S
 from lockstep.analytics.service.pieces import Pace
 from lockstep.analytics.service.refresh import Refresher
 from lockstep.exporters.catalog import fabric
-from tests.helpers.paths import FIXTURES
 
-SCENARIO = FIXTURES / "analytics/service.yaml"
 JOB = "7300"
 
 
@@ -50,8 +47,8 @@ class Whole:
 
 
 @pytest.fixture(scope="module")
-def run():
-    return simulate(SCENARIO)
+def run(service_sim):
+    return service_sim
 
 
 class SizedSource:

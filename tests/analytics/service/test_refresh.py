@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 
 from lockstep.analytics.evaluation.emulate import frame_block
-from lockstep.analytics.evaluation.evaluate import simulate
 from lockstep.analytics.frame.inputs import Input
 from lockstep.analytics.prom.api import PrometheusError, Window
 from lockstep.analytics.prom.decode import Block, decode_matrix
@@ -23,14 +22,14 @@ from lockstep.analytics.service.config import Shard
 from lockstep.analytics.service.refresh import Refresher
 from lockstep.analytics.service.state import LossCounters
 from lockstep.exporters.catalog import fabric
-from tests.helpers.analytics_service import EVIL, SCENARIO, Settings
+from tests.helpers.analytics_service import EVIL, Settings
 
 GPUS = 32
 
 
 @pytest.fixture(scope="module")
-def run():
-    return simulate(SCENARIO)
+def run(service_sim):
+    return service_sim
 
 
 def as_job(frame: pd.DataFrame, job_id: str) -> pd.DataFrame:
