@@ -122,9 +122,10 @@ def _root_logging_restored():
     root.handlers[:], root.level = handlers, level
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def service_sim():
-    """The analytics service's test run (tests/helpers/analytics_service.py), simulated in process."""
+    """The analytics service's test run (tests/helpers/analytics_service.py), simulated in process once for the
+    modules that read it (none changes it)."""
     from lockstep.analytics.evaluation.evaluate import simulate
     from tests.helpers.analytics_service import SCENARIO
 

@@ -92,7 +92,8 @@ def test_finding_watcher_prints_each_straggler_once_and_each_stall_as_it_begins(
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Jobs)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # a short poll: shutdown() waits for the serving loop to look (half a second by default)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
     try:
         watcher = FindingWatcher(f"http://127.0.0.1:{server.server_address[1]}")
         polls = [watcher.poll() for _ in range(5)]

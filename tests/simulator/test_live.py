@@ -119,17 +119,17 @@ def test_throttled_gpu_has_lower_clock_and_the_matching_reason(tmp_path, name, n
 def test_whole_job_slows_while_one_gpu_is_slow(tmp_path: Path) -> None:
     """All-reduce traffic per interval is proportional to the job's steps; a healthy node shows it."""
     data, seen = {}, {}
-    for t in ticks("gpu-throttle-thermal", tmp_path):
+    for t in ticks("gpu-throttle-thermal", tmp_path, (25.0, 50.0, 95.0, 105.0, 150.0, 195.0, 205.0, 295.0)):
         data[t] = sum(port(tmp_path, "node03", h, "port_xmit_data") for h in range(8))
         if t in (50.0, 150.0):
             seen[t] = gpus(tmp_path, "node03")
 
-    def rate(t: float) -> float:
-        return data[t] - data[t - PERIOD]
+    def rate(a: float, b: float) -> float:
+        """The mean traffic per interval from the one ending at ``a + PERIOD`` to the one ending at ``b``:
+        the intervals' differences add up to the counter's difference (read only at the two ticks)."""
+        return (data[b] - data[a]) / ((b - a) / PERIOD)
 
-    healthy = np.mean([rate(t) for t in np.arange(30.0, 100.0, PERIOD)])
-    slow = np.mean([rate(t) for t in np.arange(110.0, 200.0, PERIOD)])
-    after = np.mean([rate(t) for t in np.arange(210.0, 300.0, PERIOD)])
+    healthy, slow, after = rate(25.0, 95.0), rate(105.0, 195.0), rate(205.0, 295.0)
     assert slow < 0.85 * healthy and after > 0.97 * healthy
     # node03's GPUs wait in NCCL for the slow one: still "utilized", but idle SMs and low power
     for before, during in zip(seen[50.0], seen[150.0]):

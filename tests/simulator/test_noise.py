@@ -63,6 +63,7 @@ def test_per_job_spread_has_the_pai_distribution(pai, simulated):
         assert np.quantile(sim, q) == pytest.approx(np.quantile(real, q), rel=0.2), q
 
 
+@pytest.mark.slow   # 60 simulated jobs (the fast loop keeps one: test_the_default_is_the_median_pai_job)
 def test_the_spread_wanders_within_a_job_as_on_pai(pai, simulated):
     """(q75 - q25) / median of a job's per-iteration CoV, the median over jobs: 0.36 on PAI."""
     def wander(covs) -> float:

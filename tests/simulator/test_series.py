@@ -23,6 +23,8 @@ def series(tmp_path: Path, name: str, out: str = "s.parquet", noisy: bool = Fals
     return pd.read_parquet(target), truth
 
 
+# The contract example is a whole 30-minute scenario of 2.6 million rows (seconds to simulate): the tests
+# that read it are slow; the fast loop keeps the shorter shipped scenarios below, series and truth alike.
 @pytest.fixture(scope="module")
 def contract(tmp_path_factory) -> tuple[pd.DataFrame, dict]:
     return series(tmp_path_factory.mktemp("contract"), "thermal-straggler")
@@ -43,6 +45,7 @@ def test_same_seed_gives_identical_outputs(tmp_path: Path) -> None:
     assert abs(len(c) - len(a)) < 0.01 * len(a) and not (len(c) == len(a) and c["value"].equals(a["value"]))
 
 
+@pytest.mark.slow
 def test_frame_is_long_format_with_catalog_names(contract) -> None:
     frame, truth = contract
     assert list(frame.columns[:3]) == ["timestamp", "metric", "node"] and frame.columns[-1] == "value"
@@ -63,6 +66,7 @@ def test_frame_is_long_format_with_catalog_names(contract) -> None:
                     assert (rows[label] != "").all(), (metric.name, label)
 
 
+@pytest.mark.slow
 def test_counters_in_the_frame_never_decrease(contract) -> None:
     frame, _ = contract
     counters = frame[frame.metric.map(lambda m: CATALOG[m].type == "counter")]
@@ -71,6 +75,7 @@ def test_counters_in_the_frame_never_decrease(contract) -> None:
     assert len(diffs) > 10_000 and (diffs >= 0).all()
 
 
+@pytest.mark.slow
 def test_straggler_slows_every_rank_and_lost_gpu_disappears(contract) -> None:
     frame, _ = contract
     start = frame.timestamp.min()
@@ -87,6 +92,7 @@ def test_straggler_slows_every_rank_and_lost_gpu_disappears(contract) -> None:
     assert set(zip(xid.node, xid.gpu, xid.xid)) == {("node11", "6", "79")} and xid.timestamp.min() == start + 1650
 
 
+@pytest.mark.slow
 def test_truth_of_the_contract_example(contract) -> None:
     _, truth = contract
     assert truth["stragglers"] == [
@@ -111,6 +117,7 @@ def test_truth_of_the_contract_example(contract) -> None:
     assert abs(sum(lost.values()) + productive - loss["allocated_gpu_seconds"]) < 1.0
 
 
+@pytest.mark.slow
 def test_rank_step_seconds_show_the_straggler(contract) -> None:
     frame, _ = contract
     start = frame.timestamp.min()

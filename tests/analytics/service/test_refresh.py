@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 
 from lockstep.analytics.evaluation.emulate import frame_block
-from lockstep.analytics.evaluation.evaluate import simulate
 from lockstep.analytics.frame.inputs import Input
 from lockstep.analytics.prom.api import PrometheusError, Window
 from lockstep.analytics.prom.decode import Block, decode_matrix
@@ -23,14 +22,14 @@ from lockstep.analytics.service.config import Shard
 from lockstep.analytics.service.refresh import Refresher
 from lockstep.analytics.service.state import LossCounters
 from lockstep.exporters.catalog import fabric
-from tests.helpers.analytics_service import EVIL, SCENARIO, Settings
+from tests.helpers.analytics_service import EVIL, Settings
 
 GPUS = 32
 
 
 @pytest.fixture(scope="module")
-def run():
-    return simulate(SCENARIO)
+def run(service_sim):
+    return service_sim
 
 
 def as_job(frame: pd.DataFrame, job_id: str) -> pd.DataFrame:
@@ -53,8 +52,6 @@ class FakeSource:
         self.down: tuple[float, float] | None = None
         self.fetched: list[tuple[str, float, float]] = []
         self.resumed: list[list[str]] = []
-        self._by_metric: dict = {}
-        self._answers: dict = {}
 
     async def list_jobs(self, at: float, lookback_s: float = 0.0) -> list[str]:
         return list(self.listed)
@@ -66,25 +63,25 @@ class FakeSource:
                 raise PrometheusError("HTTP 422: query processing would load too many samples into memory")
             if job_id in self.malformed:
                 return decode_matrix(self.malformed[job_id], window)
-        key = (job_id, self.down, inp, window, nodes)
-        if key not in self._answers:   # a refresh may ask for a window again: the same answer, computed once
-            self._answers[key] = frame_block(self._metrics(job_id, inp, window), inp, window, job_id, nodes)
-        return copy.deepcopy(self._answers[key])
+        key = (id(self.frames[job_id]), job_id, self.down, inp, window, nodes)
+        if key not in _ANSWERS:   # a refresh, or another test, may ask for a window again: the same answer, computed once
+            _ANSWERS[key] = frame_block(self._metrics(job_id, inp, window), inp, window, job_id, nodes)
+        return copy.deepcopy(_ANSWERS[key])
 
     def _metrics(self, job_id: str, inp: Input, window: Window) -> dict[str, pd.DataFrame]:
         """The rows of the job's metrics ``inp`` reads, as far as ``window`` can read them: the answer is the
         same as from all of them (a query reads two steps before its window; a sample further off the grid
         is dropped), without filtering the whole run on every query."""
-        if (job_id, self.down) not in self._by_metric:
+        key = (id(self.frames[job_id]), self.down)
+        if key not in _BY_METRIC:
             frame = self.frames[job_id]
             if self.down is not None:
                 frame = frame[~frame["timestamp"].between(*self.down, inclusive="neither")]
-            self._by_metric[job_id, self.down] = {str(m): (rows, rows["timestamp"].to_numpy(dtype=float))
-                                                  for m, rows in frame.groupby("metric", observed=True)}
+            _BY_METRIC[key] = {str(m): (rows, rows["timestamp"].to_numpy(dtype=float))
+                               for m, rows in frame.groupby("metric", observed=True)}
         lo, hi = window.start - 3 * window.step, window.end + window.step
         read = (*inp.metrics, fabric.IB_STATE.name)
-        return {m: _between(rows, times, lo, hi)
-                for m, (rows, times) in self._by_metric[job_id, self.down].items() if m in read}
+        return {m: _between(rows, times, lo, hi) for m, (rows, times) in _BY_METRIC[key].items() if m in read}
 
     async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
         self.resumed.append(list(job_ids))
@@ -99,8 +96,19 @@ def _between(rows: pd.DataFrame, times: np.ndarray, lo: float, hi: float) -> pd.
     return rows[(times >= lo) & (times <= hi)]
 
 
+# Shared by every source of the module: its tests ask for the same jobs' windows again and again. The frames
+# are kept here, so the id of each stays its own.
+_FRAMES: dict[tuple[int, str], tuple[pd.DataFrame, pd.DataFrame]] = {}
+_BY_METRIC: dict[tuple, dict] = {}
+_ANSWERS: dict[tuple, Block] = {}
+
+
 def _jobs(run, *job_ids: str) -> dict[str, pd.DataFrame]:
-    return {j: as_job(run.frame, j) for j in job_ids}
+    """The run as each of ``job_ids``, the same frame for the same job each time."""
+    for j in job_ids:
+        if (id(run.frame), j) not in _FRAMES:
+            _FRAMES[id(run.frame), j] = run.frame, as_job(run.frame, j)
+    return {j: _FRAMES[id(run.frame), j][1] for j in job_ids}
 
 
 def _end(run) -> float:

@@ -173,8 +173,8 @@ async def test_rbac_forbidden_names_the_missing_permission_and_recovers_once_gra
 
 
 async def test_a_slow_api_server_times_out_and_is_retried(server, watch):
-    server.faults.delay_s = 3.0             # beyond the watcher's 2 s request timeout
-    w = watch()
+    server.faults.delay_s = 2.0             # beyond the watcher's request timeout
+    w = watch(request_timeout_s=1.0)
     await until(lambda: w.snapshot().error is not None, "the timeout")
     assert w.snapshot().error == "API server did not answer in time" and not w.snapshot().synced
     server.faults.delay_s = 0.0

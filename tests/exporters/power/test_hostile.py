@@ -206,7 +206,7 @@ async def test_a_bmc_stalled_after_the_headers_or_trickling_delays_no_other_and_
         svc.add(prefix, SERVER, mode=mode)
     base = str((await aiohttp_server(svc.app())).make_url("")).rstrip("/")
     config = load_config(write_config(tmp_path, base, [target(p, "bmc", f"{base}/{p}") for p in svc.devices],
-                                      timeout_s=3.0))
+                                      timeout_s=1.5))   # three trickled bytes: a timeout per read never fires
     async with aiohttp.ClientSession() as session:
         poller = Poller(config, HttpRedfish(session, retries=1))
         polls = {t.name: asyncio.create_task(poller.poll(t)) for t in config.targets}
