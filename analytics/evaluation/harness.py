@@ -14,6 +14,7 @@ latency; over all scenarios, false hang findings (a rank named outside any hang 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -26,15 +27,16 @@ from lockstep.analytics.evaluation.replay import Outage, replay
 FLEET_DIR = "fleet"
 
 
-def run_all(directory: str | Path, models: bool = False) -> list[dict]:
+def run_all(directory: str | Path, models: bool = False, evaluator: Callable = evaluate) -> list[dict]:
     """Every scenario of ``directory`` scored and checked; ``models``: also the scikit-learn
-    alternatives of ``lockstep.analytics.evaluation.models``, measured on the same results."""
+    alternatives of ``lockstep.analytics.evaluation.models``, measured on the same results;
+    ``evaluator``: what simulates and scores one scenario file (the tests pass one that keeps results)."""
     rows = []
     for path in sorted(Path(directory).rglob("*.y*ml")):      # large/: the 1,024-GPU hour
         if FLEET_DIR in path.relative_to(directory).parts[:-1]:   # fleet scenarios: `evaluate-fleet`
             continue
         started = time.process_time()
-        run, results, rep = evaluate(path)
+        run, results, rep = evaluator(path)
         row = {"scenario": run.scenario, "file": str(path), "report": rep, "truth": run.truth,
                "check": truthcheck.check(run.truth, results, run.start, run.period),
                "cpu_s": round(time.process_time() - started, 2)}

@@ -9,12 +9,12 @@ stalled time, the loss account within 10% of the truth per cause, worker groups 
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from lockstep.analytics.evaluation import truthcheck
-from lockstep.analytics.evaluation.evaluate import evaluate
 from tests.helpers.paths import REPO
 
 SCENARIOS = sorted((REPO / "tests/fixtures/analytics/scenarios").glob("*.yaml")) + \
@@ -32,8 +32,8 @@ def _param(path: Path):
 
 
 @pytest.fixture(scope="module", params=[_param(p) for p in SCENARIOS])
-def evaluated(request):
-    run, results, report = evaluate(request.param)
+def evaluated(request, evaluation):
+    run, results, report = evaluation.evaluate(request.param)
     return run, results, report, truthcheck.check(run.truth, results, run.start, run.period)
 
 
@@ -139,10 +139,10 @@ def test_every_checkpoint_measured_within_10_percent(evaluated):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["fs-overload", "input-starvation"])
-def test_an_overloaded_file_system_is_charged_to_storage_in_the_ledger(name):
+def test_an_overloaded_file_system_is_charged_to_storage_in_the_ledger(name, evaluation):
     """A file system serving every job's reads too slowly (the scenario's storage_starvation) slows the job
     as a whole: the ledger charges it to storage within the loss tolerance of the truth's GPU-seconds."""
-    run, results, _ = evaluate(REPO / "simulator/scenarios" / f"{name}.yaml")
+    run, results, _ = evaluation.evaluate(REPO / "simulator/scenarios" / f"{name}.yaml")
     assert any(s["cause"] == "storage" and s["required"] for s in run.truth["slowdowns"])
     check = truthcheck.check(run.truth, results, run.start, run.period)
     entry = next(iter(check.values()))["ledger"]["entries"]["slowdown/storage"]
@@ -172,8 +172,11 @@ def test_evaluate_cli_prints_the_contract_report(capsys):
     assert {s["cause"] for s in report["stalls"]} == {"straggler", "network", "hang"}
 
 
-def test_evaluate_all_prints_recall_precision_latency_per_kind(tmp_path, capsys):
+def test_evaluate_all_prints_recall_precision_latency_per_kind(tmp_path, capsys, evaluation, monkeypatch):
+    from lockstep.analytics.evaluation import harness
     from lockstep.cli import main
+    # the command's own path, with the session's one evaluation of each scenario (tests/helpers/evalcache.py)
+    monkeypatch.setattr(harness, "run_all", partial(harness.run_all, evaluator=evaluation.evaluate))
     for name in ("clean.yaml", "severe.yaml"):
         (tmp_path / name).write_text((REPO / "tests/fixtures/analytics/scenarios" / name).read_text())
     assert main(["analytics", "evaluate", "--all", str(tmp_path), "--json"]) == 0

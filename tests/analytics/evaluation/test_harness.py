@@ -6,7 +6,9 @@ What each figure must be follows from the scenario files copied here: a GPU brok
 slowed job, a noisy fault-free run, worker groups, a run with an outage."""
 from __future__ import annotations
 
+import copy
 import json
+from pathlib import Path
 
 import pytest
 
@@ -20,12 +22,12 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def summary(tmp_path_factory):
+def summary(tmp_path_factory, evaluation):
     from lockstep.analytics.evaluation import harness
     directory = tmp_path_factory.mktemp("scenarios")
     for name in SCENARIOS:
         (directory / f"{name}.yaml").write_text((REPO / "simulator/scenarios" / f"{name}.yaml").read_text())
-    rows = harness.run_all(directory)
+    rows = harness.run_all(directory, evaluator=evaluation.evaluate)
     return directory, rows, harness.summarize(rows)
 
 
@@ -75,8 +77,18 @@ def test_false_findings_per_1000_gpu_hours_on_fault_free_noisy_runs(summary):
     assert s["false_findings_per_1000_gpu_hours"] == {"stragglers": 0.0, "slowdowns": 0.0, "hardware": 0.0}
 
 
-def test_the_text_summary_prints_them(summary, capsys):
-    directory, _, _ = summary
+def test_the_text_summary_prints_them(summary, capsys, monkeypatch):
+    from lockstep.analytics.evaluation import harness
+    directory, rows, _ = summary
+    asked = []
+
+    def run_all(path, models=False):
+        """What harness.run_all answered the fixture for this directory (scoring it again, the outage run's
+        replay included, would only repeat it): a fresh copy per call, and the command's arguments kept."""
+        asked.append((Path(path), models))
+        return copy.deepcopy(rows)
+
+    monkeypatch.setattr(harness, "run_all", run_all)
     assert main(["analytics", "evaluate", "--all", str(directory)]) == 0
     text = capsys.readouterr().out
     for line in ("cause acc", "job-wide slowdowns: 2/2", "ledger entry", "ledger sum vs allocation",
@@ -84,3 +96,4 @@ def test_the_text_summary_prints_them(summary, capsys):
         assert line in text
     assert main(["analytics", "evaluate", "--all", str(directory), "--json"]) == 0
     assert "cause_accuracy" in json.loads(capsys.readouterr().out)["summary"]
+    assert asked == [(directory, False), (directory, False)]

@@ -7,13 +7,10 @@ shape of evidence at a time.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from lockstep.analytics.evaluation import truthcheck
-from lockstep.analytics.evaluation.evaluate import evaluate
 from lockstep.analytics.frame.features import REASON_PREFIX
 from lockstep.analytics.scoring import cause
 from lockstep.analytics.service.metrics import job_samples
@@ -30,16 +27,10 @@ GROUPS = [SCENARIOS / f"{name}.yaml" for name in ("groups", "subtle-groups", "fa
 QUIET = sorted(SCENARIOS.glob("quiet-*.yaml"))
 
 
-@pytest.fixture(scope="module")
-def evaluated():
-    cache = {}
-
-    def get(path: Path):
-        if path not in cache:
-            run, results, report = evaluate(path)
-            cache[path] = (run, results, report)
-        return cache[path]
-    return get
+@pytest.fixture
+def evaluated(evaluation):
+    """``(run, results, report)`` of a scenario: the session's one evaluation of it, a fresh copy per call."""
+    return evaluation.evaluate
 
 
 def test_there_are_defect_scenarios_of_every_kind():

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from lockstep.analytics.evaluation.emulate import frame_block
-from lockstep.analytics.evaluation.evaluate import evaluate, simulate
+from lockstep.analytics.evaluation.evaluate import simulate
 from lockstep.analytics.evaluation.truthcheck import NOISY_FLOOR, NOISY_TOLERANCE
 from lockstep.analytics.prom.errors import PrometheusError
 from lockstep.analytics.prom.grid import Window
@@ -37,9 +37,9 @@ def _total(book: dict) -> float:
 
 
 @pytest.fixture(scope="module", params=COVER)
-def evaluated(request):
+def evaluated(request, evaluation):
     path = SCENARIOS / f"{request.param}.yaml"
-    run, results, report = evaluate(path)
+    run, results, report = evaluation.evaluate(path)
     return load_yaml(path), run, report
 
 
@@ -71,9 +71,9 @@ def test_each_kind_and_cause_is_within_tolerance_of_the_truth(evaluated):
 
 
 @pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
-def test_a_restart_is_an_idle_allocation_not_a_hang():
+def test_a_restart_is_an_idle_allocation_not_a_hang(evaluation):
     """restart.yaml: the job's processes are gone from 400 s to 520 s, its 32 GPUs allocated and idle."""
-    run, _, report = evaluate(SCENARIOS / "restart.yaml")
+    run, _, report = evaluation.evaluate(SCENARIOS / "restart.yaml")
     assert {s["cause"] for s in report["stalls"]} == {"checkpoint"}
     assert report["ledger"]["gpu_seconds"]["idle"][""] == pytest.approx(32 * 120, rel=0.05)
 

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import yaml
 
-from lockstep.analytics.evaluation.evaluate import evaluate
 from lockstep.analytics.scoring import slowdown
 from lockstep.analytics.scoring.score import score_features
 from lockstep.analytics.scoring.stall import JobSignals
@@ -29,8 +28,8 @@ STEADY = ["quiet-1", "quiet-3", "quiet-5", "thermal-straggler", "storage-starvat
 
 
 @pytest.fixture(scope="module", params=SLOWED + STEADY)
-def evaluated(request):
-    run, results, report = evaluate(SCENARIOS / f"{request.param}.yaml")
+def evaluated(request, evaluation):
+    run, results, report = evaluation.evaluate(SCENARIOS / f"{request.param}.yaml")
     return request.param, run, results, report
 
 
@@ -74,8 +73,8 @@ def test_a_slowdown_is_no_stall_and_no_straggler(evaluated):
 
 
 @pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
-def test_what_a_slowdown_costs_is_in_the_loss_account_under_its_cause():
-    run, _, report = evaluate(SCENARIOS / "input-starvation.yaml")
+def test_what_a_slowdown_costs_is_in_the_loss_account_under_its_cause(evaluation):
+    run, _, report = evaluation.evaluate(SCENARIOS / "input-starvation.yaml")
     (slowed,) = report["slowdowns"]
     assert report["loss"]["lost_gpu_seconds"]["storage"] == pytest.approx(slowed["lost_gpu_seconds"], abs=1.0)
     assert report["ledger"]["gpu_seconds"]["slowdown"]["storage"] == pytest.approx(slowed["lost_gpu_seconds"], abs=1.0)
@@ -89,9 +88,9 @@ def test_no_alert_rule_reads_a_slowdown():
 
 
 @pytest.mark.slow     # simulates whole scenarios: make test runs it, make test-fast leaves it out
-def test_the_service_view_and_metrics_carry_the_slowdown_in_progress():
+def test_the_service_view_and_metrics_carry_the_slowdown_in_progress(evaluation):
     """The input starvation scored up to 900 s: the job is slowed, by storage, since about 600 s."""
-    run, results, _ = evaluate(SCENARIOS / "input-starvation.yaml")
+    run, results, _ = evaluation.evaluate(SCENARIOS / "input-starvation.yaml")
     from lockstep.analytics.evaluation.simframe import build_features
     features = build_features(run.frame[run.frame["timestamp"] <= run.start + 890])
     (res,) = score_features(features, run.start, run.period).values()
