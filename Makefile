@@ -61,6 +61,11 @@ demo-tools:
 # Prometheus scrapes, Alertmanager's group waits), so two pytest-xdist workers overlap those waits even
 # on two cores. A module's tests stay on one worker (loadscope), so a module fixture (a live cluster, a
 # filled Prometheus) starts once. TEST_WORKERS=0 runs it in this process (for -s, --pdb, or one test).
+# The tests start hundreds of Python processes (lockstep commands, the simulator): with bytecode caches
+# written (__pycache__, ignored by git) each starts on compiled modules, and pytest keeps its rewritten
+# test modules, instead of compiling them again in every process. An environment that turns the caches
+# off (PYTHONDONTWRITEBYTECODE=1) has them back for the tests.
+test test-fast: export PYTHONDONTWRITEBYTECODE =
 TEST_WORKERS ?= 2
 test: $(STAMP) tools
 	$(VENV)/bin/ruff check .
