@@ -142,7 +142,9 @@ class Pager:
 async def test_a_flapping_link_pages_once(aiohttp_server, stack, tmp_path: Path) -> None:
     pager = Pager()
     server = await aiohttp_server(pager.app)
-    flap = {"kind": "link_flap", "node": "node02", "hca": 0, "start_s": 8, "end_s": 38, "flaps": 3}
+    # three flaps, at 8, 13 and 18 s (five 1 s sweeps and scrapes apart)
+    flap = {"kind": "link_flap", "node": "node02", "hca": 0, "start_s": 8, "end_s": 23, "flaps": 3}
+    last_flap_s = flap["start_s"] + (flap["flaps"] - 1) * (flap["end_s"] - flap["start_s"]) / flap["flaps"]
     spec = write_spec(tmp_path / "fabric.json", nodes=4, rails=2, spines=2, faults=[flap])
     started = json.loads(spec.read_text())["start_timestamp"]
     exporter = stack.add(await asyncio.to_thread(start_exporter, spec, tmp_path, "--sweep.interval=1"))
@@ -163,7 +165,7 @@ async def test_a_flapping_link_pages_once(aiohttp_server, stack, tmp_path: Path)
     assert {(a["labels"]["node"], a["labels"]["device"]) for a in alerts} == {("node02", "mlx5_0")}
     assert {a["labels"]["name"] for a in alerts} == {"node02 mlx5_0", "ib-leaf-r0-0"}   # both ends, one page
     # Through the last flap and well past it (the verdict holds failed for 12 minutes): still one page.
-    while time.time() < started + flap["end_s"] + 10:
+    while time.time() < started + last_flap_s + 20:
         await asyncio.sleep(0.5)
     assert len(pager.firing("pager", "LinkFailed")) == 1, pager.posts
 

@@ -24,8 +24,19 @@ from lockstep.stack import reload_prometheus, start_on_port
 from tests.helpers.alerting import ALERTS, Webhook, start_alerting, until
 
 SCENARIO = ALERTS / "e2e-pause-storm.yaml"
-STORM = next(f for f in yaml.safe_load(SCENARIO.read_text())["faults"] if f["kind"] == "pause_storm")
+# The scenario's storm (70-82 s) waits for a straggler test_pause_storm.py needs flagged first; the page from the
+# switches needs only the stack up, so here the storm starts at STORM_START_S (still 40 s for the stack to start).
+STORM_START_S = 40
 JOB = "7001"
+
+
+def storm_scenario(path: Path) -> tuple[Path, dict]:
+    """The end-to-end scenario with its pause storm moved to STORM_START_S, as long as before."""
+    doc = yaml.safe_load(SCENARIO.read_text())
+    storm = next(f for f in doc["faults"] if f["kind"] == "pause_storm")
+    storm["end_s"], storm["start_s"] = STORM_START_S + storm["end_s"] - storm["start_s"], STORM_START_S
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path, storm
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -51,12 +62,13 @@ async def test_the_storm_page_names_the_originating_switch_port_and_the_jobs_beh
     hook = Webhook()
     server = await aiohttp_server(hook.app)
     root = tmp_path / "sim"
-    sim = await asyncio.to_thread(lc.start_sim, SCENARIO, root, stack)
+    scenario, fault = storm_scenario(tmp_path / SCENARIO.name)
+    sim = await asyncio.to_thread(lc.start_sim, scenario, root, stack)
     cluster = json.loads((root / "cluster.json").read_text())
     at = lambda s: cluster["start_timestamp"] + s / cluster["speed"]  # noqa: E731 (sim seconds to Unix time)
-    origin_node = next(i for i, n in enumerate(cluster["nodes"]) if n["name"] == STORM["node"])
-    origin = (f"leaf-r{STORM['nic']}", f"Ethernet{4 * origin_node}")
-    storm = gnmistorm.Storm(*origin, STORM["priority"], at(STORM["start_s"]), at(STORM["end_s"]))
+    origin_node = next(i for i, n in enumerate(cluster["nodes"]) if n["name"] == fault["node"])
+    origin = (f"leaf-r{fault['nic']}", f"Ethernet{4 * origin_node}")
+    storm = gnmistorm.Storm(*origin, fault["priority"], at(fault["start_s"]), at(fault["end_s"]))
     switches, neighbors = fabric(cluster)
     fakes = {}
     for s in switches:
