@@ -37,6 +37,7 @@ class Server:
 
     def __init__(self, store: PodStore, faults: Faults) -> None:
         self.store, self.faults, self.requests, self.accepts = store, faults, [], set()
+        self.watch_versions: list[int] = []      # the resourceVersion each watch asked to resume from
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -48,6 +49,8 @@ class Server:
         @web.middleware
         async def record(request, handler):
             self.requests.append("watch" if request.query.get("watch") else "list")
+            if request.query.get("watch"):
+                self.watch_versions.append(int(request.query.get("resourceVersion") or 0))
             self.accepts.add(request.headers.get("Accept"))
             return await handler(request)
         app.middlewares.append(record)
@@ -135,7 +138,9 @@ async def test_bookmarks_keep_a_quiet_watch_current_and_an_expired_version_relis
     w = watch(watch_timeout_s=1)           # the server ends each watch after a second; it resumes
     await until(lambda: w.snapshot().synced, "first list")
     server.store.put(sim_pod("x-0", node="node01"))    # the version moves on, with no event for node00
-    await asyncio.sleep(0.6)               # bookmarks (every 0.2 s) carry the new version to the watcher
+    moved_to = server.store.snapshot(None)[0]
+    # bookmarks (every 0.2 s) carry the new version to the watcher: its next watch resumes from it
+    await until(lambda: any(v >= moved_to for v in server.watch_versions), "a watch resumed from the bookmark's version")
     server.store.compact()
     await until(lambda: server.requests.count("watch") >= 3, "watches resumed")
     assert server.requests.count("list") == 1          # resumed from the bookmark's version: nothing expired
