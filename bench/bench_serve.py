@@ -11,7 +11,8 @@ the run, with only ``--prometheus-url`` and a loopback ``--web.listen-address``.
 - steady: ``lockstep_analytics_refresh_duration_seconds`` of the refreshes after the window is whole;
 - the store's CPU (its /proc stat) over the first fetch and per steady refresh, the command's peak RSS
   (VmHWM) over the first fetch and over the steady refreshes.
-Then the post-mortem of a 4,096-GPU hour (``lockstep analytics evaluate --prometheus-url``, default flags).
+Then the post-mortem of a 4,096-GPU hour (``lockstep analytics evaluate --prometheus-url``, default flags) on each
+store, with and without the recorded inputs as ``--rules`` asks.
 The machine's load average is printed beside every figure.
 
 Stores are kept under $LOCKSTEP_BENCH_CACHE (default: the temp dir) between runs.
@@ -148,8 +149,7 @@ def run(gpus: int, backend: str, rules: bool, minutes: int) -> dict:
     from lockstep.stack import Stack
 
     workdir = CACHE / f"{gpus}x{minutes}m"
-    start = prepare(scenario(gpus, minutes), workdir, {("prom" if backend == "prometheus" else "vm") + "-rules"}
-                    if rules else ({"vm-raw"} if backend == "victoriametrics" else set()))
+    start = prepare(scenario(gpus, minutes), workdir, stores_for(backend, rules))
     load = [os.getloadavg()[0]]
     with Stack() as stack:
         tsdb = store(backend, rules, workdir, stack)
@@ -164,27 +164,34 @@ def run(gpus: int, backend: str, rules: bool, minutes: int) -> dict:
     return {"gpus": gpus, "backend": backend, "rules": rules, "load": load, "timeouts": timeouts(log), **out}
 
 
-def post_mortem(gpus: int, backend: str) -> dict:
+def stores_for(backend: str, rules: bool) -> set[str]:
+    """The stores a run on ``backend`` needs prepared (the raw blocks always are)."""
+    return {("prom" if backend == "prometheus" else "vm") + "-rules"} if rules else \
+        ({"vm-raw"} if backend == "victoriametrics" else set())
+
+
+def post_mortem(gpus: int, backend: str, rules: bool) -> dict:
     from serve_data import prepare
 
     from lockstep.stack import Stack
 
     workdir = CACHE / f"{gpus}x62m-postmortem"
-    start = prepare(scenario(gpus, 62, throttle_s=600.0), workdir, {"vm-raw"} if backend == "victoriametrics" else set())
+    start = prepare(scenario(gpus, 62, throttle_s=600.0), workdir, stores_for(backend, rules))
     load = [os.getloadavg()[0]]
     with Stack() as stack:
-        tsdb = store(backend, False, workdir, stack)
-        out, err = (workdir / f"post-mortem-{backend}.{k}" for k in ("json", "log"))
+        tsdb = store(backend, rules, workdir, stack)
+        out, err = (workdir / f"post-mortem-{backend}-{'rules' if rules else 'raw'}.{k}" for k in ("json", "log"))
         cpu0, t0 = cpu_s(tsdb.proc.pid), time.perf_counter()
+        # The hour from a minute into the data: recorded inputs are read for a window that starts after they did.
         proc = subprocess.Popen([sys.executable, "-m", "lockstep", "analytics", "evaluate", "--prometheus-url", tsdb.url,
-                                 "--from", str(start), "--to", str(start + 3600), "--json"],
+                                 "--from", str(start + 60), "--to", str(start + 3660), "--json"],
                                 stdout=out.open("wb"), stderr=err.open("wb"))
         _, status, usage = os.wait4(proc.pid, 0)        # its own peak RSS
         wall, tsdb_cpu = time.perf_counter() - t0, cpu_s(tsdb.proc.pid) - cpu0
     assert os.waitstatus_to_exitcode(status) == 0, err.read_text()[-2000:]
     report = json.loads(out.read_text())
     load.append(os.getloadavg()[0])
-    return {"gpus": gpus, "backend": backend, "wall_s": wall, "tsdb_cpu_s": tsdb_cpu, "load": load,
+    return {"gpus": gpus, "backend": backend, "rules": rules, "wall_s": wall, "tsdb_cpu_s": tsdb_cpu, "load": load,
             "peak_mb": usage.ru_maxrss / 1024, "stragglers": [[d["node"], d["gpu"]] for d in report["stragglers"]]}
 
 
@@ -206,7 +213,8 @@ def report(rows: list[dict], pms: list[dict]) -> bool:
               f"{r['load'][0]:>4.1f}/{r['load'][1]:<4.1f}")
         ok &= _held(r, med)
     for p in pms:
-        print(f"post-mortem of {p['gpus']:,} GPUs x 1 h on {p['backend']}: {p['wall_s']:.1f} s, {p['peak_mb']:.0f} MB, "
+        print(f"post-mortem of {p['gpus']:,} GPUs x 1 h on {p['backend']} ({'with' if p['rules'] else 'without'} the "
+              f"recording rules): {p['wall_s']:.1f} s, {p['peak_mb']:.0f} MB, "
               f"the store's CPU "
               f"{p['tsdb_cpu_s']:.1f} s, stragglers {p['stragglers']} (load {p['load'][0]:.1f}/{p['load'][1]:.1f})")
         good = p["wall_s"] <= POSTMORTEM_S and [tuple(s) for s in p["stragglers"]] == [THROTTLED]
@@ -243,7 +251,7 @@ def main(argv: list[str]) -> int:
     if prepare_only:
         return _prepare(sizes, backends, rules, int(opts["--postmortem"]))
     rows = [run(g, b, r, minutes(g)) for g in sizes for r in rules for b in backends]
-    pms = [post_mortem(int(opts["--postmortem"]), b) for b in backends] if int(opts["--postmortem"]) else []
+    pms = [post_mortem(int(opts["--postmortem"]), b, r) for r in rules for b in backends] if int(opts["--postmortem"]) else []
     return 0 if report(rows, pms) else 1
 
 
@@ -261,7 +269,7 @@ def _prepare(sizes: list[int], backends: list[str], rules: list[bool], pm: int) 
         print(g, json.loads((workdir / "done.json").read_text())["backfill"], cost(workdir), flush=True)
     if pm:
         workdir = CACHE / f"{pm}x62m-postmortem"
-        prepare(scenario(pm, 62, throttle_s=600.0), workdir, {"vm-raw"} if "victoriametrics" in backends else set())
+        prepare(scenario(pm, 62, throttle_s=600.0), workdir, set().union(*(stores_for(b, r) for b in backends for r in rules)))
         print("post-mortem", pm, json.loads((workdir / "done.json").read_text())["backfill"], cost(workdir), flush=True)
     return 0
 
