@@ -74,7 +74,7 @@ test: $(STAMP) tools
 # The tests that start no process (every test that does is marked integration, and tests/conftest.py
 # fails one that starts a process without the marker) and cost no more than a second or two each (the
 # whole-scenario evaluations and the real timeouts are marked slow; make test runs them): the check to
-# run while editing (about two minutes on two cores), with no Debian tools needed. Two workers here too, a module to each
+# run while editing (about a minute and a half on two cores), with no Debian tools needed. Two workers here too, a module to each
 # (its fixtures computed once).
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check .
