@@ -7,15 +7,16 @@ One ceph-exporter runs per host and serves every daemon's counters there, each R
 gateway's totals: scope ``cluster``, name ``rgw``, summed over the host's gateways. The ``rgw_op_per_bucket``
 section (``ceph_rgw_op_per_bucket_*``, only where ``rgw_bucket_counters_cache`` is on; doc/radosgw/metrics.rst)
 is per bucket: scope ``bucket``, name the bucket, or ``tenant/bucket`` where a tenant label says so. The
-per-user section is not read (users are not a scope of the common metrics). ``read`` sums one answer; the
-poller reads each gateway apart (``read_sources``, by ``instance_id``) and sums with ``monotonic.CounterSums``,
-so that one gateway's restart or absence never makes a summed counter go backwards."""
+per-user section is not read (users are not a scope of the common metrics). The poller reads each
+gateway apart (``read_sources``, by ``instance_id``) and sums with ``monotonic.CounterSums``, so that one gateway's
+restart or absence never makes a summed counter go backwards; ``read`` is one answer summed the same way."""
 from __future__ import annotations
 
 from typing import Iterable, Iterator
 
 from lockstep.exporters.catalog import storagesys as m
-from lockstep.exporters.storagesys.promtext import parse_samples
+from lockstep.exporters.storagesys.monotonic import CounterSums
+from lockstep.exporters.storagesys.promtext import by_label
 from lockstep.exporters.toolkit.sample import Sample
 
 METRICS_PATH = "/metrics"
@@ -39,12 +40,8 @@ def _split(name: str) -> tuple[str, str, str] | None:
     return None
 
 
-def parse_rgw_metrics(text: str) -> dict[tuple[str, str], dict[str, float]]:
-    """(scope, name) -> {"ops:<op>", "bytes:<op>", "lat:<op>", "failed"} summed over the host's gateways."""
-    return _found(parse_samples(text, "ceph_rgw_"))
-
-
 def _found(rows: Iterable[tuple[str, dict[str, str], float]]) -> dict[tuple[str, str], dict[str, float]]:
+    """(scope, name) -> {"ops:<op>", "bytes:<op>", "lat:<op>", "failed"} summed over ``rows``."""
     found: dict[tuple[str, str], dict[str, float]] = {}
 
     def add(key: tuple[str, str], field: str, value: float) -> None:
@@ -86,14 +83,12 @@ def samples(target: str, found: dict[tuple[str, str], dict[str, float]]) -> Iter
             yield Sample(m.ERRORS, (*key, "failed"), fields["failed"])
 
 
-def read(target: str, text: str) -> list[Sample]:
-    """An answer of ceph-exporter as samples of the common metrics."""
-    return list(samples(target, parse_rgw_metrics(text)))
-
-
 def read_sources(target: str, text: str) -> dict[str, list[Sample]]:
     """An answer of ceph-exporter as samples per gateway (its ``instance_id`` label), not summed."""
-    rows: dict[str, list[tuple[str, dict[str, str], float]]] = {}
-    for row in parse_samples(text, "ceph_rgw_"):
-        rows.setdefault(row[1].get("instance_id", ""), []).append(row)
-    return {gateway: list(samples(target, _found(found))) for gateway, found in rows.items()}
+    return {gateway: list(samples(target, _found(rows)))
+            for gateway, rows in by_label(text, "ceph_rgw_", "instance_id").items()}
+
+
+def read(target: str, text: str) -> list[Sample]:
+    """One answer alone as samples of the common metrics, summed over its gateways (as the poller's first answer)."""
+    return CounterSums().combine(read_sources(target, text))

@@ -5,16 +5,17 @@ storage-system metrics. Pure parsing; the fetch is the poller's.
 The endpoint's answer is the node's own bucket metrics plus its peers' (cmd/metrics-v2.go,
 ``minioBucketCollector.Collect``), each series labelled with its ``server``: request and traffic
 counters are per server and summed, while usage (bytes, objects, quota) comes from the cluster's
-data-usage scan once, from the answering node. ``read`` sums one answer; the poller reads each server apart
-(``read_sources``) and sums with ``monotonic.CounterSums``, so that one server's restart or absence never
-makes a summed counter go backwards."""
+data-usage scan once, from the answering node. The poller reads each server apart (``read_sources``) and sums
+with ``monotonic.CounterSums``, so that one server's restart or absence never makes a summed counter go backwards;
+``read`` is one answer summed the same way."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from lockstep.exporters.catalog import storagesys as m
-from lockstep.exporters.storagesys.promtext import parse_samples
+from lockstep.exporters.storagesys.monotonic import CounterSums
+from lockstep.exporters.storagesys.promtext import by_label
 from lockstep.exporters.toolkit.sample import Sample
 
 METRICS_PATH = "/minio/v2/metrics/bucket"
@@ -35,11 +36,6 @@ class BucketStats:
 
 def _add(current: float | None, value: float) -> float:
     return value if current is None else current + value
-
-
-def parse_bucket_metrics(text: str) -> list[BucketStats]:
-    """The buckets of one answer, in name order, summed over its servers."""
-    return _buckets(parse_samples(text, "minio_"))
 
 
 def _buckets(rows: Iterable[tuple[str, dict[str, str], float]]) -> list[BucketStats]:
@@ -88,14 +84,11 @@ def samples(target: str, buckets: list[BucketStats]) -> Iterator[Sample]:
             yield Sample(m.ERRORS, (*key, "server"), b.errors_5xx)
 
 
-def read(target: str, text: str) -> list[Sample]:
-    """An answer of the bucket endpoint as samples of the common metrics."""
-    return list(samples(target, parse_bucket_metrics(text)))
-
-
 def read_sources(target: str, text: str) -> dict[str, list[Sample]]:
     """An answer of the bucket endpoint as samples per server (its ``server`` label), not summed."""
-    rows: dict[str, list[tuple[str, dict[str, str], float]]] = {}
-    for row in parse_samples(text, "minio_"):
-        rows.setdefault(row[1].get("server", ""), []).append(row)
-    return {server: list(samples(target, _buckets(found))) for server, found in rows.items()}
+    return {server: list(samples(target, _buckets(rows))) for server, rows in by_label(text, "minio_", "server").items()}
+
+
+def read(target: str, text: str) -> list[Sample]:
+    """One answer alone as samples of the common metrics, summed over its servers (as the poller's first answer)."""
+    return CounterSums().combine(read_sources(target, text))

@@ -74,3 +74,12 @@ def parse_samples(text: str, prefix: str) -> list[PromSample]:
     if not seen:
         raise AnswerError(f"no {prefix}* sample in the answer")
     return found
+
+
+def by_label(text: str, prefix: str, label: str) -> dict[str, list[PromSample]]:
+    """``parse_samples`` grouped by the value of ``label`` (a store's server or gateway; "" where absent), in the
+    order each value first appears."""
+    groups: dict[str, list[PromSample]] = {}
+    for sample in parse_samples(text, prefix):
+        groups.setdefault(sample[1].get(label, ""), []).append(sample)
+    return groups
