@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 
 import aiohttp
-import numpy as np
 import pandas as pd
 
 from lockstep.analytics.prom import promql
@@ -77,10 +76,10 @@ async def read(session: aiohttp.ClientSession, base_url: str, job_id: str, start
     found: dict[str, dict[str, dict[float, float]]] = {k: {} for k in names}
     pieces = max(1, math.ceil((end - start) / SPAN_S))
     span = (end - start) / pieces
+    # the first range reaches back to ``start`` itself, the later ones start just after the previous end
+    reach = f"{math.ceil(span * 1000)}ms"
     for k in range(1, pieces + 1):
         at = start + k * span
-        # the first range reaches back to ``start`` itself, the later ones start just after the previous end
-        reach = f"{int(np.ceil(span * 1000))}ms"
         for key, name in names.items():
             query = f"{promql.with_job(name, job_id)}[{reach}]"
             result = await api_get(session, base_url, "/api/v1/query", {"query": query, "time": f"{at:.3f}"},
