@@ -43,7 +43,7 @@ from lockstep.cli import main
 from lockstep.exporters import registry
 from lockstep.exporters.catalog.selectors import NODE_JOB
 from lockstep.exporters.toolkit.exposition import Encoder, render_text
-from lockstep.stack import Stack, require_binary, start_prometheus
+from lockstep.stack import Stack, require_binary, start_prometheus, wait_on
 from tests.helpers.exporter_args import exporter_config
 from tests.helpers.paths import FIXTURES
 
@@ -53,15 +53,6 @@ PAI = FIXTURES / "pai/job_3_norm.csv"
 GPUS_JSON = FIXTURES / "gpu" / "node00" / "gpus.json"
 JOB = "pai-job-3"
 SECONDS_PER_UNIT = 0.001      # the normalised 0-1000 as milliseconds
-
-
-def wait_for(check, what: str, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while not (got := check()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.0002)
-    return got
 
 
 def node_dir(root: Path, name: str) -> Path:
@@ -108,8 +99,8 @@ def feed_the_job(root: Path, steps_by_worker: dict[str, list[tuple[int, float]]]
                     feed.start(_clock=lambda now=mono0 + at: now)
                 else:
                     feed.end(step, _clock=lambda now=mono0 + at: now)
-                wait_for(lambda c=collector, n=count: any(r.steps == n for r in c.table.snapshot()[0]),
-                         f"worker {worker}'s step {step} at its agent")
+                wait_on(lambda c=collector, n=count: any(r.steps == n for r in c.table.snapshot()[0]), 10.0,
+                        f"worker {worker}'s step {step} at its agent", every=0.0002)
                 families: dict = {}
                 encoder.add(families, collector.collect())
                 lines += scraped(render_text(families), name, wall0 + at + 0.001)
