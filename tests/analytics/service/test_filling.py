@@ -6,15 +6,11 @@ store does that cannot answer it within the request timeout. Every answer is rec
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections import Counter
 from dataclasses import dataclass
 
-import numpy as np
-import pandas as pd
 import pytest
 
-from lockstep.analytics.evaluation.emulate import frame_block
 from lockstep.analytics.frame.inputs import INPUTS, Input
 from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.errors import PrometheusError, QueryTimeout
@@ -23,7 +19,7 @@ from lockstep.analytics.service.config import Shard
 from lockstep.analytics.service.filling import ENOUGH_S
 from lockstep.analytics.service.pieces import Pace
 from lockstep.analytics.service.refresh import Refresher
-from lockstep.exporters.catalog import fabric
+from tests.helpers.frame_answers import answers_for
 
 JOB = "7300"
 
@@ -57,7 +53,7 @@ class SizedSource:
     (all but the membership) take ``delay`` seconds."""
 
     def __init__(self, run, limit: int = 10**9) -> None:
-        self.by_metric = _by_metric(run.frame)
+        self.frame_answers = answers_for(run.frame)
         self.nodes = sorted(run.frame.loc[run.frame["job_id"].astype(str) == JOB, "node"].astype(str).unique())
         self.limit, self.fail_after, self.answers, self.timeouts = limit, None, 0, 0
         self.slow_before, self.delay = None, 0.0
@@ -72,7 +68,7 @@ class SizedSource:
     async def series(self, inp: Input, job_id: str, window: Window, nodes: tuple[str, ...]) -> Block:
         if self.fail_after is not None and self.answers >= self.fail_after:
             raise PrometheusError("connection refused")
-        block = _answer(self.by_metric, inp, window, job_id, nodes or None)
+        block = self.frame_answers.answer(inp, window, job_id, nodes or None)
         if block.samples > self.limit:
             self.timeouts += 1
             raise QueryTimeout("query_range: TimeoutError")
@@ -83,40 +79,6 @@ class SizedSource:
             asked = self.nodes if inp.per_job or not nodes else nodes
             self.cells += [(inp.name, float(t), n) for t in window.times() for n in asked]
         return block
-
-
-# The rows of a run's frame by metric, and the answers computed from them: the same for every source over
-# that frame (the module's tests ask for the same windows many times), so each is computed once. Keyed by the
-# frame's id, which stays its own while the frame is held here.
-_FRAMES: dict[int, tuple[pd.DataFrame, dict]] = {}
-_ANSWERS: dict[tuple, Block] = {}
-
-
-def _by_metric(frame: pd.DataFrame) -> dict:
-    if id(frame) not in _FRAMES:
-        _FRAMES[id(frame)] = frame, {str(m): (rows, rows["timestamp"].to_numpy(dtype=float))
-                                     for m, rows in frame.groupby("metric", observed=True)}
-    return _FRAMES[id(frame)][1]
-
-
-def _answer(by_metric: dict, inp: Input, window: Window, job_id: str, nodes: tuple[str, ...] | None) -> Block:
-    """``frame_block`` over the rows of the metrics ``inp`` reads that ``window`` can read (a query reads two
-    steps before its window; a sample further off the grid is dropped): the answer is the one from all of them,
-    without filtering the whole run on every query."""
-    key = (id(by_metric), inp, window, job_id, nodes)
-    if key not in _ANSWERS:
-        lo, hi = window.start - 3 * window.step, window.end + window.step
-        read = (*inp.metrics, fabric.IB_STATE.name)
-        rows = {m: _between(rows, times, lo, hi) for m, (rows, times) in by_metric.items() if m in read}
-        _ANSWERS[key] = frame_block(rows, inp, window, job_id, nodes)
-    return copy.deepcopy(_ANSWERS[key])
-
-
-def _between(rows: pd.DataFrame, times: np.ndarray, lo: float, hi: float) -> pd.DataFrame:
-    """The rows from ``lo`` to ``hi``: a slice where they are in time order (as the simulator writes a run)."""
-    if (times[1:] >= times[:-1]).all():
-        return rows.iloc[np.searchsorted(times, lo, "left"):np.searchsorted(times, hi, "right")]
-    return rows[(times >= lo) & (times <= hi)]
 
 
 def run_step(window: Window) -> float:

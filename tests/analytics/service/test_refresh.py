@@ -6,23 +6,20 @@ are held between refreshes: a window fetched whole, then only its last step agai
 tests/analytics/service/test_app.py runs the same code against a real Prometheus."""
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
 
-import numpy as np
 import pandas as pd
 import pytest
 
-from lockstep.analytics.evaluation.emulate import frame_block
 from lockstep.analytics.frame.inputs import Input
 from lockstep.analytics.prom.api import PrometheusError, Window
 from lockstep.analytics.prom.decode import Block, decode_matrix
 from lockstep.analytics.service.config import Shard
 from lockstep.analytics.service.refresh import Refresher
 from lockstep.analytics.service.state import LossCounters
-from lockstep.exporters.catalog import fabric
 from tests.helpers.analytics_service import EVIL, Settings
+from tests.helpers.frame_answers import answers_for
 
 GPUS = 32
 
@@ -63,44 +60,15 @@ class FakeSource:
                 raise PrometheusError("HTTP 422: query processing would load too many samples into memory")
             if job_id in self.malformed:
                 return decode_matrix(self.malformed[job_id], window)
-        key = (id(self.frames[job_id]), job_id, self.down, inp, window, nodes)
-        if key not in _ANSWERS:   # a refresh, or another test, may ask for a window again: the same answer, computed once
-            _ANSWERS[key] = frame_block(self._metrics(job_id, inp, window), inp, window, job_id, nodes)
-        return copy.deepcopy(_ANSWERS[key])
-
-    def _metrics(self, job_id: str, inp: Input, window: Window) -> dict[str, pd.DataFrame]:
-        """The rows of the job's metrics ``inp`` reads, as far as ``window`` can read them: the answer is the
-        same as from all of them (a query reads two steps before its window; a sample further off the grid
-        is dropped), without filtering the whole run on every query."""
-        key = (id(self.frames[job_id]), self.down)
-        if key not in _BY_METRIC:
-            frame = self.frames[job_id]
-            if self.down is not None:
-                frame = frame[~frame["timestamp"].between(*self.down, inclusive="neither")]
-            _BY_METRIC[key] = {str(m): (rows, rows["timestamp"].to_numpy(dtype=float))
-                               for m, rows in frame.groupby("metric", observed=True)}
-        lo, hi = window.start - 3 * window.step, window.end + window.step
-        read = (*inp.metrics, fabric.IB_STATE.name)
-        return {m: _between(rows, times, lo, hi) for m, (rows, times) in _BY_METRIC[key].items() if m in read}
+        return answers_for(self.frames[job_id], self.down).answer(inp, window, job_id, nodes)
 
     async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
         self.resumed.append(list(job_ids))
         return {j: self.exported[j] for j in job_ids if j in self.exported}
 
 
-def _between(rows: pd.DataFrame, times: np.ndarray, lo: float, hi: float) -> pd.DataFrame:
-    """The rows from ``lo`` to ``hi``, in their order: a slice, as the simulator writes a run tick by tick
-    (each metric's rows in time order)."""
-    if (times[1:] >= times[:-1]).all():
-        return rows.iloc[np.searchsorted(times, lo, "left"):np.searchsorted(times, hi, "right")]
-    return rows[(times >= lo) & (times <= hi)]
-
-
-# Shared by every source of the module: its tests ask for the same jobs' windows again and again. The frames
-# are kept here, so the id of each stays its own.
+# The run as each job, one frame per job for the module (its answers are computed once: tests.helpers.frame_answers).
 _FRAMES: dict[tuple[int, str], tuple[pd.DataFrame, pd.DataFrame]] = {}
-_BY_METRIC: dict[tuple, dict] = {}
-_ANSWERS: dict[tuple, Block] = {}
 
 
 def _jobs(run, *job_ids: str) -> dict[str, pd.DataFrame]:
