@@ -39,6 +39,7 @@ class Steps:
 
 
 LOOKBACK_S = 300.0   # Prometheus' default lookback: a sample this old still counts as present
+SAME_VALUE_REL = 1e-9   # a counter's drop this small, relative to its value, is rounding, not a restart
 
 
 def window(seconds: float) -> str:
@@ -59,9 +60,10 @@ def increase_per_step(counter: str, step_s: float) -> str:
     ``tables.point_increases`` reads raw samples), ready to sum. rate() would differ by backend near a
     series' first sample or a gap: Prometheus extrapolates to the window's edges at most half an
     interval past its samples and divides by the whole window, VictoriaMetrics divides by the time
-    its samples cover and starts from the sample before the window."""
+    its samples cover and starts from the sample before the window. A drop within ``SAME_VALUE_REL`` of the
+    value is rounding (VictoriaMetrics answers 12 significant digits), neither an increase nor a restart."""
     before = f"{counter} offset {int(step_s)}s"
-    return f"(({counter} - {before}) >= 0 or {counter} < {before})"
+    return f"(({counter} - {before}) >= 0 or {counter} < {before} * {1 - SAME_VALUE_REL!r})"
 
 
 def monthly_queries(steps: Steps) -> tuple[RangeQuery, ...]:

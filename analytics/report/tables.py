@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lockstep.analytics.report.queries import SAME_VALUE_REL
 from lockstep.exporters.catalog.enums import LOSS_CAUSES as CAUSES
 
 _META = ("timestamp", "value")
@@ -25,16 +26,23 @@ def point_increases(frame: pd.DataFrame, start: float | None = None) -> pd.DataF
     """Adds ``increase`` (each counter sample minus the series' previous one) and ``since`` (the
     previous sample's time: the increase happened in (since, timestamp]). A series first seen after
     ``start`` was born in the range (an exporter emits an XID or error series on its first event), so
-    its first value counts in full; otherwise the first sample is the baseline (increase 0)."""
+    its first value counts in full; otherwise the first sample is the baseline (increase 0). A point
+    whose value is not a number (NaN) is no sample of a counter: it is left out, so the next point
+    follows the one before it and counts its increase only, not its whole value again."""
     series = [c for c in frame.columns if c not in _META]
-    frame = frame.sort_values("timestamp")
+    frame = frame[frame["value"].notna()].sort_values("timestamp")
     groups = frame.groupby(series, dropna=False)
-    delta = groups["value"].diff()
+    previous = groups["value"].shift()
+    delta = frame["value"] - previous
     frame = frame.assign(since=groups["timestamp"].shift().fillna(frame["timestamp"]))
+    # A drop within the backend's precision is the same value read back, no change: VictoriaMetrics answers a
+    # float to 12 significant digits, and one value stored in two blocks can round to either side of the last.
+    delta = delta.mask((delta < 0) & (-delta <= SAME_VALUE_REL * previous.abs()), 0.0)
     # A drop means the counter restarted from zero: the new value is all increase since the reset.
     delta = delta.where(delta.isna() | (delta >= 0), frame["value"])
-    born = frame["timestamp"] > (start if start is not None else float("inf"))
-    delta = delta.fillna(frame["value"].where(born, 0.0))
+    first = groups.cumcount() == 0
+    born = first & (frame["timestamp"] > (start if start is not None else float("inf")))
+    delta = delta.where(~first, frame["value"].where(born, 0.0))
     return frame.assign(increase=delta)
 
 

@@ -41,6 +41,28 @@ def test_a_counter_born_inside_the_range_counts_its_first_value():
     assert counter_increase(frame(rows), ["cluster"])["increase"].tolist() == [1.0]  # no range start: baselines
 
 
+def test_a_drop_within_the_backends_precision_is_no_restart():
+    # VictoriaMetrics answers floats to 12 significant digits: a counter standing at v can read back as v and,
+    # from another storage block, as v less its last digit. That is the same value, not a restart from zero
+    # (which would count v a second time); a real drop, however near the value, still is one.
+    v = 24.174662219776
+    rows = [("c", "1", t, x) for t, x in ((60, 0.0), (120, v), (180, v - 1e-11), (240, v), (300, v))]
+    assert counter_increase(frame(rows), ["cluster"], start=0)["increase"].tolist() == [pytest.approx(v, rel=1e-12)]
+    rows = [("c", "1", t, x) for t, x in ((60, 0.0), (120, v), (180, v * 0.999), (240, v * 0.999))]
+    assert counter_increase(frame(rows), ["cluster"], start=0)["increase"].tolist() == [pytest.approx(v + v * 0.999)]
+
+
+def test_a_point_that_is_not_a_number_is_no_sample_of_the_counter():
+    # a counter born inside the range reaches 24 and stays; one point in between answered NaN (a backend's
+    # stale or missing sample): the point after it is an increase of 0 since 24, not a counter born again
+    nan = float("nan")
+    rows = [("c", "1", t, v) for t, v in ((60, 5), (120, 24), (180, nan), (240, 24), (300, 24))]
+    assert counter_increase(frame(rows), ["cluster"], start=0)["increase"].tolist() == [24.0]
+    # only a series' first sample can be born: a later one follows the sample before it (here a reset)
+    rows = [("c", "1", t, v) for t, v in ((60, 5), (120, 24), (180, 3))]
+    assert counter_increase(frame(rows), ["cluster"], start=0)["increase"].tolist() == [24.0 + 3.0]
+
+
 def test_pdu_energy_is_a_lifetime_counter_not_born_in_the_range(tmp_path):
     # The PDU was unreachable at the month's first evaluation point: its series shows up an hour in
     # with its lifetime total (5 TJ). Only what it counted inside the range (3.6 MJ = 1 kWh) is this month's.
