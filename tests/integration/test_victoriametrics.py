@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pandas as pd
 import pytest
@@ -35,7 +37,7 @@ from lockstep.stack import (
 from tests.helpers import report_month as month
 from tests.helpers.paths import FIXTURES, REPO
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long(90)]
 
 SCENARIO = FIXTURES / "analytics/victoriametrics.yaml"
 JOB, THROTTLED = "6100", ("node01", "5")
@@ -157,7 +159,9 @@ def _csv(path: Path) -> pd.DataFrame:
 NOW_DEPENDENT = {"coverage.csv": ["last_data", "days_with_data", "month_covered_pct"]}
 
 
-def _same_tables(a: Path, b: Path) -> dict[str, pd.DataFrame]:
+def _same_tables(a: Path, b: Path, differing=lambda: "") -> dict[str, pd.DataFrame]:
+    """The report CSVs of ``a`` and ``b``, the same; where one differs, ``differing()`` says how the
+    backends' series behind it differ."""
     names = sorted(p.name for p in a.glob("*.csv"))
     assert names == sorted(p.name for p in b.glob("*.csv")) and names
     tables = {}
@@ -166,16 +170,47 @@ def _same_tables(a: Path, b: Path) -> dict[str, pd.DataFrame]:
         ends = [pd.Timestamp(t.loc[0, "last_data"]) for t in (left, right)] if name in NOW_DEPENDENT else []
         assert not ends or abs(ends[0] - ends[1]) <= pd.Timedelta(minutes=1), ends
         drop = NOW_DEPENDENT.get(name, [])
-        pd.testing.assert_frame_equal(left.drop(columns=drop), right.drop(columns=drop), check_exact=False,
-                                      rtol=1e-9, obj=name)
+        try:
+            pd.testing.assert_frame_equal(left.drop(columns=drop), right.drop(columns=drop), check_exact=False,
+                                          rtol=1e-9, obj=name)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{differing()}") from None
         tables[name] = left
     return tables
+
+
+COUNTERS = ("lockstep_job_ledger_gpu_seconds_total", "lockstep_job_lost_gpu_seconds_total")
+
+
+def _range(url: str, promql: str, start: float, end: float) -> dict[tuple, dict[int, float]]:
+    """A range query at 1 s steps (the report's, for a run of minutes): each series' values by time, by its
+    labels but ``cluster`` (the external label VictoriaMetrics' copies carry)."""
+    params = urlencode({"query": promql, "start": f"{start:.0f}", "end": f"{end:.0f}", "step": "1"})
+    answer = json.loads(http_get(f"{url}/api/v1/query_range?{params}", timeout=30)[1])
+    return {tuple(sorted((k, v) for k, v in r["metric"].items() if k != "cluster")):
+            {int(t): float(v) for t, v in r["values"]} for r in answer["data"]["result"]}
+
+
+def _differing_series(live: Backends) -> str:
+    """The report's counters as each backend answers them, series by series, where they differ (a point
+    one has and the other has not, or values apart by more than VictoriaMetrics' rounding)."""
+    out = []
+    for name in COUNTERS:
+        answers = [_range(url, name, live.start - 60, time.time()) for url in (live.prometheus, live.victoria)]
+        for labels in sorted(answers[0].keys() | answers[1].keys()):
+            points = [a.get(labels, {}) for a in answers]
+            apart = sorted(t for t in points[0].keys() | points[1].keys()
+                           if not math.isclose(points[0].get(t, math.inf), points[1].get(t, -math.inf), rel_tol=1e-9))
+            if apart:
+                out.append(f"{dict(labels)} at {apart[:20]}:\n  prometheus {[points[0].get(t) for t in apart[:20]]}"
+                           f"\n  victoria   {[points[1].get(t) for t in apart[:20]]}")
+    return "the series behind the reports, where the backends differ:\n" + ("\n".join(out) or "none")
 
 
 def test_the_monthly_report_is_the_same_from_either_backend(live, tmp_path):
     month_ = time.strftime("%Y-%m", time.gmtime(live.start))
     tables = _same_tables(_report(live.prometheus, month_, tmp_path / "prometheus"),
-                          _report(live.victoria, month_, tmp_path / "victoria"))
+                          _report(live.victoria, month_, tmp_path / "victoria"), lambda: _differing_series(live))
     # every section has something to compare, but the look-ahead: a live run of minutes holds no whole day, and a
     # forecast needs a week of them (it says nothing rather than guess, from either backend)
     ahead = {"demand_forecast.csv", "power_forecast.csv", "failure_forecast.csv", "forecast_daily.csv"}
