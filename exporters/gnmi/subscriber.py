@@ -1,5 +1,10 @@
 """One gNMI Subscribe (STREAM, SAMPLE) per switch in a background thread, reconnecting with backoff; the last
-value of every series is kept per switch, and ``samples()`` serves them with the subscription's health."""
+value of every series is kept per switch, and ``samples()`` serves them with the subscription's health.
+
+A SAMPLE subscription sends every path each sample interval, so a value not sent again for ``STALE_INTERVALS``
+intervals (at least ``STALE_MIN_S``) is no longer served: a switch whose subscription broke, or a port that
+stopped being reported, goes absent in Prometheus instead of showing its last counters frozen (a storm that
+looks over) or its last watchdog state forever. A reconnect within that time keeps the series continuous."""
 from __future__ import annotations
 
 import logging
@@ -19,6 +24,8 @@ from lockstep.exporters.toolkit.sample import Sample
 
 log = logging.getLogger("lockstep.switch")
 BACKOFF_START_S = 0.5
+STALE_INTERVALS = 3      # sample intervals without a value before it is no longer served
+STALE_MIN_S = 30.0       # ...but never sooner: a switch may sample less often than asked
 
 
 def channel(target: Target) -> grpc.Channel:
@@ -32,24 +39,35 @@ def channel(target: Target) -> grpc.Channel:
 class SwitchState:
     """What one switch's subscription has seen; written by its thread, read by scrapes."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, clock=time.monotonic) -> None:
         self.target = target
         self.lock = threading.Lock()
-        self.values: dict[tuple, Sample] = {}
+        self.values: dict[tuple, tuple[Sample, float]] = {}   # each series' last sample and when it came
         self.up = False
         self.last_update: float | None = None
         self.updates = 0
         self.errors = {"rpc": 0, "decode": 0}
+        self.clock = clock
+        self.stale_after_s = max(STALE_INTERVALS * target.sample_interval_s, STALE_MIN_S)
+
+    def keep(self, samples: list[Sample]) -> None:
+        """The switch sent these values now (the caller holds ``lock``)."""
+        now = self.clock()
+        for sample in samples:
+            self.values[(sample.metric.name, sample.labels)] = (sample, now)
 
     def samples(self) -> list[Sample]:
         name = self.target.name
         with self.lock:
+            oldest = self.clock() - self.stale_after_s
+            for key in [k for k, (_, at) in self.values.items() if at < oldest]:
+                del self.values[key]
             out = [Sample(m.TARGET_INFO, (name, self.target.address, self.target.path_set), 1.0),
                    Sample(m.UP, (name,), 1.0 if self.up else 0.0), Sample(m.UPDATES, (name,), float(self.updates)),
                    *(Sample(m.ERRORS, (name, kind), float(n)) for kind, n in self.errors.items()),
                    *(Sample(m.NEIGHBOR_INFO, (name, port, n.node, n.interface, n.switch, n.port), 1.0)
                      for port, n in self.target.neighbors),
-                   *self.values.values()]
+                   *(sample for sample, _ in self.values.values())]
             if self.last_update is not None:
                 out.append(Sample(m.LAST_UPDATE, (name,), self.last_update))
         return out
@@ -138,7 +156,6 @@ class Subscriber:
             state.last_update = time.time()
             state.updates += decoded.updates
             state.errors["decode"] += len(decoded.errors)
-            for sample in decoded.samples:
-                state.values[(sample.metric.name, sample.labels)] = sample
+            state.keep(decoded.samples)
         for error in decoded.errors[:3]:  # one broken update per notification would flood the log
             log.warning("gNMI update not decoded", extra=kv(switch=state.target.name, error=error))

@@ -12,9 +12,11 @@ import time
 import grpc
 import pytest
 
+from lockstep.exporters.catalog import gnmi as gm
 from lockstep.exporters.gnmi.config import Credentials, Neighbor, SwitchConfig, Target, Tls
-from lockstep.exporters.gnmi.subscriber import Subscriber
+from lockstep.exporters.gnmi.subscriber import Subscriber, SwitchState
 from lockstep.exporters.third_party.gnmi import gnmi_pb2
+from lockstep.exporters.toolkit.sample import Sample
 from lockstep.simulator.gnmi import FakeSwitch, Recording, load_recording
 from tests.helpers.paths import FIXTURES
 
@@ -137,6 +139,30 @@ def test_the_neighbors_map_is_served_with_the_switch_even_while_it_is_down() -> 
            if s.metric.name == "lockstep_switch_port_neighbor_info"}
     assert got == {("leaf1", "Ethernet0", "node00", "eth2", "", ""): 1.0,
                    ("leaf1", "Ethernet64", "", "", "spine1", "Ethernet0"): 1.0}
+
+
+def test_a_value_the_switch_stopped_sending_is_served_no_longer() -> None:
+    """A SAMPLE subscription resends every path each interval: a series not sent for three intervals (30 s at
+    least) goes absent, so a dead switch's counters do not stand frozen (a storm that looks over) and its
+    last watchdog state does not stay on; one still sent stays, and so does the switch's health."""
+    now = [1000.0]
+    state = SwitchState(Target("leaf1", "127.0.0.1:1", "sonic", 20.0), clock=lambda: now[0])
+    pause = Sample(gm.PAUSE_FRAMES, ("leaf1", "Ethernet68", "3", "rx"), 1500.0)
+    stormed = Sample(gm.WATCHDOG_STORMED, ("leaf1", "Ethernet68", "3"), 1.0)
+    state.keep([pause, stormed])
+
+    def served() -> set[str]:
+        return {s.metric.name for s in state.samples()}
+
+    now[0] += 59.0                   # three intervals of 20 s not yet over: both still served
+    assert {gm.PAUSE_FRAMES.name, gm.WATCHDOG_STORMED.name} <= served()
+    state.keep([pause])              # the counter sent again, the watchdog state not
+    now[0] += 2.0
+    assert gm.PAUSE_FRAMES.name in served() and gm.WATCHDOG_STORMED.name not in served()
+    now[0] += 60.0
+    assert served() == {gm.TARGET_INFO.name, gm.UP.name, gm.UPDATES.name, gm.ERRORS.name}
+    fast = SwitchState(Target("leaf2", "127.0.0.1:1", "sonic", 1.0), clock=lambda: now[0])
+    assert fast.stale_after_s == 30.0   # never sooner than 30 s, however short the interval asked
 
 
 def test_credentials_are_sent_and_never_logged(switches, subscriber_of, caplog) -> None:
