@@ -3,6 +3,7 @@ read into frozen options, opened into an ``Nvml`` plus an optional profiling sou
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -84,8 +85,8 @@ def parse_duration(flag: str, text: str) -> float:
         seconds = float(number) * unit
     except ValueError:
         raise ValueError(f"{flag}: {text!r} is not a duration (90s, 15m, 2h)") from None
-    if seconds <= 0:
-        raise ValueError(f"{flag}: {text!r} must be positive")
+    if not math.isfinite(seconds) or seconds <= 0:   # "nan" and "inf" parse as floats
+        raise ValueError(f"{flag}: {text!r} must be a positive, finite duration")
     return seconds
 
 

@@ -117,6 +117,9 @@ def test_flag_values():
         parse_expected("eight")
     with pytest.raises(ValueError, match="not a duration"):
         parse_duration("--gpu.xid-window", "soon")
+    for text in ("nan", "infs", "-5m", "0"):   # float() reads "nan" and "inf"
+        with pytest.raises(ValueError, match="positive, finite"):
+            parse_duration("--gpu.xid-window", text)
 
 
 def test_xid_within_the_window_sets_the_xid_check():
