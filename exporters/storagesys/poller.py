@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -49,6 +50,9 @@ class Poller:
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self._tls = {t.name: ssl_context(t) for t in config.targets}
         self._sums = {t.name: CounterSums() for t in config.targets}
+        # A poll that timed out leaves its parse running in its thread; the target's next poll waits for it
+        # here rather than combine beside it (its sums then hold that answer too: they only ever move on).
+        self._combining = {t.name: threading.Lock() for t in config.targets}
 
     async def _read(self, target: Target) -> list[Sample]:
         path, parse = KINDS[target.kind]
@@ -56,7 +60,9 @@ class Poller:
         return await asyncio.to_thread(self._parse, target.name, parse, text)  # thousands of buckets: off the loop
 
     def _parse(self, name: str, parse: Callable[[str, str], dict[str, list[Sample]]], text: str) -> list[Sample]:
-        return self._sums[name].combine(parse(name, text))
+        sources = parse(name, text)
+        with self._combining[name]:
+            return self._sums[name].combine(sources)
 
     async def poll(self, target: Target) -> TargetResult:
         """One poll: the wait for a slot is not counted against the target's timeout_s."""
