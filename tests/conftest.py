@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from lockstep import stack as _stack
+from tests.helpers.longfirst import longest_first
 from tests.helpers.paths import GOLDEN, REPO
 from tests.helpers.processes import processes_refused
 
@@ -64,6 +65,11 @@ def pytest_runtest_call(item: pytest.Item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     return (yield from _guarded(item, "teardown"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest modules first (tests/helpers/longfirst.py)."""
+    longest_first(items)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

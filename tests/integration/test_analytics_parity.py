@@ -35,7 +35,7 @@ from lockstep.exporters.catalog import analytics, fabric, nccl_inspector
 from lockstep.stack import Stack, query, start_prometheus, wait_on
 from tests.helpers.paths import FIXTURES
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long(55)]
 
 SCENARIO = FIXTURES / "analytics/parity-live.yaml"
 JOB = "5150"

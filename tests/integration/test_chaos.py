@@ -12,7 +12,7 @@ from lockstep.stack import start_prometheus
 from tests.helpers.analytics_service import PROM_CONFIG, assert_the_whole_run_accounted, service_config
 from tests.helpers.chaos import PAGE_LABELS, alertmanager_outage, prometheus_outage
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long(26)]
 
 
 async def test_prometheus_killed_mid_run_serves_stale_then_catches_up_losing_no_gpu_second(

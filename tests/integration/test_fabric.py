@@ -28,6 +28,8 @@ from lockstep.stack import start_alertmanager, start_on_port, start_prometheus
 from tests.helpers.alerting import ALERTS, until
 from tests.helpers.power import parse, value
 
+pytestmark = pytest.mark.long(100)
+
 INTERVAL_S = 60.0
 UNREACHABLE = "ib-leaf-r3-1"
 

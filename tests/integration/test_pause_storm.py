@@ -24,7 +24,7 @@ STORM_NODE, STORM_RAIL, JOB = STORM["node"], STORM["nic"], "7001"
 PAGE_WITHIN_S = 90.0
 JOB_ALERTS = ("TrainingJobStraggler", "TrainingJobStalled")
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long(90)]
 
 
 async def test_pause_storm_pages_with_interface_and_priority_mutes_the_job_and_resolves(

@@ -19,7 +19,7 @@ SCENARIO = ALERTS / "e2e-rail-imbalance.yaml"
 SKEW = next(f for f in yaml.safe_load(SCENARIO.read_text())["faults"] if f["kind"] == "rail_skew")
 JOB = "7002"
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.long(35)]
 
 
 async def test_the_rail_imbalance_ticket_names_the_rail_and_the_job(aiohttp_server, stack, tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ def storm_scenario(path: Path) -> tuple[Path, dict]:
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path, storm
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.long(50)]
 
 
 def fabric(cluster: dict) -> tuple[tuple[gnmistorm.Switch, ...], dict[str, dict]]:

@@ -26,7 +26,7 @@ from lockstep.demo_config import SCENARIO
 from lockstep.stack import http_get
 from tests.helpers.paths import REPO
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long(240)]
 
 HISTORY_DAYS = 0.5
 # The demo's hang starts at 1030 s, 40 s after the checkpoint of 960-990 s; here 40 s after the one of 720-750 s

@@ -25,6 +25,8 @@ from lockstep.exporters.catalog.enums import LEDGER
 from lockstep.exporters.toolkit.configfile import load_yaml
 from tests.helpers.paths import REPO
 
+pytestmark = pytest.mark.long(45)
+
 SCENARIOS = REPO / "simulator/scenarios"
 # one scenario per kind of the ledger at least: stalls of every cause and stragglers, idle, slowdowns,
 # imbalance, GPUs broken from the start, a lost member, transient stragglers, none at all

@@ -21,6 +21,8 @@ from lockstep.analytics.service.state import LossCounters
 from tests.helpers.analytics_service import EVIL, Settings
 from tests.helpers.frame_answers import answers_for
 
+pytestmark = pytest.mark.long(55)
+
 GPUS = 32
 
 
