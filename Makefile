@@ -79,9 +79,11 @@ test: $(STAMP) tools
 # The tests that start no process (every test that does is marked integration, and tests/conftest.py
 # fails one that starts a process without the marker) and cost no more than a second or two each (the
 # whole-scenario evaluations and the real timeouts are marked slow; make test runs them): the check to
-# run while editing, with no Debian tools needed. It only computes, so two workers, one a core, a module
-# to each (its fixtures computed once).
-FAST_WORKERS ?= 2
+# run while editing, with no Debian tools needed. A module to each worker (its fixtures computed once); four
+# workers, though it mostly computes, since some tests wait out short timeouts (on two cores, alternating runs:
+# 2 workers 95 and 98 s, 3 workers 81 to 98 s, 4 workers 76 to 88 s, on a machine slower than usual that hour;
+# 61 to 72 s with two workers on a quiet one).
+FAST_WORKERS ?= 4
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -m "not integration and not slow" -n $(FAST_WORKERS) --dist loadscope $(PYTEST_ARGS)
