@@ -92,13 +92,18 @@ HARDENING = ("NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "
 
 @pytest.mark.integration
 @pytest.mark.parametrize("unit", ["lockstep-exporter.service", "lockstep-power-exporter.service",
-                                  "lockstep-analytics.service"])
+                                  "lockstep-analytics.service", "lockstep-fabric-exporter.service",
+                                  "lockstep-switch-exporter.service", "lockstep-storage-exporter.service"])
 def test_systemd_units_verify_and_are_hardened(unit, tmp_path):
     text = (REPO / "deploy" / "systemd" / unit).read_text()
     lines = set(text.splitlines())
     assert all(any(line.startswith(h) for line in lines) for h in HARDENING), unit
     if unit == "lockstep-exporter.service":
         assert "ReadOnlyPaths=/sys /proc /run/lockstep" in lines and "DevicePolicy=closed" in lines
+    if unit == "lockstep-fabric-exporter.service":   # the umad devices alone, for ibnetdiscover and perfquery
+        assert {"DevicePolicy=closed", "DeviceAllow=char-infiniband_mad rw"} <= lines
+    else:
+        assert "DeviceAllow=char-infiniband_mad rw" not in lines
     analyze = require_binary("systemd-analyze")
     # verify needs ExecStart binaries that exist here; the unit is otherwise checked as written.
     copy = tmp_path / unit
@@ -106,6 +111,18 @@ def test_systemd_units_verify_and_are_hardened(unit, tmp_path):
     out = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True,
                          env={"SYSTEMD_LOG_LEVEL": "notice", "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0 and out.stderr.strip() == "", out.stderr
+
+
+def test_every_exporter_command_has_a_unit_listening_on_its_port():
+    """Each long-running command has a unit in deploy/systemd/ serving on the port docs/architecture.md gives it."""
+    ports = {"exporter": 9840, "power-exporter": 9841, "analytics serve": 9842, "fabric-exporter": 9843,
+             "switch-exporter": 9846, "storage-exporter": 9847}
+    units = {p.name: p.read_text() for p in (REPO / "deploy" / "systemd").glob("*.service")}
+    for command, port in ports.items():
+        serving = [name for name, text in units.items()
+                   if any(line.startswith("ExecStart=") and f"bin/lockstep {command} " in line
+                          and f":{port}" in line for line in text.splitlines())]
+        assert len(serving) == 1, (command, port, serving)
 
 
 def test_compose_prometheus_exposes_no_unauthenticated_admin_endpoints():
