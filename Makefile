@@ -60,12 +60,13 @@ demo-tools:
 # The suite spends much of its time waiting on live runs in wall-clock time (simulated clusters, Prometheus
 # scrapes, Alertmanager's group waits), so four pytest-xdist workers overlap those waits with the modules
 # that only compute, even on two cores (measured on two cores: 2 workers 14 min 53 s, 3 workers 11 min
-# 14 s, 4 workers 8 min 39 s, the CPU busy 1.3, 1.5 and 1.7 of the 2 cores on average). A module's tests
+# 14 s, 4 workers 8 min 39 s, the CPU busy 1.3, 1.5 and 1.7 of the 2 cores on average; on a clean clone
+# with 4 workers, 9 min 49 s). A module's tests
 # stay on one worker (loadscope), so a module fixture (a live cluster, a filled Prometheus) starts once.
-# The modules marked long (a live run of a minute or more) start first, the longest first, in the order
-# tests/conftest.py gives them (--no-loadscope-reorder: not xdist's own, most tests first, which started the
-# four-minute demo last); the twenty slowest tests are printed at the end. TEST_WORKERS=0 runs the suite in
-# this process (for -s, --pdb, or one test).
+# The modules marked long (half a minute or more: a live run, a whole-scenario evaluation) start first, the
+# longest first, in the order tests/conftest.py gives them (--no-loadscope-reorder: not xdist's own, most tests
+# first, which started the four-minute demo last); the twenty slowest tests are printed at the end.
+# TEST_WORKERS=0 runs the suite in this process (for -s, --pdb, or one test).
 # The tests start hundreds of Python processes (lockstep commands, the simulator): with bytecode caches
 # written (__pycache__, ignored by git) each starts on compiled modules, and pytest keeps its rewritten
 # test modules, instead of compiling them again in every process. An environment that turns the caches
