@@ -136,8 +136,9 @@ def test_alertmanager_delivers_a_group_with_a_forged_alert_once_and_the_valid_dr
                       for name in ("alertmanager_notifications_total", "alertmanager_notifications_failed_total")}
             return counts["alertmanager_notifications_total"], counts["alertmanager_notifications_failed_total"]
 
-        proc.until(lambda: webhook_counters()[0] >= 1 and drained(log) != [], DEADLINE_S,
-                   "Alertmanager's notification delivered and node03 drained")
+        # the receiver logs the forged alert's refusal while it handles the delivery: wait for that line too
+        proc.until(lambda: webhook_counters()[0] >= 1 and drained(log) != [] and "action=refused" in proc.log(),
+                   DEADLINE_S, "Alertmanager's notification delivered, node03 drained and the forged alert refused")
         sent, failed = webhook_counters()
         assert failed == 0, am.log_tail()
         assert drained(log) == ["NodeName=node03"]

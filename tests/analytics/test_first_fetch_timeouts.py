@@ -95,7 +95,9 @@ def _twice(cells: list) -> list:
 async def _scored(run, url: str, aiohttp_client) -> tuple[dict, object, str]:
     """The service against ``url`` until it serves the job's whole window: its JSON, its state, its /metrics."""
     end = run.start + run.truth["duration_s"]
-    app = create_app(ServiceConfig(prometheus_url=url, interval_s=0.5, window_s=605.0, step_s=5.0, timeout_s=1.0,
+    # timeout_s: what a held answer costs; long enough that no answer served at once times out on a loaded
+    # machine (at 1 s one did, once: a timeout the store did not cause)
+    app = create_app(ServiceConfig(prometheus_url=url, interval_s=0.5, window_s=605.0, step_s=5.0, timeout_s=3.0,
                                    max_backoff_s=1.0, resume_lookback_s=0.0, now=lambda: end))
     client = await aiohttp_client(app)
     for _ in range(60):                          # bounded: each refresh gets some of the window

@@ -7,6 +7,7 @@ import importlib.util
 import re
 import shutil
 import tempfile
+import time
 import tomllib
 from pathlib import Path
 
@@ -100,7 +101,16 @@ def test_a_missing_or_dead_socket_fails_clearly_and_a_restarted_kubelet_is_found
     with pytest.raises(KubeletUnavailable, match="UNAVAILABLE"):
         client.list()
     with Kubelet(sock, lambda: pods()[:1]):       # restarted: a new socket at the same path
-        assert [c.pod for c in client.list()] == ["llama-node-0-0"]
+        # found again by a later scrape: the channel may still be in gRPC's reconnect backoff from the refusal
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                found = [c.pod for c in client.list()]
+                break
+            except KubeletUnavailable:
+                assert time.monotonic() < deadline, "the restarted kubelet was not found again within 30 s"
+                time.sleep(0.1)
+        assert found == ["llama-node-0-0"]
     client.close()
 
 
