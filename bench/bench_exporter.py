@@ -128,7 +128,10 @@ def p(values: list[float], q: float) -> float:
 
 def measure(services: dict, n: int, warmup: int, interval: float = 0.0) -> dict:
     """Interleaved scrapes of every service, back to back, or one round every ``interval`` seconds
-    (then the CPU also counts what each process does between scrapes)."""
+    (then the CPU also counts what each process does between scrapes). Each round starts one service further
+    on, so each is scraped in each place of the round equally often: where a process comes in the round moves
+    its CPU per scrape by up to 15 % (two identical agents, one scraped right after node_exporter and one
+    last, measured 0.84-0.93 of each other)."""
     scrapers = {name: Scraper(service.url) for name, service in services.items()}
     for _ in range(warmup):
         for scrape in scrapers.values():
@@ -136,10 +139,11 @@ def measure(services: dict, n: int, warmup: int, interval: float = 0.0) -> dict:
     before = {name: cpu_seconds(s.proc.pid) for name, s in services.items()}
     latency: dict[str, list[float]] = {name: [] for name in services}
     bodies, next_round = {}, time.monotonic()
-    for _ in range(n):  # interleaved, so both see the same machine noise
+    names = list(scrapers)
+    for i in range(n):  # interleaved, so all see the same machine noise
         next_round += interval
-        for name, scrape in scrapers.items():
-            seconds, bodies[name] = scrape()
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            seconds, bodies[name] = scrapers[name]()
             latency[name].append(seconds)
         if interval:
             time.sleep(max(0.0, next_round - time.monotonic()))

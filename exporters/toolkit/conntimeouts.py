@@ -62,16 +62,26 @@ class Deadlines:
     def protocol_factory(self, make: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
         return lambda: _Guard(make(), self)
 
+    def started(self, transport) -> None:
+        """A request on this connection is complete and being answered (its header deadline is met)."""
+        guard = self._guards.get(transport)
+        if guard is not None:
+            guard.request_started()
+
+    def finished(self, transport) -> None:
+        """The request ``started`` on this connection is answered."""
+        guard = self._guards.get(transport)
+        if guard is not None:
+            guard.request_finished()
+
     @web.middleware
     async def middleware(self, request: web.Request, handler):
-        guard = self._guards.get(request.transport)
-        if guard is None:
-            return await handler(request)
-        guard.request_started()
+        transport = request.transport
+        self.started(transport)
         try:
             return await handler(request)
         finally:
-            guard.request_finished()
+            self.finished(transport)
 
 
 class _Guard(asyncio.Protocol):

@@ -51,14 +51,15 @@ def render_body(render: Render, openmetrics: bool, gzip: bool) -> bytes:
     return compressor.compress(body) + compressor.flush()
 
 
-async def metrics_response(request: web.Request, render: Render, *, in_thread: bool = True,
-                           gzip: bool = False, lock: asyncio.Lock | None = None,
-                           thread: RenderThread | None = None) -> web.Response:
-    """``render`` the exposition the request asks for. ``gzip``: compress when the client allows it;
-    ``lock``: held while rendering (one scrape at a time); ``thread``: the service's own render thread
-    (else a thread of the default executor)."""
-    openmetrics = wants_openmetrics(request.headers.get("Accept", ""))
-    compress = gzip and accepts_gzip(request.headers.get("Accept-Encoding", ""))
+async def metrics_reply(render: Render, accept: str, accept_encoding: str, *, in_thread: bool = True,
+                        gzip: bool = False, lock: asyncio.Lock | None = None,
+                        thread: RenderThread | None = None) -> tuple[bytes, dict[str, str]]:
+    """The body and headers of a ``/metrics`` answer to a request with these ``Accept`` and ``Accept-Encoding``
+    headers: ``render`` the exposition it asks for. ``gzip``: compress when the client allows it; ``lock``: held
+    while rendering (one scrape at a time); ``thread``: the service's own render thread (else a thread of the
+    default executor)."""
+    openmetrics = wants_openmetrics(accept)
+    compress = gzip and accepts_gzip(accept_encoding)
     async with lock or contextlib.nullcontext():
         if in_thread and thread is not None:
             body = await thread.run(render_body, render, openmetrics, compress)
@@ -66,10 +67,21 @@ async def metrics_response(request: web.Request, render: Render, *, in_thread: b
             body = await asyncio.to_thread(render_body, render, openmetrics, compress)
         else:
             body = render_body(render, openmetrics, compress)
-    response = web.Response(body=body)
-    response.headers["Content-Type"] = OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE
+    headers = {"Content-Type": OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE}
     if compress:
-        response.headers["Content-Encoding"] = "gzip"
+        headers["Content-Encoding"] = "gzip"
     if gzip:
-        response.headers["Vary"] = "Accept-Encoding"
+        headers["Vary"] = "Accept-Encoding"
+    return body, headers
+
+
+async def metrics_response(request: web.Request, render: Render, *, in_thread: bool = True,
+                           gzip: bool = False, lock: asyncio.Lock | None = None,
+                           thread: RenderThread | None = None) -> web.Response:
+    """``metrics_reply`` to an aiohttp request, as its response."""
+    body, headers = await metrics_reply(render, request.headers.get("Accept", ""),
+                                        request.headers.get("Accept-Encoding", ""), in_thread=in_thread, gzip=gzip,
+                                        lock=lock, thread=thread)
+    response = web.Response(body=body)
+    response.headers.update(headers)
     return response

@@ -12,6 +12,7 @@ from aiohttp import web
 from lockstep.exporters.toolkit import looperrors
 from lockstep.exporters.toolkit.basicauth import BasicAuth, Verdict
 from lockstep.exporters.toolkit.conntimeouts import ConnectionTimeouts, Deadlines
+from lockstep.exporters.toolkit.fastpath import FAST_ROUTE, FastPath
 from lockstep.exporters.toolkit.listen import ListenAddress
 from lockstep.exporters.toolkit.logs import kv
 from lockstep.exporters.toolkit.openfiles import raise_open_files_limit
@@ -67,8 +68,12 @@ async def serve(app: web.Application, listen: ListenAddress, web_config: WebConf
                            keepalive_timeout=timeouts.idle_s + timeouts.read_header_s)
     await runner.setup()
     ssl = ssl_context(web_config) if web_config else None
+    protocol = runner.server
+    route = app.get(FAST_ROUTE)
+    if route is not None and not (web_config and web_config.basic_auth_users):
+        protocol = FastPath(route, deadlines, web_config.headers if web_config else None).protocol_factory(protocol)
     try:
-        server = await loop.create_server(deadlines.protocol_factory(runner.server), listen.host, listen.port,
+        server = await loop.create_server(deadlines.protocol_factory(protocol), listen.host, listen.port,
                                           ssl=ssl, backlog=128, reuse_address=True)
     except OSError as exc:
         await runner.cleanup()

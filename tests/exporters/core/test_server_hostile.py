@@ -9,7 +9,7 @@ import aiohttp
 
 from lockstep.exporters.config import ExporterConfig
 from lockstep.exporters.scrape import Scraper
-from lockstep.exporters.server import MAX_WAITING, WAITING, create_app
+from lockstep.exporters.server import MAX_WAITING, SCRAPES, create_app
 
 
 class Gate:
@@ -61,7 +61,7 @@ async def test_a_caller_that_hung_up_while_waiting_costs_no_scrape(aiohttp_serve
         first = asyncio.create_task(session.get(server.make_url("/metrics")))
         await _until(lambda: gate.started == 1)
         impatient = asyncio.create_task(session.get(server.make_url("/metrics")))
-        await _until(lambda: len(server.app[WAITING]) == 1)
+        await _until(lambda: server.app[SCRAPES].waiting == 1)
         impatient.cancel()  # the connection closes while the request waits for the lock
         await asyncio.sleep(0)
         gate.release.set()
