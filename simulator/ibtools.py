@@ -7,10 +7,16 @@ infiniband-diags prints (the recorded outputs in tests/fixtures/infiniband-diags
 SPEC.json: ``{"nodes": 128, "rails": 8, "spines": 16, "start_timestamp": UNIX, "speed": 1.0, "faults": [...],
 "unreachable": ["ib-leaf-r3-1"]}``; simulated time is ``(now - start_timestamp) × speed``. A switch in
 ``unreachable`` never answers (its perfquery hangs until killed, as on a wedged switch).
+
+Each call above starts Python and builds the fabric again (~80 ms of CPU; a sweep of a 128-node fabric makes
+~1,100 calls). ``ToolServer`` answers the same calls for a whole run from one process: the tool commands it
+gives run ``ibtools_client.sh`` (bash and cat, a few ms), which hands its arguments to the server over loopback
+TCP and prints the answer, or waits until killed where the tool would hang.
 """
 from __future__ import annotations
 
 import json
+import socketserver
 import sys
 import threading
 import time
@@ -79,17 +85,54 @@ def sim_time(spec: Mapping[str, Any], now: float | None = None) -> float:
     return ((time.time() if now is None else now) - float(spec["start_timestamp"])) * float(spec.get("speed", 1.0))
 
 
-def main(argv: list[str]) -> int:
-    spec = json.loads(Path(argv[0]).read_text())
-    tool, args = argv[1], argv[2:]
-    fabric = ibfabric.from_spec(spec)
+def answer(spec: Mapping[str, Any], fabric: Fabric, tool: str, args: list[str]) -> str | None:
+    """What ``tool args`` prints now; None where it never answers (an unreachable switch)."""
     if tool == "ibnetdiscover":
-        sys.stdout.write(ibnetdiscover(fabric))
-        return 0
+        return ibnetdiscover(fabric)
     guid = f"0x{int(args[args.index('-G') + 1], 16):016x}"
     if any(n.guid == guid and n.name in spec.get("unreachable", ()) for n in fabric.nodes):
+        return None
+    return perfquery(spec, fabric, guid, [int(p) for p in args[-1].split(",")], sim_time(spec))
+
+
+CLIENT = Path(__file__).with_name("ibtools_client.sh")
+
+
+class ToolServer:
+    """The tools of SPEC.json answered from this process on 127.0.0.1 (a daemon thread per call) until
+    ``close()``; ``command(tool)`` is the command line to give the fabric exporter."""
+
+    def __init__(self, spec_path: Path) -> None:
+        spec = json.loads(Path(spec_path).read_text())
+        fabric = ibfabric.from_spec(spec)
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                tool, *args = self.rfile.readline().decode().split()
+                text = answer(spec, fabric, tool, args)
+                if text is None:
+                    self.rfile.read()   # unanswered until the client is killed and its end closes
+                    return
+                self.wfile.write(text.encode())
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, name="ibtools", daemon=True).start()
+
+    def command(self, tool: str) -> str:
+        return f"bash {CLIENT} {self.server.server_address[1]} {tool}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text())
+    text = answer(spec, ibfabric.from_spec(spec), argv[1], argv[2:])
+    if text is None:
         threading.Event().wait()   # the MAD goes unanswered; the caller's deadline kills it
-    sys.stdout.write(perfquery(spec, fabric, guid, [int(p) for p in args[-1].split(",")], sim_time(spec)))
+    sys.stdout.write(text)
     return 0
 
 

@@ -39,12 +39,25 @@ def write_spec(path: Path, **spec) -> Path:
     return path
 
 
-def start_exporter(spec: Path, workdir: Path, *flags: str):
-    tools = f"{sys.executable} -m lockstep.simulator.ibtools {spec}"
+@pytest.fixture
+def tool_servers():
+    """``serve(spec)``: the simulated tools of SPEC.json answered from this process for the test (a sweep of the
+    128-node fabric is ~1,100 perfquery calls: a Python start each with ``python -m lockstep.simulator.ibtools``)."""
+    servers: list[ibtools.ToolServer] = []
+
+    def serve(spec: Path) -> ibtools.ToolServer:
+        servers.append(ibtools.ToolServer(spec))
+        return servers[-1]
+    yield serve
+    for server in servers:
+        server.close()
+
+
+def start_exporter(tools: ibtools.ToolServer, workdir: Path, *flags: str):
     return start_on_port("fabric-exporter", lambda port: [
         sys.executable, "-m", "lockstep", "fabric-exporter", f"--web.listen-address=127.0.0.1:{port}",
-        f"--ibnetdiscover.command={tools} ibnetdiscover", f"--perfquery.command={tools} perfquery", *flags],
-        workdir, ready_path="/metrics")
+        f"--ibnetdiscover.command={tools.command('ibnetdiscover')}",
+        f"--perfquery.command={tools.command('perfquery')}", *flags], workdir, ready_path="/metrics")
 
 
 def scrape(url: str) -> dict:
@@ -57,10 +70,10 @@ def series(metrics: dict, name: str) -> list[dict]:
 
 
 @pytest.mark.integration
-def test_a_sweep_of_the_128_node_fabric_completes_with_a_switch_unreachable(stack, tmp_path) -> None:
+def test_a_sweep_of_the_128_node_fabric_completes_with_a_switch_unreachable(stack, tmp_path, tool_servers) -> None:
     spec = write_spec(tmp_path / "fabric.json", nodes=128, rails=8, spines=16, unreachable=[UNREACHABLE])
-    exporter = stack.add(start_exporter(spec, tmp_path, f"--sweep.interval={INTERVAL_S:g}", "--sweep.node-timeout=5",
-                                        "--sweep.workers=8"))
+    exporter = stack.add(start_exporter(tool_servers(spec), tmp_path, f"--sweep.interval={INTERVAL_S:g}",
+                                        "--sweep.node-timeout=5", "--sweep.workers=8"))
     metrics = None
 
     def swept() -> bool:
@@ -141,7 +154,7 @@ class Pager:
 
 
 @pytest.mark.integration
-async def test_a_flapping_link_pages_once(aiohttp_server, stack, tmp_path: Path) -> None:
+async def test_a_flapping_link_pages_once(aiohttp_server, stack, tmp_path: Path, tool_servers) -> None:
     pager = Pager()
     server = await aiohttp_server(pager.app)
     # three flaps, at 8, 13 and 18 s (five 1 s sweeps and scrapes apart)
@@ -149,7 +162,7 @@ async def test_a_flapping_link_pages_once(aiohttp_server, stack, tmp_path: Path)
     last_flap_s = flap["start_s"] + (flap["flaps"] - 1) * (flap["end_s"] - flap["start_s"]) / flap["flaps"]
     spec = write_spec(tmp_path / "fabric.json", nodes=4, rails=2, spines=2, faults=[flap])
     started = json.loads(spec.read_text())["start_timestamp"]
-    exporter = stack.add(await asyncio.to_thread(start_exporter, spec, tmp_path, "--sweep.interval=1"))
+    exporter = stack.add(await asyncio.to_thread(start_exporter, tool_servers(spec), tmp_path, "--sweep.interval=1"))
     base = f"http://127.0.0.1:{server.port}"
     cfg = config.load(ALERTS / "e2e-config.yaml")
     cfg = replace(cfg, routing=replace(cfg.routing, pager_webhook_url=f"{base}/pager", queue_webhook_url=f"{base}/queue"))
@@ -174,7 +187,8 @@ async def test_a_flapping_link_pages_once(aiohttp_server, stack, tmp_path: Path)
 
 @pytest.mark.integration
 @pytest.mark.slow
-async def test_a_worsening_cable_is_ticketed_long_before_it_costs_the_job(aiohttp_server, stack, tmp_path: Path) -> None:
+async def test_a_worsening_cable_is_ticketed_long_before_it_costs_the_job(aiohttp_server, stack, tmp_path: Path,
+                                                                          tool_servers) -> None:
     """A marginal cable whose error rate keeps rising (simulator/ibfabric.py), swept every second in real
     time (the verdicts' windows are the exporter's clock): LinkDegraded reaches the queue through a real
     Prometheus and Alertmanager, for that port alone, while the cable's error rate is still far below
@@ -189,7 +203,7 @@ async def test_a_worsening_cable_is_ticketed_long_before_it_costs_the_job(aiohtt
     started = json.loads(spec.read_text())["start_timestamp"]
     margin = ibfabric.slowing_error_rate() / 10
     margin_at = started + cable["start_s"] + (margin - cable["errors_per_s"]) / cable["rising_per_s"]
-    exporter = stack.add(await asyncio.to_thread(start_exporter, spec, tmp_path, "--sweep.interval=1"))
+    exporter = stack.add(await asyncio.to_thread(start_exporter, tool_servers(spec), tmp_path, "--sweep.interval=1"))
     base = f"http://127.0.0.1:{server.port}"
     cfg = config.load(ALERTS / "e2e-config.yaml")
     cfg = replace(cfg, routing=replace(cfg.routing, pager_webhook_url=f"{base}/pager", queue_webhook_url=f"{base}/queue"),

@@ -107,3 +107,38 @@ def test_the_cable_costs_the_job_one_round_trip_of_resends_per_symbol_error() ->
     assert ibfabric.goodput_loss(1e9) == 1.0
     # The bit-error budget the verdicts hold a link to (1e-12 x 400 Gb/s = 0.4 errors/s) is far below it.
     assert 1e-12 * ibfabric.RATE_BYTES_PER_S * 8 < ibfabric.slowing_error_rate() / 1000
+
+
+@pytest.mark.integration
+def test_the_tool_server_prints_what_each_tool_call_prints_and_an_unreachable_switch_never_answers(tmp_path) -> None:
+    """The client of ``ToolServer`` against ``python -m lockstep.simulator.ibtools``, the same calls; the spec's
+    time does not move (speed 0), so perfquery's counters are the same either way."""
+    import json
+    import shlex
+    import subprocess
+    import sys
+
+    spec_path = tmp_path / "fabric.json"
+    spec_path.write_text(json.dumps({"nodes": 4, "rails": 2, "spines": 2, "start_timestamp": 0, "speed": 0,
+                                     "unreachable": ["ib-spine-1"],
+                                     "faults": [{"kind": "marginal_cable", "node": "node01", "hca": 1, "start_s": 0,
+                                                 "errors_per_s": 1.0}]}))
+    fabric = ibfabric.from_spec(json.loads(spec_path.read_text()))
+    hca = next(n for n in fabric.nodes if n.name == "node01 mlx5_1")
+    spine = next(n for n in fabric.nodes if n.name == "ib-spine-1")
+    server = ibtools.ToolServer(spec_path)
+    try:
+        for tool, args in (("ibnetdiscover", ["-p"]), ("perfquery", ["-l", "-x", "-G", hca.guid, "1"])):
+            direct = subprocess.run([sys.executable, "-m", "lockstep.simulator.ibtools", str(spec_path), tool, *args],
+                                    capture_output=True, text=True, timeout=60, check=True).stdout
+            served = subprocess.run([*shlex.split(server.command(tool)), *args], capture_output=True, text=True,
+                                    timeout=60, check=True).stdout
+            assert served == direct and direct.strip()
+        hung = subprocess.Popen([*shlex.split(server.command("perfquery")), "-l", "-x", "-G", spine.guid, "1,2"],
+                                stdout=subprocess.PIPE)
+        with pytest.raises(subprocess.TimeoutExpired):
+            hung.communicate(timeout=2)     # as the wedged switch: it waits to be killed
+        hung.kill()
+        assert hung.wait(30) != 0 and hung.stdout.read() == b""
+    finally:
+        server.close()
