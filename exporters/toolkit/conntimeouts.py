@@ -22,6 +22,8 @@ from typing import Callable
 
 from aiohttp import web
 
+from lockstep.exporters.toolkit.protowrap import Wrapper
+
 DEFAULT_S = 60.0   # the exporter-toolkit's read-header timeout; nginx's client_header_timeout
 
 
@@ -84,20 +86,19 @@ class Deadlines:
             self.finished(transport)
 
 
-class _Guard(asyncio.Protocol):
+class _Guard(Wrapper):
     """One connection: its timers, around the protocol that serves it (every call passed on)."""
 
     def __init__(self, inner: asyncio.Protocol, deadlines: Deadlines) -> None:
-        self.inner, self.deadlines = inner, deadlines
-        self.transport: asyncio.Transport | None = None
+        super().__init__(inner)
+        self.deadlines = deadlines
         self.busy = 0                                   # requests whose handler is running
         self._timer: asyncio.TimerHandle | None = None
         self._reading_header = False
 
     def connection_made(self, transport) -> None:
-        self.transport = transport
         self.deadlines._guards[transport] = self
-        self.inner.connection_made(transport)
+        super().connection_made(transport)
         self._arm_idle()
 
     def data_received(self, data: bytes) -> None:
@@ -106,19 +107,10 @@ class _Guard(asyncio.Protocol):
             self._arm(self.deadlines.timeouts.read_header_s, "read_header")
         self.inner.data_received(data)
 
-    def eof_received(self):
-        return self.inner.eof_received()
-
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
         self.deadlines._guards.pop(self.transport, None)
         self.inner.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        self.inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self.inner.resume_writing()
 
     def request_started(self) -> None:
         self.busy += 1

@@ -25,6 +25,7 @@ from typing import Awaitable, Callable, Mapping
 from aiohttp import web
 
 from lockstep.exporters.toolkit.conntimeouts import Deadlines
+from lockstep.exporters.toolkit.protowrap import Wrapper
 
 log = logging.getLogger("lockstep.web")
 
@@ -118,19 +119,15 @@ class FastPath:
         return lambda: _Connection(make(), self)
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(Wrapper):
     """One connection: plain requests answered here until the first other byte; then aiohttp's."""
 
     def __init__(self, inner: asyncio.Protocol, fast: FastPath) -> None:
-        self.inner, self.fast = inner, fast
-        self.transport: asyncio.Transport | None = None
+        super().__init__(inner)
+        self.fast = fast
         self.pending = b""          # bytes of requests not yet answered
         self.handed = False         # aiohttp has the connection
         self.serving = False        # a fast request is being answered
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
         if self.handed:
@@ -148,15 +145,6 @@ class _Connection(asyncio.Protocol):
         if not self.handed:
             self._hand_over()
         return self.inner.eof_received()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.inner.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        self.inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self.inner.resume_writing()
 
     def _next(self) -> None:
         end = self.pending.find(b"\r\n\r\n", 0, MAX_HEAD + 4)

@@ -3,34 +3,13 @@ scrapes waiting for their turn are bounded, and a caller gone while waiting cost
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import aiohttp
 
 from lockstep.exporters.config import ExporterConfig
 from lockstep.exporters.scrape import Scraper
 from lockstep.exporters.server import MAX_WAITING, SCRAPES, create_app
-
-
-class Gate:
-    """A collector that blocks each scrape until released, counting the scrapes that ran."""
-
-    def __init__(self) -> None:
-        self.release = threading.Event()
-        self.started = 0
-
-    def collect(self):
-        self.started += 1
-        self.release.wait(60)
-        return []
-
-
-async def _until(predicate) -> None:
-    for _ in range(6000):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not reached in 60 s")
+from tests.helpers.gate import Gate, reached
 
 
 async def test_scrapes_waiting_for_their_turn_are_bounded(aiohttp_server):
@@ -43,9 +22,9 @@ async def test_scrapes_waiting_for_their_turn_are_bounded(aiohttp_server):
                 return response.status
 
         first = asyncio.create_task(scrape())
-        await _until(lambda: gate.started == 1)
+        await reached(lambda: gate.started == 1)
         rest = [asyncio.create_task(scrape()) for _ in range(MAX_WAITING + 6)]
-        await _until(lambda: sum(t.done() for t in rest) == 6)  # turned away at once, the others wait
+        await reached(lambda: sum(t.done() for t in rest) == 6)  # turned away at once, the others wait
         gate.release.set()
         statuses = [await first] + [await t for t in rest]
     assert statuses.count(200) == 1 + MAX_WAITING and statuses.count(503) == 6
@@ -59,9 +38,9 @@ async def test_a_caller_that_hung_up_while_waiting_costs_no_scrape(aiohttp_serve
     server = await aiohttp_server(create_app(ExporterConfig(node_name="n"), Scraper({"gate": gate})))
     async with aiohttp.ClientSession() as session:
         first = asyncio.create_task(session.get(server.make_url("/metrics")))
-        await _until(lambda: gate.started == 1)
+        await reached(lambda: gate.started == 1)
         impatient = asyncio.create_task(session.get(server.make_url("/metrics")))
-        await _until(lambda: server.app[SCRAPES].waiting == 1)
+        await reached(lambda: server.app[SCRAPES].waiting == 1)
         impatient.cancel()  # the connection closes while the request waits for the lock
         await asyncio.sleep(0)
         gate.release.set()

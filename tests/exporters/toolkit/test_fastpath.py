@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
-import threading
 
 import pytest
 from hypothesis import given
@@ -24,6 +23,7 @@ from lockstep.exporters.toolkit.listen import parse_listen_address
 from lockstep.exporters.toolkit.sample import Sample
 from lockstep.exporters.toolkit.web import serve
 from lockstep.exporters.toolkit.webconfig import WebConfig
+from tests.helpers.gate import Gate, reached
 
 METRIC = gauge("lockstep_test_value", "A value.", ("item",))
 PLAIN = b"GET /metrics HTTP/1.1\r\nHost: node\r\nAccept-Encoding: gzip\r\n\r\n"
@@ -39,18 +39,6 @@ class Fixed:
         self.scrapes += 1
         return [Sample(METRIC, (str(i),), i * 1.5) for i in range(50)]
 
-
-class Gate:
-    """A collector that blocks each scrape until released, counting the scrapes that ran."""
-
-    def __init__(self) -> None:
-        self.release = threading.Event()
-        self.started = 0
-
-    def collect(self):
-        self.started += 1
-        self.release.wait(60)
-        return []
 
 
 @contextlib.asynccontextmanager
@@ -220,7 +208,7 @@ async def test_what_a_caller_sends_while_its_scrape_is_answered_waits_its_turn_a
     async with served(gate) as (port, _):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(PLAIN)
-        await _until(lambda: gate.started == 1)
+        await reached(lambda: gate.started == 1)
         writer.write(b"GET /metrics HTTP/1.1\r\nX-Junk: " + b"j" * 20_000 + b"\r\n\r\n")
         gate.release.set()
         first, second = await read_response(reader), await read_response(reader)
@@ -263,9 +251,9 @@ async def test_scrapes_waiting_their_turn_on_the_fast_path_are_bounded():
     gate = Gate()
     async with served(gate) as (port, _):
         first = asyncio.create_task(exchange(port, PLAIN))
-        await _until(lambda: gate.started == 1)
+        await reached(lambda: gate.started == 1)
         rest = [asyncio.create_task(exchange(port, PLAIN)) for _ in range(MAX_WAITING + 6)]
-        await _until(lambda: sum(t.done() for t in rest) == 6)    # turned away at once, the others wait
+        await reached(lambda: sum(t.done() for t in rest) == 6)    # turned away at once, the others wait
         gate.release.set()
         answers = [(await first)[0]] + [(await t)[0] for t in rest]
     statuses = [s for s, _, _ in answers]
@@ -277,21 +265,13 @@ async def test_a_caller_that_hung_up_while_waiting_on_the_fast_path_costs_no_scr
     gate = Gate()
     async with served(gate) as (port, app):
         first = asyncio.create_task(exchange(port, PLAIN))
-        await _until(lambda: gate.started == 1)
+        await reached(lambda: gate.started == 1)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(PLAIN)
-        await _until(lambda: app[SCRAPES].waiting == 1)
+        await reached(lambda: app[SCRAPES].waiting == 1)
         writer.write_eof()                                          # its scrape timeout: it shuts its side,
         assert await closed(reader)                                 # which closes the connection here
         gate.release.set()
         assert (await first)[0][0] == 200
         assert (await exchange(port, PLAIN))[0][0] == 200          # the next real scrape
     assert gate.started == 2
-
-
-async def _until(predicate) -> None:
-    for _ in range(6000):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not reached in 60 s")
