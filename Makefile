@@ -60,7 +60,8 @@ demo-tools:
 # The suite spends much of its time waiting on live runs in wall-clock time (simulated clusters, Prometheus
 # scrapes, Alertmanager's group waits), so three pytest-xdist workers overlap those waits with the modules
 # that only compute, even on two cores (measured on two cores: 2 workers 14 min 53 s, 3 workers 11 min
-# 14 s, 4 workers 8 min 39 s, the CPU busy 1.3, 1.5 and 1.7 of the 2 cores on average). Four are faster
+# 14 s, 4 workers 8 min 39 s, the CPU busy 1.3, 1.5 and 1.7 of the 2 cores on average; since the fabric
+# tests' simulated tools answer from one process, 3 workers 9 min 6 s for a clean clone). Four are faster
 # but, when the machine is slow, leave tests that wait on real timeouts too little CPU: a clean-clone run
 # failed three of them in an hour when the same work took 40 % more CPU (three workers passed a clean clone in
 # 15 min 25 s in an hour when it took 60 % more). A module's tests
@@ -85,7 +86,7 @@ test: $(STAMP) tools
 # run while editing, with no Debian tools needed. A module to each worker (its fixtures computed once); four
 # workers, though it mostly computes, since some tests wait out short timeouts (on two cores, alternating runs:
 # 2 workers 95 and 98 s, 3 workers 81 to 98 s, 4 workers 76 to 88 s, on a machine slower than usual that hour;
-# 61 to 72 s with two workers on a quiet one).
+# on a quiet one, 2 workers 74 s, 3 workers 50 s, 4 workers 45 s).
 FAST_WORKERS ?= 4
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check .
