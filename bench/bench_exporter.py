@@ -130,8 +130,7 @@ def measure(services: dict, n: int, warmup: int, interval: float = 0.0) -> dict:
     """Interleaved scrapes of every service, back to back, or one round every ``interval`` seconds
     (then the CPU also counts what each process does between scrapes). Each round starts one service further
     on, so each is scraped in each place of the round equally often: where a process comes in the round moves
-    its CPU per scrape by up to 15 % (two identical agents, one scraped right after node_exporter and one
-    last, measured 0.84-0.93 of each other)."""
+    its CPU per scrape (docs/architecture.md, performance notes, "A fairer bench")."""
     scrapers = {name: Scraper(service.url) for name, service in services.items()}
     for _ in range(warmup):
         for scrape in scrapers.values():

@@ -275,14 +275,10 @@ def vmctl_from_prometheus(tsdb_dir: Path, service: Service, timeout: float = 300
     vmctl 1.79 draws progress bars on the controlling terminal and fails without one (later versions
     have --disable-progress-bar): it runs under script(1), which gives it a pseudo-terminal.
 
-    vmctl before 1.85 also loses the series still queued for its import workers when it closes them
-    (a worker's ``select`` may take the close before the queue; 1.85 drains the queue first). It says
-    so in its statistics: with its default two workers, a month's snapshot came short in 2 runs of 10
-    on an idle machine and in 5 of 12 with every core busy. Series are handed straight to a worker
-    waiting for one and queue only when none waits, so many workers make the loss rare: 32 came short
-    in 0 runs of 40 with every core busy (16: 1 of 40). A run that came short anyway is run again,
-    and the VictoriaMetrics must then collapse the samples imported twice
-    (``-dedup.minScrapeInterval=1ms``)."""
+    vmctl before 1.85 also loses the series still queued for its import workers when it closes them,
+    and says so in its statistics (docs/deploy.md, "Migrating with vmctl older than 1.85"): it runs with
+    many workers, which makes that rare, and again while a run came short; the VictoriaMetrics must
+    then collapse the samples imported twice (``-dedup.minScrapeInterval=1ms``)."""
     vmctl = require_binary("vmctl")
     argv = [vmctl, "prometheus", "-s", f"--prom-snapshot={tsdb_dir}", f"--vm-addr={service.url}",
             f"--vm-concurrency={VMCTL_WORKERS}"]

@@ -8,10 +8,10 @@ SPEC.json: ``{"nodes": 128, "rails": 8, "spines": 16, "start_timestamp": UNIX, "
 "unreachable": ["ib-leaf-r3-1"]}``; simulated time is ``(now - start_timestamp) × speed``. A switch in
 ``unreachable`` never answers (its perfquery hangs until killed, as on a wedged switch).
 
-Each call above starts Python and builds the fabric again (~80 ms of CPU; a sweep of a 128-node fabric makes
-~1,100 calls). ``ToolServer`` answers the same calls for a whole run from one process: the tool commands it
-gives run ``ibtools_client.sh`` (bash and cat, a few ms), which hands its arguments to the server over loopback
-TCP and prints the answer, or waits until killed where the tool would hang.
+Each call above starts Python and builds the fabric again, and a sweep of a 128-node fabric makes a call per
+switch and HCA. ``ToolServer`` answers the same calls for a whole run from one process: the tool commands it
+gives run ``ibtools_client.sh`` (bash, then cat), which hands its arguments to the server over loopback TCP and
+prints the answer, or waits until killed where the tool would hang.
 """
 from __future__ import annotations
 

@@ -1,13 +1,15 @@
 """A fast path for plain scrapes: ``GET <path> HTTP/1.1`` with no body, answered without aiohttp.
 
-Almost every request a node agent gets is Prometheus' scrape of ``/metrics``. aiohttp's request machinery
-(its request and response objects, router, middlewares and writer) costs more CPU per scrape than the agent's
-whole encoding and gzip of ~900 series (docs/architecture.md, performance notes). Each accepted connection's
-protocol is wrapped: while the connection sends nothing but complete, plain requests for the route's path, this
-wrapper parses them and writes the route's answer itself; the first byte it does not take (another path or
-method, a body, a query string, HTTP/1.0, a pipelined request, a header it would have to judge) goes to aiohttp
-with everything still unanswered, and aiohttp serves the connection from then on. So anything unusual is still
-judged by aiohttp, and a plain scrape gets the same answer either way (``route.answer`` makes both).
+Almost every request a node agent gets is Prometheus' scrape of ``/metrics``, and the agent's CPU per scrape has a
+budget (docs/architecture.md, performance notes: what this path saves is measured there). aiohttp's request
+machinery (its request and response objects, router, middlewares and writer) is not needed to answer it.
+
+Each accepted connection's protocol is wrapped: while the connection sends nothing but complete, plain requests
+for the route's path, this wrapper parses them and writes the route's answer itself; the first byte it does not
+take (another path or method, a body, a query string, HTTP/1.0, a pipelined request, a header it would have to
+judge) goes to aiohttp with everything still unanswered, and aiohttp serves the connection from then on. So
+anything unusual is still judged by aiohttp, and a plain scrape gets the same answer either way (``route.answer``
+makes both).
 
 Not used where the web config asks for basic auth (aiohttp's middleware checks it); TLS is below both. The
 connection deadlines (``conntimeouts``) see a fast request as they see one that reaches aiohttp.
