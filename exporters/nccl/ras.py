@@ -207,7 +207,7 @@ def parse_json(text: str) -> RasStatus:
 
 
 def _json_comm(c: dict, where: str) -> Communicator:
-    ranks = tuple(_json_rank(_dict(r, f"{where}.ranks[{i}]"), f"{where}.ranks[{i}]")
+    ranks = tuple(_plain_rank(r) or _json_rank(_dict(r, f"{where}.ranks[{i}]"), f"{where}.ranks[{i}]")
                   for i, r in enumerate(_list(c, "ranks", where)))
     missing = tuple(_json_missing(_dict(r, f"{where}.missing_ranks[{i}]"), f"{where}.missing_ranks[{i}]")
                     for i, r in enumerate(_list(c, "missing_ranks", where)))
@@ -229,6 +229,36 @@ def _furthest(ranks: tuple[Rank, ...]) -> tuple[tuple[str, int], ...]:
         for name, value in r.counts:
             most[name] = max(value, most.get(name, value))
     return tuple(most.items())
+
+
+def _plain_rank(r) -> Rank | None:
+    """A rank whose every field has its expected type, read without naming where each one is (an answer lists
+    every rank of the job: thousands); None for anything else, which ``_json_rank`` reads again and refuses
+    with the field's place."""
+    if type(r) is not dict:
+        return None
+    status, counts = r.get("status", {}), r.get("collective_counts", {})
+    if type(status) is not dict or type(counts) is not dict:
+        return None
+    rank, host = r.get("rank"), r.get("host")
+    pid, cuda_dev, nvml_dev = r.get("pid"), r.get("cuda_dev"), r.get("nvml_dev")
+    init_state, async_error = status.get("init_state"), status.get("async_error")
+    flags = (status.get("finalize_called"), status.get("destroy_flag"), status.get("abort_flag"))
+    if type(rank) is not int or type(host) is not str:
+        return None
+    for v in (pid, cuda_dev, nvml_dev, init_state, async_error):   # loops, not all(): no generator per rank
+        if v is not None and type(v) is not int:
+            return None
+    for f in flags:
+        if f is not None and type(f) is not bool:
+            return None
+    for v in counts.values():
+        if type(v) is not int or v < 0:
+            return None
+    state = rank_state(init_state, *(bool(f) for f in flags)) if init_state is not None else ""
+    return Rank(rank, "" if host == "unknown" else host, -1 if pid is None else pid,
+                -1 if cuda_dev is None else cuda_dev, -1 if nvml_dev is None else nvml_dev, state, init_state,
+                async_error, tuple(counts.items()))
 
 
 def _json_rank(r: dict, where: str) -> Rank:

@@ -226,6 +226,60 @@ def test_json_of_the_right_shape_with_wrong_values_raises_only_its_error(doc):
         pass
 
 
+def rank_dicts(bad: st.SearchStrategy) -> st.SearchStrategy:
+    """A rank of a JSON answer, each field of its type or (``bad``) anything else JSON holds."""
+    opt_int = st.none() | st.integers(-3, 5) | bad
+    flag = st.none() | st.booleans() | bad
+    return st.fixed_dictionaries(
+        {"rank": st.integers(0, 9) | bad, "host": st.sampled_from(["10.0.0.1", "unknown", ""]) | bad},
+        optional={"pid": opt_int, "cuda_dev": opt_int, "nvml_dev": opt_int,
+                  "status": st.fixed_dictionaries({}, optional={
+                      "init_state": opt_int, "async_error": opt_int, "finalize_called": flag, "destroy_flag": flag,
+                      "abort_flag": flag}) | bad,
+                  "collective_counts": st.dictionaries(st.sampled_from(["AllReduce", "Broadcast"]),
+                                                       st.integers(0, 9) | bad, max_size=2) | bad})
+
+
+def _read_both(rank):
+    from lockstep.exporters.nccl.ras import _json_rank, _plain_rank
+
+    try:
+        checked = _json_rank(rank, "r") if isinstance(rank, dict) else None
+    except RasParseError:
+        checked = None
+    return _plain_rank(rank), checked
+
+
+@settings(max_examples=200, deadline=None)
+@given(rank_dicts(st.nothing()))
+def test_a_well_formed_rank_reads_the_same_on_the_fast_path_as_field_by_field(rank):
+    """The ranks of a big job's answer are read without naming each field's place (``_plain_rank``)."""
+    fast, checked = _read_both(rank)
+    assert fast is not None and fast == checked
+
+
+@settings(max_examples=300, deadline=None)
+@given(rank_dicts(st.nothing()), st.data())
+def test_a_rank_with_one_field_wrong_is_left_to_the_field_by_field_check(rank, data):
+    """One field of a well-formed rank replaced by any JSON value (a negative count among them): both read it
+    alike, the fast path returning nothing where the check refuses."""
+    places = [(rank, k) for k in ("rank", "host", "pid", "cuda_dev", "nvml_dev", "status", "collective_counts")]
+    for inner in ("status", "collective_counts"):
+        if isinstance(rank.get(inner), dict):
+            places += [(rank[inner], k) for k in (*rank[inner], "init_state", "abort_flag")]
+    where, key = data.draw(st.sampled_from(places))
+    where[key] = data.draw(JSON_VALUES | st.integers(-5, -1))
+    fast, checked = _read_both(rank)
+    assert fast == checked
+
+
+@FAST
+@given(RANKISH)
+def test_any_rank_shaped_object_reads_alike_on_both_paths(rank):
+    fast, checked = _read_both(rank)
+    assert fast == checked
+
+
 FIB_TRIE = """Main:
   +-- 0.0.0.0/0 3 0 5
      |-- 0.0.0.0
