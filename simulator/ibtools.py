@@ -98,6 +98,14 @@ def answer(spec: Mapping[str, Any], fabric: Fabric, tool: str, args: list[str]) 
 CLIENT = Path(__file__).with_name("ibtools_client.sh")
 
 
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    # A sweep's workers connect at once, and the accepting thread may wait for the GIL behind the answering
+    # ones: socketserver's default backlog of 5 would drop connections, whose retries (1 s, then 3 s) can
+    # outlast the exporter's per-node deadline.
+    request_queue_size = 128
+
+
 class ToolServer:
     """The tools of SPEC.json answered from this process on 127.0.0.1 (a daemon thread per call) until
     ``close()``; ``command(tool)`` is the command line to give the fabric exporter."""
@@ -115,8 +123,7 @@ class ToolServer:
                     return
                 self.wfile.write(text.encode())
 
-        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, name="ibtools", daemon=True).start()
 
     def command(self, tool: str) -> str:

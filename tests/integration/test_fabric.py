@@ -90,7 +90,8 @@ def test_a_sweep_of_the_128_node_fabric_completes_with_a_switch_unreachable(stac
     fabric = ibfabric.build(128, 8, 16)
     truth = fabric.ports()
     up = {dict(labels)["name"]: v for (name, labels), v in metrics.items() if name == "lockstep_fabric_node_up"}
-    assert len(up) == len(fabric.nodes) and up.pop(UNREACHABLE) == 0 and set(up.values()) == {1}
+    assert len(up) == len(fabric.nodes) and up.pop(UNREACHABLE) == 0
+    assert set(up.values()) == {1}, f"down: {[n for n, v in up.items() if v != 1]}\n{exporter.log_tail()}"
     info = series(metrics, "lockstep_fabric_port_info")
     assert len(info) == len(truth) == 4096
     for port in info:
