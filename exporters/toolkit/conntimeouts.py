@@ -105,12 +105,12 @@ class _Guard(Wrapper):
         if not self.busy and not self._reading_header:   # the first byte of a request
             self._reading_header = True
             self._arm(self.deadlines.timeouts.read_header_s, "read_header")
-        self.inner.data_received(data)
+        super().data_received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
         self.deadlines._guards.pop(self.transport, None)
-        self.inner.connection_lost(exc)
+        super().connection_lost(exc)
 
     def request_started(self) -> None:
         self.busy += 1

@@ -40,7 +40,6 @@ class Fixed:
         return [Sample(METRIC, (str(i),), i * 1.5) for i in range(50)]
 
 
-
 @contextlib.asynccontextmanager
 async def served(collector, web_config: WebConfig | None = None, timeouts: ConnectionTimeouts | None = None):
     """The node agent's app with this one collector, served by ``serve()`` on 127.0.0.1: (port, app)."""
