@@ -15,6 +15,7 @@ import pandas as pd
 from lockstep.analytics.evaluation.emulate import frame_block
 from lockstep.analytics.prom.errors import PrometheusError
 from lockstep.analytics.prom.grid import Window
+from lockstep.analytics.scoring.ledger import SETTLE_S
 from lockstep.analytics.service.config import Shard
 from lockstep.analytics.service.refresh import Refresher
 from lockstep.analytics.service.state import LossCounters
@@ -34,7 +35,7 @@ class ReplaySource:
         if outage is not None:
             frame = frame[~frame["timestamp"].between(outage.start, outage.lost_until, inclusive="neither")]
         self.by_metric = {str(m): rows for m, rows in frame.groupby("metric", observed=True)}
-        self.job_id, self.outage, self.now = job_id, outage, 0.0
+        self.job_id, self.outage, self.now, self.ended = job_id, outage, 0.0, False
 
     def _reachable(self) -> None:
         if self.outage is not None and self.outage.start <= self.now < self.outage.end:
@@ -42,7 +43,7 @@ class ReplaySource:
 
     async def list_jobs(self, at: float, lookback_s: float = 0.0) -> list[str]:
         self._reachable()
-        return [self.job_id]
+        return [] if self.ended else [self.job_id]
 
     async def series(self, inp, job_id: str, window: Window, nodes: tuple[str, ...]):
         self._reachable()
@@ -58,15 +59,17 @@ class ReplaySettings:
     step_s: float = 5.0
     shard: Shard = Shard(0, 1)
     refetch_steps: int = 1
+    settle_s: float = SETTLE_S
 
 
 def replay(frame: pd.DataFrame, job_id: str, start: float, duration_s: float, step_s: float,
            outage: Outage | None = None, every_s: float = 60.0) -> LossCounters:
-    """The job's loss counters after refreshing every ``every_s`` from the first full window to the end."""
+    """The job's loss counters after refreshing every ``every_s`` from the first full window to the end, and
+    once more with the job no longer listed (it ended: its newest samples are booked)."""
     source = ReplaySource(frame, job_id, outage)
     refresher = Refresher(source, ReplaySettings(step_s=step_s))
 
-    async def run() -> None:
+    async def run() -> LossCounters:
         t = start + refresher.settings.window_s
         while t <= start + duration_s:
             source.now = t
@@ -75,5 +78,8 @@ def replay(frame: pd.DataFrame, job_id: str, start: float, duration_s: float, st
             except PrometheusError as exc:
                 refresher.failed(exc)
             t += every_s
-    asyncio.run(run())
-    return refresher.state.losses.get(job_id, LossCounters())
+        counters = refresher.state.losses.get(job_id, LossCounters())
+        source.ended = True      # the job ended: one more refresh books its newest samples
+        await refresher.refresh(t)
+        return counters
+    return asyncio.run(run())

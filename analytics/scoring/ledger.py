@@ -16,10 +16,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from lockstep.analytics.scoring import slowdown
 from lockstep.analytics.scoring.slowdown import SlowdownResult
 from lockstep.exporters.catalog.enums import CHECKPOINT, LEDGER, STRAGGLER, UNKNOWN
 
 Ledger = dict[str, dict[str, np.ndarray]]
+
+# How long after a sample its (kind, cause) may still change as later samples come: a job-wide slowdown is
+# reported once the job's pace, averaged over its last SMOOTH_S, stayed low for PERSIST_S, and is counted
+# from where it began. The running service books a sample once it is this old (docs/analytics.md).
+SETTLE_S = slowdown.PERSIST_S + slowdown.SMOOTH_S
 
 
 def per_sample(n_gpus: int, period: float, causes: np.ndarray, lost: dict[str, np.ndarray],

@@ -50,7 +50,20 @@ class ServiceConfig:
     web_config: WebConfig | None = None
     prometheus_auth: PromAuth = PromAuth()   # how requests to prometheus_url authenticate
     max_answer_bytes: int = SERVE_DEFAULT    # of one Prometheus answer, decompressed (lockstep.analytics.prom.answersize)
+    book_after_s: float | None = None  # --book-after: a running job's samples booked this old; None: ``settle_s``
     now: Callable[[], float] = field(default=time.time, compare=False)   # injected by tests
+
+    @property
+    def settle_s(self) -> float:
+        """A running job's samples are booked in its loss counters once this old (their cost is known once
+        later samples confirmed it: ``lockstep.analytics.scoring.ledger.SETTLE_S``); half the window where
+        that is shorter than twice as much (a held window must still hold them then). ``book_after_s``
+        replaces it."""
+        if self.book_after_s is not None:
+            return self.book_after_s
+        from lockstep.analytics.scoring.ledger import SETTLE_S  # numpy and the scorers: not for flag parsing
+
+        return min(SETTLE_S, self.window_s / 2)
 
     @property
     def fetch_budget_s(self) -> float:
@@ -72,6 +85,9 @@ class ServiceConfig:
             raise ValueError(f"--window ({self.window_s}s) must hold at least 4 steps of {self.step_s}s")
         if self.max_answer_bytes <= 0:
             raise ValueError(f"--prometheus-max-answer-size must be positive, got {self.max_answer_bytes!r}")
+        if self.book_after_s is not None and not 0 <= self.book_after_s <= self.window_s / 2:
+            raise ValueError(f"--book-after must be from 0 to half of --window ({self.window_s / 2:g}s), "
+                             f"got {self.book_after_s!r}")
         if not 1 <= self.refetch_steps <= self.window_s / self.step_s:
             raise ValueError(f"--refetch-steps must be from 1 to the steps of --window, got {self.refetch_steps!r}")
 
@@ -92,6 +108,11 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
                    help="read each input from the series lockstep's recording rules record for it (one per GPU, HCA or "
                         "node; group lockstep.analytics-inputs of the generated rules, evaluated at --step) where the "
                         "store holds them when a job's window is fetched whole; off: always reduce the raw series")
+    p.add_argument("--book-after", type=float, default=None, metavar="SECONDS",
+                   help="how old a running job's sample is before its loss counters and ledger book it: a slowdown is "
+                        "confirmed after it lasted and counted from its start, so newer samples may still change cause "
+                        "(default: 90, or half of --window if that is less; the samples still waiting when the job "
+                        "ends are booked then; 0 books each at once)")
     p.add_argument("--refetch-steps", type=int, default=1,
                    help="trailing steps of each job's held window asked for again on every refresh, for samples that "
                         "reach the store late (a slow scrape; remote_write batching: its batch_send_deadline in steps, "
@@ -108,4 +129,4 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         resume_lookback_s=args.resume_lookback, refetch_steps=args.refetch_steps,
         recorded_inputs=args.recorded_inputs == "auto",
         shard=parse_shard(args.shard), web_config=load_web_config(web_file) if web_file else None,
-        prometheus_auth=auth_from_args(args), max_answer_bytes=args.max_answer_bytes)
+        prometheus_auth=auth_from_args(args), max_answer_bytes=args.max_answer_bytes, book_after_s=args.book_after)

@@ -17,7 +17,7 @@ import copy
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import pandas as pd
@@ -37,7 +37,7 @@ from lockstep.analytics.service.fetch import advance, fetch_window
 from lockstep.analytics.service.filling import Fill, Fills
 from lockstep.analytics.service.peers import PeerResults
 from lockstep.analytics.service.state import Health, LossCounters
-from lockstep.analytics.service.views import JobView, job_view, partial_view
+from lockstep.analytics.service.views import JobView, job_view, loss_view, partial_view
 from lockstep.exporters.toolkit.logs import kv
 
 log = logging.getLogger("lockstep.analytics")
@@ -64,6 +64,8 @@ class Settings(Protocol):
     refetch_steps: int  # trailing steps of a held window asked for again
     # optional fetch_budget_s: seconds a refresh spends fetching new windows before it scores what it has
     # (the rest is fetched by the next refreshes); without it, every window is fetched whole at once
+    # optional settle_s: a running job's samples are booked in its loss counters once this old (their cost is
+    # known once later samples confirmed it: ``lockstep.analytics.scoring.ledger.SETTLE_S``); without it, at once
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,7 @@ class Refresher:
         partial = {j: scored.pop(j) for j in list(scored) if j in filling}
         scored = {job_id: await self.checkpoint_targets(job_id, res) for job_id, res in scored.items()}
         views = self._account(scored, failed, window)
+        views.update(self._ended(mine, failed))
         for job_id, res in partial.items():     # scored on part of its window: not counted yet
             views[job_id] = partial_view(res, state.losses.setdefault(job_id, LossCounters()), filling[job_id].coverage())
         for job_id in (filling.keys() - views.keys()) & state.results.jobs.keys():   # not scored again this time
@@ -198,10 +201,29 @@ class Refresher:
             self._remember_baseline(job_id, res)
             counters = state.losses.setdefault(job_id, LossCounters())
             if not counters.behind(window.start):   # else the gap before it is caught up first
-                counters.add(res, step)
+                counters.add(res, step, until=res.times[-1] - self._settle_s if len(res.times) else None)
                 counters.add_checkpoints(res.checkpoints)
             views[job_id] = job_view(res, counters)
         return views
+
+    @property
+    def _settle_s(self) -> float:
+        return getattr(self.settings, "settle_s", 0.0)
+
+    def _ended(self, listed: list[str], failed: dict[str, str]) -> dict[str, JobView]:
+        """Jobs no longer listed whose newest samples still wait to be booked: booked as last scored, and
+        served (their counters' last values exported) this once more before they are forgotten."""
+        ended = {}
+        for job_id, counters in self.state.losses.items():
+            if job_id in listed or job_id in failed or counters.pending is None:
+                continue
+            counters.settle()
+            if (view := self.state.results.jobs.get(job_id)) is not None:
+                ended[job_id] = replace(view, loss=loss_view(counters), imbalance=replace(
+                    view.imbalance, lost_gpu_seconds=round(counters.imbalance, 1)))
+            log.info("job ended; its newest samples booked", extra=kv(job_id=job_id,
+                                                                      accounted_until=counters.accounted_until))
+        return ended
 
     def _remember_baseline(self, job_id: str, res: JobResult) -> None:
         """A job's peer baseline, kept for the windows a straggler fills completely, and its GPUs' usual
@@ -239,8 +261,10 @@ class Refresher:
             # counters), and the chunk before it counts it.
             first = counters.accounted_until
             chunk = Window(first, min(first + self.settings.window_s - step, window.start), step)
+            # scored with the samples after it that settle its last ones' cost, booked up to its end
+            scored_span = Window(first, min(chunk.end + math.ceil(self._settle_s / step) * step, window.end), step)
             try:
-                held = await fetch_window(self.source, job_id, chunk, pace=self.state.fills.pace(job_id),
+                held = await fetch_window(self.source, job_id, scored_span, pace=self.state.fills.pace(job_id),
                                           inputs=self.state.fills.inputs.get(job_id))
             except PrometheusError as exc:
                 self._too_large += isinstance(exc, AnswerTooLarge)
@@ -253,7 +277,7 @@ class Refresher:
             if job_id in scored:
                 res = scored[job_id]
                 self._remember_baseline(job_id, res)   # older than the current window's, which replaces it after
-                counters.add(res, step)
+                counters.add(res, step, until=chunk.end)
                 counters.add_checkpoints(res.checkpoints)
             counters.accounted_until = max(counters.accounted_until, chunk.end)
             log.info("caught up", extra=kv(job_id=job_id, start=chunk.start, end=chunk.end,

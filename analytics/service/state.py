@@ -2,7 +2,10 @@
 own health.
 
 The loss counters add only samples newer than the last ones already accounted, so overlapping windows
-are never counted twice.
+are never counted twice. The newest samples wait: what a sample cost is only known once later ones
+confirmed it (a slowdown is reported after it lasted, and counts from its start), so a running job's
+samples are booked once they are ``settle`` seconds old (``LossCounters.add``), and those still waiting
+when the job ends are booked as last scored (``LossCounters.settle``).
 """
 from __future__ import annotations
 
@@ -39,6 +42,25 @@ class Health:
     answers_too_large: int = 0  # Prometheus answers not read past --prometheus-max-answer-size, since start
 
 
+@dataclass(frozen=True)
+class _Booking:
+    """What some samples of a scored window cost, in the counters' terms."""
+    until: float                                   # the last sample's time
+    allocated: float
+    lost: dict[str, float]
+    imbalance: float
+    ledger: dict[tuple[str, str], float] | None    # (kind, cause) -> GPU-seconds, the productive entry left out
+
+    @classmethod
+    def of(cls, res: Accounted, mask: np.ndarray, period: float) -> _Booking:
+        ledger = None if res.ledger is None else {
+            (kind, cause): float(values[mask].sum()) for kind, by_cause in res.ledger.items() if kind != "productive"
+            for cause, values in by_cause.items()}
+        return cls(float(res.times[mask][-1]), float(mask.sum()) * period * len(res.columns),
+                   {cause: float(res.lost[cause][mask].sum()) for cause in LOSS_CAUSES},
+                   float(res.imbalance_lost[mask].sum()), ledger)
+
+
 @dataclass
 class LossCounters:
     accounted_until: float = float("-inf")
@@ -51,21 +73,26 @@ class LossCounters:
     checkpoint_seconds: float = 0.0
     checkpoint_bytes: float = 0.0
     last_checkpoint: dict | None = None   # the last counted: {start_timestamp, duration_s, bytes, bandwidth...}
+    pending: _Booking | None = None       # the newest samples, scored but not booked yet (``add``, ``settle``)
 
-    def add(self, res: Accounted, period: float) -> None:
-        if self.accounted_until == float("-inf") and len(res.times):
-            self.accounted_until = float(res.times[0])   # its interval lies before the data
-        new = res.times > self.accounted_until
-        if not new.any():
-            return
-        allocated = float(new.sum()) * period * len(res.columns)
-        self.allocated += allocated
-        for cause in LOSS_CAUSES:
-            self.lost[cause] += float(res.lost[cause][new].sum())
-        self.imbalance += float(res.imbalance_lost[new].sum())
-        if res.ledger is not None:
-            self._book(res.ledger, new, allocated)
-        self.accounted_until = float(res.times[new][-1])
+    def add(self, res: Accounted, period: float, until: float | None = None) -> None:
+        """Book ``res``'s samples newer than the last booked, up to ``until`` (default: all of them); those
+        after ``until`` are held as ``pending``, replaced by each later call, booked only by ``settle()``."""
+        times = res.times
+        if self.accounted_until == float("-inf") and len(times):
+            self.accounted_until = float(times[0])   # its interval lies before the data
+        last = float("inf") if until is None else until
+        new = (times > self.accounted_until) & (times <= last)
+        tail = times > max(self.accounted_until, last)
+        self.pending = _Booking.of(res, tail, period) if tail.any() else None
+        if new.any():
+            self._commit(_Booking.of(res, new, period))
+
+    def settle(self) -> None:
+        """Book the samples held as pending (the job ended: no later sample will change what they cost)."""
+        if self.pending is not None:
+            self._commit(self.pending)
+            self.pending = None
 
     def add_checkpoints(self, rows: Sequence[Mapping]) -> None:
         """The window's checkpoints that ended (``lockstep.analytics.scoring.checkpoints``) and start after the
@@ -81,17 +108,20 @@ class LossCounters:
                                                           "bandwidth_bytes_per_second", "mount", "fstype") if k in c}
                 last = c["start_timestamp"] + c["duration_s"]
 
-    def _book(self, ledger: Mapping[str, Mapping[str, np.ndarray]], new: np.ndarray, allocated: float) -> None:
-        """The new samples' ledger, its productive entry what the losses leave of ``allocated``: what is
-        added sums to what is allocated, to the last bit a float sum allows."""
-        lost = 0.0
-        for kind, by_cause in ledger.items():
-            for cause, values in by_cause.items():
-                if kind != "productive":
-                    v = float(values[new].sum())
-                    self.ledger[kind][cause] += v
-                    lost += v
-        self.ledger["productive"][""] += allocated - lost
+    def _commit(self, b: _Booking) -> None:
+        self.allocated += b.allocated
+        for cause, v in b.lost.items():
+            self.lost[cause] += v
+        self.imbalance += b.imbalance
+        if b.ledger is not None:
+            lost = 0.0
+            for (kind, cause), v in b.ledger.items():
+                self.ledger[kind][cause] += v
+                lost += v
+            # the productive entry is what the losses leave of the allocation: what is added sums to what is
+            # allocated, to the last bit a float sum allows
+            self.ledger["productive"][""] += b.allocated - lost
+        self.accounted_until = max(self.accounted_until, b.until)
 
     def behind(self, window_start: float) -> bool:
         """Counted before, but not up to ``window_start``: a gap to catch up first. A window's first sample

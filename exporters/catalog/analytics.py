@@ -40,8 +40,9 @@ JOB_ALLOCATED_GPU_SECONDS = counter("lockstep_job_allocated_gpu_seconds_total",
                                     "GPU-seconds allocated to the job that the analytics service has accounted.",
                                     ("job_id",), "seconds")
 JOB_ACCOUNTED_UNTIL = gauge("lockstep_job_accounted_until_timestamp_seconds",
-                            "Unix time of the last sample the job's loss counters include: where a restarted or "
-                            "re-sharded analytics replica resumes them.", ("job_id",), "seconds")
+                            "Unix time of the last sample the job's loss counters include (a running job's newest "
+                            "samples wait --book-after seconds): where a restarted or re-sharded analytics replica "
+                            "resumes them.", ("job_id",), "seconds")
 ANALYTICS_UP = gauge("lockstep_analytics_up", "1 if the last refresh from Prometheus succeeded, 0 if it failed.")
 ANALYTICS_STALE = gauge("lockstep_analytics_results_stale",
                         "1 while the scores served are from an older refresh because the latest one failed.")

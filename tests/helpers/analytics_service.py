@@ -33,9 +33,12 @@ def backfill_with_evil_job(sim, workdir) -> None:
 
 
 def service_config(url: str, sim, **kw) -> ServiceConfig:
+    """The service scoring the whole run in one window after it ended: each sample is booked at once
+    (``book_after_s=0``; waiting for later samples is tested on its own, tests/analytics/service/test_settle.py)."""
     end = sim.start + sim.truth["duration_s"]
-    return ServiceConfig(prometheus_url=url, interval_s=0.3, window_s=sim.truth["duration_s"] + sim.period,
-                         step_s=sim.period, timeout_s=5.0, max_backoff_s=0.6, now=lambda: end, **kw)
+    return ServiceConfig(**{"prometheus_url": url, "interval_s": 0.3, "window_s": sim.truth["duration_s"] + sim.period,
+                            "step_s": sim.period, "timeout_s": 5.0, "max_backoff_s": 0.6, "now": lambda: end,
+                            "book_after_s": 0.0, **kw})
 
 
 async def next_refresh(app) -> None:
@@ -61,3 +64,4 @@ class Settings:
     step_s: float = 5.0
     shard: Shard = Shard(0, 1)
     refetch_steps: int = 1
+    settle_s: float = 0.0

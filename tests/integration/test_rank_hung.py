@@ -123,7 +123,9 @@ def test_a_rank_that_stopped_pages_with_its_node_gpu_and_rank(clusters):
     assert view["stall"]["cause"] == "rank_stopped"
     assert [(c["node"], c["gpu"], c["ras"]) for c in view["stall"]["evidence"]["culprits"]] == \
         [("node01", "1", "behind")]
-    assert view["loss"]["lost_gpu_seconds"]["rank_stopped"] > 0
+    # its cost is booked once the hang's samples settled (half the 60 s window here)
+    until(lambda: (v := job(analytics.url, "8101")) and v["loss"]["lost_gpu_seconds"]["rank_stopped"] > 0,
+          time.time() + 60, "the hang's GPU-seconds booked as rank_stopped", services)
 
 
 def test_a_rank_whose_process_died_opens_a_ticket_naming_it(clusters):

@@ -90,8 +90,9 @@ def live(tmp_path_factory):
                                       power_target=lc.host_port(power), scrape_interval=f"{round(tick * 1000)}ms")
         config["remote_write"] = [remote_write_to(vm)]
         prom = stack.add(start_prometheus(config, work / "prom"))
+        # a run of 62 s, stopped while its job still runs: every sample booked at once
         analytics = lc.start_analytics(prom, config, work / "logs", stack, f"--step={tick:g}", "--interval=2",
-                                       "--window=120", ready_path="/-/healthy")
+                                       "--window=120", "--book-after=0", ready_path="/-/healthy")
         services = [sim, prom, vm, power, analytics, *agents.values()]
         wait_on(lambda: not sim.alive(), STARTUP_S + DURATION_S / SPEED, "the simulation to end", services)
         assert sim.proc.returncode == 0, sim.log_tail()
@@ -117,9 +118,10 @@ def test_victoriametrics_holds_the_series_prometheus_scraped(live):
 
 
 async def _scored(url: str, live: Backends, aiohttp_client) -> dict:
-    """The service's view of the job over the whole run, refreshed once at its last tick."""
+    """The service's view of the job over the whole run, refreshed once at its last tick (each sample
+    booked at once: the run is over)."""
     config = ServiceConfig(prometheus_url=url, interval_s=30.0, window_s=live.end - live.start, step_s=live.tick,
-                           timeout_s=20.0, now=lambda: live.end)
+                           timeout_s=20.0, now=lambda: live.end, book_after_s=0.0)
     app = create_app(config)
     client = await aiohttp_client(app)
     await asyncio.wait_for(app[REFRESHED].wait(), 60)

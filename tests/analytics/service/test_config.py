@@ -1,13 +1,14 @@
 """``lockstep.analytics.service.config``: shards that split jobs stably, and the service's settings validated."""
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 
 import pytest
 
-from lockstep.analytics.service.config import Shard, parse_shard
+from lockstep.analytics.service.config import Shard, add_serve_flags, parse_shard
 
 
 @pytest.mark.integration
@@ -60,3 +61,26 @@ def test_resume_lookback_must_be_zero_or_a_positive_finite_time(bad):
     with pytest.raises(ValueError, match="--resume-lookback"):
         ServiceConfig(prometheus_url="http://127.0.0.1:9090", resume_lookback_s=bad)
     assert ServiceConfig(prometheus_url="http://127.0.0.1:9090", resume_lookback_s=0.0).resume_lookback_s == 0.0
+
+
+@pytest.mark.parametrize("bad", [-1.0, 451.0, float("nan")])
+def test_book_after_must_be_within_half_the_window(bad):
+    """A sample booked once older than half the window could leave the held window before it is booked."""
+    from lockstep.analytics.service.config import ServiceConfig
+
+    with pytest.raises(ValueError, match=r"--book-after must be from 0 to half of --window \(450s\)"):
+        ServiceConfig(prometheus_url="http://127.0.0.1:9090", book_after_s=bad)
+
+
+def test_samples_wait_90_s_or_half_a_short_window_unless_told():
+    from lockstep.analytics.service.config import ServiceConfig, config_from_args
+    from lockstep.analytics.service.refresh import Refresher
+
+    url = "http://127.0.0.1:9090"
+    assert ServiceConfig(prometheus_url=url).settle_s == 90.0
+    assert ServiceConfig(prometheus_url=url, interval_s=1.0, window_s=60.0).settle_s == 30.0
+    assert ServiceConfig(prometheus_url=url, book_after_s=0.0).settle_s == 0.0
+    assert Refresher(None, ServiceConfig(prometheus_url=url, book_after_s=45.0))._settle_s == 45.0
+    parser = argparse.ArgumentParser()
+    add_serve_flags(parser)
+    assert config_from_args(parser.parse_args(["--prometheus-url", url, "--book-after", "12"])).settle_s == 12.0

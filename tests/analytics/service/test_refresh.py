@@ -236,6 +236,34 @@ async def test_a_newly_seen_job_continues_its_exported_counters(run):
     assert source.resumed == [["7300"], []]   # once, when first seen
 
 
+@pytest.mark.slow
+async def test_the_newest_samples_wait_to_settle_and_are_booked_when_the_job_ends(run):
+    """Booked once 60 s old while the job runs; when it is no longer listed, the samples still waiting are
+    booked, its last view and counters served once more, then forgotten. The account ends where booking
+    every sample at once ends it."""
+    source = FakeSource(_jobs(run, "7300"))
+    refresher = Refresher(source, Settings(window_s=125, settle_s=60))
+    for at in range(120, 601, 30):
+        await refresher.refresh(run.start + at)
+    counters = refresher.state.losses["7300"]
+    assert counters.accounted_until == _end(run) - 60 and counters.allocated == 540 * GPUS
+    assert counters.pending is not None
+    source.listed = []
+    await refresher.refresh(_end(run) + 30)
+    state = refresher.state
+    assert counters.pending is None and counters.accounted_until == _end(run)
+    assert state.losses["7300"] is counters and state.results.losses["7300"] == counters
+    assert state.results.jobs["7300"].loss.allocated_gpu_seconds == 600 * GPUS
+    at_once = Refresher(FakeSource(_jobs(run, "7300")), Settings(window_s=125))
+    for at in range(120, 601, 30):
+        await at_once.refresh(run.start + at)
+    assert counters.allocated == at_once.state.losses["7300"].allocated
+    assert sum(v for by_cause in counters.ledger.values() for v in by_cause.values()) == \
+        pytest.approx(counters.allocated)
+    await refresher.refresh(_end(run) + 60)
+    assert "7300" not in refresher.state.losses and "7300" not in refresher.state.results.jobs
+
+
 async def test_finished_jobs_are_forgotten(run):
     source = FakeSource(_jobs(run, "7300", "7301"))
     refresher = Refresher(source, Settings(window_s=300))
