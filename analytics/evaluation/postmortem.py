@@ -8,6 +8,7 @@ the whole window at once as ``evaluate SCENARIO.yaml`` scores a whole run. The j
 """
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -16,12 +17,19 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from lockstep.analytics.evaluation import evaluate
+from lockstep.analytics.frame.inputs import RAS_INPUTS
 from lockstep.analytics.prom import promql
+from lockstep.analytics.prom.errors import PrometheusError
 from lockstep.analytics.prom.grid import Window
+from lockstep.analytics.scoring.score import JobResult
 from lockstep.analytics.service.config import Shard
 from lockstep.analytics.service.refresh import Refresher, split_job_ids
 from lockstep.analytics.service.source import PrometheusSource
+from lockstep.exporters.catalog.enums import HANG
+from lockstep.exporters.toolkit.logs import kv
 from lockstep.exporters.toolkit.version import VERSION
+
+log = logging.getLogger("lockstep.analytics")
 
 LIST_SPAN_S = 3600.0     # jobs are listed over pieces of the window this long (bounded samples per query)
 
@@ -68,10 +76,25 @@ async def post_mortem(pm: PostMortem) -> dict:
         if pm.job_id is not None:
             jobs = [j for j in jobs if j == pm.job_id]
         mine, rejected = split_job_ids(jobs, pm.shard)
-        refresher = Refresher(source, pm)
+        refresher = Refresher(source, pm, leave_out=frozenset(i.name for i in RAS_INPUTS))
         scored, failed = await refresher.score(mine, window) if mine else ({}, {})
+        scored = {job_id: await _hangs_localised(refresher, job_id, window, res) for job_id, res in scored.items()}
         scored = {job_id: await refresher.checkpoint_targets(job_id, res) for job_id, res in scored.items()}
     return _report(pm, window, evaluate.report(None, scored), mine, rejected, failed)
+
+
+async def _hangs_localised(refresher: Refresher, job_id: str, window: Window, res: JobResult) -> JobResult:
+    """The job's result, scored again with NCCL's RAS inputs where it hung: they only name the ranks a hang
+    waits for (``lockstep.analytics.scoring.hang``), and are the window's costliest queries, so a job that never
+    hung is scored without them."""
+    if not (res.causes == HANG).any():
+        return res
+    try:
+        again = await refresher.with_inputs(job_id, window, RAS_INPUTS)
+    except PrometheusError as exc:
+        log.warning("RAS inputs not read; the hang is not localised", extra=kv(job_id=job_id, err=str(exc)[:500]))
+        return res
+    return again if again is not None else res
 
 
 async def _jobs_in(source: PrometheusSource, window: Window) -> list[str]:

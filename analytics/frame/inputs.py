@@ -9,8 +9,12 @@ dropped when placed, ``lockstep.analytics.frame.window``). Counters arrive as pe
 on its own and a window can be fetched piece by piece. Reductions the scorers do not need per
 series happen in the TSDB: node-wide counters are summed per node (a node has 128 PFC series), the
 SM clock arrives as its ratio to the maximum, and clock-event reasons and link trouble arrive only
-while present (a healthy GPU returns no sample for them). ``lockstep.analytics.evaluation.emulate`` computes the same
-answers from a simulator frame; tests hold the two to each other on a real Prometheus.
+while present (a healthy GPU returns no sample for them). Where the store holds one series per key already
+(``as_stored``: a GPU's gauges, its job_info, an HCA's port counters, recorded inputs), the query asks for them
+as stored, without the aggregation per key: Prometheus 2.42 spends 2-7 times more CPU on a ``max by`` that
+collapses nothing than on the plain selector (docs/architecture.md), and the placing does what it would have done
+with a second series of a key (the largest value, ports summed, presence as 1). ``lockstep.analytics.evaluation.emulate``
+computes the same answers from a simulator frame; tests hold the two to each other on a real Prometheus.
 """
 from __future__ import annotations
 
@@ -47,13 +51,16 @@ class Input:
     fanout: int = 1            # series per GPU (per node for node-wide inputs): sizes the pieces of a window
     reads: int = 1             # raw series the store reads per series answered (PFC: 8 NICs x 8 priorities x 2): bounds a query
     recorded: bool = False     # read from its recorded series (``ANALYTICS_INPUTS``), one per key of ``by``
+    # the store holds one series per key of ``by`` (the aggregation would collapse nothing): asked for as
+    # stored, its aggregation left to the placing (``lockstep.analytics.frame.window``), as with recorded series
+    as_stored: bool = False
 
     def promql(self, job_id: str, step: float, nodes: Sequence[str] = ()) -> str:
         """The query for ``job_id`` on its ``nodes`` (the job's own series need none); ``step``: the
         query_range step (a rate spans two of them)."""
         where = f"job_id={promql.quote(promql.validate_job_id(job_id))}" if self.own_job_id else \
             f"node=~{promql.quote(promql.alternatives(nodes))}"
-        return self.expression(where, step, nodes)
+        return self.expression(where, step, nodes, aggregated=not (self.as_stored or self.recorded))
 
     @property
     def per_job(self) -> bool:
@@ -65,15 +72,16 @@ class Input:
         """This input read from its recorded series (itself when it has none)."""
         return replace(self, recorded=True) if self.name in ANALYTICS_INPUTS else self
 
-    def expression(self, where: str, step: float, nodes: Sequence[str] = ()) -> str:
+    def expression(self, where: str, step: float, nodes: Sequence[str] = (), aggregated: bool = True) -> str:
         """The input's PromQL on the series ``where`` selects (every node's: ``""``, what its recording
         rule records; recorded, the one series per key the rule evaluated at each step); ``nodes``: those
-        a ``missing`` input's addresses are joined on."""
+        a ``missing`` input's addresses are joined on. ``aggregated=False``: without the outer aggregation
+        per key of ``by`` (the series as the store holds them, each with its own labels)."""
         op = {"gauge": "max", "ratio": "max", "rate": "sum", "present": "group", "missing": "group",
               "largest": "group"}[self.kind]
         if self.recorded:   # its sample of this step only: a store may hold no staleness marker where it ends
             inner = f"last_over_time({ANALYTICS_INPUTS[self.name]}{{{where}}}[{round(step * 1000)}ms])"
-            return f"{op} by ({', '.join(self.by)}) ({inner})"
+            return f"{op} by ({', '.join(self.by)}) ({inner})" if aggregated else inner
         if self.kind == "ratio":
             num, den = (self._selector(m, where) for m in self.metrics)
             inner = f"{num} / ({den} > 0)"
@@ -90,9 +98,11 @@ class Input:
             size = promql.selector(self.metrics[1], where)
             inner = f"{self._selector(self.metrics[0], where)} and on (comm) " \
                     f"(max by (comm) ({size}) == scalar(max({size})))"
+        elif not aggregated:   # the selector alone: a present input's samples above 0 are kept where they are placed
+            return self._selector(self.metrics[0], where)
         else:
             inner = self._selector(self.metrics[0], where) + (" > 0" if self.kind == "present" else "")
-        return f"{op} by ({', '.join(self.by)}) ({inner})"
+        return f"{op} by ({', '.join(self.by)}) ({inner})" if aggregated else inner
 
     def _selector(self, metric: str, where: str) -> str:
         return promql.selector(metric, ",".join(m for m in (self.match, where) if m))
@@ -108,31 +118,32 @@ def rate_range(step: float) -> str:
 
 
 # the pod holding each GPU for the job, where Kubernetes runs it (none under Slurm)
-MEMBER = Input("member", "present", (gpu.JOB_INFO.name,), GPU_KEY + ("pod",), own_job_id=True)
+MEMBER = Input("member", "present", (gpu.JOB_INFO.name,), GPU_KEY + ("pod",), own_job_id=True, as_stored=True)
 INPUTS = (
     MEMBER,
-    Input("sm", "gauge", (gpu.SM_ACTIVE.name,), GPU_KEY),
-    Input("tensor", "gauge", (gpu.TENSOR_ACTIVE.name,), GPU_KEY),
+    Input("sm", "gauge", (gpu.SM_ACTIVE.name,), GPU_KEY, as_stored=True),
+    Input("tensor", "gauge", (gpu.TENSOR_ACTIVE.name,), GPU_KEY, as_stored=True),
     # per-rank step time (compute + all-reduce, no waiting) where the training job exports it
-    Input("step", "gauge", (analytics.RANK_STEP_SECONDS.name,), GPU_KEY, own_job_id=True),
+    Input("step", "gauge", (analytics.RANK_STEP_SECONDS.name,), GPU_KEY, own_job_id=True, as_stored=True),
     # NCCL Inspector (the nccl-inspector collector): the longest mean execution time among the rank's all-reduce
     # buckets. Inverted: the rank that arrives last waits least inside the kernel, so its time is the shortest
     # (lockstep.analytics.scoring.straggler reads its inverse as the rank's lateness).
     Input("collective", "gauge", (nccl_inspector.EXEC_TIME.name,), GPU_KEY, match='collective=~"AllReduce"',
           own_job_id=True),
-    Input("clock", "ratio", (gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name), GPU_KEY, reads=2),
+    Input("clock", "ratio", (gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name), GPU_KEY, reads=2, as_stored=True),
     Input("reasons", "present", (gpu.CLOCK_EVENT.name,), GPU_KEY + ("reason",),
-          match=f'reason=~"{"|".join(THROTTLE_REASONS)}"', fanout=len(THROTTLE_REASONS)),
+          match=f'reason=~"{"|".join(THROTTLE_REASONS)}"', fanout=len(THROTTLE_REASONS), as_stored=True),
     # a rank's own hardware, judged when it runs slower than its peers (lockstep.analytics.scoring.cause)
-    Input("temp", "gauge", (gpu.TEMPERATURE.name,), GPU_KEY),
-    Input("pcie", "present", (gpu.PCIE_LINK_DEGRADED.name,), GPU_KEY),
+    Input("temp", "gauge", (gpu.TEMPERATURE.name,), GPU_KEY, as_stored=True),
+    Input("pcie", "present", (gpu.PCIE_LINK_DEGRADED.name,), GPU_KEY, as_stored=True),
     Input("xid", "present", (gpu.XID_ERRORS.name,), GPU_KEY, match='category=~"hardware"'),
-    Input("tx", "rate", (fabric.IB_TRANSMIT_BYTES.name,), HCA_KEY),
-    Input("xmit_wait", "rate", (fabric.IB_TRANSMIT_WAIT.name,), HCA_KEY),
+    Input("tx", "rate", (fabric.IB_TRANSMIT_BYTES.name,), HCA_KEY, as_stored=True),
+    Input("xmit_wait", "rate", (fabric.IB_TRANSMIT_WAIT.name,), HCA_KEY, as_stored=True),
     Input("link", "present", LINK_COUNTERS, HCA_KEY, reads=len(LINK_COUNTERS) + 1),
     Input("read", "rate", (storage.READ_BYTES.name,), NODE_KEY, reads=4),
     # the share of time every task of the job's cgroup on a node waited on I/O (PSI "full"): its input stalls
-    Input("io_wait", "rate", (storage.JOB_IO_PRESSURE.name,), NODE_KEY, match='kind=~"full"', own_job_id=True),
+    Input("io_wait", "rate", (storage.JOB_IO_PRESSURE.name,), NODE_KEY, match='kind=~"full"', own_job_id=True,
+          as_stored=True),
     Input("write", "rate", (storage.WRITE_BYTES.name,), NODE_KEY, reads=4),
     Input("pause", "rate", (fabric.PFC_PAUSE_DURATION.name,), NODE_KEY, reads=128),
     Input("cnp", "rate", (fabric.ROCE_CNP_HANDLED.name,), NODE_KEY, reads=8),
@@ -148,7 +159,7 @@ RAS_INPUTS = (
     Input("missing", "missing", (nccl.MISSING_RANK_INFO.name, nccl.RAS_NODE_ADDRESS.name), GPU_KEY + ("reason",),
           match='reason=~"unresponsive|dead"', own_job_id=True, fanout=2),
     Input("rank", "largest", (nccl.RANK_BEHIND.name, nccl.COMMUNICATOR_RANKS.name), GPU_KEY + ("rank",),
-          own_job_id=True),
+          own_job_id=True, as_stored=True),
 )
 INPUTS += RAS_INPUTS
 # Where a job writes, per mount: asked only over each checkpoint's span, never per refresh (the checkpoint's

@@ -56,13 +56,19 @@ class JobWindow:
 
     def place(self, inp: Input, block: Block, first: int = 0, job_id: str | None = None) -> None:
         """``block`` (an answer on the grid rows ``first``...) into the matrices its input fills
-        (``job_id``: only into that job's columns), where the GPU held the job (members first)."""
+        (``job_id``: only into that job's columns), where the GPU held the job (members first). Several series
+        of one key (an input asked for as stored) are reduced as its query's aggregation would: summed for
+        rates, the largest for gauges, 1 while any is present."""
+        if inp.kind == "present" and not (block.values > 0).all():   # asked for as stored: present while above 0
+            keep = block.values > 0
+            block = Block(block.labels, block.series[keep], block.rows[keep], block.values[keep])
         if not block.samples:
             return
         rows = block.rows + first
         if inp is MEMBER:
             self.seen[rows] = True
-        col = self._columns_of(inp.by, block.labels)[block.series]
+        of_series = self._columns_of(inp.by, block.labels)
+        col = of_series[block.series]
         if job_id is not None:
             col = np.where(np.asarray(self.columns.get_level_values("job_id") == job_id)[col] & (col >= 0), col, -1)
         keep = col >= 0
@@ -93,7 +99,22 @@ class JobWindow:
         elif inp.by == HCA_KEY:
             self.signals[inp.name][rows, col] = 1.0
         else:
-            self.signal(inp.name)[rows, col] = values
+            values = np.ones(len(values)) if inp.kind == "present" else values
+            if _shared(of_series[of_series >= 0]):
+                self._put_largest(self.signal(inp.name), rows, col, values)
+            else:
+                self.signal(inp.name)[rows, col] = values
+
+    def add_inputs(self, other: JobWindow, inputs: tuple[Input, ...]) -> None:
+        """The matrices and held labels of ``inputs`` taken from ``other``: the same grid and columns, fetched
+        with them (this window was fetched without them)."""
+        if other.grid != self.grid or not other.columns.equals(self.columns):
+            raise ValueError("add_inputs: the windows differ in grid or columns")
+        for inp in inputs:
+            if inp.name in HELD_LABELS:
+                self.held[HELD_LABELS[inp.name]] = other.held[HELD_LABELS[inp.name]]
+            if inp.name in other.signals:
+                self.signals[inp.name] = other.signals[inp.name]
 
     def widened(self, columns: pd.MultiIndex) -> JobWindow:
         """This window with the columns of ``columns`` (a superset, in their order), the new ones empty."""
@@ -152,6 +173,16 @@ class JobWindow:
         self.signal(name)[cells] = np.where(held, per_column, np.nan)
 
     @staticmethod
+    def _put_largest(out: np.ndarray, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
+        """``out[rows, cols]`` = the largest of the values landing there (series of one GPU in an answer asked
+        for as stored: what the ``max by`` / ``group by`` left out of its query keeps), NaN where all are."""
+        flat = rows * out.shape[1] + cols
+        cells, at = np.unique(flat, return_inverse=True)
+        top = np.full(len(cells), np.nan)
+        np.fmax.at(top, at, values)
+        out[cells // out.shape[1], cells % out.shape[1]] = top
+
+    @staticmethod
     def _sum_into(out: np.ndarray, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
         """``out[rows, cols]`` = the sum of the values landing there (several HCAs on one rail), in float64."""
         flat = rows * out.shape[1] + cols
@@ -191,3 +222,8 @@ class JobWindow:
             kept = np.where(seen >= skip, seen - skip, -1)
             held[label] = (np.where(newer, new_values, values), np.where(newer, new_seen + upto - skip, kept))
         return JobWindow(window, self.columns, signals, np.concatenate([self.seen[skip:upto], rows.seen]), held)
+
+
+def _shared(columns: np.ndarray) -> bool:
+    """Whether two series of an answer land on one column."""
+    return len(np.unique(columns)) < len(columns)

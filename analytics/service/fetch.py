@@ -26,11 +26,13 @@ SAMPLES_PER_QUERY = pieces.SAMPLES_PER_QUERY   # a fresh pace's pieces
 
 
 async def fetch_window(source: Answers, job_id: str, window: Window, columns=None, pace: Pace | None = None,
-                       inputs: tuple[Input, ...] | None = None) -> JobWindow | None:
+                       inputs: tuple[Input, ...] | None = None, leave_out: frozenset[str] = frozenset()
+                       ) -> JobWindow | None:
     """The job's window, whole; with ``columns`` (the GPUs held before), None when the job has GPUs
     outside them in ``window`` (its membership changed). ``pace``: the job's, learned (a fresh one);
-    ``inputs``: as the job's were asked for (raw, or recorded where the store holds them now)."""
-    fill = await Fill.start(source, job_id, window, columns, inputs)
+    ``inputs``: as the job's were asked for (raw, or recorded where the store holds them now), but the
+    inputs named in ``leave_out`` (their matrices stay empty)."""
+    fill = await Fill.start(source, job_id, window, columns, inputs, leave_out)
     await fill.fill(source, pace if pace is not None else Pace(SAMPLES_PER_QUERY), bands=False)
     return None if fill.changed else fill.result()
 

@@ -65,14 +65,16 @@ class Fill:
 
     @classmethod
     async def start(cls, source: Answers, job_id: str, grid: Window, held: pd.MultiIndex | None = None,
-                    inputs: tuple[Input, ...] | None = None) -> Fill:
+                    inputs: tuple[Input, ...] | None = None, leave_out: frozenset[str] = frozenset()) -> Fill:
         """A fill of ``grid`` (``held``: the columns of a window it continues); ``inputs`` as the job's
-        last fill asked for them, else as the store holds them now (``read_inputs``)."""
+        last fill asked for them, else as the store holds them now (``read_inputs``), but those named in
+        ``leave_out``."""
         now = (await gpus_now(source, job_id, grid)).labels if held is None else []
         expected = len(held) if held is not None else len(now) or UNSEEN_GPUS
         node = held[0][1] if held is not None and len(held) else (now[0].get("node", "") if now else "")
         return cls(job_id, grid, expected, held, ends=now,
-                   inputs=inputs if inputs is not None else await read_inputs(source, grid, node))
+                   inputs=tuple(i for i in (inputs if inputs is not None else await read_inputs(source, grid, node))
+                                if i.name not in leave_out))
 
     @property
     def complete(self) -> bool:

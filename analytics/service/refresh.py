@@ -23,7 +23,7 @@ from typing import Protocol
 import pandas as pd
 
 from lockstep.analytics.frame.features import Features
-from lockstep.analytics.frame.inputs import WRITE_BY_MOUNT, Input
+from lockstep.analytics.frame.inputs import MEMBER, WRITE_BY_MOUNT, Input
 from lockstep.analytics.frame.window import JobWindow
 from lockstep.analytics.prom import promql
 from lockstep.analytics.prom.decode import Block
@@ -127,6 +127,7 @@ class Refresher:
     _full: int = field(default=0, init=False, repr=False)
     _deadline: float | None = field(default=None, init=False, repr=False)   # loop time new windows are fetched until
     _too_large: int = field(default=0, init=False, repr=False)   # answers refused for their size
+    leave_out: frozenset[str] = frozenset()   # inputs a window fetched whole is fetched without (``with_inputs``)
 
     async def refresh(self, now: float) -> None:
         """Score the window ending at ``now``; raises when no job could be fetched (the source is down)."""
@@ -168,6 +169,22 @@ class Refresher:
         scored = await asyncio.to_thread(score_window, features, window.start, self.settings.step_s,
                                          dict(self.state.baselines), dict(self.state.learned), dict(self.state.paces))
         return scored, failed
+
+    async def with_inputs(self, job_id: str, window: Window, inputs: tuple[Input, ...]) -> JobResult | None:
+        """The job scored again with ``inputs`` (left out before) added to its window held from ``score``:
+        fetched with its membership over the same columns (None: the job has no such window, or its GPUs
+        changed in between)."""
+        held = self.state.windows.get(job_id)
+        if held is None:
+            return None
+        more = await fetch_window(self.source, job_id, held.grid, held.columns, inputs=(MEMBER, *inputs))
+        if more is None:
+            return None
+        self._fetched += more.fetched
+        held.add_inputs(more, inputs)
+        scored = await asyncio.to_thread(score_window, {job_id: held.features()}, window.start, self.settings.step_s,
+                                         dict(self.state.baselines), dict(self.state.learned), dict(self.state.paces))
+        return scored.get(job_id)
 
     async def checkpoint_targets(self, job_id: str, res: JobResult) -> JobResult:
         """The file system each checkpoint not yet counted wrote to (``lockstep.analytics.service.targets``); a
@@ -309,7 +326,7 @@ class Refresher:
         moved = await advance(self.source, held, job_id, window, self.settings.refetch_steps, fills.pace(job_id),
                               fills.inputs.get(job_id)) if held is not None else None
         if moved is None and self._deadline is None:
-            moved = await fetch_window(self.source, job_id, window)
+            moved = await fetch_window(self.source, job_id, window, leave_out=self.leave_out)
             self._full += 1
         elif moved is None:
             self.state.windows.pop(job_id, None)

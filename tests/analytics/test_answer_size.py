@@ -15,6 +15,7 @@ from aiohttp import web
 
 from lockstep.analytics.prom.answersize import SERVE_DEFAULT, describe, parse_size, read_answer
 from lockstep.analytics.prom.errors import AnswerTooLarge
+from lockstep.exporters.catalog import fabric, gpu, storage
 from tests.helpers.stalled import Process
 
 MEMORY_LIMIT_KB = 1536 * 1024     # the chart's memory limit for the analytics service (the unit's MemoryMax is 2G)
@@ -65,9 +66,17 @@ def prometheus_app(padding: int) -> web.Application:
             except (ConnectionError, asyncio.CancelledError):
                 pass   # the service hung up
             return response
-        by = query.split(" by (", 1)[1].split(")", 1)[0].split(", ")
-        if query.startswith("group") and by != ["node", "gpu", "pod"]:
-            return web.json_response(matrix([], form))   # clock-event reasons, link trouble: none
+        if query.startswith(("max by (", "sum by (", "group by (")):
+            by = query.split(" by (", 1)[1].split(")", 1)[0].split(", ")
+            if query.startswith("group") and by != ["node", "gpu", "pod"]:
+                return web.json_response(matrix([], form))   # clock-event reasons, link trouble: none
+        else:   # an input asked for as stored (Input.as_stored): its metric says its series
+            name = query.split("{", 1)[0].rsplit("(", 1)[-1]
+            if name in (gpu.CLOCK_EVENT.name, gpu.PCIE_LINK_DEGRADED.name):
+                return web.json_response(matrix([], form))   # none
+            by = ["node", "gpu", "pod"] if name == gpu.JOB_INFO.name else ["node", "device"] if name in (
+                fabric.IB_TRANSMIT_BYTES.name, fabric.IB_TRANSMIT_WAIT.name) else ["node"] if name in (
+                storage.JOB_IO_PRESSURE.name,) else ["node", "gpu"]
         series = {("node", "gpu", "pod"): [{"node": "n1", "gpu": g} for g in "01"],
                   ("node", "gpu"): [{"node": "n1", "gpu": g} for g in "01"],
                   ("node", "device"): [{"node": "n1", "device": "mlx5_0"}],
@@ -105,7 +114,7 @@ async def test_a_gzip_answer_inflating_to_gigabytes_fails_its_job_only_and_is_re
     assert peak_kb < MEMORY_LIMIT_KB, f"peak RSS {peak_kb // 1024} MiB"
     error = jobs["last_error"]
     assert f"job {HOSTILE}:" in error
-    assert "query 'group by (node, gpu, pod) (lockstep_gpu_job_info" in error
+    assert "query 'lockstep_gpu_job_info{" in error      # the job's membership, asked for as stored
     assert f"larger than {describe(SERVE_DEFAULT)} (--prometheus-max-answer-size)" in error
     assert [j["job_id"] for j in jobs["data"]] == [GOOD] and jobs["stale"] is False
 

@@ -132,6 +132,26 @@ async def test_a_long_window_is_fetched_in_pieces_with_the_same_result(prometheu
     assert pieces == whole
 
 
+async def test_a_job_that_never_hung_is_scored_without_the_ras_queries(prometheus, direct, monkeypatch):
+    """NCCL's RAS inputs only name the ranks a hang waits for: no stall of this hour reads as a hang, so none of
+    them is asked for (tests/analytics/scoring/test_hang_prometheus.py: a run that hangs, localised)."""
+    from lockstep.analytics.frame.inputs import RAS_INPUTS
+
+    run = direct[0]
+    asked = set()
+    series = PrometheusSource.series
+
+    async def named(self, inp, job_id, window, nodes):
+        asked.add(inp.name)
+        return await series(self, inp, job_id, window, nodes)
+
+    monkeypatch.setattr(PrometheusSource, "series", named)
+    got = await postmortem.post_mortem(postmortem.PostMortem(prometheus.url, run.start, run.start + 3600,
+                                                             job_id="7400"))
+    assert {"member", "sm", "clock", "pause"} <= asked and not asked & {i.name for i in RAS_INPUTS}
+    assert "hang" not in {s["cause"] for s in got["stalls"]} and not got["hangs"]
+
+
 @dataclasses.dataclass(frozen=True)
 class OneJob:
     """The Prometheus source, listing only the job under test."""

@@ -71,6 +71,30 @@ async def test_ras_inputs_from_prometheus_equal_the_emulated_ones_and_name_the_s
         ("node00", "1", "1", "rank_stopped"), ("node02", "3", "11", "rank_dead")]
 
 
+async def test_a_post_mortem_reads_ras_for_the_hangs_and_names_the_same_ranks(prometheus, run, monkeypatch):
+    """The post-mortem scores the window without NCCL's RAS inputs first; its stalls read as hangs, so it reads
+    them and scores again: the ranks named are those of the whole direct scoring."""
+    from lockstep.analytics.evaluation import postmortem
+
+    asked = []
+    series = PrometheusSource.series
+
+    async def named(self, inp, job_id, window, nodes):
+        asked.append(inp.name)
+        return await series(self, inp, job_id, window, nodes)
+
+    monkeypatch.setattr(PrometheusSource, "series", named)
+    got = await postmortem.post_mortem(postmortem.PostMortem(prometheus.url, run.start,
+                                                             run.start + run.truth["duration_s"], run.period))
+    direct = score_features(build_features(run.frame), run.start, run.period)[JOB]
+    assert [(h["node"], h["gpu"], h["rank"], h["cause"]) for h in got["hangs"]] == \
+        [(h["node"], h["gpu"], h["rank"], h["cause"]) for h in direct.hangs] == \
+        [("node00", "1", "1", "rank_stopped"), ("node02", "3", "11", "rank_dead")]
+    ras = {i.name for i in RAS_INPUTS}
+    first = next(k for k, name in enumerate(asked) if name in ras)
+    assert "sm" in asked[:first] and ras <= set(asked[first:])    # after the first pass, and all of them
+
+
 def test_the_queries_name_their_inputs_metrics():
     """Each RAS query reads only catalog metrics (a typo would answer nothing, silently)."""
     from lockstep.exporters.catalog import CATALOG
