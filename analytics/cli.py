@@ -11,6 +11,7 @@ from lockstep.exporters.toolkit.helpformat import DefaultsHelpFormatter
 
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
+    from lockstep.analytics.prom.auth import add_gzip_flag
     from lockstep.analytics.service.config import add_serve_flags
     from lockstep.exporters.toolkit.logs import add_flags as add_log_flags
 
@@ -39,6 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     pm.add_argument("--job", help="only this job id")
     pm.add_argument("--step", type=float, default=5.0, help="seconds between samples (the scrape interval)")
     pm.add_argument("--timeout", type=float, default=120.0, help="seconds per Prometheus request")
+    add_gzip_flag(pm)
     st = sub.add_parser("steptimes", help="per-rank step times (worker,step,seconds CSV) → stragglers and imbalance")
     st.add_argument("file", nargs="?", help="CSV with header worker,step,seconds (or the Alibaba PAI ,worker,gpu,time,"
                                             "batch_time_norm)")
@@ -129,7 +131,7 @@ def _post_mortem(args: argparse.Namespace) -> int:
     if args.start is None or args.end is None:
         raise ValueError("--prometheus-url needs --from T and --to T")
     pm = PostMortem(args.prometheus_url, parse_time(args.start, "--from"), parse_time(args.end, "--to"),
-                    step_s=args.step, job_id=args.job, timeout_s=args.timeout)
+                    step_s=args.step, job_id=args.job, timeout_s=args.timeout, gzip=args.prometheus_gzip)
     try:
         rep = asyncio.run(post_mortem(pm))
     except PrometheusError as exc:

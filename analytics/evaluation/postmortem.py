@@ -21,6 +21,7 @@ from lockstep.analytics.frame.inputs import RAS_INPUTS
 from lockstep.analytics.prom import promql
 from lockstep.analytics.prom.errors import PrometheusError
 from lockstep.analytics.prom.grid import Window
+from lockstep.analytics.prom.session import accept_encoding
 from lockstep.analytics.scoring.score import JobResult
 from lockstep.analytics.service.config import Shard
 from lockstep.analytics.service.refresh import Refresher, split_job_ids
@@ -44,6 +45,7 @@ class PostMortem:
     timeout_s: float = 120.0
     shard: Shard = Shard(0, 1)
     refetch_steps: int = 1     # (a post-mortem holds no window between refreshes)
+    gzip: bool = False         # --prometheus-gzip
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.prometheus_url)
@@ -70,7 +72,8 @@ class PostMortem:
 async def post_mortem(pm: PostMortem) -> dict:
     """The report of the window; raises PrometheusError when the jobs cannot be listed."""
     window = pm.window
-    async with aiohttp.ClientSession(headers={"User-Agent": f"lockstep-analytics/{VERSION}"}) as session:
+    async with aiohttp.ClientSession(headers={"User-Agent": f"lockstep-analytics/{VERSION}",
+                                              **accept_encoding(pm.gzip)}) as session:
         source = PrometheusSource(session, pm.prometheus_url, pm.timeout_s)
         jobs = await _jobs_in(source, window)
         if pm.job_id is not None:

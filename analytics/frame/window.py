@@ -94,8 +94,10 @@ class JobWindow:
                 hit = reason == name
                 self.signal(REASON_PREFIX + name)[rows[hit], col[hit]] = 1.0
             self.signals["throttle"][rows, col] = 1.0
+        elif inp.by == HCA_KEY and inp.kind == "rate" and _shared(of_series[of_series >= 0]):
+            self._sum_into(self.signals[inp.name], rows, col, values)     # several HCAs (or ports) on one rail
         elif inp.by == HCA_KEY and inp.kind == "rate":
-            self._sum_into(self.signals[inp.name], rows, col, values)
+            self.signals[inp.name][rows, col] = values
         elif inp.by == HCA_KEY:
             self.signals[inp.name][rows, col] = 1.0
         else:

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 # Header names a flag may not set: credentials belong in files, and these are the session's own.
 _RESERVED_HEADERS = {"authorization": "--prometheus-bearer-token-file or --prometheus-password-file",
                      "proxy-authorization": "a file flag", "host": "--prometheus-url",
+                     "accept-encoding": "--prometheus-gzip",
                      "content-length": "", "transfer-encoding": ""}
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")   # RFC 9110 header field name
 
@@ -29,6 +30,7 @@ class PromAuth:
     key_file: str | None = None
     insecure_skip_verify: bool = False
     headers: tuple[tuple[str, str], ...] = ()   # e.g. (("X-Scope-OrgID", "tenant-a"),) for Mimir
+    gzip: bool = False                     # --prometheus-gzip: ask for compressed answers (``session.accept_encoding``)
 
     def __post_init__(self) -> None:
         if self.bearer_token_file and (self.username or self.password_file):
@@ -100,6 +102,7 @@ def add_flags(p: argparse.ArgumentParser, required: bool = True) -> None:
     """``--prometheus-url`` and the authentication flags."""
     p.add_argument("--prometheus-url", required=required, help="Prometheus (or Thanos/Mimir) query API base URL; "
                    "credentials in it are refused: use the file flags below")
+    add_gzip_flag(p)
     g = p.add_argument_group("authentication to Prometheus (secrets from files only)")
     g.add_argument("--prometheus-bearer-token-file", metavar="FILE",
                    help="send 'Authorization: Bearer <token>' with the token in FILE (re-read when it changes)")
@@ -115,10 +118,16 @@ def add_flags(p: argparse.ArgumentParser, required: bool = True) -> None:
                    help="extra request header, repeatable (e.g. 'X-Scope-OrgID: tenant-a' for Mimir)")
 
 
+def add_gzip_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prometheus-gzip", action="store_true",
+                   help="ask the store to gzip its answers, for one across a slow link (by default they come "
+                        "uncompressed: gzip costs Prometheus several times the CPU of the query itself)")
+
+
 def auth_from_args(args: argparse.Namespace) -> PromAuth:
     return PromAuth(
         bearer_token_file=args.prometheus_bearer_token_file, username=args.prometheus_username,
         password_file=args.prometheus_password_file, ca_file=args.prometheus_ca_file,
         cert_file=args.prometheus_cert_file, key_file=args.prometheus_key_file,
         insecure_skip_verify=args.prometheus_insecure_skip_verify,
-        headers=tuple(parse_header(h) for h in args.prometheus_header))
+        headers=tuple(parse_header(h) for h in args.prometheus_header), gzip=args.prometheus_gzip)

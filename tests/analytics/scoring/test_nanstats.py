@@ -6,8 +6,10 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from lockstep.analytics.scoring.nanstats import nan_reduce
+from lockstep.analytics.scoring.nanstats import LONG_MEDIAN, nan_reduce
 
 
 @pytest.mark.parametrize("fn, args", [(np.nanmedian, ()), (np.nanmean, ()), (np.nanmax, ()),
@@ -47,3 +49,23 @@ def test_scoring_threads_leave_the_process_warning_filters_as_they_were():
     for thread in threads:
         thread.join()
     assert warnings.filters == filters
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.integers(1, 6), extra=st.integers(0, 40), axis=st.sampled_from([0, 1]),
+       dtype=st.sampled_from([np.float32, np.float64]), nan_share=st.sampled_from([0.0, 0.1, 0.5, 0.99]),
+       ties=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_a_median_over_a_long_axis_is_numpys_from_one_sort(rows, extra, axis, dtype, nan_share, ties, seed):
+    """Slices of ``LONG_MEDIAN`` values or more (numpy calls Python once per slice there) take their medians from
+    one sort: numpy's, value for value, in the matrix's dtype; odd and even counts, ties, NaN-only slices."""
+    rng = np.random.default_rng(seed)
+    long = LONG_MEDIAN + extra
+    m = (rng.integers(0, 5, (rows, long)) if ties else rng.normal(size=(rows, long))).astype(dtype)
+    m[rng.random(m.shape) < nan_share] = np.nan
+    m[0, : long // 2] = np.nan                       # a slice with about half its values
+    m = m if axis == 1 else m.T
+    got = nan_reduce(np.nanmedian, m, axis=axis)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = np.nanmedian(m, axis=axis)
+    assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
