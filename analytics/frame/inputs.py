@@ -1,4 +1,4 @@
-"""What the scorers read, as one PromQL query per input and job, reduced server-side.
+"""What the scorers read, as one PromQL query per input and job, reduced server-side where that shrinks the answer.
 
 Each input answers on a window's grid with one series per key of ``by``: per GPU (``node, gpu``),
 per HCA (``node, device``, summed over its ports) or per node, selected on the job's nodes (a
@@ -11,8 +11,8 @@ series happen in the TSDB: node-wide counters are summed per node (a node has 12
 SM clock arrives as its ratio to the maximum, and clock-event reasons and link trouble arrive only
 while present (a healthy GPU returns no sample for them). Where the store holds one series per key already
 (``as_stored``: a GPU's gauges, its job_info, an HCA's port counters, recorded inputs), the query asks for them
-as stored, without the aggregation per key: Prometheus 2.42 spends 2-7 times more CPU on a ``max by`` that
-collapses nothing than on the plain selector (docs/architecture.md), and the placing does what it would have done
+as stored, without the aggregation per key: Prometheus spends several times more CPU on a ``max by`` that
+collapses nothing than on the plain selector (the figures: docs/architecture.md), and the placing does what it would have done
 with a second series of a key (the largest value, ports summed, presence as 1). ``lockstep.analytics.evaluation.emulate``
 computes the same answers from a simulator frame; tests hold the two to each other on a real Prometheus.
 """

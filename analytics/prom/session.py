@@ -155,8 +155,8 @@ def check_credentials(auth: PromAuth) -> None:
 
 def accept_encoding(gzip: bool) -> dict[str, str]:
     """The request header that asks for plain answers, or gzip ones. Prometheus compresses every answer a
-    client accepts compressed, and for the analytics' matrices that costs it several times the query itself
-    (the post-mortem of a 4,096-GPU hour: the store's CPU 40 s with gzip, 10 s without; docs/deploy.md)."""
+    client accepts compressed, and for the analytics' matrices that costs it more than the queries
+    themselves (the figures: docs/architecture.md, the analytics' queries)."""
     return {"Accept-Encoding": "gzip" if gzip else "identity"}
 
 

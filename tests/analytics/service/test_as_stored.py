@@ -1,7 +1,7 @@
 """Inputs asked for as the store holds them (``Input.as_stored``) against a REAL Prometheus: the window placed from
 their series is the one their aggregated queries give, where a GPU or an HCA has more than one series too.
 
-Prometheus 2.42 spends 2-7 times more CPU on a ``max by``/``group by`` that collapses nothing than on the plain
+Prometheus spends several times more CPU on a ``max by``/``group by`` that collapses nothing than on the plain
 selector (docs/architecture.md); the placing (``lockstep.analytics.frame.window``) does what it would have done."""
 from __future__ import annotations
 
