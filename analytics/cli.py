@@ -11,7 +11,7 @@ from lockstep.exporters.toolkit.helpformat import DefaultsHelpFormatter
 
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
-    from lockstep.analytics.prom.auth import add_gzip_flag
+    from lockstep.analytics.prom.auth import add_flags as add_prometheus_flags
     from lockstep.analytics.service.config import add_serve_flags
     from lockstep.exporters.toolkit.logs import add_flags as add_log_flags
 
@@ -33,14 +33,13 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
     ev.add_argument("--truth", action="store_true", help="add the comparison with the scenario's ground truth")
     ev.add_argument("--models", action="store_true", help="with --all: also weigh the scikit-learn alternatives "
                                                           "(robust covariance, Gaussian mixture) against the rules")
+    add_prometheus_flags(ev, required=False)   # a post-mortem (instead of a scenario): its store and how to reach it
     pm = ev.add_argument_group("post-mortem (instead of a scenario)")
-    pm.add_argument("--prometheus-url", help="Prometheus (or Thanos, Mimir, VictoriaMetrics) base URL")
     pm.add_argument("--from", dest="start", metavar="T", help="window start: 'now', Unix seconds or RFC 3339 with its zone")
     pm.add_argument("--to", dest="end", metavar="T", help="window end: 'now', Unix seconds or RFC 3339 with its zone")
     pm.add_argument("--job", help="only this job id")
     pm.add_argument("--step", type=float, default=5.0, help="seconds between samples (the scrape interval)")
     pm.add_argument("--timeout", type=float, default=120.0, help="seconds per Prometheus request")
-    add_gzip_flag(pm)
     st = sub.add_parser("steptimes", help="per-rank step times (worker,step,seconds CSV) → stragglers and imbalance")
     st.add_argument("file", nargs="?", help="CSV with header worker,step,seconds (or the Alibaba PAI ,worker,gpu,time,"
                                             "batch_time_norm)")
@@ -125,13 +124,14 @@ def _post_mortem(args: argparse.Namespace) -> int:
     import asyncio
 
     from lockstep.analytics.evaluation.postmortem import PostMortem, format_text, post_mortem
+    from lockstep.analytics.prom.auth import auth_from_args
     from lockstep.analytics.prom.errors import PrometheusError
     from lockstep.exporters.toolkit.timeparse import parse_time
 
     if args.start is None or args.end is None:
         raise ValueError("--prometheus-url needs --from T and --to T")
     pm = PostMortem(args.prometheus_url, parse_time(args.start, "--from"), parse_time(args.end, "--to"),
-                    step_s=args.step, job_id=args.job, timeout_s=args.timeout, gzip=args.prometheus_gzip)
+                    step_s=args.step, job_id=args.job, timeout_s=args.timeout, auth=auth_from_args(args))
     try:
         rep = asyncio.run(post_mortem(pm))
     except PrometheusError as exc:

@@ -12,16 +12,14 @@ import logging
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from urllib.parse import urlsplit
-
-import aiohttp
 
 from lockstep.analytics.evaluation import evaluate
 from lockstep.analytics.frame.inputs import RAS_INPUTS
 from lockstep.analytics.prom import promql
+from lockstep.analytics.prom.auth import PromAuth, check_url
 from lockstep.analytics.prom.errors import PrometheusError
 from lockstep.analytics.prom.grid import Window
-from lockstep.analytics.prom.session import accept_encoding
+from lockstep.analytics.prom.session import open_session
 from lockstep.analytics.scoring.score import JobResult
 from lockstep.analytics.service.config import Shard
 from lockstep.analytics.service.refresh import Refresher, split_job_ids
@@ -45,12 +43,10 @@ class PostMortem:
     timeout_s: float = 120.0
     shard: Shard = Shard(0, 1)
     refetch_steps: int = 1     # (a post-mortem holds no window between refreshes)
-    gzip: bool = False         # --prometheus-gzip
+    auth: PromAuth = PromAuth()   # how requests reach the store (the flags ``lockstep.analytics.prom.auth`` adds)
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.prometheus_url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"--prometheus-url {self.prometheus_url!r}: want http(s)://HOST:PORT[/prefix]")
+        check_url(self.prometheus_url, self.auth)
         if not self.start < self.end:
             raise ValueError(f"--from ({self.start:g}) must be before --to ({self.end:g})")
         if not 0 < self.step_s < math.inf or not 0 < self.timeout_s < math.inf:
@@ -72,8 +68,7 @@ class PostMortem:
 async def post_mortem(pm: PostMortem) -> dict:
     """The report of the window; raises PrometheusError when the jobs cannot be listed."""
     window = pm.window
-    async with aiohttp.ClientSession(headers={"User-Agent": f"lockstep-analytics/{VERSION}",
-                                              **accept_encoding(pm.gzip)}) as session:
+    async with open_session(pm.prometheus_url, pm.auth, user_agent=f"lockstep-analytics/{VERSION}") as session:
         source = PrometheusSource(session, pm.prometheus_url, pm.timeout_s)
         jobs = await _jobs_in(source, window)
         if pm.job_id is not None:

@@ -234,7 +234,8 @@ async def test_serve_redacts_the_token_in_its_logs_and_pages(secure, pki, servic
     assert "bearer token from" in pages[0] and "X-Scope-OrgID" in pages[0]
 
 
-@pytest.mark.parametrize("command", [["analytics", "serve"], ["report", "monthly", "--month", "2026-01", "--out", "x"]])
+@pytest.mark.parametrize("command", [["analytics", "serve"], ["report", "monthly", "--month", "2026-01", "--out", "x"],
+                                     ["analytics", "evaluate", "--from", "0", "--to", "60"]])
 def test_credentials_in_the_url_are_refused_naming_the_file_flags(command, capsys):
     from lockstep.cli import main
 
@@ -258,3 +259,21 @@ def test_report_monthly_through_tls_client_certificate_and_basic_auth(secure, pk
     assert bad.returncode == 1 and "Traceback" not in bad.stderr, bad.stderr
     (line,) = [x for x in bad.stderr.splitlines() if x.startswith("lockstep report:")]
     assert "HTTP 401" in line and "password from" in line and "not-the-password" not in bad.stderr
+
+
+def test_a_post_mortem_through_tls_client_certificate_and_basic_auth(secure, pki, service_sim, tmp_path):
+    """``lockstep analytics evaluate --prometheus-url`` takes the same flags as serve and the report."""
+    common = [sys.executable, "-m", "lockstep", "analytics", "evaluate", "--prometheus-url", secure.url,
+              "--from", str(service_sim.start), "--to", str(service_sim.start + 300), "--json",
+              "--prometheus-username", "lockstep", "--prometheus-ca-file", str(pki / "ca.crt"),
+              "--prometheus-cert-file", str(pki / "client.crt"), "--prometheus-key-file", str(pki / "client.key")]
+    ok = subprocess.run([*common, "--prometheus-password-file", str(pki / "password")],
+                        capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert ok.returncode == 0, ok.stderr
+    assert "7300" in json.loads(ok.stdout)["jobs"]
+    (tmp_path / "wrong").write_text("not-the-password")
+    bad = subprocess.run([*common, "--prometheus-password-file", str(tmp_path / "wrong")],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+    (line,) = [x for x in bad.stderr.splitlines() if x.startswith("lockstep analytics evaluate:")]
+    assert "HTTP 401" in line and "not-the-password" not in bad.stderr

@@ -44,7 +44,7 @@ async def test_the_post_mortem_asks_as_told(aiohttp_server):
     server = await aiohttp_server(app)
     for gzip in (False, True):
         rep = await postmortem.post_mortem(postmortem.PostMortem(str(server.make_url("")).rstrip("/"), 0.0, 3600.0,
-                                                                 gzip=gzip))
+                                                                 auth=PromAuth(gzip=gzip)))
         assert rep["jobs"] == []
     assert set(asked[:len(asked) // 2]) == {"identity"} and set(asked[len(asked) // 2:]) == {"gzip"}
 
