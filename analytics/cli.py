@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from typing import Sequence
 
@@ -90,6 +91,8 @@ def _serve(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     timeouts = timeouts_from_args(args)
     check_credentials(config.prometheus_auth)
+    for line in config.advice():
+        logging.getLogger("lockstep.analytics").warning(line)
     asyncio.run(serve(create_app(config), config.listen, config.web_config, timeouts=timeouts))
     return 0
 

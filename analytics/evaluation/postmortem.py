@@ -4,7 +4,8 @@ The evaluation report of a past window read from Prometheus (or Thanos, Mimir, V
 scored by the service's own code: its source, its fetch (each input in pieces into preallocated
 matrices, so a long window never sits in memory as JSON) and its scoring (``Refresher.score``), over
 the whole window at once as ``evaluate SCENARIO.yaml`` scores a whole run. The jobs are those on
-``lockstep_gpu_job_info`` at any time in the window, listed an hour at a time.
+``lockstep_gpu_job_info`` at any time in the window, listed an hour at a time. NCCL's RAS inputs, which only
+name the ranks a hang waits for, are read for a job whose stalls read as a hang, and it is scored again with them.
 """
 from __future__ import annotations
 

@@ -65,6 +65,17 @@ class ServiceConfig:
 
         return min(SETTLE_S, self.window_s / 2)
 
+    def advice(self) -> list[str]:
+        """Settings that are allowed but cost the results something, each said in a line (logged at start)."""
+        from lockstep.analytics.scoring.slowdown import BASELINE_S
+
+        out = []
+        if self.window_s < BASELINE_S:
+            out.append(f"--window {self.window_s:g}s is shorter than a job-wide slowdown's baseline ({BASELINE_S:g}s): "
+                       "a slowdown longer than the window may be given a cause by part of it only (replayed with 300 s "
+                       "windows, a power cap's slowdown was booked half to storage)")
+        return out
+
     @property
     def fetch_budget_s(self) -> float:
         """A refresh fetches new windows for at most its interval (at least one request's timeout), then

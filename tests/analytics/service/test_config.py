@@ -84,3 +84,14 @@ def test_samples_wait_90_s_or_half_a_short_window_unless_told():
     parser = argparse.ArgumentParser()
     add_serve_flags(parser)
     assert config_from_args(parser.parse_args(["--prometheus-url", url, "--book-after", "12"])).settle_s == 12.0
+
+
+def test_a_window_shorter_than_a_slowdowns_baseline_is_advised_against_at_start():
+    from lockstep.analytics.scoring.slowdown import BASELINE_S
+    from lockstep.analytics.service.config import ServiceConfig
+
+    url = "http://127.0.0.1:9090"
+    assert ServiceConfig(prometheus_url=url).advice() == []
+    assert ServiceConfig(prometheus_url=url, window_s=BASELINE_S).advice() == []
+    (line,) = ServiceConfig(prometheus_url=url, window_s=300.0).advice()
+    assert line.startswith("--window 300s is shorter than a job-wide slowdown's baseline (600s)")
