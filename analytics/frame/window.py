@@ -80,8 +80,9 @@ class JobWindow:
             self._place_label(HELD_LABELS[inp.name], rows, col, series, block.labels)
         if inp.name == "rank":
             return
+        distinct = not _shared(of_series[of_series >= 0])   # no two series on one cell: nothing to reduce
         if inp.by == NODE_KEY:
-            self._place_nodes(inp.name, rows, col, values)
+            self._place_nodes(inp.name, rows, col, values, distinct)
         elif inp.name == "missing":
             # the worst a GPU's rank is in any of its communicators: considered dead, else unresponsive
             dead = np.asarray([labels.get("reason", "") == "dead" for labels in block.labels])[series]
@@ -94,18 +95,13 @@ class JobWindow:
                 hit = reason == name
                 self.signal(REASON_PREFIX + name)[rows[hit], col[hit]] = 1.0
             self.signals["throttle"][rows, col] = 1.0
-        elif inp.by == HCA_KEY and inp.kind == "rate" and _shared(of_series[of_series >= 0]):
-            self._sum_into(self.signals[inp.name], rows, col, values)     # several HCAs (or ports) on one rail
-        elif inp.by == HCA_KEY and inp.kind == "rate":
-            self.signals[inp.name][rows, col] = values
+        elif inp.by == HCA_KEY and inp.kind == "rate":   # several HCAs (or ports) on one rail: summed
+            _reduce_into(self.signals[inp.name], rows, col, values, np.add, 0.0, distinct)
         elif inp.by == HCA_KEY:
             self.signals[inp.name][rows, col] = 1.0
         else:
             values = np.ones(len(values)) if inp.kind == "present" else values
-            if _shared(of_series[of_series >= 0]):
-                self._put_largest(self.signal(inp.name), rows, col, values)
-            else:
-                self.signal(inp.name)[rows, col] = values
+            _reduce_into(self.signal(inp.name), rows, col, values, np.fmax, np.nan, distinct)
 
     def add_inputs(self, other: JobWindow, inputs: tuple[Input, ...]) -> None:
         """The matrices and held labels of ``inputs`` taken from ``other``: the same grid and columns, fetched
@@ -158,14 +154,15 @@ class JobWindow:
         for i in last[newer]:
             values[col[i]], seen[col[i]] = labels[series[i]].get(label, ""), rows[i]
 
-    def _place_nodes(self, name: str, rows: np.ndarray, nodes: np.ndarray, values: np.ndarray) -> None:
-        """Node-wide rates, repeated on every GPU column of the node that holds the job (all matrices
-        share one shape)."""
+    def _place_nodes(self, name: str, rows: np.ndarray, nodes: np.ndarray, values: np.ndarray,
+                     distinct: bool = False) -> None:
+        """Node-wide rates (a node's series summed; ``distinct``: one per node), repeated on every GPU column of
+        the node that holds the job (all matrices share one shape)."""
         if not len(rows):
             return
         first = rows.min()
         per_node = np.full((rows.max() - first + 1, len(self._lookup["node"])), np.nan)
-        self._sum_into(per_node, rows - first, nodes, values)
+        _reduce_into(per_node, rows - first, nodes, values, np.add, 0.0, distinct)
         touched = np.unique(rows)
         # only the columns of the nodes answered: an answer for a group of the job's nodes leaves the others
         cols = np.flatnonzero(np.isin(self._lookup["node_of_column"], np.unique(nodes)))
@@ -173,25 +170,6 @@ class JobWindow:
         held = np.isfinite(self.signals[MEMBER_SIGNAL][cells])
         per_column = per_node[touched - first][:, self._lookup["node_of_column"][cols]]
         self.signal(name)[cells] = np.where(held, per_column, np.nan)
-
-    @staticmethod
-    def _put_largest(out: np.ndarray, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
-        """``out[rows, cols]`` = the largest of the values landing there (series of one GPU in an answer asked
-        for as stored: what the ``max by`` / ``group by`` left out of its query keeps), NaN where all are."""
-        flat = rows * out.shape[1] + cols
-        cells, at = np.unique(flat, return_inverse=True)
-        top = np.full(len(cells), np.nan)
-        np.fmax.at(top, at, values)
-        out[cells // out.shape[1], cells % out.shape[1]] = top
-
-    @staticmethod
-    def _sum_into(out: np.ndarray, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
-        """``out[rows, cols]`` = the sum of the values landing there (several HCAs on one rail), in float64."""
-        flat = rows * out.shape[1] + cols
-        cells, at = np.unique(flat, return_inverse=True)
-        total = np.zeros(len(cells))
-        np.add.at(total, at, values)
-        out.flat[cells] = total
 
     def members(self) -> np.ndarray:
         """Per column: the GPU held the job at some row of the window."""
@@ -229,3 +207,18 @@ class JobWindow:
 def _shared(columns: np.ndarray) -> bool:
     """Whether two series of an answer land on one column."""
     return len(np.unique(columns)) < len(columns)
+
+
+def _reduce_into(out: np.ndarray, rows: np.ndarray, cols: np.ndarray, values: np.ndarray, ufunc: np.ufunc,
+                 start: float, distinct: bool) -> None:
+    """``out[rows, cols]`` = ``ufunc`` (``np.add``: several HCAs on one rail, a node's series; ``np.fmax``: what
+    the ``max by`` / ``group by`` left out of a query asked for as stored keeps) over the values landing on each
+    cell from ``start``, in float64; ``distinct``: no two of them land on one cell, placed as they are."""
+    if distinct:
+        out[rows, cols] = values
+        return
+    flat = rows * out.shape[1] + cols
+    cells, at = np.unique(flat, return_inverse=True)
+    total = np.full(len(cells), start)
+    ufunc.at(total, at, values)
+    out.flat[cells] = total
