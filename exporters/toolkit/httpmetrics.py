@@ -76,12 +76,12 @@ async def metrics_reply(render: Render, accept: str, accept_encoding: str, *, in
 
 
 async def metrics_response(request: web.Request, render: Render, *, in_thread: bool = True,
-                           gzip: bool = False, lock: asyncio.Lock | None = None,
-                           thread: RenderThread | None = None) -> web.Response:
-    """``metrics_reply`` to an aiohttp request, as its response."""
+                           gzip: bool = False, lock: asyncio.Lock | None = None) -> web.Response:
+    """``metrics_reply`` to an aiohttp request, as its response (rendered in a thread of the default executor
+    with ``in_thread``; the node agent's own render thread is ``exporters.server.Scrapes``')."""
     body, headers = await metrics_reply(render, request.headers.get("Accept", ""),
                                         request.headers.get("Accept-Encoding", ""), in_thread=in_thread, gzip=gzip,
-                                        lock=lock, thread=thread)
+                                        lock=lock)
     response = web.Response(body=body)
     response.headers.update(headers)
     return response
