@@ -11,7 +11,7 @@ from __future__ import annotations
 from lockstep.alerts.model import Record, attach, metric
 from lockstep.alerts.settings import AlertsConfig
 from lockstep.exporters.catalog.enums import FLOOR, HISTORY, IB_PORT_ACTIVE, PEERS, THROTTLE_REASONS
-from lockstep.exporters.catalog.recorded import ANALYTICS_GROUP, ANALYTICS_INPUTS, ANALYTICS_STEP
+from lockstep.exporters.catalog.recorded import ANALYTICS_GROUP, ANALYTICS_INPUTS, ANALYTICS_STEP, ANALYTICS_STEP_LABEL
 from lockstep.exporters.toolkit.timeparse import duration_seconds
 
 GROUP = "lockstep.rules"
@@ -274,6 +274,7 @@ def analytics_inputs(config: AlertsConfig) -> list[Record]:
         f"{irate(m)} > 0" for m in ("lockstep_ib_port_link_downed_total", "lockstep_ib_port_link_error_recovery_total",
                                     "lockstep_ib_port_symbol_errors_total")])
     reasons = metric("lockstep_gpu_clock_event_active", sel, f'reason=~"{"|".join(THROTTLE_REASONS)}"')
+    all_reduce = metric("lockstep_nccl_inspector_collective_exec_time_seconds", sel, 'collective=~"AllReduce"')
     exprs = {
         "clock": f"max by (node, gpu) ({metric('lockstep_gpu_sm_clock_hertz', sel)} / "
                  f"({metric('lockstep_gpu_sm_clock_max_hertz', sel)} > 0))",
@@ -285,8 +286,11 @@ def analytics_inputs(config: AlertsConfig) -> list[Record]:
         "write": summed("node", "lockstep_storage_write_bytes_total"),
         "pause": summed("node", "lockstep_pfc_pause_duration_seconds_total"),
         "cnp": summed("node", "lockstep_roce_cnp_handled_total"),
+        "collective": f"max by (node, gpu, job_id) ({all_reduce})",
     }
-    return [Record(ANALYTICS_STEP, f"vector({duration_seconds(config.analytics_step):g})")] + \
+    step = Record(ANALYTICS_STEP, f"vector({duration_seconds(config.analytics_step):g})",
+                  ((ANALYTICS_STEP_LABEL, ",".join(exprs)),))
+    return [step] + \
         [Record(ANALYTICS_INPUTS[name], expr) for name, expr in exprs.items()]
 
 

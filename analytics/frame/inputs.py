@@ -72,6 +72,12 @@ class Input:
         """This input read from its recorded series (itself when it has none)."""
         return replace(self, recorded=True) if self.name in ANALYTICS_INPUTS else self
 
+    def rule(self, step: float) -> str:
+        """What its recording rule (``lockstep.alerts.recording``) must record: its query over every node,
+        keeping ``job_id`` where the input selects by it (its series carry the job id themselves)."""
+        by = self.by + ("job_id",) if self.own_job_id else self.by
+        return replace(self, by=by, recorded=False).expression("", step)
+
     def expression(self, where: str, step: float, nodes: Sequence[str] = (), aggregated: bool = True) -> str:
         """The input's PromQL on the series ``where`` selects (every node's: ``""``, what its recording
         rule records; recorded, the one series per key the rule evaluated at each step); ``nodes``: those

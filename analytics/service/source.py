@@ -12,10 +12,11 @@ from lockstep.analytics.prom import api as source_prom
 from lockstep.analytics.prom import promql
 from lockstep.analytics.prom.answersize import SERVE_DEFAULT
 from lockstep.analytics.prom.decode import Block
+from lockstep.analytics.prom.errors import MalformedAnswer
 from lockstep.analytics.prom.grid import Window
 from lockstep.analytics.service import resume
 from lockstep.analytics.service.state import LossCounters
-from lockstep.exporters.catalog.recorded import ANALYTICS_INPUTS, ANALYTICS_STEP
+from lockstep.exporters.catalog.recorded import ANALYTICS_INPUTS, ANALYTICS_STEP, ANALYTICS_STEP_LABEL, FIRST_RECORDED
 
 
 @dataclass(frozen=True)
@@ -41,9 +42,8 @@ class PrometheusSource:
         if not self.recorded_inputs or not node:
             return set()
         mine = f"count({ANALYTICS_INPUTS['clock']}{{node={promql.quote(node)}}})"
-        every = await source_prom.scalar(self.session, self.base_url, f"max({ANALYTICS_STEP}) and on () {mine}", at,
-                                         self.timeout_s, self.max_answer_bytes)
-        return set(ANALYTICS_INPUTS) if every is not None and abs(every - step) < 1e-6 else set()
+        groups = await self.instant(f"max by ({ANALYTICS_STEP_LABEL}) ({ANALYTICS_STEP}) and on () {mine}", at)
+        return recorded_names(groups, step)
 
     async def instant(self, query: str, at: float) -> list[dict]:
         return await source_prom.api_get(self.session, self.base_url, "/api/v1/query",
@@ -54,3 +54,19 @@ class PrometheusSource:
             return {}
         return await resume.resume(self.session, self.base_url, job_ids, at, self.resume_lookback_s, self.timeout_s,
                                    self.max_answer_bytes)
+
+
+def recorded_names(groups: list[dict], step: float) -> set[str]:
+    """The inputs every answered group (``ANALYTICS_STEP`` by its ``inputs`` label) records at ``step``: those its
+    label names that this version reads recorded (a group without the label: ``FIRST_RECORDED``); none when a
+    group records at another step or the answer is not a vector of samples."""
+    names = set(ANALYTICS_INPUTS)
+    try:
+        for group in groups:
+            if abs(float(group["value"][1]) - step) >= 1e-6:
+                return set()
+            listed = group["metric"].get(ANALYTICS_STEP_LABEL)
+            names &= set(listed.split(",")) if listed is not None else set(FIRST_RECORDED)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        raise MalformedAnswer(f"{ANALYTICS_STEP}: not a vector of samples: {str(groups)[:200]}") from None
+    return names if groups else set()

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 ANALYTICS_GROUP = "lockstep.analytics-inputs"
 # One series, the group's step in seconds, while the group runs: the inputs that are present only now and
-# then (a throttling reason, a link fault) cannot tell by themselves whether they are recorded.
+# then (a throttling reason, a link fault) cannot tell by themselves whether they are recorded. Its label
+# ``inputs`` names the inputs the group records (comma-separated), so a service reads recorded only what
+# the store's rules record; a group written before the label recorded ``FIRST_RECORDED``.
 ANALYTICS_STEP = "lockstep:analytics_inputs:step_seconds"
+ANALYTICS_STEP_LABEL = "inputs"
 
 # input name → recorded series
 ANALYTICS_INPUTS = {
@@ -25,4 +28,7 @@ ANALYTICS_INPUTS = {
     "write": "lockstep:analytics_write:rate",
     "pause": "lockstep:analytics_pause:rate",
     "cnp": "lockstep:analytics_cnp:rate",
+    # NCCL Inspector's all-reduce time, kept per job (a rank's series carry the job id the node agent joined)
+    "collective": "lockstep:analytics_collective:max",
 }
+FIRST_RECORDED = ("clock", "reasons", "tx", "xmit_wait", "link", "read", "write", "pause", "cnp")

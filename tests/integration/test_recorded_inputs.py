@@ -25,7 +25,7 @@ from lockstep.analytics.scoring.score import score_features
 from lockstep.analytics.service.fetch import fetch_window
 from lockstep.analytics.service.filling import Fill
 from lockstep.analytics.service.source import PrometheusSource
-from lockstep.exporters.catalog.recorded import ANALYTICS_GROUP, ANALYTICS_INPUTS, ANALYTICS_STEP
+from lockstep.exporters.catalog.recorded import ANALYTICS_GROUP, ANALYTICS_INPUTS, ANALYTICS_STEP, ANALYTICS_STEP_LABEL
 from lockstep.stack import (
     Stack,
     http_get,
@@ -51,7 +51,11 @@ def test_each_recorded_input_is_the_inputs_own_query_over_every_node():
     assert rules.pop(ANALYTICS_STEP) == "vector(5)"
     assert set(rules) == set(ANALYTICS_INPUTS.values()) == {ANALYTICS_INPUTS[i.name] for i in RECORDABLE}
     for inp in RECORDABLE:
-        assert rules[ANALYTICS_INPUTS[inp.name]] == inp.expression("", 5.0), inp.name
+        assert rules[ANALYTICS_INPUTS[inp.name]] == inp.rule(5.0), inp.name
+    # the inputs a job selects by its id keep it: the service asks for the job's own recorded series
+    assert "job_id" in rules[ANALYTICS_INPUTS["collective"]].split("(")[1]
+    step = next(r for r in group["rules"] if r["record"] == ANALYTICS_STEP)
+    assert set(step["labels"][ANALYTICS_STEP_LABEL].split(",")) == set(ANALYTICS_INPUTS)
     slower = next(g for g in recording.groups(AlertsConfig(analytics_step="15s")) if g["name"] == ANALYTICS_GROUP)
     assert slower["interval"] == "15s" and "[30000ms]" in {r["record"]: r["expr"] for r in slower["rules"]}[
         ANALYTICS_INPUTS["tx"]]
