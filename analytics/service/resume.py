@@ -19,8 +19,17 @@ from lockstep.analytics.service.state import LOSS_CAUSES, LossCounters
 from lockstep.exporters.catalog import analytics as cat
 from lockstep.exporters.catalog.enums import LEDGER
 
-_NAMES = frozenset(m.name for m in (cat.JOB_ACCOUNTED_UNTIL, cat.JOB_ALLOCATED_GPU_SECONDS, cat.JOB_LOST_GPU_SECONDS,
-                                    cat.JOB_IMBALANCE_LOST_GPU_SECONDS, cat.JOB_LEDGER_GPU_SECONDS))
+# The last checkpoint's figures, by the key of ``LossCounters.last_checkpoint`` each continues.
+_LAST_CHECKPOINT = {cat.JOB_CHECKPOINT_LAST_START.name: "start_timestamp",
+                    cat.JOB_CHECKPOINT_LAST_DURATION.name: "duration_s",
+                    cat.JOB_CHECKPOINT_LAST_BYTES.name: "bytes",
+                    cat.JOB_CHECKPOINT_LAST_BANDWIDTH.name: "bandwidth_bytes_per_second"}
+_NAMES = frozenset([m.name for m in (cat.JOB_ACCOUNTED_UNTIL, cat.JOB_ALLOCATED_GPU_SECONDS, cat.JOB_LOST_GPU_SECONDS,
+                                     cat.JOB_IMBALANCE_LOST_GPU_SECONDS, cat.JOB_LEDGER_GPU_SECONDS, cat.JOB_CHECKPOINTS,
+                                     cat.JOB_CHECKPOINT_SECONDS, cat.JOB_CHECKPOINT_BYTES,
+                                     cat.JOB_CHECKPOINT_LAST_TARGET)] + list(_LAST_CHECKPOINT))
+# Labels that tell one series of an exporter from another (not which exporter it is).
+_SERIES_LABELS = ("__name__", "kind", "cause", "mount", "fstype")
 
 
 # Jobs asked for in one query: a replica restarting beside hundreds of running jobs makes a few queries,
@@ -55,15 +64,20 @@ def counters_from(result: list) -> LossCounters | None:
     """The counters of the exporter (``job``/``instance``) that accounted furthest, from an instant
     vector of ``resume_query``; None when none were exported."""
     by_exporter: dict[tuple, dict[str, float]] = defaultdict(dict)
+    targets: dict[tuple, list[dict[str, str]]] = defaultdict(list)
     for labels, value in filter(None, map(sample, result)):
         if labels.get("__name__") not in _NAMES:
             continue  # not an answer to resume_query (a proxy, a recording rule): not ours to continue
-        exporter = tuple(sorted((k, v) for k, v in labels.items() if k not in ("__name__", "kind", "cause")))
+        exporter = tuple(sorted((k, v) for k, v in labels.items() if k not in _SERIES_LABELS))
+        if labels["__name__"] == cat.JOB_CHECKPOINT_LAST_TARGET.name:
+            targets[exporter].append({k: labels.get(k, "") for k in ("mount", "fstype")})
+            continue
         by_exporter[exporter][_key(labels["__name__"], labels.get("kind"), labels.get("cause", ""))] = value
-    found = [v for v in by_exporter.values() if cat.JOB_ACCOUNTED_UNTIL.name in v]
+    found = [e for e, v in by_exporter.items() if cat.JOB_ACCOUNTED_UNTIL.name in v]
     if not found:
         return None
-    last = max(found, key=lambda v: v[cat.JOB_ACCOUNTED_UNTIL.name])
+    exporter = max(found, key=lambda e: by_exporter[e][cat.JOB_ACCOUNTED_UNTIL.name])
+    last = by_exporter[exporter]
     allocated = last.get(cat.JOB_ALLOCATED_GPU_SECONDS.name)
     if allocated is None:
         return None
@@ -79,7 +93,21 @@ def counters_from(result: list) -> LossCounters | None:
                 counters.ledger[kind][c] = last.get(_key(cat.JOB_LEDGER_GPU_SECONDS.name, kind, c), 0.0)
     counters.ledger["productive"][""] = allocated - sum(v for kind, by_cause in counters.ledger.items()
                                                         if kind != "productive" for v in by_cause.values())
+    _continue_checkpoints(counters, last, targets[exporter])
     return counters
+
+
+def _continue_checkpoints(counters: LossCounters, last: dict[str, float], targets: list[dict[str, str]]) -> None:
+    """The checkpoints counted so far, and the last one: a window the new replica scores over it counts it
+    once (``LossCounters.add_checkpoints``). Its target where one file system is named (a series of an
+    earlier target may still be within the lookback: then none, until the next checkpoint names one)."""
+    counters.checkpoints = int(last.get(cat.JOB_CHECKPOINTS.name, 0))
+    counters.checkpoint_seconds = last.get(cat.JOB_CHECKPOINT_SECONDS.name, 0.0)
+    counters.checkpoint_bytes = last.get(cat.JOB_CHECKPOINT_BYTES.name, 0.0)
+    if all(name in last for name in _LAST_CHECKPOINT):
+        counters.last_checkpoint = {key: last[name] for name, key in _LAST_CHECKPOINT.items()}
+        if len(targets) == 1:
+            counters.last_checkpoint.update(targets[0])
 
 
 def _key(name: str, kind: str | None, cause: str) -> str:

@@ -136,17 +136,13 @@ async def test_time_missed_while_prometheus_was_unreachable_is_caught_up(prometh
     assert_the_whole_run_accounted(app[STATE].losses["7300"], service_sim, end)
 
 
-RESUMED = ("lockstep_job_accounted_until_timestamp_seconds", "lockstep_job_allocated_gpu_seconds_total",
-           "lockstep_job_lost_gpu_seconds_total")
-
-
 def _as_scraped(exposition: str, at: float) -> str:
-    """The resumable series of an exposition as Prometheus stores them after a scrape at ``at``
+    """The per-job series of an exposition as Prometheus stores them after a scrape at ``at``
     (OpenMetrics with the target labels), for ``promtool tsdb create-blocks-from openmetrics``."""
     out = []
     for line in exposition.splitlines():
         name, sep, rest = line.partition("{")
-        if sep and name in RESUMED:
+        if sep and name.startswith("lockstep_job_"):
             out.append(f'{name}{{job="lockstep-analytics",instance="replica-a:9842",{rest} {at:.3f}')
     return "\n".join(out) + "\n# EOF\n"
 
@@ -178,6 +174,43 @@ async def test_a_restarted_replica_continues_the_counters_prometheus_scraped_fro
     for _ in range(3):
         await next_refresh(b)
     assert_the_whole_run_accounted(b[STATE].losses["7300"], service_sim, end)
+
+
+async def test_a_restarted_replica_continues_the_checkpoint_counters(
+        prometheus, service_datadir, service_sim, tmp_path, stack, aiohttp_client):
+    """Replica A scores the first 5 minutes (the run's first checkpoint ended in them) and is scraped; replica B
+    takes over at the end of the run, its 5-minute window holding the second checkpoint only. B continues A's
+    checkpoint counters: the series the monthly review reads go on counting both (a fresh counter would say 1
+    after A's 1: no increase, the second checkpoint lost); and a window over A's checkpoint counts it once."""
+    start, (first, second) = service_sim.start, service_sim.truth["checkpoints"]
+    assert first["start_s"] + first["duration_s"] < 300 <= second["start_s"]
+    a = create_app(dataclasses.replace(service_config(prometheus.url, service_sim), window_s=300, now=lambda: start + 300))
+    client = await aiohttp_client(a)
+    await next_refresh(a)
+    counted = a[STATE].losses["7300"]
+    assert counted.checkpoints == 1 and counted.last_checkpoint["mount"] == first["mount"]
+    assert abs(counted.last_checkpoint["start_timestamp"] - (start + first["start_s"])) <= service_sim.period
+    scraped = tmp_path / "scraped.om"
+    scraped.write_text(_as_scraped(await (await client.get("/metrics")).text(), start + 305))
+    shutil.copytree(service_datadir / "data", tmp_path / "data")
+    promtool = subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics",
+                               str(scraped), str(tmp_path / "data")], capture_output=True, text=True)
+    assert promtool.returncode == 0, promtool.stderr
+    store = stack.add(start_prometheus(PROM_CONFIG, tmp_path))
+
+    async def replica_b(now: float):
+        b = create_app(dataclasses.replace(service_config(store.url, service_sim), window_s=300, now=lambda: now))
+        served = await aiohttp_client(b)
+        await next_refresh(b)
+        return b[STATE].losses["7300"], _samples(await (await served.get("/metrics")).text(),
+                                                 "lockstep_job_checkpoints_total")
+
+    later, served = await replica_b(start + service_sim.truth["duration_s"])
+    assert later.checkpoints == 2 and list(served.values()) == [2.0]
+    assert abs(later.last_checkpoint["start_timestamp"] - (start + second["start_s"])) <= service_sim.period
+    assert later.checkpoint_bytes == pytest.approx(2 * counted.checkpoint_bytes, rel=0.1)
+    overlapping, _ = await replica_b(start + 400)   # its window holds A's checkpoint again
+    assert (overlapping.checkpoints, overlapping.last_checkpoint) == (1, counted.last_checkpoint)
 
 
 async def test_parity_prometheus_path_equals_direct_path(prometheus, service_sim):

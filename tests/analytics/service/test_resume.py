@@ -32,6 +32,44 @@ def test_resumed_counters_come_from_the_exporter_that_accounted_furthest():
     assert counters_from([series("lockstep_job_accounted_until_timestamp_seconds", 900, "x")]) is None
 
 
+def test_checkpoints_continue_with_the_last_one_so_a_window_over_it_counts_it_once():
+    """A replica restarting beside a job continues its checkpoint counters, and the last checkpoint's figures
+    and target: the first window it scores holds that checkpoint again, and counts only the later one."""
+    def series(name, value, **labels):
+        return {"metric": {"__name__": name, "job_id": "7", "job": "lockstep-analytics", "instance": "a:9842",
+                           **labels}, "value": [1000.0, repr(float(value))]}
+
+    before = [series("lockstep_job_accounted_until_timestamp_seconds", 900),
+              series("lockstep_job_allocated_gpu_seconds_total", 40),
+              series("lockstep_job_checkpoints_total", 3),
+              series("lockstep_job_checkpoint_seconds_total", 90.5),
+              series("lockstep_job_checkpoint_written_bytes_total", 3e12),
+              series("lockstep_job_checkpoint_last_start_timestamp_seconds", 700.25),
+              series("lockstep_job_checkpoint_last_duration_seconds", 30.125),
+              series("lockstep_job_checkpoint_last_bytes", 1e12),
+              series("lockstep_job_checkpoint_last_bandwidth_bytes_per_second", 3.3e10),
+              series("lockstep_job_checkpoint_last_target_info", 1, mount="/lustre", fstype="lustre")]
+    counters = counters_from(before)
+    assert (counters.checkpoints, counters.checkpoint_seconds, counters.checkpoint_bytes) == (3, 90.5, 3e12)
+    assert counters.last_checkpoint == {"start_timestamp": 700.25, "duration_s": 30.125, "bytes": 1e12,
+                                        "bandwidth_bytes_per_second": 3.3e10, "mount": "/lustre", "fstype": "lustre"}
+    window = [{"complete": True, "start_timestamp": 700.25, "duration_s": 30.125, "bytes": 1e12,
+               "bandwidth_bytes_per_second": 3.3e10},
+              {"complete": True, "start_timestamp": 940.0, "duration_s": 20.0, "bytes": 5e11,
+               "bandwidth_bytes_per_second": 2.5e10}]
+    counters.add_checkpoints(window)
+    assert (counters.checkpoints, counters.checkpoint_seconds, counters.checkpoint_bytes) == (4, 110.5, 3e12 + 5e11)
+
+    # an earlier target still within the lookback: which was last is not known, so none is named
+    two = counters_from(before + [series("lockstep_job_checkpoint_last_target_info", 1, mount="/nfs", fstype="nfs4")])
+    assert "mount" not in two.last_checkpoint and two.last_checkpoint["start_timestamp"] == 700.25
+    # exported before any checkpoint ended: none counted, none to skip
+    fresh = counters_from(before[:2])
+    assert (fresh.checkpoints, fresh.last_checkpoint) == (0, None)
+    fresh.add_checkpoints(window)
+    assert fresh.checkpoints == 2
+
+
 @pytest.mark.integration
 async def test_one_query_per_batch_of_jobs_finds_each_jobs_own_counters_in_a_real_prometheus(
         stack, tmp_path: Path, monkeypatch) -> None:
