@@ -231,10 +231,12 @@ def _ras_blocks(topo: Topology) -> list[Block]:
                         per(counted, lambda a, x: x[1].base.get(x[3], 0) + x[1].per_step.get(x[3], 0) * a.entered[x[2]],
                             rank=True)))
 
+    members = {c.hash: np.asarray(c.members) for _, c in comms}
+    per_step = {c.hash: sum(c.per_step.values()) for _, c in comms}
+
     def behind(a: Answer, x) -> float:
         _, c, r = x
-        furthest = np.nanmax(a.entered[list(c.members)])
-        return float(sum(c.per_step.values()) * (furthest - a.entered[r]))
+        return float(per_step[c.hash] * (a.furthest(c.hash, members[c.hash]) - a.entered[r]))
 
     blocks.append(Block(N.RANK_BEHIND, labels(ranks, comm=lambda x: hex16(x[1].hash),
                                               rank=lambda x: str(x[1].members.index(x[2])), gpu=lambda x: str(x[2] % g)),

@@ -21,7 +21,7 @@ the live run serves the current tick (its agents poll when they poll).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -57,6 +57,16 @@ class Answer:
     at: float
     status: Status
     entered: np.ndarray
+    _furthest: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def furthest(self, comm: int, members: np.ndarray) -> float:
+        """The most steps any of ``members`` (communicator ``comm``'s ranks) has entered, taken once per answer:
+        every rank row of a node reads its communicator's (a world communicator of 65,536 ranks, once per row,
+        made the series quadratic in the job's size)."""
+        found = self._furthest.get(comm)
+        if found is None:
+            found = self._furthest[comm] = float(np.nanmax(self.entered[members]))
+        return found
 
 
 class RankModel:
@@ -123,13 +133,19 @@ class RankModel:
         return self._answers[1]
 
     def _answers_at(self, state: State) -> list[Answer | None]:
+        """A node that has not polled again since the last tick keeps its answer (its poll's time and the
+        ticks around it are the same)."""
+        last = self._answers[1]
         out: list[Answer | None] = []
-        for phase in self.phase:
+        for j, phase in enumerate(self.phase):
             polls = math.floor((state.t - phase) / hw.RAS_POLL_S)
             if polls < 0:
                 out.append(None)
                 continue
             at = phase + polls * hw.RAS_POLL_S
+            if j < len(last) and last[j] is not None and last[j].at == at:
+                out.append(last[j])
+                continue
             s = self.status(at)
             out.append(Answer(at, s, self.entered(steps_at(state.step_history, at), s)))
         return out
