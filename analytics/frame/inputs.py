@@ -54,6 +54,9 @@ class Input:
     # the store holds one series per key of ``by`` (the aggregation would collapse nothing): asked for as
     # stored, its aggregation left to the placing (``lockstep.analytics.frame.window``), as with recorded series
     as_stored: bool = False
+    # a ``present`` input whose series are 0 nearly always (a degraded PCIe link): asked for as stored, the store
+    # still keeps only its samples above 0, where the others would be sent and decoded to be dropped
+    sparse: bool = False
 
     def promql(self, job_id: str, step: float, nodes: Sequence[str] = ()) -> str:
         """The query for ``job_id`` on its ``nodes`` (the job's own series need none); ``step``: the
@@ -105,7 +108,7 @@ class Input:
             inner = f"{self._selector(self.metrics[0], where)} and on (comm) " \
                     f"(max by (comm) ({size}) == scalar(max({size})))"
         elif not aggregated:   # the selector alone: a present input's samples above 0 are kept where they are placed
-            return self._selector(self.metrics[0], where)
+            return self._selector(self.metrics[0], where) + (" > 0" if self.sparse else "")
         else:
             inner = self._selector(self.metrics[0], where) + (" > 0" if self.kind == "present" else "")
         return f"{op} by ({', '.join(self.by)}) ({inner})" if aggregated else inner
@@ -138,10 +141,10 @@ INPUTS = (
           own_job_id=True),
     Input("clock", "ratio", (gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name), GPU_KEY, reads=2, as_stored=True),
     Input("reasons", "present", (gpu.CLOCK_EVENT.name,), GPU_KEY + ("reason",),
-          match=f'reason=~"{"|".join(THROTTLE_REASONS)}"', fanout=len(THROTTLE_REASONS), as_stored=True),
+          match=f'reason=~"{"|".join(THROTTLE_REASONS)}"', fanout=len(THROTTLE_REASONS), as_stored=True, sparse=True),
     # a rank's own hardware, judged when it runs slower than its peers (lockstep.analytics.scoring.cause)
     Input("temp", "gauge", (gpu.TEMPERATURE.name,), GPU_KEY, as_stored=True),
-    Input("pcie", "present", (gpu.PCIE_LINK_DEGRADED.name,), GPU_KEY, as_stored=True),
+    Input("pcie", "present", (gpu.PCIE_LINK_DEGRADED.name,), GPU_KEY, as_stored=True, sparse=True),
     Input("xid", "present", (gpu.XID_ERRORS.name,), GPU_KEY, match='category=~"hardware"'),
     Input("tx", "rate", (fabric.IB_TRANSMIT_BYTES.name,), HCA_KEY, as_stored=True),
     Input("xmit_wait", "rate", (fabric.IB_TRANSMIT_WAIT.name,), HCA_KEY, as_stored=True),

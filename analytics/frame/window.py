@@ -71,11 +71,10 @@ class JobWindow:
         col = of_series[block.series]
         if job_id is not None:
             col = np.where(np.asarray(self.columns.get_level_values("job_id") == job_id)[col] & (col >= 0), col, -1)
-        keep = col >= 0
-        rows, col, values, series = rows[keep], col[keep], block.values[keep], block.series[keep]
+        rows, col, values, series = _kept(col >= 0, rows, col, block.values, block.series)
         if inp is not MEMBER and inp.by != NODE_KEY:
             held = np.isfinite(self.signals[MEMBER_SIGNAL][rows, col])
-            rows, col, values, series = rows[held], col[held], values[held], series[held]
+            rows, col, values, series = _kept(held, rows, col, values, series)
         if inp.name in HELD_LABELS:
             self._place_label(HELD_LABELS[inp.name], rows, col, series, block.labels)
         if inp.name == "rank":
@@ -202,6 +201,11 @@ class JobWindow:
             kept = np.where(seen >= skip, seen - skip, -1)
             held[label] = (np.where(newer, new_values, values), np.where(newer, new_seen + upto - skip, kept))
         return JobWindow(window, self.columns, signals, np.concatenate([self.seen[skip:upto], rows.seen]), held)
+
+
+def _kept(keep: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``arrays`` where ``keep``; as they are when it keeps all (most answers: each sample a GPU holding the job)."""
+    return arrays if keep.all() else tuple(a[keep] for a in arrays)
 
 
 def _shared(columns: np.ndarray) -> bool:

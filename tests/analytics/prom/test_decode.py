@@ -46,6 +46,15 @@ def test_captured_answers_decode_to_what_json_reads(name):
     assert same(decoded(body, GRID), reference(body, GRID))
 
 
+@pytest.mark.parametrize("name", ["prometheus-sm", "prometheus-reasons", "prometheus-inf-nan", "victoriametrics-sm"])
+def test_the_layout_both_stores_write_takes_the_fast_path(name):
+    """Prometheus' and VictoriaMetrics' answers are split in C, never handed to ``json`` whole."""
+    from lockstep.analytics.prom import decode
+
+    labels, counts, _, _ = decode._fast((ANSWERS / f"{name}.json").read_bytes())
+    assert len(labels) == len(counts) > 0
+
+
 def test_what_the_captures_hold():
     sm = decode_matrix((ANSWERS / "prometheus-sm.json").read_bytes(), GRID)
     throttled = [s for s, labels in enumerate(sm.labels) if labels == {"gpu": "3", "node": "node01"}]
