@@ -68,6 +68,8 @@ class JobWindow:
         if inp is MEMBER:
             self.seen[rows] = True
         of_series = self._columns_of(inp.by, block.labels)
+        if job_id is None and self._placed_dense(inp, block, first, of_series):
+            return
         col = of_series[block.series]
         if job_id is not None:
             col = np.where(np.asarray(self.columns.get_level_values("job_id") == job_id)[col] & (col >= 0), col, -1)
@@ -101,6 +103,28 @@ class JobWindow:
         else:
             values = np.ones(len(values)) if inp.kind == "present" else values
             _reduce_into(self.signal(inp.name), rows, col, values, np.fmax, np.nan, distinct)
+
+    def _placed_dense(self, inp: Input, block: Block, first: int, of_series: np.ndarray) -> bool:
+        """The common answer placed as rows of columns: a GPU-keyed value (a gauge, a ratio or a rate) whose every
+        series has the same consecutive rows, one series per GPU; the cells where a GPU does not hold the job
+        are left as they are, as ``place`` leaves them. False (nothing placed) for any other answer."""
+        if inp.by != GPU_KEY or inp.kind not in ("gauge", "ratio", "rate") or inp is MEMBER \
+                or inp.name in HELD_LABELS or not len(block.labels):
+            return False
+        span = _span(block)
+        if span is None:
+            return False
+        lo, n = span
+        mine = np.flatnonzero(of_series >= 0)
+        col = of_series[mine]
+        if len(np.unique(col)) < len(col):   # two series on one GPU: reduced by the general path
+            return False
+        rows = slice(first + lo, first + lo + n)
+        values = block.values.reshape(len(block.labels), n)[mine].T
+        held = np.isfinite(self.signals[MEMBER_SIGNAL][rows][:, col])
+        cells = self.signal(inp.name)
+        cells[rows, col] = np.where(held, values, cells[rows][:, col])
+        return True
 
     def add_inputs(self, other: JobWindow, inputs: tuple[Input, ...]) -> None:
         """The matrices and held labels of ``inputs`` taken from ``other``: the same grid and columns, fetched
@@ -139,8 +163,10 @@ class JobWindow:
             self._lookup["node_of_column"] = np.asarray([self._lookup["node"][n] for n in nodes], dtype=np.int64)
         if by == NODE_KEY:
             return np.asarray([self._lookup["node"].get(s.get("node", ""), -1) for s in labels], dtype=np.int64)
-        gpu_of = (lambda s: s.get("gpu", "")) if by[:2] == GPU_KEY else (lambda s: rail_of(s.get("device", "")))
-        return np.asarray([self._lookup["gpu"].get((s.get("node", ""), gpu_of(s)), -1) for s in labels],
+        column = self._lookup["gpu"].get
+        if by[:2] == GPU_KEY:
+            return np.asarray([column((s.get("node", ""), s.get("gpu", "")), -1) for s in labels], dtype=np.int64)
+        return np.asarray([column((s.get("node", ""), rail_of(s.get("device", ""))), -1) for s in labels],
                           dtype=np.int64)
 
     def _place_label(self, label: str, rows: np.ndarray, col: np.ndarray, series: np.ndarray,
@@ -201,6 +227,20 @@ class JobWindow:
             kept = np.where(seen >= skip, seen - skip, -1)
             held[label] = (np.where(newer, new_values, values), np.where(newer, new_seen + upto - skip, kept))
         return JobWindow(window, self.columns, signals, np.concatenate([self.seen[skip:upto], rows.seen]), held)
+
+
+def _span(block: Block) -> tuple[int, int] | None:
+    """(first row, rows) when every series of ``block`` holds the same consecutive rows, its samples grouped
+    by series in order (as ``decode_matrix`` gives them); None otherwise."""
+    count = len(block.labels)
+    n, extra = divmod(block.samples, count)
+    if extra or not n:
+        return None
+    rows, series = block.rows.reshape(count, n), block.series.reshape(count, n)
+    lo = int(rows[0, 0])
+    if not ((rows == np.arange(lo, lo + n)).all() and (series == np.arange(count)[:, None]).all()):
+        return None
+    return lo, n
 
 
 def _kept(keep: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:

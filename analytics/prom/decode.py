@@ -29,9 +29,13 @@ _VALUES = b',"values":['
 # What replaces the cut between two series' values: a sample no answer has (time -1), so the series'
 # ends are found again once the values are parsed.
 _MARK = b',[-1,"0"],'
-_CSV_READ = pacsv.ReadOptions(column_names=["t", "v", "_", "__"], block_size=1 << 24)
-# One pass turns '[t,"v"],[t,"v"],[' into lines 't,"v",,' (two empty fields, ignored).
+# In the calling thread: answers are decoded side by side already, each in a thread of its own.
+_CSV_READ = pacsv.ReadOptions(column_names=["t", "v", "_", "__"], block_size=1 << 24, use_threads=False)
+# One pass turns '[t,"v"],[t,"v"],[' into lines 't,v,,' (quotes dropped; two empty fields, ignored): a value
+# with a comma in it makes a line of more fields, which the reader refuses.
 _PAIRS_TO_LINES = bytes.maketrans(b"[]", b"\n,")
+_QUOTE = b'"'
+_CSV_PARSE = pacsv.ParseOptions(quote_char=False)
 _CSV_CONVERT = pacsv.ConvertOptions(column_types={"t": pa.float64(), "v": pa.float64()}, null_values=["NaN"],
                                     strings_can_be_null=False, include_columns=["t", "v"])
 
@@ -132,9 +136,10 @@ def _parse_pairs(text: bytes) -> tuple[np.ndarray, np.ndarray]:
         return np.empty(0), np.empty(0)
     if not (text.startswith(b"[") and text.endswith(b"]")):
         raise MalformedAnswer("values are not [time, \"value\"] pairs")
-    csv = (text + b",[").translate(_PAIRS_TO_LINES)
+    csv = (text + b",[").translate(_PAIRS_TO_LINES, _QUOTE)
     try:
-        table = pacsv.read_csv(pa.py_buffer(csv), read_options=_CSV_READ, convert_options=_CSV_CONVERT)
+        table = pacsv.read_csv(pa.py_buffer(csv), read_options=_CSV_READ, parse_options=_CSV_PARSE,
+                               convert_options=_CSV_CONVERT)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise MalformedAnswer(f"values are not [time, \"value\"] pairs: {str(exc)[:200]}") from None
     if table.column("t").null_count:

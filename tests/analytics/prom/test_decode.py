@@ -80,6 +80,7 @@ def _broken() -> dict[str, bytes]:
     return {"truncated": good[:len(good) // 2], "not a number": good.replace(b'"0.675"', b'"fast"', 1),
             "off the grid": good.replace(b"1767225895,", b"1767225896,", 1),
             "three in a pair": good.replace(b'"0.675"]', b'"0.675",1]', 1),
+            "a comma in a value": good.replace(b'"0.675"', b'"0,675"', 1),
             "labels not strings": good.replace(b'"gpu":"0"', b'"gpu":0', 1),
             "a vector": good.replace(b'"matrix"', b'"vector"'), "not an object": b"[1, 2]",
             "values missing": good.replace(b'"values"', b'"histograms"', 1), "empty": b"",

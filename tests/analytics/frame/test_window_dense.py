@@ -1,0 +1,71 @@
+"""``JobWindow.place`` lays the common answer (one series per GPU, every series on the same consecutive rows) as
+rows of columns; any answer lands exactly as the general placing puts it, the cells of a GPU that does not hold
+the job untouched."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lockstep.analytics.frame import window as W
+from lockstep.analytics.frame.features import job_columns
+from lockstep.analytics.frame.inputs import INPUTS, MEMBER
+from lockstep.analytics.prom.decode import Block
+from lockstep.analytics.prom.grid import Window
+
+GRID = Window(1_767_225_600.0, 1_767_225_600.0 + 7 * 5.0, 5.0)
+GPUS = [(f"node{n}", str(g)) for n in range(3) for g in range(4)]
+BY_NAME = {i.name: i for i in INPUTS}
+
+
+@st.composite
+def answers(draw):
+    """A window's GPUs and who holds the job where, and one answer: series of GPUs in and out of the window, on
+    the same consecutive rows or (now and then) not."""
+    held = draw(st.lists(st.sampled_from(GPUS), min_size=1, max_size=len(GPUS), unique=True))
+    member = draw(st.lists(st.booleans(), min_size=8 * len(held), max_size=8 * len(held)))
+    asked = draw(st.lists(st.sampled_from(GPUS + [("node9", "0")]), min_size=1, max_size=8))
+    lo = draw(st.integers(0, 6))
+    n = draw(st.integers(1, 8 - lo))
+    value = st.one_of(st.floats(-1e6, 1e6, width=32), st.just(float("nan")))
+    rows, series, values = [], [], []
+    for s, _ in enumerate(asked):
+        mine = list(range(lo, lo + n))
+        if draw(st.integers(0, 9)) == 0 and n > 1:   # a series missing a row: not dense
+            mine.pop(draw(st.integers(0, n - 1)))
+        rows += mine
+        series += [s] * len(mine)
+        values += [draw(value) for _ in mine]
+    block = Block([{"node": node, "gpu": gpu} for node, gpu in asked], np.asarray(series, np.int64),
+                  np.asarray(rows, np.int64), np.asarray(values))
+    return held, np.asarray(member).reshape(8, len(held)), block, draw(st.sampled_from(["sm", "clock", "temp"]))
+
+
+def _window(held, member) -> W.JobWindow:
+    window = W.JobWindow.empty(GRID, job_columns([("7", node, gpu) for node, gpu in held]))
+    window.signals[W.MEMBER_SIGNAL][:] = np.where(member, 1.0, np.nan)
+    window.signals["temp"][:] = 40.0   # earlier values: kept where the GPU did not hold the job
+    return window
+
+
+@settings(max_examples=300, deadline=None)
+@given(answers())
+def test_placed_as_the_general_placing_places_it(answer):
+    held, member, block, name = answer
+    dense, general = _window(held, member), _window(held, member)
+    dense.place(BY_NAME[name], block, 0)
+    general._placed_dense = lambda *args: False
+    general.place(BY_NAME[name], block, 0)
+    np.testing.assert_array_equal(dense.signals[name], general.signals[name])
+
+
+def test_the_common_answer_takes_the_rows_of_columns_way():
+    held = GPUS[:4]
+    window = _window(held, np.ones((8, 4), bool))
+    block = Block([{"node": n, "gpu": g} for n, g in held], np.repeat(np.arange(4), 3), np.tile(np.arange(2, 5), 4),
+                  np.arange(12.0))
+    assert window._placed_dense(BY_NAME["sm"], block, 0, window._columns_of(BY_NAME["sm"].by, block.labels))
+    assert window.signals["sm"][2:5, 1].tolist() == [3.0, 4.0, 5.0]
+    with pytest.raises(AssertionError):
+        assert window._placed_dense(MEMBER, block, 0, window._columns_of(MEMBER.by, block.labels))
