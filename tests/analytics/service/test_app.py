@@ -147,22 +147,30 @@ def _as_scraped(exposition: str, at: float) -> str:
     return "\n".join(out) + "\n# EOF\n"
 
 
+async def _scraped_replica(prometheus, service_datadir, service_sim, tmp_path, stack, aiohttp_client, window_s: float,
+                           now: float):
+    """Replica A (``window_s``, its clock at ``now``) after one refresh, and a Prometheus holding the run and A's
+    per-job series as one scrape 5 s later stored them."""
+    a = create_app(dataclasses.replace(service_config(prometheus.url, service_sim), window_s=window_s, now=lambda: now))
+    client = await aiohttp_client(a)
+    await next_refresh(a)
+    scraped = tmp_path / "scraped.om"
+    scraped.write_text(_as_scraped(await (await client.get("/metrics")).text(), now + 5))
+    shutil.copytree(service_datadir / "data", tmp_path / "data")
+    promtool = subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics",
+                               str(scraped), str(tmp_path / "data")], capture_output=True, text=True)
+    assert promtool.returncode == 0, promtool.stderr
+    return a, stack.add(start_prometheus(PROM_CONFIG, tmp_path))
+
+
 async def test_a_restarted_replica_continues_the_counters_prometheus_scraped_from_it(
         prometheus, service_datadir, service_sim, tmp_path, stack, aiohttp_client):
     """Replica A accounts the first 2 min and is scraped; replica B starts at the end of the run. B
     continues A's counters (a fresh counter would recount its first window on top of A's) and
     catches up the time in between: the account of the whole run matches the truth."""
     start, end = service_sim.start, service_sim.start + service_sim.truth["duration_s"]
-    a = create_app(dataclasses.replace(service_config(prometheus.url, service_sim), window_s=125, now=lambda: start + 120))
-    client = await aiohttp_client(a)
-    await next_refresh(a)
-    scraped = tmp_path / "scraped.om"
-    scraped.write_text(_as_scraped(await (await client.get("/metrics")).text(), start + 125))
-    shutil.copytree(service_datadir / "data", tmp_path / "data")
-    promtool = subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics",
-                               str(scraped), str(tmp_path / "data")], capture_output=True, text=True)
-    assert promtool.returncode == 0, promtool.stderr
-    store = stack.add(start_prometheus(PROM_CONFIG, tmp_path))
+    a, store = await _scraped_replica(prometheus, service_datadir, service_sim, tmp_path, stack, aiohttp_client, 125,
+                                      start + 120)
 
     b = create_app(dataclasses.replace(service_config(store.url, service_sim), window_s=125, now=lambda: end))
     await aiohttp_client(b)
@@ -184,19 +192,11 @@ async def test_a_restarted_replica_continues_the_checkpoint_counters(
     after A's 1: no increase, the second checkpoint lost); and a window over A's checkpoint counts it once."""
     start, (first, second) = service_sim.start, service_sim.truth["checkpoints"]
     assert first["start_s"] + first["duration_s"] < 300 <= second["start_s"]
-    a = create_app(dataclasses.replace(service_config(prometheus.url, service_sim), window_s=300, now=lambda: start + 300))
-    client = await aiohttp_client(a)
-    await next_refresh(a)
+    a, store = await _scraped_replica(prometheus, service_datadir, service_sim, tmp_path, stack, aiohttp_client, 300,
+                                      start + 300)
     counted = a[STATE].losses["7300"]
     assert counted.checkpoints == 1 and counted.last_checkpoint["mount"] == first["mount"]
     assert abs(counted.last_checkpoint["start_timestamp"] - (start + first["start_s"])) <= service_sim.period
-    scraped = tmp_path / "scraped.om"
-    scraped.write_text(_as_scraped(await (await client.get("/metrics")).text(), start + 305))
-    shutil.copytree(service_datadir / "data", tmp_path / "data")
-    promtool = subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics",
-                               str(scraped), str(tmp_path / "data")], capture_output=True, text=True)
-    assert promtool.returncode == 0, promtool.stderr
-    store = stack.add(start_prometheus(PROM_CONFIG, tmp_path))
 
     async def replica_b(now: float):
         b = create_app(dataclasses.replace(service_config(store.url, service_sim), window_s=300, now=lambda: now))
