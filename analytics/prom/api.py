@@ -19,8 +19,7 @@ from lockstep.analytics.prom.errors import AnswerTooLarge, MalformedAnswer, Prom
 from lockstep.analytics.prom.grid import Window
 from lockstep.exporters.toolkit.jsonload import load_json
 
-__all__ = ["PrometheusError", "MalformedAnswer", "QueryTimeout", "Window", "api_get", "list_jobs", "query_range",
-           "scalar"]
+__all__ = ["PrometheusError", "MalformedAnswer", "QueryTimeout", "Window", "api_get", "list_jobs", "query_range"]
 
 _DECODE_INLINE_BYTES = 256 * 1024   # below this, a thread hop costs more than the decoding
 
@@ -98,14 +97,3 @@ async def list_jobs(session: aiohttp.ClientSession, base_url: str, at: float, ti
     result = await api_get(session, base_url, "/api/v1/query", {"query": query, "time": f"{at:.3f}"}, timeout,
                            max_bytes)
     return sorted({r["metric"].get("job_id", "") for r in result} - {""})
-
-
-async def scalar(session: aiohttp.ClientSession, base_url: str, query: str, at: float, timeout: float,
-                 max_bytes: int = SERVE_DEFAULT) -> float | None:
-    """The value of ``query`` (one series) at ``at``; None when it has none."""
-    result = await api_get(session, base_url, "/api/v1/query", {"query": query, "time": f"{at:.3f}"}, timeout,
-                           max_bytes)
-    try:
-        return float(result[0]["value"][1]) if result else None
-    except (KeyError, IndexError, TypeError, ValueError):
-        raise MalformedAnswer(f"{base_url}: {query}: not a sample: {str(result)[:200]}") from None
