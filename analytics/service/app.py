@@ -66,8 +66,9 @@ async def _refresh_ctx(app: web.Application):
 async def refresh_loop(refresher: Refresher, cfg: ServiceConfig, refreshed: asyncio.Event,
                        fleet: PeerRefresher | None = None) -> None:
     """Refresh every ``interval_s``, at once while a job's window is still being fetched; after failures,
-    with a doubling backoff up to ``max_backoff_s``. The fleet pass runs after each refresh; its failure
-    loses only its own update (the last one stays served)."""
+    with a doubling backoff up to ``max_backoff_s``. The fleet pass runs after a refresh that left no job's
+    window half fetched (a job's first result comes first); its failure loses only its own update (the last
+    one stays served)."""
     failed_in_row = 0
     while True:
         try:
@@ -79,7 +80,7 @@ async def refresh_loop(refresher: Refresher, cfg: ServiceConfig, refreshed: asyn
             refresher.failed(exc)
             log.warning("refresh failed; serving last results",
                         extra=kv(err=refresher.state.health.last_error, retry_in_s=delay))
-        if fleet is not None:
+        if fleet is not None and not refresher.state.fills.cut_short:
             try:
                 refresher.state.peers = await fleet.refresh(cfg.now())
             except Exception as exc:  # failure stays local: the jobs' results are unaffected

@@ -76,11 +76,16 @@ class PeerRefresher:
     verdicts: peers.Verdicts = field(default_factory=peers.Verdicts)
     results: PeerResults = field(default_factory=PeerResults)
     every_s: float = EVERY_S
+    tried: float | None = None   # when the last pass began, answered or not
 
     async def refresh(self, at: float) -> PeerResults:
-        """The fleet scored at ``at``; the last results while the previous pass is younger than ``every_s``."""
-        if self.results.updated is not None and at - self.results.updated < self.every_s:
+        """The fleet scored at ``at``; the last results while the previous pass began less than ``every_s`` ago,
+        also when it failed: its queries cover the whole fleet, and a store that could not answer them in time
+        (a 65,536-GPU fleet) is not asked again at every refresh, beside the jobs' own queries."""
+        last = self.tried if self.tried is not None else self.results.updated
+        if last is not None and at - last < self.every_s:
             return self.results
+        self.tried = at
         queries = inputs.queries()
         answers = await asyncio.gather(self.source.instant(inputs.info_query(), at),
                                        *(self.source.instant(q, at) for q in queries.values()))

@@ -49,7 +49,10 @@ def openmetrics(s) -> str:
 
 
 class _Refusing:
+    asked = 0
+
     async def instant(self, query, at):
+        self.asked += 1
         raise AssertionError("queried")
 
 
@@ -98,3 +101,55 @@ async def test_the_queries_compute_what_the_evaluation_emulates_and_the_slow_gpu
     assert emitted[(cat.PEER_DEGRADED.name, ("h100-sxm-n01", "4", "NVIDIA H100 80GB HBM3"))] == 1.0
     assert emitted[(cat.PEER_DEGRADED.name, ("h100-sxm-n00", "4", "NVIDIA H100 80GB HBM3"))] == 0.0
     assert (cat.PEER_DEVIATION.name, ("h100-sxm-n01", "4", "NVIDIA H100 80GB HBM3", "sm_clock")) in emitted
+
+
+async def test_a_failed_fleet_pass_is_not_tried_again_before_its_interval():
+    """A store that cannot answer the whole fleet's queries in time is asked again after ``every_s``, not at every
+    refresh beside the jobs' own queries; the last results stay served meanwhile."""
+    refusing = _Refusing()
+    fleet = PeerRefresher(refusing)
+    with pytest.raises(AssertionError):
+        await fleet.refresh(START)
+    asked = refusing.asked
+    assert await fleet.refresh(START + 30) is fleet.results and refusing.asked == asked
+    with pytest.raises(AssertionError):
+        await fleet.refresh(START + fleet.every_s)
+    assert refusing.asked > asked
+
+
+async def test_the_fleet_pass_waits_while_a_jobs_window_is_still_being_fetched():
+    """A refresh that leaves a job's window half fetched is followed at once by the next, not by the fleet's
+    queries: the job's first result comes first; the fleet pass runs once the windows are whole."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from lockstep.analytics.service.app import refresh_loop
+
+    cut_short = [{"9000"}, {"9000"}, set(), set()]
+    state = SimpleNamespace(fills=SimpleNamespace(cut_short=set()), peers=None)
+
+    class Refreshing:
+        def __init__(self):
+            self.state, self.done = state, 0
+
+        async def refresh(self, now):
+            state.fills.cut_short = cut_short[min(self.done, len(cut_short) - 1)]
+            self.done += 1
+
+    class Fleet:
+        passes_after = []
+
+        async def refresh(self, now):
+            self.passes_after.append(refresher.done)
+            return "fleet"
+
+    refresher, fleet, refreshed = Refreshing(), Fleet(), asyncio.Event()
+    config = SimpleNamespace(now=lambda: START, interval_s=0.001, max_backoff_s=0.001)
+    task = asyncio.create_task(refresh_loop(refresher, config, refreshed, fleet))
+    try:
+        while len(fleet.passes_after) < 2:
+            refreshed.clear()
+            await asyncio.wait_for(refreshed.wait(), timeout=30)
+    finally:
+        task.cancel()
+    assert fleet.passes_after[:2] == [3, 4] and state.peers == "fleet"
