@@ -30,7 +30,7 @@ def frame_block(by_metric: dict[str, pd.DataFrame], inp: Input, grid: Window, jo
     None: every node)."""
     # two rows before the grid: a rate at its first row reads the samples up to two steps back
     wide = Window(grid.start - 2 * grid.step, grid.end, grid.step)
-    if nodes is not None and not inp.own_job_id:
+    if nodes is not None and (not inp.own_job_id or inp.node_served):
         by_metric = {m: rows[rows["node"].astype(str).isin(nodes)] for m, rows in by_metric.items()
                      if m in inp.metrics or m == fabric.IB_STATE.name}
     if inp.kind in JOINS:

@@ -57,19 +57,24 @@ class Input:
     # a ``present`` input whose series are 0 nearly always (a degraded PCIe link): asked for as stored, the store
     # still keeps only its samples above 0, where the others would be sent and decoded to be dropped
     sparse: bool = False
+    # carrying job_id, served by the node agents with each rank's own ``node``: its query names the nodes asked for
+    # beside the job, so a big job's answer is fetched in pieces by node (by job id alone, a 65,536-rank job's RAS
+    # counters are one query over 400,000 series the store must load again for every piece of time)
+    node_served: bool = False
 
     def promql(self, job_id: str, step: float, nodes: Sequence[str] = ()) -> str:
         """The query for ``job_id`` on its ``nodes`` (the job's own series need none); ``step``: the
         query_range step (a rate spans two of them)."""
-        where = f"job_id={promql.quote(promql.validate_job_id(job_id))}" if self.own_job_id else \
-            f"node=~{promql.quote(promql.alternatives(nodes))}"
+        on_nodes = f"node=~{promql.quote(promql.alternatives(nodes))}"
+        where = on_nodes if not self.own_job_id else f"job_id={promql.quote(promql.validate_job_id(job_id))}" + \
+            (f",{on_nodes}" if self.node_served and nodes else "")
         return self.expression(where, step, nodes, aggregated=not (self.as_stored or self.recorded))
 
     @property
     def per_job(self) -> bool:
         """Its query selects by job id alone, every node of the job at once (``missing`` also names the
         nodes its ranks are joined on, so a query may ask for some of them)."""
-        return self.own_job_id and self.kind != "missing"
+        return self.own_job_id and self.kind != "missing" and not self.node_served
 
     def as_recorded(self) -> Input:
         """This input read from its recorded series (itself when it has none)."""
@@ -138,7 +143,7 @@ INPUTS = (
     # buckets. Inverted: the rank that arrives last waits least inside the kernel, so its time is the shortest
     # (lockstep.analytics.scoring.straggler reads its inverse as the rank's lateness).
     Input("collective", "gauge", (nccl_inspector.EXEC_TIME.name,), GPU_KEY, match='collective=~"AllReduce"',
-          own_job_id=True),
+          own_job_id=True, node_served=True),
     Input("clock", "ratio", (gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name), GPU_KEY, reads=2, as_stored=True),
     Input("reasons", "present", (gpu.CLOCK_EVENT.name,), GPU_KEY + ("reason",),
           match=f'reason=~"{"|".join(THROTTLE_REASONS)}"', fanout=len(THROTTLE_REASONS), as_stored=True, sparse=True),
@@ -152,7 +157,7 @@ INPUTS = (
     Input("read", "rate", (storage.READ_BYTES.name,), NODE_KEY, reads=4),
     # the share of time every task of the job's cgroup on a node waited on I/O (PSI "full"): its input stalls
     Input("io_wait", "rate", (storage.JOB_IO_PRESSURE.name,), NODE_KEY, match='kind=~"full"', own_job_id=True,
-          as_stored=True),
+          as_stored=True, node_served=True),
     Input("write", "rate", (storage.WRITE_BYTES.name,), NODE_KEY, reads=4),
     Input("pause", "rate", (fabric.PFC_PAUSE_DURATION.name,), NODE_KEY, reads=128),
     Input("cnp", "rate", (fabric.ROCE_CNP_HANDLED.name,), NODE_KEY, reads=8),
@@ -162,13 +167,13 @@ INPUTS = (
 # each node serves, the ranks RAS got no answer from (named by their own node: unresponsive or dead), and
 # each GPU's rank in the job's largest communicator (the world rank of a data-parallel job).
 RAS_INPUTS = (
-    Input("collectives", "rate", (nccl.RANK_COLLECTIVES.name,), GPU_KEY, own_job_id=True),
-    Input("behind", "gauge", (nccl.RANK_BEHIND.name,), GPU_KEY, own_job_id=True),
+    Input("collectives", "rate", (nccl.RANK_COLLECTIVES.name,), GPU_KEY, own_job_id=True, node_served=True),
+    Input("behind", "gauge", (nccl.RANK_BEHIND.name,), GPU_KEY, own_job_id=True, node_served=True),
     Input("ras_age", "gauge", (nccl.RAS_ANSWER_AGE.name,), NODE_KEY),
     Input("missing", "missing", (nccl.MISSING_RANK_INFO.name, nccl.RAS_NODE_ADDRESS.name), GPU_KEY + ("reason",),
           match='reason=~"unresponsive|dead"', own_job_id=True, fanout=2),
     Input("rank", "largest", (nccl.RANK_BEHIND.name, nccl.COMMUNICATOR_RANKS.name), GPU_KEY + ("rank",),
-          own_job_id=True, as_stored=True),
+          own_job_id=True, as_stored=True, node_served=True),
 )
 INPUTS += RAS_INPUTS
 # Where a job writes, per mount: asked only over each checkpoint's span, never per refresh (the checkpoint's
