@@ -65,9 +65,9 @@ class Input:
     def promql(self, job_id: str, step: float, nodes: Sequence[str] = ()) -> str:
         """The query for ``job_id`` on its ``nodes`` (the job's own series need none); ``step``: the
         query_range step (a rate spans two of them)."""
-        on_nodes = f"node=~{promql.quote(promql.alternatives(nodes))}"
-        where = on_nodes if not self.own_job_id else f"job_id={promql.quote(promql.validate_job_id(job_id))}" + \
-            (f",{on_nodes}" if self.node_served and nodes else "")
+        by_node = not self.own_job_id or (self.node_served and nodes)
+        where = ",".join(([f"job_id={promql.quote(promql.validate_job_id(job_id))}"] if self.own_job_id else []) +
+                         ([f"node=~{promql.quote(promql.alternatives(nodes))}"] if by_node else []))
         return self.expression(where, step, nodes, aggregated=not (self.as_stored or self.recorded))
 
     @property

@@ -117,7 +117,7 @@ class JobWindow:
         lo, n = span
         mine = np.flatnonzero(of_series >= 0)
         col = of_series[mine]
-        if len(np.unique(col)) < len(col):   # two series on one GPU: reduced by the general path
+        if _shared(col):   # two series on one GPU: reduced by the general path
             return False
         rows = slice(first + lo, first + lo + n)
         values = block.values.reshape(len(block.labels), n)[mine].T
