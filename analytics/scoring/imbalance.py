@@ -16,6 +16,7 @@ computed from the involved ranks alone, the others taken at the median.
 from __future__ import annotations
 
 import functools
+import threading
 import warnings
 
 import numpy as np
@@ -52,6 +53,22 @@ def _gaussian_mixture() -> type:
 
     warnings.filterwarnings("ignore", category=ConvergenceWarning)
     return GaussianMixture
+
+
+_preloading = threading.Lock()
+_preloaded: threading.Thread | None = None
+
+
+def preload() -> threading.Thread:
+    """Import the mixture (scikit-learn, with scipy: about a second of imports) in a thread of its own, once per
+    process. A command calls this when it starts fetching what it will score, so that the import overlaps the
+    fetching instead of coming after it (the post-mortem's scoring, a service's first result)."""
+    global _preloaded
+    with _preloading:
+        if _preloaded is None:
+            _preloaded = threading.Thread(target=_gaussian_mixture, name="preload-mixture", daemon=True)
+            _preloaded.start()
+        return _preloaded
 
 
 def involved(learned: np.ndarray, floor: float = FLOOR) -> np.ndarray:

@@ -29,7 +29,7 @@ from lockstep.analytics.prom import promql
 from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.errors import AnswerTooLarge, PrometheusError
 from lockstep.analytics.prom.grid import Window
-from lockstep.analytics.scoring import checkpoints
+from lockstep.analytics.scoring import checkpoints, imbalance
 from lockstep.analytics.scoring.score import JobResult, score_features
 from lockstep.analytics.service import targets
 from lockstep.analytics.service.config import Shard
@@ -165,6 +165,8 @@ class Refresher:
     async def score(self, jobs: list[str], window: Window) -> tuple[dict[str, JobResult], dict[str, str]]:
         """Each job's window (moved on from the one held, else fetched whole) scored, and the errors of the
         jobs that could not be fetched; raises when every job fails (the source itself is the problem)."""
+        if jobs:
+            imbalance.preload()
         features, failed = await self._fetch_jobs(jobs, window)
         scored = await asyncio.to_thread(score_window, features, window.start, self.settings.step_s,
                                          dict(self.state.baselines), dict(self.state.learned), dict(self.state.paces))
