@@ -1,5 +1,6 @@
 """The storage exporter's YAML config (docs/architecture.md, "Storage exporter config"), loaded once into
-frozen objects. Credentials come from files named in it; they are never logged or printed."""
+frozen objects. Credentials (a bearer token, or a username and a password file for basic auth) come from files
+named in it; they are never logged or printed."""
 from __future__ import annotations
 
 import re
@@ -8,11 +9,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from lockstep.exporters.toolkit.configfile import ConfigError, Section, load_yaml, one_of, positive
+from lockstep.exporters.toolkit.credentials import Credentials
 
-# The kinds read now; the others of the storage exporter's design (weka, vast) are named in the error so
-# that a config written for them fails at load, not as an empty target.
-KINDS = ("minio", "ceph-rgw")
-PLANNED = ("weka", "vast")
+# The kinds read now; the others of the storage exporter's design (weka) are named in the error so that a
+# config written for them fails at load, not as an empty target.
+KINDS = ("minio", "ceph-rgw", "vast")
+PLANNED = ("weka",)
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 
@@ -24,6 +26,7 @@ class Target:
     bearer_token: str | None = field(default=None, repr=False)  # never printed, even in a traceback
     ca_file: str | None = None
     tls_verify: bool = True
+    basic_auth: Credentials | None = None   # its repr hides the password
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ def _check_url(url: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "must be an http(s) URL of the system's API, e.g. https://minio.example:9000"
     if parts.username or parts.password:
-        return "must not carry credentials: use bearer_token_file"
+        return "must not carry credentials: use bearer_token_file, or username and password_file"
     if parts.path not in ("", "/") or parts.query:
         return "give the system's address only; the exporter knows each kind's endpoint"
     return None
@@ -63,15 +66,14 @@ def _target(s: Section) -> Target:
     name = s.get("name", str, check=lambda v: None if _NAME.match(v) else "use letters, digits, _ . : -")
     kind = s.get("kind", str, check=_check_kind)
     url = s.get("url", str, check=_check_url).rstrip("/")
-    token = None
-    if (token_file := s.get("bearer_token_file", str, None)) is not None:
-        try:
-            token = _path(s, token_file).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise s.error("bearer_token_file", f"cannot read {token_file}: {getattr(exc, 'strerror', None) or exc}") \
-                from None
-        if not token:
-            raise s.error("bearer_token_file", f"{token_file} is empty")
+    token = _secret(s, "bearer_token_file")
+    username = s.get("username", str, None, check=lambda v: None if v.strip() else "must not be empty")
+    password = _secret(s, "password_file")
+    if (username is None) != (password is None):
+        raise s.error("username" if username is None else "password_file",
+                      "basic auth needs both username and password_file")
+    if token is not None and username is not None:
+        raise s.error("username", "give bearer_token_file or username and password_file, not both")
     ca_file = s.get("ca_file", str, None)
     if ca_file is not None:
         if not _path(s, ca_file).is_file():
@@ -79,7 +81,22 @@ def _target(s: Section) -> Target:
         ca_file = str(_path(s, ca_file))
     tls_verify = s.get("tls_verify", bool, True)
     s.finish()
-    return Target(name, kind, url, token, ca_file, tls_verify)
+    return Target(name, kind, url, token, ca_file, tls_verify,
+                  Credentials(username, password) if username is not None and password is not None else None)
+
+
+def _secret(s: Section, key: str) -> str | None:
+    """The text of the file ``key`` names (relative to the config), stripped; None when the key is absent."""
+    name = s.get(key, str, None)
+    if name is None:
+        return None
+    try:
+        text = _path(s, name).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise s.error(key, f"cannot read {name}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not text:
+        raise s.error(key, f"{name} is empty")
+    return text
 
 
 def parse_config(data: object, file: str | Path) -> StorageConfig:

@@ -1,5 +1,6 @@
 """The HTTP side of a poll: one GET of a target's endpoint, within the caller's deadline, its body read up
-to a bound. The bearer token goes in a header and nowhere else (not in an error, not in a log)."""
+to a bound. The bearer token or the basic-auth password goes in a header and nowhere else (not in an error, not in
+a log)."""
 from __future__ import annotations
 
 import ssl
@@ -23,6 +24,8 @@ async def get_text(session: aiohttp.ClientSession, target: Target, path: str, tl
     headers = {"Accept": "text/plain;version=0.0.4"}
     if target.bearer_token is not None:
         headers["Authorization"] = f"Bearer {target.bearer_token}"
+    elif target.basic_auth is not None:
+        headers["Authorization"] = aiohttp.BasicAuth(target.basic_auth.username, target.basic_auth.password).encode()
     try:
         async with session.get(target.url + path, headers=headers, ssl=tls, allow_redirects=False) as resp:
             if resp.status != 200:

@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 import aiohttp
 
 from lockstep.exporters.catalog import storagesys as m
-from lockstep.exporters.storagesys import cephrgw, minio
+from lockstep.exporters.storagesys import cephrgw, minio, vast
 from lockstep.exporters.storagesys.config import StorageConfig, Target
 from lockstep.exporters.storagesys.errors import PollError
 from lockstep.exporters.storagesys.fetch import get_text, ssl_context
@@ -29,6 +29,7 @@ log = logging.getLogger("lockstep.storage")
 KINDS: dict[str, tuple[str, Callable[[str, str], dict[str, list[Sample]]]]] = {
     "minio": (minio.METRICS_PATH, minio.read_sources),
     "ceph-rgw": (cephrgw.METRICS_PATH, cephrgw.read_sources),
+    "vast": (vast.METRICS_PATH, vast.read_sources),
 }
 
 

@@ -1,19 +1,22 @@
 """A fake storage system serving recorded answers over HTTP (aiohttp, in process): each target a path
-prefix ``/<name>`` answering its kind's endpoint (MinIO's bucket metrics, ceph-exporter's /metrics) with
-the recorded body, or hanging, or sending garbage.
-The bearer token, where given, is checked as the real MinIO checks its Prometheus endpoint's JWT."""
+prefix ``/<name>`` answering its kind's endpoint (MinIO's bucket metrics, ceph-exporter's /metrics, VAST VMS's
+/api/prometheusmetrics/) with the recorded (VAST: constructed) body, or hanging, or sending garbage.
+The bearer token, where given, is checked as the real MinIO checks its Prometheus endpoint's JWT; a username and
+password, as VMS checks basic auth (401 with a challenge when wrong or missing)."""
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
 
-from aiohttp import web
+from aiohttp import BasicAuth, web
 
 from tests.helpers.paths import FIXTURES
 
 MINIO_BUCKET = (FIXTURES / "minio" / "bucket-metrics.prom").read_text()
 CEPH_RGW = (FIXTURES / "ceph-rgw" / "exporter-metrics.prom").read_text()
-PATHS = {"minio": "minio/v2/metrics/bucket", "ceph-rgw": "metrics"}  # each kind's endpoint, less its leading /
+VAST = (FIXTURES / "vast" / "prometheusmetrics-cluster.prom").read_text()
+# each kind's endpoint, less its leading /
+PATHS = {"minio": "minio/v2/metrics/bucket", "ceph-rgw": "metrics", "vast": "api/prometheusmetrics/"}
 
 
 def two_servers(answer: str) -> str:
@@ -31,6 +34,7 @@ class Behaviour:
     token: str | None = None
     status: int = 200
     kind: str = "minio"
+    basic: tuple[str, str] | None = None   # (username, password) the system requires
 
 
 class FakeStorage:
@@ -50,6 +54,8 @@ class FakeStorage:
         self.requests[name] = self.requests.get(name, 0) + 1
         if b.token is not None and request.headers.get("Authorization") != f"Bearer {b.token}":
             raise web.HTTPForbidden(text="Access Denied.")
+        if b.basic is not None and request.headers.get("Authorization") != BasicAuth(*b.basic).encode():
+            raise web.HTTPUnauthorized(headers={"WWW-Authenticate": 'Basic realm="api"'})
         if b.mode == "hang":
             await self.hung.wait()
         if b.mode == "garbage":

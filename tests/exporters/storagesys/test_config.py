@@ -21,6 +21,25 @@ def test_a_valid_config_reads_the_token_file(tmp_path):
     assert "eyJ-secret-jwt" not in repr(cfg)
 
 
+def test_vast_reads_basic_auth_from_a_username_and_a_password_file(tmp_path):
+    (tmp_path / "vms.password").write_text("s3cr3t-vms\n")
+    cfg = load_config(write(tmp_path, "targets:\n  - name: vast-a\n    kind: vast\n    url: https://vms.example\n"
+                                      "    username: lockstep-ro\n    password_file: vms.password\n"))
+    target = cfg.targets[0]
+    assert target.kind == "vast" and target.basic_auth.username == "lockstep-ro"
+    assert target.basic_auth.password == "s3cr3t-vms" and target.bearer_token is None
+    assert "s3cr3t-vms" not in repr(cfg)
+
+
+def test_a_token_and_basic_auth_together_are_refused(tmp_path):
+    (tmp_path / "t").write_text("tok\n")
+    (tmp_path / "p").write_text("pw\n")
+    path = write(tmp_path, "targets:\n  - name: a\n    kind: vast\n    url: https://h\n    bearer_token_file: t\n"
+                           "    username: u\n    password_file: p\n")
+    with pytest.raises(ConfigError, match=r":6: targets\[0\].username: give bearer_token_file or username"):
+        load_config(path)
+
+
 def test_ceph_rgw_is_a_kind_read(tmp_path):
     cfg = load_config(write(tmp_path, "targets:\n  - name: rgw-a\n    kind: ceph-rgw\n    url: http://ceph-a:9926\n"))
     assert cfg.targets[0].kind == "ceph-rgw" and cfg.targets[0].bearer_token is None
@@ -29,7 +48,11 @@ def test_ceph_rgw_is_a_kind_read(tmp_path):
 @pytest.mark.parametrize(("body", "where"), [
     ("targets:\n  - name: a\n    kind: lustre\n    url: http://h\n", ":3: targets[0].kind"),
     ("targets:\n  - name: a\n    kind: weka\n    url: http://h\n", ":3: targets[0].kind: weka is not read"),
-    ("targets:\n  - name: a\n    kind: vast\n    url: http://h\n", ":3: targets[0].kind: vast is not read"),
+    ("targets:\n  - name: a\n    kind: vast\n    url: https://h\n    username: ro\n", ":2: targets[0].password_file: "
+     "basic auth needs both"),
+    ("targets:\n  - name: a\n    kind: vast\n    url: https://h\n    password_file: nope\n",
+     ":5: targets[0].password_file: cannot read nope"),
+    ("targets:\n  - name: a\n    kind: vast\n    url: https://h\n    username: ''\n", ":5: targets[0].username"),
     ("targets:\n  - name: a\n    kind: minio\n    url: http://u:p@h\n", ":4: targets[0].url"),
     ("targets:\n  - name: a\n    kind: minio\n    url: http://h/minio/v2/metrics/bucket\n", ":4: targets[0].url"),
     ("targets:\n  - name: a\n    kind: minio\n    url: http://h\n    bearer_token_file: nope\n",

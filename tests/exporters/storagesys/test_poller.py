@@ -11,7 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from lockstep.exporters.catalog import storagesys as m
 from lockstep.exporters.storagesys.app import create_app
 from lockstep.exporters.storagesys.config import StorageConfig, Target
-from tests.helpers.storagefake import CEPH_RGW, MINIO_BUCKET, Behaviour, FakeStorage, two_servers
+from lockstep.exporters.toolkit.credentials import Credentials
+from tests.helpers.storagefake import CEPH_RGW, MINIO_BUCKET, VAST, Behaviour, FakeStorage, two_servers
 
 TOKEN = "eyJhbGciOi-never-logged-Sig"
 
@@ -141,6 +142,28 @@ async def test_kinds_side_by_side_each_read_at_its_own_endpoint(aiohttp_server, 
     for name in ("rgw-minio-body", "rgw-garbage"):
         assert value(got, m.UP, target=name) == 0.0
         assert value(got, m.POLL_FAILURES, target=name, reason="parse") == 1.0
+
+
+async def test_vast_is_read_with_basic_auth_and_a_wrong_password_is_an_http_failure(aiohttp_server, aiohttp_client,
+                                                                                   caplog):
+    storage = FakeStorage()
+    for name in ("vms", "vms-wrong"):
+        storage.add(name, Behaviour(body=VAST, kind="vast", basic=("lockstep-ro", "s3cr3t-vms")))
+    server = await aiohttp_server(storage.app())
+    base = f"http://127.0.0.1:{server.port}"
+    cfg = StorageConfig((Target("vms", "vast", f"{base}/vms", basic_auth=Credentials("lockstep-ro", "s3cr3t-vms")),
+                         Target("vms-wrong", "vast", f"{base}/vms-wrong", basic_auth=Credentials("lockstep-ro", "nope"))),
+                        interval_s=60.0, timeout_s=5.0)
+    caplog.set_level(logging.DEBUG)
+    client = await aiohttp_client(create_app(cfg, background=False))
+    await _poll(client)
+    got = await scrape(client)
+    assert value(got, m.UP, target="vms") == 1.0
+    assert value(got, m.READ_BYTES, target="vms", scope="cluster", name="vast-lab") == 14_500_000_000_000
+    assert value(got, m.CAPACITY, target="vms", scope="cluster", name="vast-lab") == 2e15
+    assert value(got, m.UP, target="vms-wrong") == 0.0
+    assert value(got, m.POLL_FAILURES, target="vms-wrong", reason="http") == 1.0
+    assert "s3cr3t-vms" not in caplog.text and "nope" not in caplog.text
 
 
 def many_buckets(count: int) -> str:
