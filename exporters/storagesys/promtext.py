@@ -53,8 +53,8 @@ def _value(text: str, line_no: int) -> float:
         raise AnswerError(f"not Prometheus text exposition: line {line_no}: bad value {text[:40]!r}") from None
 
 
-def parse_samples(text: str, prefix: str) -> list[PromSample]:
-    """Every sample whose name starts with ``prefix``; an answer in which such a line is not a sample, or
+def parse_samples(text: str, prefix: str | tuple[str, ...]) -> list[PromSample]:
+    """Every sample whose name starts with ``prefix`` (or one of them); an answer in which such a line is not a sample, or
     that holds no sample of ``prefix`` at all, is an ``AnswerError`` (a login page or another service's
     metrics answered with 200 would otherwise read as a healthy system with nothing in it). Samples whose
     value is not finite are left out."""
@@ -72,7 +72,8 @@ def parse_samples(text: str, prefix: str) -> list[PromSample]:
         if math.isfinite(parsed):
             found.append(PromSample(name, _labels(labels, line_no) if labels else {}, parsed))
     if not seen:
-        raise AnswerError(f"no {prefix}* sample in the answer")
+        wanted = " or ".join(f"{p}*" for p in ((prefix,) if isinstance(prefix, str) else prefix))
+        raise AnswerError(f"no {wanted} sample in the answer")
     return found
 
 

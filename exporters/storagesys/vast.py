@@ -1,7 +1,8 @@
 """VAST clusters through the built-in Prometheus exporter of VAST's management service (VMS: ``GET
 /api/prometheusmetrics/``, the cluster and protocol metrics, VAST 4.6.0-sp11 and later), mapped to the common
 storage-system metrics at scope ``cluster``, named by the answer's ``cluster`` label. Pure parsing; the fetch is
-the poller's. The sources of every name and label below are in tests/fixtures/vast/README.md.
+the poller's (a cluster without a ``cluster`` label is named by its target). The sources of every name and label
+below are in tests/fixtures/vast/README.md.
 
 What is read, as VAST's own dashboards query it:
 - the protocol counters ``..._ProtoMetrics_{read,write}_{size,latency}_{sum,count}`` over all protocols: each
@@ -49,7 +50,7 @@ def _counters(target: str, samples: list[PromSample], prefix: str, protocol: str
         op, _, field = s.name[len(prefix):].partition("_")
         if op not in OPS:
             continue
-        key = (target, "cluster", s.labels.get("cluster", ""))
+        key = (target, "cluster", s.labels.get("cluster") or target)
         cnode = s.labels.get("hostname", "")
         if field == "size_sum":
             yield cnode, Sample(m.READ_BYTES if op == "read" else m.WRITE_BYTES, key, s.value)
@@ -63,7 +64,8 @@ def read_sources(target: str, text: str) -> dict[str, list[Sample]]:
     """An answer of VMS's ``/api/prometheusmetrics/`` as samples per CNode (its ``hostname``), not summed; the
     cluster's capacity under the source ``""``. An answer with neither protocol counters nor capacity is not VAST's
     (an ``AnswerError``)."""
-    samples = parse_samples(text, "vast_")
+    # only the families read: a line of another family that this reader cannot parse never costs the poll
+    samples = parse_samples(text, tuple(prefix for prefix, _ in PROTOCOLS) + (CAPACITY,))
     found = _protocols(samples)
     sources: dict[str, list[Sample]] = {}
     if found is not None:
@@ -72,7 +74,7 @@ def read_sources(target: str, text: str) -> dict[str, list[Sample]]:
     for s in samples:
         if s.name in (CAPACITY, USED):
             metric = m.CAPACITY if s.name == CAPACITY else m.USED
-            sources.setdefault("", []).append(Sample(metric, (target, "cluster", s.labels.get("cluster", "")), s.value))
+            sources.setdefault("", []).append(Sample(metric, (target, "cluster", s.labels.get("cluster") or target), s.value))
     if not sources:
         raise AnswerError("no protocol counters (" + ", ".join(f"{prefix}*{{proto_name={name!r}}}" for prefix, name in PROTOCOLS)
                           + f") and no {CAPACITY} in the answer")

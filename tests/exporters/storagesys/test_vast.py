@@ -97,3 +97,15 @@ def test_any_cnodes_sum_to_the_clusters_counters(cnodes, other_protocol):
     assert got[(m.OPERATIONS.name, (*key, "write"))] == total[4]
     assert got[(m.LATENCY.name, (*key, "read"))] == pytest.approx(total[2] * 1e-6)
     assert got[(m.LATENCY.name, (*key, "write"))] == pytest.approx(total[5] * 1e-6)
+
+
+def test_only_the_families_read_must_parse():
+    """A line of a family the reader does not use, however broken, costs nothing; one of a family it reads refuses
+    the answer (a half-read cluster would export sums that look whole)."""
+    unrelated = 'vast_vms_alarms{severity="MAJOR",alarm_message="cut off\n'
+    assert values(vast.read("lab", NEW + unrelated)) == values(vast.read("lab", NEW))
+    broken = 'vast_cnode_metrics_ProtoMetrics_read_size_sum{cluster="vast-lab",hostname="cnode-3" 12\n'
+    with pytest.raises(AnswerError, match="line 39"):
+        vast.read("lab", NEW + broken)
+    with pytest.raises(AnswerError, match=r"no vast_cnode_metrics_ProtoMetrics_\* or vast_cluster_metrics"):
+        vast.read("lab", MINIO)
