@@ -4,9 +4,9 @@ source fields a kind maps; a kind whose source lacks a field leaves the metric o
 from lockstep.exporters.catalog.model import counter, gauge
 
 T = ("target",)
-# scope: bucket (MinIO, Ceph RGW), filesystem (WEKA, planned), view (VAST, not read yet), cluster (a whole system; Ceph
-# RGW: the gateways one ceph-exporter serves, name "rgw"; VAST: the cluster, named by its `cluster` label); name: its
-# name there (Ceph RGW: "tenant/bucket" for a tenant's bucket).
+# scope: bucket (MinIO, Ceph RGW), filesystem (WEKA: capacity only), view (VAST, not read yet), cluster (a whole system;
+# Ceph RGW: the gateways one ceph-exporter serves, name "rgw"; VAST: the cluster, named by its `cluster` label; WEKA:
+# named by the target's name); name: its name there (Ceph RGW: "tenant/bucket" for a tenant's bucket).
 S = ("target", "scope", "name")
 
 READ_BYTES = counter("lockstep_storage_system_read_bytes_total",
@@ -15,16 +15,20 @@ READ_BYTES = counter("lockstep_storage_system_read_bytes_total",
                      "ceph_rgw_op[_per_bucket]_get_obj_bytes summed over the host's gateways. VAST: "
                      "vast_cnode_metrics_ProtoMetrics_read_size_sum{proto_name=\"ProtoCommon\"} summed over the CNodes "
                      "(before 5.2.0-sp22: vast_cluster_metrics_ProtoMetrics_read_size_sum{proto_name=\"ProtoAll\"}), "
-                     "scope cluster.", S, "bytes")
+                     "scope cluster. WEKA: READ_BYTES (bytes/s) of JSON-RPC stats_show, category ops, for the whole "
+                     "cluster: per-second averages over one-minute buckets, integrated (each minute counted once, its "
+                     "rate times 60 s; the exporter's first poll counts its newest minute only), scope cluster.", S, "bytes")
 WRITE_BYTES = counter("lockstep_storage_system_write_bytes_total",
                       "Bytes written by clients to the file system, view or bucket. MinIO: "
                       "minio_bucket_traffic_received_bytes summed over the cluster's servers. Ceph RGW: "
-                      "ceph_rgw_op[_per_bucket]_put_obj_bytes. VAST: ..._ProtoMetrics_write_size_sum, as for reads.", S, "bytes")
+                      "ceph_rgw_op[_per_bucket]_put_obj_bytes. VAST: ..._ProtoMetrics_write_size_sum, as for reads. "
+                      "WEKA: WRITE_BYTES, integrated as for reads.", S, "bytes")
 OPERATIONS = counter("lockstep_storage_system_operations_total",
                      "Operations (requests) served, by the system's own operation name. op: MinIO's S3 API name "
                      "(minio_bucket_requests_total{api}, lower case: getobject, putobject, ...); Ceph RGW's op counter name "
                      "(ceph_rgw_op[_per_bucket]_<op>_ops: put_obj, get_obj, del_obj, del_bucket, copy_obj, list_obj, "
-                     "list_buckets); VAST's read and write (..._ProtoMetrics_{read,write}_size_count, all protocols).",
+                     "list_buckets); VAST's read and write (..._ProtoMetrics_{read,write}_size_count, all protocols); "
+                     "WEKA's read and write (ops READS, WRITES, operations/s, integrated as for bytes).",
                      S + ("op",))
 ERRORS = counter("lockstep_storage_system_operation_errors_total",
                  "Operations that failed. class: client (MinIO minio_bucket_requests_4xx_errors_total), server "
@@ -33,15 +37,19 @@ ERRORS = counter("lockstep_storage_system_operation_errors_total",
 LATENCY = counter("lockstep_storage_system_operation_latency_seconds_total",
                   "Total time spent in operations; divided by the rate of "
                   "lockstep_storage_system_operations_total of the same op, the mean latency. Only from systems "
-                  "that report a latency sum: Ceph RGW ceph_rgw_op[_per_bucket]_<op>_lat_sum; VAST "
-                  "..._ProtoMetrics_{read,write}_latency_sum (microseconds, converted). MinIO's v2 bucket "
+                  "that report latency: Ceph RGW ceph_rgw_op[_per_bucket]_<op>_lat_sum; VAST "
+                  "..._ProtoMetrics_{read,write}_latency_sum (microseconds, converted); WEKA ops READ_LATENCY, "
+                  "WRITE_LATENCY (the mean per operation, microseconds) times that minute's operations, per minute "
+                  "(a minute whose latency is null adds nothing). MinIO's v2 bucket "
                   "metrics carry a time-to-first-byte histogram without a sum: absent there.", S + ("op",), "seconds")
 USED = gauge("lockstep_storage_system_used_bytes",
              "Bytes stored in the file system, view or bucket. MinIO: minio_bucket_usage_total_bytes. VAST: "
-             "vast_cluster_logical_space_in_use (before data reduction).", S, "bytes")
+             "vast_cluster_logical_space_in_use (before data reduction). WEKA: used_total of "
+             "filesystems_get_capacity, scope filesystem.", S, "bytes")
 CAPACITY = gauge("lockstep_storage_system_capacity_bytes",
                  "Bytes the file system, view or bucket may hold. MinIO: minio_bucket_quota_total_bytes, where a "
-                 "quota is set. VAST: vast_cluster_logical_space.", S, "bytes")
+                 "quota is set. VAST: vast_cluster_logical_space. WEKA: available_total of filesystems_get_capacity "
+                 "(the file system's size; its free space is this less used_total), scope filesystem.", S, "bytes")
 OBJECTS = gauge("lockstep_storage_system_objects",
                 "Objects (files) stored. MinIO: minio_bucket_usage_object_total.", S)
 

@@ -13,7 +13,6 @@ rack)."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import math
 import ssl
 from typing import Any, Awaitable, Callable, Iterable, Protocol, Sequence, TypeVar
@@ -112,7 +111,7 @@ class HttpRedfish:
         """GETs for one poll of ``target``, within its MAX_POLL_BYTES."""
         headers = {"Accept": "application/json"}
         if target.credentials:
-            headers["Authorization"] = basic_auth(target.credentials.username, target.credentials.password)
+            headers["Authorization"] = target.credentials.basic_header()
         tls = self._ssl_for(target)
         timeout = aiohttp.ClientTimeout(total=timeout_s)
         gate = self.gate(target)
@@ -200,11 +199,6 @@ def decode(body: bytes) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise RedfishError(f"expected a JSON object, got {type(doc).__name__}")
     return doc
-
-
-def basic_auth(username: str, password: str) -> str:
-    """RFC 7617 Basic credentials (UTF-8), the scheme Redfish services accept without a session."""
-    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
 
 
 def _describe(exc: Exception) -> str:

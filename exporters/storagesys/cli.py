@@ -1,5 +1,5 @@
-"""``lockstep storage-exporter --config FILE``: polls cluster-wide storage systems (MinIO, Ceph RGW) over their own
-interfaces and serves per-bucket, file-system or view bytes, operations, errors and capacity on ``:9847``.
+"""``lockstep storage-exporter --config FILE``: polls cluster-wide storage systems (MinIO, Ceph RGW, VAST, WEKA) over
+their own interfaces and serves per-bucket, file-system or view bytes, operations, errors and capacity on ``:9847``.
 Credentials come from the config's files, never from this command line."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ log = logging.getLogger("lockstep.storage")
 
 def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> None:
     p = subparsers.add_parser(
-        "storage-exporter", help="poll cluster-wide storage systems (MinIO, Ceph RGW) and serve per-bucket I/O and capacity",
+        "storage-exporter", help="poll cluster-wide storage systems (MinIO, Ceph RGW, VAST, WEKA); serve I/O and capacity",
         description="Poll cluster-wide storage systems concurrently, each within its own timeout, and serve "
                     "their bytes, operations, errors and capacity per bucket, file system or view on /metrics.",
         allow_abbrev=False, formatter_class=DefaultsHelpFormatter)

@@ -1,6 +1,6 @@
 """The storage exporter's YAML config (docs/architecture.md, "Storage exporter config"), loaded once into
-frozen objects. Credentials (a bearer token, or a username and a password file for basic auth) come from files
-named in it; they are never logged or printed."""
+frozen objects. Credentials (a bearer token, or a username and a password file: basic auth, or WEKA's login) come
+from files named in it; they are never logged or printed."""
 from __future__ import annotations
 
 import re
@@ -11,10 +11,7 @@ from urllib.parse import urlsplit
 from lockstep.exporters.toolkit.configfile import ConfigError, Section, load_yaml, one_of, positive
 from lockstep.exporters.toolkit.credentials import Credentials
 
-# The kinds read now; the others of the storage exporter's design (weka) are named in the error so that a
-# config written for them fails at load, not as an empty target.
-KINDS = ("minio", "ceph-rgw", "vast")
-PLANNED = ("weka",)
+KINDS = ("minio", "ceph-rgw", "vast", "weka")
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 
@@ -26,7 +23,8 @@ class Target:
     bearer_token: str | None = field(default=None, repr=False)  # never printed, even in a traceback
     ca_file: str | None = None
     tls_verify: bool = True
-    basic_auth: Credentials | None = None   # its repr hides the password
+    basic_auth: Credentials | None = None   # its repr hides the password; WEKA: the user it logs in as
+    org: str | None = None   # WEKA only: the organisation the user belongs to (WEKA's default: the root one)
 
 
 @dataclass(frozen=True)
@@ -45,12 +43,6 @@ def _path(s: Section, value: str) -> Path:
     return Path(value) if Path(value).is_absolute() else Path(s.file).parent / value  # relative to the config
 
 
-def _check_kind(kind: str) -> str | None:
-    if kind in PLANNED:
-        return f"{kind} is not read by this version yet (kinds: {', '.join(KINDS)})"
-    return one_of(*KINDS)(kind)
-
-
 def _check_url(url: str) -> str | None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -64,7 +56,7 @@ def _check_url(url: str) -> str | None:
 
 def _target(s: Section) -> Target:
     name = s.get("name", str, check=lambda v: None if _NAME.match(v) else "use letters, digits, _ . : -")
-    kind = s.get("kind", str, check=_check_kind)
+    kind = s.get("kind", str, check=one_of(*KINDS))
     url = s.get("url", str, check=_check_url).rstrip("/")
     token = _secret(s, "bearer_token_file")
     username = s.get("username", str, None, check=lambda v: None if v.strip() else "must not be empty")
@@ -74,6 +66,14 @@ def _target(s: Section) -> Target:
                       "basic auth needs both username and password_file")
     if token is not None and username is not None:
         raise s.error("username", "give bearer_token_file or username and password_file, not both")
+    org = s.get("org", str, None, check=lambda v: None if v.strip() else "must not be empty")
+    if kind == "weka":
+        if token is not None:
+            raise s.error("bearer_token_file", "weka logs in with username and password_file, not a token")
+        if username is None:
+            raise s.error("username", "weka needs username and password_file: the WEKA user to log in as")
+    elif org is not None:
+        raise s.error("org", "only for kind weka (the WEKA organisation to log in to)")
     ca_file = s.get("ca_file", str, None)
     if ca_file is not None:
         if not _path(s, ca_file).is_file():
@@ -82,7 +82,7 @@ def _target(s: Section) -> Target:
     tls_verify = s.get("tls_verify", bool, True)
     s.finish()
     return Target(name, kind, url, token, ca_file, tls_verify,
-                  Credentials(username, password) if username is not None and password is not None else None)
+                  Credentials(username, password) if username is not None and password is not None else None, org)
 
 
 def _secret(s: Section, key: str) -> str | None:

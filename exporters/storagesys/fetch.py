@@ -1,6 +1,6 @@
 """The HTTP side of a poll: one GET of a target's endpoint, within the caller's deadline, its body read up
-to a bound. The bearer token or the basic-auth password goes in a header and nowhere else (not in an error, not in
-a log)."""
+to a bound (``read_body``, which WEKA's JSON-RPC calls share). The bearer token or the basic-auth password goes in
+a header and nowhere else (not in an error, not in a log)."""
 from __future__ import annotations
 
 import ssl
@@ -19,26 +19,31 @@ def ssl_context(target: Target) -> ssl.SSLContext | bool:
     return ssl.create_default_context(cafile=target.ca_file) if target.ca_file else True
 
 
+async def read_body(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    """The whole body of ``resp``, or an ``AnswerError`` once it passes ``max_bytes``."""
+    # read(n) returns what has arrived, up to n, not n: an answer longer than one socket read
+    # (asyncio's transports read 256 KiB at a time) is read chunk by chunk to its end.
+    chunks, size = [], 0
+    async for chunk in resp.content.iter_chunked(1 << 20):
+        size += len(chunk)
+        if size > max_bytes:
+            raise AnswerError(f"answer larger than {max_bytes} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def get_text(session: aiohttp.ClientSession, target: Target, path: str, tls: ssl.SSLContext | bool,
                    max_bytes: int) -> str:
     headers = {"Accept": "text/plain;version=0.0.4"}
     if target.bearer_token is not None:
         headers["Authorization"] = f"Bearer {target.bearer_token}"
     elif target.basic_auth is not None:
-        headers["Authorization"] = aiohttp.BasicAuth(target.basic_auth.username, target.basic_auth.password).encode()
+        headers["Authorization"] = target.basic_auth.basic_header()
     try:
         async with session.get(target.url + path, headers=headers, ssl=tls, allow_redirects=False) as resp:
             if resp.status != 200:
                 raise HttpStatusError(f"HTTP {resp.status} from {path}")
-            # read(n) returns what has arrived, up to n, not n: an answer longer than one socket read
-            # (asyncio's transports read 256 KiB at a time) is read chunk by chunk to its end.
-            chunks, size = [], 0
-            async for chunk in resp.content.iter_chunked(1 << 20):
-                size += len(chunk)
-                if size > max_bytes:
-                    raise AnswerError(f"answer larger than {max_bytes} bytes")
-                chunks.append(chunk)
-            body = b"".join(chunks)
+            body = await read_body(resp, max_bytes)
     except aiohttp.ClientError as exc:
         raise PollError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
     try:

@@ -2,7 +2,9 @@
 the latest result per target for ``/metrics``. A target's failure is its own: it reads as
 ``lockstep_storage_system_up{target} 0`` and a failure counted by reason; the others stay as they are.
 Each answer is read per source (server, gateway) and summed by the target's ``monotonic.CounterSums``: the
-summed counters never go backwards when one source restarts or leaves the answer."""
+summed counters never go backwards when one source restarts or leaves the answer. A kind read by more than one GET
+(WEKA: a JSON-RPC login and calls) has its own reader per target instead (``READERS``), under the same timeout,
+failure reasons and isolation."""
 from __future__ import annotations
 
 import asyncio
@@ -10,12 +12,12 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Protocol
 
 import aiohttp
 
 from lockstep.exporters.catalog import storagesys as m
-from lockstep.exporters.storagesys import cephrgw, minio, vast
+from lockstep.exporters.storagesys import cephrgw, minio, vast, wekarpc
 from lockstep.exporters.storagesys.config import StorageConfig, Target
 from lockstep.exporters.storagesys.errors import PollError
 from lockstep.exporters.storagesys.fetch import get_text, ssl_context
@@ -31,6 +33,15 @@ KINDS: dict[str, tuple[str, Callable[[str, str], dict[str, list[Sample]]]]] = {
     "ceph-rgw": (cephrgw.METRICS_PATH, cephrgw.read_sources),
     "vast": (vast.METRICS_PATH, vast.read_sources),
 }
+
+
+class Reader(Protocol):
+    async def read(self) -> list[Sample]: ...
+
+
+# kind -> its reader's constructor (target, session, TLS context, max_answer_bytes): one reader per target, holding
+# what the kind keeps between polls (WEKA: its tokens and the minutes counted)
+READERS: dict[str, Callable[..., Reader]] = {"weka": wekarpc.WekaReader}
 
 
 @dataclass(frozen=True)
@@ -51,11 +62,16 @@ class Poller:
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self._tls = {t.name: ssl_context(t) for t in config.targets}
         self._sums = {t.name: CounterSums() for t in config.targets}
+        self._readers = {t.name: READERS[t.kind](t, session, self._tls[t.name], config.max_answer_bytes)
+                         for t in config.targets if t.kind in READERS}
         # A poll that timed out leaves its parse running in its thread; the target's next poll waits for it
         # here rather than combine beside it (its sums then hold that answer too: they only ever move on).
         self._combining = {t.name: threading.Lock() for t in config.targets}
 
     async def _read(self, target: Target) -> list[Sample]:
+        reader = self._readers.get(target.name)
+        if reader is not None:
+            return await reader.read()
         path, parse = KINDS[target.kind]
         text = await get_text(self.session, target, path, self._tls[target.name], self.config.max_answer_bytes)
         return await asyncio.to_thread(self._parse, target.name, parse, text)  # thousands of buckets: off the loop

@@ -2,6 +2,7 @@
 traceback's locals or a logged object) hides the password."""
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 
 
@@ -12,3 +13,12 @@ class Credentials:
 
     def __repr__(self) -> str:  # never print the secret, even in a traceback's locals
         return f"Credentials(username={self.username!r}, password=<hidden>)"
+
+    def basic_header(self) -> str:
+        """The ``Authorization`` value of RFC 7617 Basic credentials (UTF-8)."""
+        return basic_auth(self.username, self.password)
+
+
+def basic_auth(username: str, password: str) -> str:
+    """RFC 7617 Basic credentials (UTF-8) as an ``Authorization`` value: ``Basic`` and base64 of ``user:password``."""
+    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode("ascii")

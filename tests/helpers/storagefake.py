@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from aiohttp import BasicAuth, web
+from aiohttp import web
 
+from lockstep.exporters.toolkit.credentials import basic_auth
 from tests.helpers.paths import FIXTURES
 
 MINIO_BUCKET = (FIXTURES / "minio" / "bucket-metrics.prom").read_text()
@@ -54,7 +55,7 @@ class FakeStorage:
         self.requests[name] = self.requests.get(name, 0) + 1
         if b.token is not None and request.headers.get("Authorization") != f"Bearer {b.token}":
             raise web.HTTPForbidden(text="Access Denied.")
-        if b.basic is not None and request.headers.get("Authorization") != BasicAuth(*b.basic).encode():
+        if b.basic is not None and request.headers.get("Authorization") != basic_auth(*b.basic):
             raise web.HTTPUnauthorized(headers={"WWW-Authenticate": 'Basic realm="api"'})
         if b.mode == "hang":
             await self.hung.wait()

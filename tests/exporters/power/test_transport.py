@@ -17,7 +17,7 @@ from aiohttp import web
 
 from lockstep.exporters.power.app import POLLER, AppOptions, create_app
 from lockstep.exporters.power.config import load_config
-from lockstep.exporters.power.redfish import basic_auth
+from lockstep.exporters.toolkit.credentials import basic_auth
 from tests.helpers.paths import FIXTURES
 from tests.helpers.power import parse, target, value, write_config
 from tests.helpers.redfish_mockup import MockupService

@@ -1,5 +1,6 @@
-"""The storage exporter's config: errors name file, line and key; the bearer token is read from its file
-and never printed."""
+"""The storage exporter's config: errors name file, line and key; the bearer token and the passwords are read from
+their files and never printed; WEKA's login (username, password_file, org) is required for it and org refused for
+the others."""
 from __future__ import annotations
 
 import pytest
@@ -40,6 +41,19 @@ def test_a_token_and_basic_auth_together_are_refused(tmp_path):
         load_config(path)
 
 
+def test_weka_logs_in_with_a_username_a_password_file_and_an_optional_org(tmp_path):
+    (tmp_path / "weka.password").write_text("w3ka-s3cret\n")
+    cfg = load_config(write(tmp_path, "targets:\n  - name: weka-a\n    kind: weka\n    url: https://weka01:14000\n"
+                                      "    username: lockstep-ro\n    password_file: weka.password\n    org: research\n"
+                                      "  - name: weka-b\n    kind: weka\n    url: https://weka02:14000\n"
+                                      "    username: lockstep-ro\n    password_file: weka.password\n"))
+    a, b = cfg.targets
+    assert (a.kind, a.url, a.org, a.basic_auth.username, a.basic_auth.password) == (
+        "weka", "https://weka01:14000", "research", "lockstep-ro", "w3ka-s3cret")
+    assert b.org is None and b.bearer_token is None
+    assert "w3ka-s3cret" not in repr(cfg)
+
+
 def test_ceph_rgw_is_a_kind_read(tmp_path):
     cfg = load_config(write(tmp_path, "targets:\n  - name: rgw-a\n    kind: ceph-rgw\n    url: http://ceph-a:9926\n"))
     assert cfg.targets[0].kind == "ceph-rgw" and cfg.targets[0].bearer_token is None
@@ -47,7 +61,16 @@ def test_ceph_rgw_is_a_kind_read(tmp_path):
 
 @pytest.mark.parametrize(("body", "where"), [
     ("targets:\n  - name: a\n    kind: lustre\n    url: http://h\n", ":3: targets[0].kind"),
-    ("targets:\n  - name: a\n    kind: weka\n    url: http://h\n", ":3: targets[0].kind: weka is not read"),
+    ("targets:\n  - name: a\n    kind: weka\n    url: https://h:14000\n", ":2: targets[0].username: weka needs username "
+     "and password_file"),
+    ("targets:\n  - name: a\n    kind: weka\n    url: https://h:14000\n    username: ro\n",
+     ":2: targets[0].password_file: basic auth needs both"),
+    ("targets:\n  - name: a\n    kind: weka\n    url: https://h:14000\n    bearer_token_file: t\n",
+     ":5: targets[0].bearer_token_file: weka logs in with username and password_file"),
+    ("targets:\n  - name: a\n    kind: weka\n    url: https://h:14000/api/v1\n", ":4: targets[0].url: give the system's address"),
+    ("targets:\n  - name: a\n    kind: minio\n    url: http://h\n    org: research\n", ":5: targets[0].org: only for kind weka"),
+    ("targets:\n  - name: a\n    kind: weka\n    url: https://h\n    username: ro\n    password_file: t\n    org: ' '\n",
+     ":7: targets[0].org: must not be empty"),
     ("targets:\n  - name: a\n    kind: vast\n    url: https://h\n    username: ro\n", ":2: targets[0].password_file: "
      "basic auth needs both"),
     ("targets:\n  - name: a\n    kind: vast\n    url: https://h\n    password_file: nope\n",
@@ -64,6 +87,7 @@ def test_ceph_rgw_is_a_kind_read(tmp_path):
     ("targets: []\n", "targets"),
 ])
 def test_errors_name_file_line_and_key(tmp_path, body, where):
+    (tmp_path / "t").write_text("secret\n")
     path = write(tmp_path, body)
     with pytest.raises(ConfigError) as err:
         load_config(path)

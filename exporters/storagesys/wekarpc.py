@@ -1,0 +1,164 @@
+"""WEKA's JSON-RPC 2.0 management API (``POST <url>/api/v1``, port 14000) as WEKA's own exporter and its client
+library call it (sources: tests/fixtures/weka/README.md): ``{"jsonrpc": "2.0", "method", "params", "id"}`` in, the
+answer's ``result`` out. ``RpcSession`` logs in with ``userlogin`` (username, password, optional org), sends
+``Authorization: <token_type> <access_token>``, and on HTTP 401 renews the tokens once with ``user_refresh_token``
+(logging in again where that fails) and retries the call once. The tokens live in that object only, one per target:
+never logged, never in an error's text, never written anywhere. ``WekaReader`` is one target's poll, mapped by
+``weka`` (pure): the cluster's ``ops`` minutes integrated into counters, and each file system's capacity.
+
+Failures, as the poller counts them: no connection ``connect``; an error status, a JSON-RPC ``error`` object (the
+system refused the call) or a login that returns no tokens ``http``; an answer that is not JSON-RPC ``parse``."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import logging
+import ssl
+
+import aiohttp
+
+from lockstep.exporters.storagesys import weka
+from lockstep.exporters.storagesys.config import Target
+from lockstep.exporters.storagesys.errors import AnswerError, HttpStatusError, PollError
+from lockstep.exporters.storagesys.fetch import read_body
+from lockstep.exporters.toolkit.jsonload import load_json
+from lockstep.exporters.toolkit.logs import kv
+from lockstep.exporters.toolkit.sample import Sample
+
+log = logging.getLogger("lockstep.storage")
+API_PATH = "/api/v1"
+_AUTH = ("userlogin", "user_refresh_token")   # their error messages are not quoted: they may echo what was sent
+_OK = (200, 201, 202)                          # the statuses WEKA's client library reads an answer from
+
+
+class Unauthorized(HttpStatusError):
+    """HTTP 401: the access token expired or was revoked."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Tokens:
+    access: str = dataclasses.field(repr=False)
+    token_type: str = "Bearer"
+    refresh: str | None = dataclasses.field(default=None, repr=False)
+
+    def header(self) -> str:
+        return f"{self.token_type} {self.access}"
+
+
+def tokens(result: object) -> Tokens:
+    """The tokens of a ``userlogin`` or ``user_refresh_token`` result. An empty result is a refused login (WEKA's
+    client library reads it as a wrong username or password); a one-item list is taken as its item (the REST
+    documentation's example of the same tokens has that form); ``token_type`` defaults to ``Bearer``."""
+    if isinstance(result, list) and len(result) == 1:
+        result = result[0]
+    if not isinstance(result, dict):
+        raise AnswerError("login: the result is not an object")
+    if not result:
+        raise HttpStatusError("login refused: no tokens returned (wrong username, password or org?)")
+    access, token_type, refresh = (result.get(k) for k in ("access_token", "token_type", "refresh_token"))
+    if not isinstance(access, str) or not access:
+        raise AnswerError("login: no access_token in the result")
+    if token_type is not None and (not isinstance(token_type, str) or not token_type.strip()):
+        raise AnswerError("login: token_type is not a word")
+    return Tokens(access, token_type or "Bearer", refresh if isinstance(refresh, str) and refresh else None)
+
+
+def answer(method: str, body: bytes) -> object:
+    """The ``result`` of one JSON-RPC answer to ``method``."""
+    try:
+        doc = load_json(body)
+    except ValueError:
+        raise AnswerError(f"{method}: the answer is not JSON") from None
+    if not isinstance(doc, dict) or doc.get("jsonrpc") not in ("2.0", None):
+        raise AnswerError(f"{method}: the answer is not a JSON-RPC 2.0 object")
+    error = doc.get("error")
+    if error is not None:
+        code = error.get("code") if isinstance(error, dict) else None
+        message = error.get("message") if isinstance(error, dict) and method not in _AUTH else None
+        raise HttpStatusError(f"JSON-RPC error {code!r} from {method}" + (f": {str(message)[:200]}" if message else ""))
+    if "result" not in doc:
+        raise AnswerError(f"{method}: neither result nor error in the answer")
+    return doc["result"]
+
+
+class RpcSession:
+    """One target's JSON-RPC calls; ``call`` is awaited by one poll at a time."""
+
+    def __init__(self, session: aiohttp.ClientSession, target: Target, tls: ssl.SSLContext | bool, max_bytes: int) -> None:
+        self.session, self.target, self.tls, self.max_bytes = session, target, tls, max_bytes
+        self._tokens: Tokens | None = None
+        self._ids = itertools.count(1)
+
+    def __repr__(self) -> str:   # never the tokens
+        return f"RpcSession(target={self.target.name!r}, logged_in={self._tokens is not None})"
+
+    async def _post(self, method: str, params: dict, authorization: str | None) -> object:
+        headers = {"Content-Type": "application/json", "Accept": "application/json",
+                   # WEKA's client library sends its offset from UTC; zero asks for times in UTC
+                   "UTC-Offset-Seconds": "0"}
+        if authorization is not None:
+            headers["Authorization"] = authorization
+        body = json.dumps({"jsonrpc": "2.0", "method": method, "params": params, "id": next(self._ids)})
+        try:
+            async with self.session.post(self.target.url + API_PATH, data=body.encode(), headers=headers,
+                                         ssl=self.tls, allow_redirects=False) as resp:
+                if resp.status == 401:
+                    raise Unauthorized(f"HTTP 401 from {method}")
+                if resp.status not in _OK:
+                    raise HttpStatusError(f"HTTP {resp.status} from {method}")
+                data = await read_body(resp, self.max_bytes)
+        except aiohttp.ClientError as exc:
+            raise PollError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+        return answer(method, data)
+
+    async def _login(self) -> Tokens:
+        creds = self.target.basic_auth
+        if creds is None:
+            raise HttpStatusError("no username and password_file to log in with")
+        params = {"username": creds.username, "password": creds.password}
+        if self.target.org is not None:
+            params["org"] = self.target.org
+        self._tokens = None
+        self._tokens = tokens(await self._post("userlogin", params, None))
+        return self._tokens
+
+    async def _renew(self, old: Tokens) -> Tokens:
+        """New tokens after a 401: refreshed where a refresh token is held (sent, as WEKA's library sends it, with
+        the expired authorization), else, or where the refresh fails, a new login."""
+        self._tokens = None
+        if old.refresh is not None:
+            try:
+                new = tokens(await self._post("user_refresh_token", {"refresh_token": old.refresh}, old.header()))
+            except PollError as exc:
+                log.debug("weka token refresh failed, logging in again", extra=kv(target=self.target.name, err=str(exc)))
+            else:
+                self._tokens = new if new.refresh is not None else dataclasses.replace(new, refresh=old.refresh)
+                return self._tokens
+        return await self._login()
+
+    async def call(self, method: str, params: dict) -> object:
+        """The result of ``method``; logged in first where no tokens are held; one renewal and retry on a 401."""
+        held = self._tokens or await self._login()
+        try:
+            return await self._post(method, params, held.header())
+        except Unauthorized:
+            held = await self._renew(held)
+        return await self._post(method, params, held.header())   # a second 401 fails the poll
+
+
+class WekaReader:
+    """One WEKA target's poll: ``stats_show`` and ``filesystems_get_capacity``, within the poller's timeout. The
+    minutes are counted only once both answers are in: a failed poll counts nothing, and the next one counts what
+    it missed."""
+
+    def __init__(self, target: Target, session: aiohttp.ClientSession, tls: ssl.SSLContext | bool, max_bytes: int) -> None:
+        self.target = target
+        self.rpc = RpcSession(session, target, tls, max_bytes)
+        self.counts = weka.Counts()
+
+    async def read(self) -> list[Sample]:
+        buckets = weka.parse_stats(await self.rpc.call("stats_show", weka.stats_params()))
+        capacity = weka.parse_capacity(self.target.name, await self.rpc.call("filesystems_get_capacity", {}))
+        self.counts.add(buckets)
+        return [*self.counts.samples(self.target.name, self.target.name), *capacity]

@@ -1,0 +1,161 @@
+"""The storage exporter against a fake WEKA management API (``tests/helpers/wekafake.py``, JSON-RPC over HTTP, in
+process) through the real app: a WEKA target logs in, its minutes are integrated into counters and its file systems'
+capacity read; a wrong password is an ``http`` failure that never shows the password; an expired token is refreshed
+(or, where the refresh fails, the user logs in again) and the poll succeeds; hung, garbage and refusing WEKA targets
+are down with their reasons while the others, WEKA or MinIO, stay intact. Expected values: test_weka.py's, worked
+out by hand from tests/fixtures/weka."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from lockstep.exporters.catalog import storagesys as m
+from lockstep.exporters.storagesys.app import POLLER, create_app
+from lockstep.exporters.storagesys.config import StorageConfig, Target
+from lockstep.exporters.toolkit.credentials import Credentials
+from tests.helpers.storagefake import FakeStorage
+from tests.helpers.wekafake import STATS_LATER, Cluster, FakeWeka
+
+PASSWORD = "w3ka-s3cret"
+
+
+@pytest.fixture
+async def weka(aiohttp_server):
+    fake = FakeWeka()
+    server = await aiohttp_server(fake.app())
+    yield fake, f"http://127.0.0.1:{server.port}"
+    fake.hung.set()
+
+
+def target(base: str, name: str, password: str = PASSWORD, org: str | None = None) -> Target:
+    return Target(name, "weka", f"{base}/{name}", basic_auth=Credentials("lockstep-ro", password), org=org)
+
+
+async def app_for(aiohttp_client, *targets: Target, timeout_s: float = 5.0, max_answer_bytes: int = 64 << 20):
+    cfg = StorageConfig(tuple(targets), interval_s=60.0, timeout_s=timeout_s, max_answer_bytes=max_answer_bytes)
+    return await aiohttp_client(create_app(cfg, background=False))
+
+
+async def poll(client) -> dict[tuple, float]:
+    await client.app[POLLER].poll_all()
+    resp = await client.get("/metrics")
+    assert resp.status == 200
+    text = await resp.text()
+    assert PASSWORD not in text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def value(samples, metric, **labels):
+    return samples.get((metric.name, tuple(sorted(labels.items()))))
+
+
+def cluster(samples, name: str) -> dict:
+    c = dict(target=name, scope="cluster", name=name)
+    return {"read": value(samples, m.READ_BYTES, **c), "write": value(samples, m.WRITE_BYTES, **c),
+            "ops_read": value(samples, m.OPERATIONS, **c, op="read"), "ops_write": value(samples, m.OPERATIONS, **c, op="write"),
+            "lat_read": value(samples, m.LATENCY, **c, op="read"), "lat_write": value(samples, m.LATENCY, **c, op="write")}
+
+
+FIRST = {"read": 120_000_000, "write": 6_000_000, "ops_read": 12_030, "ops_write": 600,
+         "lat_read": pytest.approx(3.0075), "lat_write": pytest.approx(0.3)}
+SECOND = {"read": 390_000_000, "write": 66_000_000, "ops_read": 39_030, "ops_write": 4_200,
+          "lat_read": pytest.approx(6.6075), "lat_write": pytest.approx(2.7)}
+
+
+async def test_a_weka_target_logs_in_once_and_reads_its_counters_and_capacity(weka, aiohttp_client):
+    fake, base = weka
+    c = fake.add("w1", Cluster(org="research"))
+    client = await app_for(aiohttp_client, target(base, "w1", org="research"))
+    got = await poll(client)
+    assert value(got, m.UP, target="w1") == 1.0
+    assert value(got, m.TARGET_INFO, target="w1", kind="weka", address=f"{base}/w1") == 1.0
+    assert cluster(got, "w1") == FIRST
+    fs = dict(target="w1", scope="filesystem")
+    assert value(got, m.USED, **fs, name="default") == 1_099_511_627_776
+    assert value(got, m.CAPACITY, **fs, name="default") == 10_995_116_277_760
+    assert value(got, m.USED, **fs, name="checkpoints") == 5_000_000_000_000
+    assert value(got, m.CAPACITY, **fs, name="checkpoints") == 20_000_000_000_000
+    assert c.calls == [("userlogin", 200), ("stats_show", 200), ("filesystems_get_capacity", 200)]
+    c.stats = STATS_LATER
+    got = await poll(client)
+    assert cluster(got, "w1") == SECOND
+    assert c.calls[3:] == [("stats_show", 200), ("filesystems_get_capacity", 200)]   # the tokens held are reused
+
+
+async def test_a_wrong_password_is_an_http_failure_and_never_shown(weka, aiohttp_client, caplog):
+    fake, base = weka
+    fake.add("w1")
+    fake.add("w2", Cluster(org="research"))
+    caplog.set_level(logging.DEBUG)
+    client = await app_for(aiohttp_client, target(base, "w1", password="not-" + PASSWORD), target(base, "w2"))
+    got = await poll(client)
+    for name in ("w1", "w2"):   # w2: the right password, but not the org the cluster wants
+        assert value(got, m.UP, target=name) == 0.0
+        assert value(got, m.POLL_FAILURES, target=name, reason="http") == 1.0
+        assert cluster(got, name)["read"] is None
+        assert PASSWORD not in client.app[POLLER].results[name].error
+    assert fake.clusters["w1"].calls == [("userlogin", 200)]
+    assert PASSWORD not in caplog.text
+    assert {r.fields["target"]: r.fields["reason"] for r in caplog.records if r.name == "lockstep.storage"} == \
+        {"w1": "http", "w2": "http"}
+
+
+@pytest.mark.parametrize("refresh_fails", [False, True])
+async def test_an_expired_token_is_renewed_and_the_poll_succeeds(weka, aiohttp_client, caplog, refresh_fails):
+    fake, base = weka
+    c = fake.add("w1", Cluster(refresh_fails=refresh_fails))
+    caplog.set_level(logging.DEBUG)
+    client = await app_for(aiohttp_client, target(base, "w1"))
+    await poll(client)
+    c.expire()
+    c.stats = STATS_LATER
+    got = await poll(client)
+    assert value(got, m.UP, target="w1") == 1.0
+    assert cluster(got, "w1") == SECOND
+    renewal = [("user_refresh_token", 200)] + ([("userlogin", 200)] if refresh_fails else [])
+    assert c.calls[3:] == [("stats_show", 401), *renewal, ("stats_show", 200), ("filesystems_get_capacity", 200)]
+    assert not any(token in caplog.text for token in c.issued) and PASSWORD not in caplog.text
+
+
+@pytest.mark.slow  # waits out a real (short) timeout
+async def test_hung_garbage_and_refusing_weka_targets_are_down_with_their_reasons_and_the_others_intact(
+        weka, aiohttp_server, aiohttp_client):
+    fake, base = weka
+    fake.add("good")
+    fake.add("hung", Cluster(mode="hang"))
+    fake.add("garbage", Cluster(mode="garbage"))
+    fake.add("refusing", Cluster(errors={"stats_show": {"code": -32602, "message": "unknown stat"}}))
+    storage = FakeStorage()
+    storage.add("s3")
+    s3 = await aiohttp_server(storage.app())
+    client = await app_for(aiohttp_client, *(target(base, n) for n in ("good", "hung", "garbage", "refusing")),
+                           Target("s3", "minio", f"http://127.0.0.1:{s3.port}/s3"), timeout_s=2.0)
+    got = await poll(client)
+    for name, reason in (("hung", "timeout"), ("garbage", "parse"), ("refusing", "http")):
+        assert value(got, m.UP, target=name) == 0.0
+        assert value(got, m.POLL_FAILURES, target=name, reason=reason) == 1.0, name
+    assert "-32602 from stats_show: unknown stat" in client.app[POLLER].results["refusing"].error
+    assert value(got, m.UP, target="good") == 1.0 and cluster(got, "good") == FIRST
+    assert value(got, m.UP, target="s3") == 1.0
+    assert value(got, m.READ_BYTES, target="s3", scope="bucket", name="mybucket") == 1232.0
+
+
+async def test_minutes_missed_while_down_are_counted_on_recovery_and_an_answer_past_the_bound_refused(
+        weka, aiohttp_client):
+    fake, base = weka
+    c = fake.add("w1")
+    client = await app_for(aiohttp_client, target(base, "w1"))
+    assert cluster(await poll(client), "w1") == FIRST
+    c.mode = "garbage"
+    got = await poll(client)
+    assert value(got, m.UP, target="w1") == 0.0
+    assert cluster(got, "w1")["read"] is None        # a target down exports no counters
+    c.mode, c.stats = "answer", STATS_LATER
+    got = await poll(client)
+    assert value(got, m.UP, target="w1") == 1.0 and cluster(got, "w1") == SECOND
+    small = await app_for(aiohttp_client, target(base, "w1"), max_answer_bytes=200)   # a stats answer is ~1 KB
+    got = await poll(small)
+    assert value(got, m.POLL_FAILURES, target="w1", reason="parse") == 1.0
