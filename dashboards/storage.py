@@ -1,6 +1,9 @@
-"""Storage (variable ``node``, multi-valued): read/write throughput per mount, metadata operations,
+"""Storage (variables ``node`` and ``system``, multi-valued): read/write throughput per mount, metadata operations,
 checkpoint bursts and how long checkpoints stall jobs, NFS round-trip time and retransmissions,
-local NVMe throughput and busy time; per-job block I/O and I/O stall time (cgroup v2), NVMe wear and spare."""
+local NVMe throughput and busy time; per-job block I/O and I/O stall time (cgroup v2), NVMe wear and spare; and the
+cluster-wide storage systems the storage exporter polls (MinIO, Ceph RGW, VAST, WEKA: each target's buckets, file
+systems or cluster), read and write throughput, operations, mean latency per operation, capacity used, and whether
+each system answers."""
 from __future__ import annotations
 
 from lockstep.dashboards import panels as p
@@ -9,11 +12,15 @@ from lockstep.dashboards.config import Config, range_total, rate, sel
 from lockstep.dashboards.grafana import dashboard, query_variable, target
 from lockstep.exporters.catalog import analytics
 from lockstep.exporters.catalog import storage as s
+from lockstep.exporters.catalog import storagesys as ss
 from lockstep.exporters.catalog.enums import CHECKPOINT
 
 NAME = "storage"
 CHECKPOINTS = f'cause="{CHECKPOINT}"'
 SOME_STALLED = 'kind="some"'
+SYSTEM = 'target=~"$system"'
+PER_SYSTEM = "target, scope, name"
+SYSTEM_LEGEND = "{{target}} {{scope}} {{name}}"
 
 
 def _throughput(cfg: Config) -> list:
@@ -78,9 +85,36 @@ def _jobs_and_nvme(cfg: Config) -> list:
     ]
 
 
+def _systems(cfg: Config) -> list:
+    """The storage exporter's systems, one series per bucket, file system or cluster of each target."""
+    t = (cfg.selectors.storage, SYSTEM)
+    per_op = f"{PER_SYSTEM}, op"
+    latency = (f"sum by ({per_op}) ({rate(cfg, ss.LATENCY, *t)})\n"
+               f"/ (sum by ({per_op}) ({rate(cfg, ss.OPERATIONS, *t)}) > 0)")
+    return [
+        p.state_timeline("Storage systems answering", [target(sel(ss.UP, *t), "{{target}}")], "none",
+                         states={"0": ("down", "red"), "1": ("up", "green")}, w=24, h=5),
+        p.timeseries("Storage system read throughput", [
+            target(f"sum by ({PER_SYSTEM}) ({rate(cfg, ss.READ_BYTES, *t)})", SYSTEM_LEGEND)], "Bps", w=12),
+        p.timeseries("Storage system write throughput (checkpoint bursts)", [
+            target(f"sum by ({PER_SYSTEM}) ({rate(cfg, ss.WRITE_BYTES, *t)})", SYSTEM_LEGEND)], "Bps", w=12),
+        p.timeseries("Storage system operations", [
+            target(f"sum by ({per_op}) ({rate(cfg, ss.OPERATIONS, *t)})", SYSTEM_LEGEND + " {{op}}")], "ops", w=8),
+        p.timeseries("Storage system mean latency per operation", [target(latency, SYSTEM_LEGEND + " {{op}}")], "s",
+                     w=8),
+        p.timeseries("Storage system capacity used", [
+            target(f"max by ({PER_SYSTEM}) ({sel(ss.USED, *t)})\n/ (max by ({PER_SYSTEM}) ({sel(ss.CAPACITY, *t)}) > 0)",
+                   SYSTEM_LEGEND)], "percentunit", min=0, w=8),
+    ]
+
+
 def build(cfg: Config):
     node = query_variable("node", "Node", f"label_values({sel(s.READ_BYTES, cfg.selectors.node)}, node)",
                           include_all=True)
+    system = query_variable("system", "Storage system", f"label_values({sel(ss.TARGET_INFO, cfg.selectors.storage)}, target)",
+                            include_all=True)
     return dashboard(cfg, NAME, "lockstep / Storage",
-                     "Filesystem clients per mount, checkpoints, NFS latency, local disks, per-job I/O, NVMe health.",
-                     [*_throughput(cfg), *_checkpoints(cfg), *_nfs_and_disks(cfg), *_jobs_and_nvme(cfg)], [node])
+                     "Filesystem clients per mount, checkpoints, NFS latency, local disks, per-job I/O, NVMe health; "
+                     "cluster-wide storage systems (MinIO, Ceph RGW, VAST, WEKA).",
+                     [*_throughput(cfg), *_checkpoints(cfg), *_nfs_and_disks(cfg), *_jobs_and_nvme(cfg), *_systems(cfg)],
+                     [node, system])

@@ -20,7 +20,7 @@ EXPECTED = {  # uid -> (title, variables after the datasource)
     "lockstep-job": ("lockstep / Training job", ["job_id"]),
     "lockstep-node": ("lockstep / GPU node", ["node", "instance"]),
     "lockstep-fabric": ("lockstep / Fabric", ["node", "rail"]),
-    "lockstep-storage": ("lockstep / Storage", ["node"]),
+    "lockstep-storage": ("lockstep / Storage", ["node", "system"]),
     "lockstep-power": ("lockstep / Power & capacity", []),
     "lockstep-validation": ("lockstep / Validation", ["node"]),
 }
