@@ -56,7 +56,7 @@ def learn_baseline(level: np.ndarray, active: np.ndarray, samples: int, floor: f
     baseline learned earlier, kept as it is."""
     t_n, r_n = level.shape
     out = np.full((t_n, r_n), np.nan)
-    held = np.full((samples, r_n), np.nan)
+    held = np.full((r_n, samples), np.nan)   # a rank's accepted levels in a row of its own: sorted in place
     count = np.zeros(r_n, dtype=np.int64)
     median = np.full(r_n, np.nan)
     if prior is not None:
@@ -64,7 +64,7 @@ def learn_baseline(level: np.ndarray, active: np.ndarray, samples: int, floor: f
         median[known], count[known] = prior[known], samples
     for t in range(t_n):
         if (count >= samples).all():
-            out[t:] = median
+            out[t:] = np.where(count >= ready, median, np.nan)
             break
         row = level[t]
         take = active[t] & np.isfinite(row) & (count < samples)
@@ -72,19 +72,25 @@ def learn_baseline(level: np.ndarray, active: np.ndarray, samples: int, floor: f
             take &= (count < MIN_SEED) | (np.abs(row - median) < floor)
         idx = np.flatnonzero(take)
         if len(idx):
-            held[count[idx], idx] = row[idx]
+            held[idx, count[idx]] = row[idx]
             count[idx] += 1
-            median[idx] = _filled_median(held[:, idx], count[idx])
+            median[idx] = _filled_median(held, idx, count[idx])
         out[t] = np.where(count >= ready, median, np.nan)
     return out
 
 
-def _filled_median(held: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Median of each column's first ``count`` rows (the rest NaN; np.sort puts NaN last): what
-    nanmedian gives, without its per-call cost in a loop over samples."""
-    ordered = np.sort(held, axis=0)
-    cols = np.arange(held.shape[1])
-    return (ordered[(count - 1) // 2, cols] + ordered[count // 2, cols]) / 2.0
+def _filled_median(held: np.ndarray, idx: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Median of the first ``count`` values of each row ``idx`` of ``held`` (the rest NaN): what nanmedian
+    gives, without its per-call cost in a loop over samples. Each row's values are contiguous; where every row
+    holds as many (ranks that took every sample so far, the usual case), its two middle values are found by a
+    partition rather than a sort."""
+    k = int(count.max())
+    if k == count.min():
+        middle = np.partition(held[idx, :k], [(k - 1) // 2, k // 2], axis=1)
+        return (middle[:, (k - 1) // 2] + middle[:, k // 2]) / 2.0
+    ordered = np.sort(held[idx, :k], axis=1)
+    rows = np.arange(len(idx))
+    return (ordered[rows, (count - 1) // 2] + ordered[rows, count // 2]) / 2.0
 
 
 def robust_scale(values: np.ndarray) -> float:
