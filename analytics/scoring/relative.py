@@ -56,7 +56,7 @@ def learn_baseline(level: np.ndarray, active: np.ndarray, samples: int, floor: f
     baseline learned earlier, kept as it is."""
     t_n, r_n = level.shape
     out = np.full((t_n, r_n), np.nan)
-    held = np.full((r_n, samples), np.nan)   # a rank's accepted levels in a row of its own: sorted in place
+    held = np.full((r_n, samples), np.nan)   # each rank's accepted levels in a row of its own, contiguous
     count = np.zeros(r_n, dtype=np.int64)
     median = np.full(r_n, np.nan)
     if prior is not None:

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 SCENARIO = FIXTURES / "dashboards" / "live.yaml"
 # Scraped every second: a 4 s rate window holds four samples, as $__rate_interval would.
 VALUES = {"datasource": "prometheus", "job_id": "4242", "node": "node0[01]|node99", "instance": ".*", "rail": ".*",
-          "__rate_interval": "4s", "__interval": "1s", "__range": "20s", "__range_s": "20"}
+          "system": ".*", "__rate_interval": "4s", "__interval": "1s", "__range": "20s", "__range_s": "20"}
 # What the live run must show before the panels are queried (the XID 79 at 30 s simulated time).
 READY = ("lockstep_gpu_up == 0", 'lockstep_scrape_collector_success{collector="gpu"} == 0',
          "lockstep_ib_port_state != 4", "rate(lockstep_pfc_pause_storm_events_total[4s]) > 0",

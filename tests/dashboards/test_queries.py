@@ -30,7 +30,7 @@ from tests.helpers.paths import FIXTURES
 
 pytestmark = pytest.mark.integration
 
-VALUES = {"datasource": "prometheus", "job_id": "4242", "node": "node05", "instance": ".*", "rail": ".*",
+VALUES = {"datasource": "prometheus", "job_id": "4242", "node": "node05", "instance": ".*", "rail": ".*", "system": ".*",
           "__rate_interval": "1m", "__interval": "15s", "__range": "30m", "__range_s": "1800"}
 
 
