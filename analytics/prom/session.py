@@ -11,7 +11,6 @@ an error message.
 """
 from __future__ import annotations
 
-import base64
 import logging
 import os
 import ssl
@@ -21,6 +20,7 @@ import aiohttp
 from yarl import URL
 
 from lockstep.analytics.prom.auth import PromAuth, redact_url
+from lockstep.exporters.toolkit.credentials import basic_auth, basic_token
 from lockstep.exporters.toolkit.logs import kv
 from lockstep.exporters.toolkit.version import VERSION
 
@@ -84,7 +84,7 @@ class Credentials:
         if self._token is not None:
             out.append(("Authorization", f"Bearer {self._token.value()}"))
         if self._password is not None:
-            out.append(("Authorization", "Basic " + _basic(self.auth.username or "", self._password.value())))
+            out.append(("Authorization", basic_auth(self.auth.username or "", self._password.value())))
         return out
 
     def check(self) -> None:
@@ -97,14 +97,10 @@ class Credentials:
             secrets += self._token.seen
         if self._password is not None:
             secrets += self._password.seen
-            secrets += [_basic(self.auth.username or "", p) for p in self._password.seen]
+            secrets += [basic_token(self.auth.username or "", p) for p in self._password.seen]
         for secret in sorted(secrets, key=len, reverse=True):
             text = text.replace(secret, REDACTED)
         return redact_url(text)
-
-
-def _basic(username: str, password: str) -> str:
-    return base64.b64encode(f"{username}:{password}".encode()).decode()
 
 
 def ssl_context(auth: PromAuth) -> ssl.SSLContext | None:

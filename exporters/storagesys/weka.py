@@ -129,9 +129,10 @@ class Counts:
         if new:
             self.newest = new[-1].at
 
-    def samples(self, target: str, cluster: str) -> Iterator[Sample]:
-        """The counters counted so far (one never counted is absent, not zero)."""
-        key = (target, "cluster", cluster)
+    def samples(self, target: str) -> Iterator[Sample]:
+        """The counters counted so far (one never counted is absent, not zero), at scope cluster, named by the
+        target (the answer names no cluster)."""
+        key = (target, "cluster", target)
         for (metric, op), value in self.totals.items():
             yield Sample(metric, (*key, op) if op else key, value)
 

@@ -161,4 +161,4 @@ class WekaReader:
         buckets = weka.parse_stats(await self.rpc.call("stats_show", weka.stats_params()))
         capacity = weka.parse_capacity(self.target.name, await self.rpc.call("filesystems_get_capacity", {}))
         self.counts.add(buckets)
-        return [*self.counts.samples(self.target.name, self.target.name), *capacity]
+        return [*self.counts.samples(self.target.name), *capacity]

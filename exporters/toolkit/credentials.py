@@ -20,5 +20,10 @@ class Credentials:
 
 
 def basic_auth(username: str, password: str) -> str:
-    """RFC 7617 Basic credentials (UTF-8) as an ``Authorization`` value: ``Basic`` and base64 of ``user:password``."""
-    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+    """RFC 7617 Basic credentials (UTF-8) as an ``Authorization`` value: ``Basic`` and ``basic_token``."""
+    return "Basic " + basic_token(username, password)
+
+
+def basic_token(username: str, password: str) -> str:
+    """The base64 of ``user:password`` (UTF-8), as it travels in a Basic ``Authorization`` header."""
+    return base64.b64encode(f"{username}:{password}".encode()).decode("ascii")

@@ -70,10 +70,9 @@ class Systems:
     async def _serve(self, app: web.Application) -> int:
         runner = web.AppRunner(app)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
         self._runners.append(runner)
-        return site._server.sockets[0].getsockname()[1]
+        return runner.addresses[0][1]
 
     async def _start(self) -> None:
         self._runners: list[web.AppRunner] = []

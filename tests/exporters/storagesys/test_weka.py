@@ -44,7 +44,7 @@ SECOND = {
 
 
 def counted(counts: weka.Counts) -> dict[tuple, float]:
-    return {(s.metric.name, s.labels): s.value for s in counts.samples("w", "w")}
+    return {(s.metric.name, s.labels): s.value for s in counts.samples("w")}
 
 
 def answer(minutes: dict[int, dict]) -> dict:
