@@ -38,11 +38,11 @@ from lockstep.exporters.nccl.rasclient import (
     DEFAULT_ADDRESS,
     FORMATS,
     RasAnswer,
+    RasClient,
     RasError,
     RasRefused,
     RasTimeout,
     parse_address,
-    query,
 )
 from lockstep.exporters.registry import add_flag, register
 from lockstep.exporters.toolkit.logs import once
@@ -226,8 +226,8 @@ class RasPoller:
     def __init__(self, options: NcclRasOptions, job_of: Callable[[int, int], str],
                  ask: Callable[[], RasAnswer] | None = None, local: Callable[[], set[str]] | None = None) -> None:
         self.options, self.job_of = options, job_of
-        self.ask = ask or (lambda: query(options.host, options.port, timeout=options.timeout, fmt=options.format,
-                                         max_bytes=options.max_answer_bytes))
+        self.ask = ask or RasClient(options.host, options.port, timeout=options.timeout, fmt=options.format,
+                                    max_bytes=options.max_answer_bytes).query
         self.local = local or self._local
         self._addresses = LocalAddresses(options.procfs)
         self.state = _State()

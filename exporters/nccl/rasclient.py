@@ -11,6 +11,12 @@ The address is given as ``NCCL_RAS_ADDR`` is: ``<host>:<port>`` or ``[<IPv6>]:<p
 
 Every step is bounded: one deadline covers connecting, the handshake and the answer, a reply line is at most
 1 KiB (``ncclras`` reads 1024 bytes) and the answer at most ``max_bytes``.
+
+``RasClient`` is the poller's: it keeps the address it resolved (re-resolved after a failure and every
+``RESOLVE_EVERY_S``) and, once a server answered JSON, sends the next poll's commands in one write. RAS reads
+every complete line in its buffer in turn (``rasClientEventLoop``), so the replies come back in order as if each
+had been awaited; a server that no longer takes ``SET FORMAT json`` then answers a (terse) text status, read as
+such, and the next poll asks step by step again.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ LINE_MAX = 1024
 FORMATS = ("auto", "json", "text")
 # RAS waits for a collective's legs up to its TIMEOUT, then up to 5 s more (RAS_COLLECTIVE_EXTRA_TIMEOUT_SEC).
 RAS_EXTRA_TIMEOUT_S = 5
+RESOLVE_EVERY_S = 300.0   # how long RasClient keeps a resolved address that keeps working
 
 
 class RasError(Exception):
@@ -123,12 +130,21 @@ class _Conn:
             chunks.append(data)
 
 
-def connect(host: str, port: int, deadline: float) -> socket.socket:
-    """A connection to the first address of ``host`` that accepts; RasRefused when every one refuses."""
+Addresses = list[tuple]   # getaddrinfo's (family, type, proto, canonname, sockaddr)
+
+
+def resolve(host: str, port: int) -> Addresses:
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise RasError(f"resolving {host}: {exc}") from None
+
+
+def connect(host: str, port: int, deadline: float, infos: Addresses | None = None) -> socket.socket:
+    """A connection to the first address of ``host`` (``infos``: as resolved before) that accepts; RasRefused
+    when every one refuses."""
+    if infos is None:
+        infos = resolve(host, port)
     refused, error = 0, None
     for family, kind, proto, _, addr in infos:
         left = deadline - time.monotonic()
@@ -158,37 +174,75 @@ def query(host: str, port: int, *, timeout: float = 10.0, fmt: str = "auto", ver
     RAS is asked to wait for other processes no longer than the deadline leaves room for. ``verbose`` asks a
     text answer for ``VERBOSE STATUS`` (more outliers named; a JSON answer is complete either way).
     """
-    if fmt not in FORMATS:
-        raise ValueError(f"format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    deadline = time.monotonic() + timeout
-    sock = connect(host, port, deadline)
-    try:
-        conn = _Conn(sock, deadline)
-        conn.send(f"CLIENT PROTOCOL {PROTOCOL}")
-        reply = conn.line()
-        if not reply.upper().startswith("SERVER PROTOCOL "):
-            raise RasProtocolError(f"unexpected handshake reply {reply[:80]!r}")
+    return RasClient(host, port, timeout=timeout, fmt=fmt, verbose=verbose, max_bytes=max_bytes).query()
+
+
+class RasClient:
+    """Asks one RAS address again and again (``query``), as ``query()`` does once; not thread-safe."""
+
+    def __init__(self, host: str, port: int, *, timeout: float = 10.0, fmt: str = "auto", verbose: bool = True,
+                 max_bytes: int = 16 << 20) -> None:
+        if fmt not in FORMATS:
+            raise ValueError(f"format {fmt!r}: expected one of {', '.join(FORMATS)}")
+        self.host, self.port, self.timeout, self.fmt = host, port, timeout, fmt
+        self.verbose, self.max_bytes = verbose, max_bytes
+        self._infos: Addresses | None = None
+        self._resolved_at = 0.0
+        self.json_known = False     # the last answer was JSON: the next poll's commands go in one write
+
+    def query(self) -> RasAnswer:
+        deadline = time.monotonic() + self.timeout
+        if self._infos is None or time.monotonic() - self._resolved_at > RESOLVE_EVERY_S:
+            self._infos, self._resolved_at = resolve(self.host, self.port), time.monotonic()
         try:
-            protocol = int(reply[len("SERVER PROTOCOL "):].strip())
-        except ValueError:
-            raise RasProtocolError(f"unexpected handshake reply {reply[:80]!r}") from None
+            sock = connect(self.host, self.port, deadline, self._infos)
+        except RasError:
+            self._infos, self.json_known = None, False
+            raise
+        try:
+            answer = self._ask(_Conn(sock, deadline))
+        except RasError:
+            self.json_known = False
+            raise
+        finally:
+            sock.close()
+        self.json_known = answer.format == "json"
+        return answer
+
+    def _ask(self, conn: _Conn) -> RasAnswer:
         # RAS gives up on a process after its TIMEOUT plus RAS_EXTRA_TIMEOUT_S; leave a second to send.
-        ras_timeout = max(1, int(timeout) - RAS_EXTRA_TIMEOUT_S - 1)
-        conn.send(f"TIMEOUT {ras_timeout}")
+        commands = [f"CLIENT PROTOCOL {PROTOCOL}", f"TIMEOUT {max(1, int(self.timeout) - RAS_EXTRA_TIMEOUT_S - 1)}"]
+        pipelined = self.json_known and self.fmt in ("auto", "json")
+        if pipelined:
+            conn.send("\n".join((*commands, "SET FORMAT json", "STATUS")))
+        else:
+            conn.send(commands[0])
+        protocol = _handshake(conn.line())
+        if not pipelined:
+            conn.send(commands[1])
         if (reply := conn.line()).upper() != "OK":
             raise RasProtocolError(f"TIMEOUT refused: {reply[:80]!r}")
         used = "text"
-        if fmt in ("auto", "json"):
-            conn.send("SET FORMAT json")
+        if self.fmt in ("auto", "json"):
+            if not pipelined:
+                conn.send("SET FORMAT json")
             reply = conn.line()
             if reply.upper() == "OK":
                 used = "json"
-            elif fmt == "json" or not reply.upper().startswith("ERROR"):
+            elif self.fmt == "json" or not reply.upper().startswith("ERROR"):
                 raise RasProtocolError(f"SET FORMAT json refused: {reply[:80]!r}")
-        conn.send("VERBOSE STATUS" if verbose and used == "text" else "STATUS")
-        body = conn.rest(max_bytes)
-    finally:
-        sock.close()
-    if not body:
-        raise RasProtocolError("empty status answer")
-    return RasAnswer(used, protocol, body.decode("utf-8", errors="replace"))
+        if not pipelined:
+            conn.send("VERBOSE STATUS" if self.verbose and used == "text" else "STATUS")
+        body = conn.rest(self.max_bytes)
+        if not body:
+            raise RasProtocolError("empty status answer")
+        return RasAnswer(used, protocol, body.decode("utf-8", errors="replace"))
+
+
+def _handshake(reply: str) -> int:
+    if not reply.upper().startswith("SERVER PROTOCOL "):
+        raise RasProtocolError(f"unexpected handshake reply {reply[:80]!r}")
+    try:
+        return int(reply[len("SERVER PROTOCOL "):].strip())
+    except ValueError:
+        raise RasProtocolError(f"unexpected handshake reply {reply[:80]!r}") from None

@@ -9,7 +9,14 @@ import time
 import pytest
 
 from lockstep.exporters.nccl.ras import parse
-from lockstep.exporters.nccl.rasclient import RasAnswer, RasProtocolError, RasRefused, RasTimeout, query
+from lockstep.exporters.nccl.rasclient import (
+    RasAnswer,
+    RasClient,
+    RasProtocolError,
+    RasRefused,
+    RasTimeout,
+    query,
+)
 from lockstep.simulator.ncclras import RasJob, RasService, render_json, render_text
 
 
@@ -182,3 +189,75 @@ def test_the_job_freezes_as_a_synchronous_job_does():
     j.advance(5)
     assert {r: j.counts(world, r)["AllReduce"] for r in range(4)} == counts
     assert render_json(j).count('"AllReduce": 40') == 1
+
+
+def test_after_a_json_answer_the_next_poll_sends_its_commands_in_one_write():
+    """A server that reads all four commands before it answers any: only a client that does not wait for each
+    reply gets through it (RAS reads every complete line in its buffer in turn)."""
+    body = render_json(job(), "2.30.7")
+    server = socket.create_server(("127.0.0.1", 0))
+    seen: list[bytes] = []
+
+    def run():
+        server.settimeout(5)
+        for _ in range(2):
+            conn, _ = server.accept()
+            with conn:
+                data = b""
+                while data.count(b"\n") < 4:
+                    chunk = conn.recv(1024)
+                    if not chunk:
+                        break
+                    data += chunk
+                seen.append(data)
+                conn.sendall(b"SERVER PROTOCOL 2\nOK\nOK\n" + body.encode())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    client = RasClient("127.0.0.1", server.getsockname()[1], timeout=2)
+    try:
+        with RasService(job(), "2.30.7") as real:     # the first poll asks step by step: learn JSON from a real one
+            first = RasClient(real.host, real.port, timeout=10)
+            assert first.query().format == "json" and first.json_known
+        client.json_known = True
+        answer = client.query()
+    finally:
+        server.close()
+    assert answer.format == "json" and parse(answer.body, "json").nccl_version == "2.30.7"
+    assert seen[0] == b"CLIENT PROTOCOL 2\nTIMEOUT 1\nSET FORMAT json\nSTATUS\n"
+
+
+def test_a_server_that_went_back_to_text_is_read_as_text_then_asked_step_by_step():
+    """A JSON poll's commands sent at once to a NCCL that no longer knows SET FORMAT: its terse text status is
+    read as text, and the next poll asks step by step again (for the verbose one)."""
+    j = job()
+    with RasService(j, "2.30.7") as service:
+        client = RasClient(service.host, service.port, timeout=10)
+        assert client.query().format == "json"
+        service.version = "2.26.2"       # a job of an older NCCL now holds the address
+        terse = client.query()
+        assert (terse.format, terse.body) == ("text", render_text(j, "2.26.2", verbose=False))
+        assert not client.json_known
+        assert client.query().body == render_text(j, "2.26.2", verbose=True)
+
+
+def test_the_address_is_resolved_once_and_again_after_a_failure(monkeypatch):
+    calls = []
+    real = socket.getaddrinfo
+
+    def counting(*args, **kwargs):
+        calls.append(args[:2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", counting)
+    with RasService(job(), "2.30.7") as service:
+        client = RasClient("localhost", service.port, timeout=10)
+        for _ in range(3):
+            assert client.query().format == "json"
+        assert calls == [("localhost", service.port)]
+    with pytest.raises(RasRefused):     # the job ended: the address held is refused...
+        client.query()
+    assert len(calls) == 1
+    with pytest.raises(RasRefused):     # ...and resolved again for the next poll
+        client.query()
+    assert len(calls) == 2
