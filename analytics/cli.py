@@ -7,6 +7,7 @@ import logging
 import sys
 from typing import Sequence
 
+from lockstep.analytics import malloc
 from lockstep.exporters.toolkit.configfile import ConfigError
 from lockstep.exporters.toolkit.helpformat import DefaultsHelpFormatter
 
@@ -69,6 +70,7 @@ def add_parser(subparsers: argparse._SubParsersAction, argv: Sequence[str]) -> N
 
 
 def run(args: argparse.Namespace) -> int:
+    malloc.tune()
     try:
         return {"serve": _serve, "evaluate": _evaluate, "steptimes": _steptimes,
                 "hang": _hang, "evaluate-fleet": _evaluate_fleet}[args.analytics_command](args)
