@@ -72,8 +72,10 @@ def series(metrics: dict, name: str) -> list[dict]:
 @pytest.mark.integration
 def test_a_sweep_of_the_128_node_fabric_completes_with_a_switch_unreachable(stack, tmp_path, tool_servers) -> None:
     spec = write_spec(tmp_path / "fabric.json", nodes=128, rails=8, spines=16, unreachable=[UNREACHABLE])
+    # A node timeout well above a loaded machine's slowest answer: at 5 s, healthy switches' tool calls timed out
+    # under CI's load and read as down. The unreachable one holds a worker for the whole timeout either way.
     exporter = stack.add(start_exporter(tool_servers(spec), tmp_path, f"--sweep.interval={INTERVAL_S:g}",
-                                        "--sweep.node-timeout=5", "--sweep.workers=8"))
+                                        "--sweep.node-timeout=20", "--sweep.workers=8"))
     metrics = None
 
     def swept() -> bool:
