@@ -10,8 +10,18 @@ from __future__ import annotations
 
 from lockstep.alerts.model import Record, attach, metric
 from lockstep.alerts.settings import AlertsConfig
+from lockstep.analytics.frame import peers
 from lockstep.exporters.catalog.enums import FLOOR, HISTORY, IB_PORT_ACTIVE, PEERS, THROTTLE_REASONS
-from lockstep.exporters.catalog.recorded import ANALYTICS_GROUP, ANALYTICS_INPUTS, ANALYTICS_STEP, ANALYTICS_STEP_LABEL
+from lockstep.exporters.catalog.recorded import (
+    ANALYTICS_GROUP,
+    ANALYTICS_INPUTS,
+    ANALYTICS_STEP,
+    ANALYTICS_STEP_LABEL,
+    FLEET_INPUTS,
+    FLEET_INPUTS_GROUP,
+    FLEET_INPUTS_STEP,
+    FLEET_LOADED,
+)
 from lockstep.exporters.toolkit.timeparse import duration_seconds
 
 GROUP = "lockstep.rules"
@@ -294,6 +304,16 @@ def analytics_inputs(config: AlertsConfig) -> list[Record]:
         [Record(ANALYTICS_INPUTS[name], expr) for name, expr in exprs.items()]
 
 
+def fleet_inputs(config: AlertsConfig) -> list[Record]:
+    """The fleet pass's inputs (``lockstep.analytics.frame.peers.loaded_inputs``, the same expressions over the
+    node agents' series) recorded every ``peers.STEP_S``: the pass then reads them (``recorded_queries``)."""
+    def sel(name: str) -> str:
+        return metric(name, config.selectors.node)
+
+    return [Record(FLEET_INPUTS_STEP, f"vector({peers.STEP_S:g})"), Record(FLEET_LOADED, peers.loaded(sel))] + \
+        [Record(FLEET_INPUTS[name], expr) for name, expr in peers.loaded_inputs(sel).items()]
+
+
 def fleet(config: AlertsConfig) -> list[Record]:
     """Is the fleet good: each GPU healthy (0), degraded (1: a health check warns, or the analytics
     service's peer verdict), failed (2: a health check failed, or the GPU is lost) or drained (3: its
@@ -346,4 +366,6 @@ def groups(config: AlertsConfig) -> list[dict]:
     return [{"name": GROUP, "interval": config.evaluation_interval, "rules": [r.render() for r in rules]},
             {"name": ANALYTICS_GROUP, "interval": config.analytics_step,
              "rules": [r.render() for r in analytics_inputs(config)]},
+            {"name": FLEET_INPUTS_GROUP, "interval": f"{peers.STEP_S:g}s",
+             "rules": [r.render() for r in fleet_inputs(config)]},
             {"name": FLEET_GROUP, "interval": FLEET_INTERVAL, "rules": [r.render() for r in fleet_history(config)]}]

@@ -6,39 +6,43 @@ fleet. The peer groups come from ``lockstep_gpu_info`` (model ``name`` and ``dri
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from lockstep.analytics.prom.promql import selector
 from lockstep.exporters.catalog import gpu
+from lockstep.exporters.catalog.recorded import FLEET_INPUTS, FLEET_INPUTS_STEP, FLEET_LOADED
 
 WINDOW_S = 900.0             # the features of a refresh: the 15 minutes before it
-STEP_S = 60.0                # the subquery's resolution
+STEP_S = 60.0                # the subquery's resolution, and the recording rules' interval
 LOADED_UTILIZATION = 0.8     # a sample counts while the GPU was at least this busy
 POWER_CAPPED = 0.95          # at this share of its power limit a GPU's clock gives way by design: not evidence
 MIN_LOADED_SAMPLES = 5       # fewer loaded samples in the window: no value (an idle GPU is not judged)
 GPU_BY = "node, gpu"
+Selector = Callable[[str], str]   # a metric name → its selector (the node agents' scrape job's)
 
 
-def _ratio(num: str, den: str) -> str:
-    return f"{selector(num)} / ({selector(den)} > 0)"
+def _ratio(num: str, den: str, sel: Selector = selector) -> str:
+    return f"{sel(num)} / ({sel(den)} > 0)"
 
 
-def _expressions() -> dict[str, str]:
-    sm_active = selector(gpu.SM_ACTIVE.name)
-    temp = selector(gpu.TEMPERATURE.name)
+def _expressions(sel: Selector = selector) -> dict[str, str]:
+    sm_active = sel(gpu.SM_ACTIVE.name)
+    temp = sel(gpu.TEMPERATURE.name)
     return {
-        "sm_clock": f"({_ratio(gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name)}) and on ({GPU_BY}) "
-                    f"({_ratio(gpu.POWER.name, gpu.POWER_LIMIT.name)} < {POWER_CAPPED})",
-        "power": f"({_ratio(gpu.POWER.name, gpu.POWER_LIMIT.name)}) / ({sm_active} > 0)",
+        "sm_clock": f"({_ratio(gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name, sel)}) and on ({GPU_BY}) "
+                    f"({_ratio(gpu.POWER.name, gpu.POWER_LIMIT.name, sel)} < {POWER_CAPPED})",
+        "power": f"({_ratio(gpu.POWER.name, gpu.POWER_LIMIT.name, sel)}) / ({sm_active} > 0)",
         # the raw inputs of the thermal feature, which the scoring derives across each node's GPUs
         "temperature_c": temp,
-        "power_w": selector(gpu.POWER.name),
+        "power_w": sel(gpu.POWER.name),
         # a generation doubles the per-lane rate (2.5, 5, 8, 16, 32 GT/s: close enough for a ratio)
-        "pcie": f"({_ratio(gpu.PCIE_WIDTH.name, gpu.PCIE_WIDTH_MAX.name)}) * 2 ^ "
-                f"({selector(gpu.PCIE_GEN.name)} - {selector(gpu.PCIE_GEN_MAX.name)})",
+        "pcie": f"({_ratio(gpu.PCIE_WIDTH.name, gpu.PCIE_WIDTH_MAX.name, sel)}) * 2 ^ "
+                f"({sel(gpu.PCIE_GEN.name)} - {sel(gpu.PCIE_GEN_MAX.name)})",
     }
 
 
-def loaded() -> str:
-    return f"{selector(gpu.UTILIZATION.name)} >= {LOADED_UTILIZATION}"
+def loaded(sel: Selector = selector) -> str:
+    return f"{sel(gpu.UTILIZATION.name)} >= {LOADED_UTILIZATION}"
 
 
 def _range() -> str:
@@ -47,13 +51,44 @@ def _range() -> str:
     return f"[{int(WINDOW_S) - 1}s:{int(STEP_S)}s]"
 
 
+def _recorded_range() -> str:
+    return f"[{int(WINDOW_S) - 1}s]"
+
+
+def loaded_inputs(sel: Selector = selector) -> dict[str, str]:
+    """Feature name → its per-GPU value at one instant while the GPU is loaded (absent otherwise): what the
+    subquery of ``queries`` evaluates at each step, and what the recording rules (``FLEET_INPUTS``) record."""
+    return {name: f"({expr}) and on ({GPU_BY}) ({loaded(sel)})" for name, expr in _expressions(sel).items()}
+
+
 def queries() -> dict[str, str]:
     """Feature name → instant query; a GPU loaded for fewer than ``MIN_LOADED_SAMPLES`` steps of the
     window has no answer."""
     enough = f"count_over_time(({loaded()}){_range()}) >= {MIN_LOADED_SAMPLES}"
-    return {name: f"max by ({GPU_BY}) (quantile_over_time(0.5, (({expr}) and on ({GPU_BY}) ({loaded()})){_range()})) "
-                  f"and on ({GPU_BY}) ({enough})"
-            for name, expr in _expressions().items()}
+    return {name: f"max by ({GPU_BY}) (quantile_over_time(0.5, ({expr}){_range()})) and on ({GPU_BY}) ({enough})"
+            for name, expr in loaded_inputs().items()}
+
+
+def recorded_queries() -> dict[str, str]:
+    """``queries`` over the recorded inputs: the median of the minute samples the rules recorded in the window,
+    read instead of evaluated (a running Prometheus's evaluations need not fall on the subquery's minutes)."""
+    enough = f"count_over_time({FLEET_LOADED}{_recorded_range()}) >= {MIN_LOADED_SAMPLES}"
+    return {name: f"max by ({GPU_BY}) (quantile_over_time(0.5, {FLEET_INPUTS[name]}{_recorded_range()})) "
+                  f"and on ({GPU_BY}) ({enough})" for name in loaded_inputs()}
+
+
+def recorded_coverage_query() -> str:
+    """How many minutes of the window the recording group ran (``recorded_covers``)."""
+    return f"max(count_over_time({FLEET_INPUTS_STEP}{_recorded_range()}))"
+
+
+def recorded_covers(result: list[dict]) -> bool:
+    """Whether the recording group ran through the whole window (one minute less: its evaluations need not fall
+    on the window's minutes); the pass reads the recorded inputs only then."""
+    try:
+        return float(result[0]["value"][1]) >= WINDOW_S / STEP_S - 1
+    except (IndexError, KeyError, TypeError, ValueError):
+        return False
 
 
 def info_query() -> str:

@@ -55,7 +55,8 @@ async def _source_ctx(app: web.Application):
 
 async def _refresh_ctx(app: web.Application):
     refresher = Refresher(app[SOURCE], app[CONFIG], app[STATE])
-    fleet = PeerRefresher(app[SOURCE]) if app[CONFIG].shard.index == 0 else None   # one fleet answer, not n
+    fleet = PeerRefresher(app[SOURCE], recorded=app[CONFIG].recorded_inputs) \
+        if app[CONFIG].shard.index == 0 else None   # one fleet answer, not n
     task = asyncio.create_task(refresh_loop(refresher, app[CONFIG], app[REFRESHED], fleet))
     yield
     task.cancel()

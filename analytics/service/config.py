@@ -118,7 +118,9 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recorded-inputs", choices=("auto", "off"), default="auto",
                    help="read each input from the series lockstep's recording rules record for it (one per GPU, HCA or "
                         "node; group lockstep.analytics-inputs of the generated rules, evaluated at --step) where the "
-                        "store holds them when a job's window is fetched whole; off: always reduce the raw series")
+                        "store holds them when a job's window is fetched whole, and the fleet pass's inputs (group "
+                        "lockstep.fleet-inputs, every minute) where they cover its 15 minutes; off: always reduce the "
+                        "raw series")
     p.add_argument("--book-after", type=float, default=None, metavar="SECONDS",
                    help="how old a running job's sample is before its loss counters and ledger book it: a slowdown is "
                         "confirmed after it lasted and counted from its start, so newer samples may still change cause "

@@ -10,6 +10,7 @@ feature (``lockstep.analytics.frame.peers``), reduced in the TSDB to one value p
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -20,6 +21,8 @@ from lockstep.analytics.frame import peers as inputs
 from lockstep.analytics.scoring import peers
 from lockstep.exporters.catalog import fleet as cat
 from lockstep.exporters.toolkit.sample import Sample
+
+log = logging.getLogger("lockstep.analytics")
 
 
 class InstantSource(Protocol):
@@ -77,6 +80,8 @@ class PeerRefresher:
     results: PeerResults = field(default_factory=PeerResults)
     every_s: float = EVERY_S
     tried: float | None = None   # when the last pass began, answered or not
+    recorded: bool = True        # read the recorded inputs where the store's rules record them over the window
+    read_recorded: bool | None = None   # whether the last pass did
 
     async def refresh(self, at: float) -> PeerResults:
         """The fleet scored at ``at``; the last results while the previous pass began less than ``every_s`` ago,
@@ -86,7 +91,13 @@ class PeerRefresher:
         if last is not None and at - last < self.every_s:
             return self.results
         self.tried = at
-        queries = inputs.queries()
+        covered = self.recorded and inputs.recorded_covers(await self.source.instant(inputs.recorded_coverage_query(),
+                                                                                     at))
+        if covered != self.read_recorded:
+            log.info("fleet pass reads %s", "the recorded inputs" if covered else
+                     "the raw series (no recorded inputs over the window)")
+        self.read_recorded = covered
+        queries = inputs.recorded_queries() if covered else inputs.queries()
         answers = await asyncio.gather(self.source.instant(inputs.info_query(), at),
                                        *(self.source.instant(q, at) for q in queries.values()))
         frame = frame_from(answers[0], dict(zip(queries, answers[1:])))

@@ -32,3 +32,14 @@ ANALYTICS_INPUTS = {
     "collective": "lockstep:analytics_collective:max",
 }
 FIRST_RECORDED = ("clock", "reasons", "tx", "xmit_wait", "link", "read", "write", "pause", "cnp")
+
+# The fleet pass's inputs (``lockstep.analytics.frame.peers``): each feature's per-GPU value while the GPU was loaded,
+# and the loaded utilization itself, recorded unaggregated every minute (the pass's own resolution) in a group of their
+# own, so that the pass reads 15 recorded samples per GPU and feature instead of evaluating its joins over the whole
+# fleet at 15 steps (at 65,536 GPUs, minutes of the store's CPU every pass). The step series says the group runs.
+FLEET_INPUTS_GROUP = "lockstep.fleet-inputs"
+FLEET_INPUTS_STEP = "lockstep:fleet_inputs:step_seconds"
+# feature name → recorded series
+FLEET_INPUTS = {name: f"lockstep:fleet_{name}:loaded" for name in ("sm_clock", "power", "temperature_c", "power_w",
+                                                                  "pcie")}
+FLEET_LOADED = "lockstep:fleet_utilization:loaded"

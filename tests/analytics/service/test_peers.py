@@ -1,23 +1,30 @@
 """The fleet pass against a real Prometheus: the queries' features equal the evaluation's emulation of
-them on the same simulated samples, and a planted slow GPU becomes degraded with its evidence on /metrics."""
+them on the same simulated samples, and a planted slow GPU becomes degraded with its evidence on /metrics; with the
+fleet inputs recorded over the same samples (group lockstep.fleet-inputs of the generated rules, evaluated as a
+running Prometheus would have), the pass reads them and gets the same features and verdicts."""
 import subprocess
 
 import aiohttp
 import numpy as np
 import pytest
 
+from lockstep.alerts import recording
+from lockstep.alerts.settings import AlertsConfig
 from lockstep.analytics.evaluation import fleet as emulation
-from lockstep.analytics.frame.peers import WINDOW_S, info_query, queries
+from lockstep.analytics.frame.peers import WINDOW_S, info_query, queries, recorded_queries
 from lockstep.analytics.scoring import peers
 from lockstep.analytics.service.peers import PeerRefresher, PeerResults, frame_from, samples
 from lockstep.analytics.service.source import PrometheusSource
 from lockstep.exporters.catalog import fleet as cat
 from lockstep.exporters.catalog import gpu as G
+from lockstep.exporters.catalog.recorded import FLEET_INPUTS_GROUP
 from lockstep.exporters.catalog.selectors import NODE_JOB
+from lockstep.localcluster import backfill_rules
 from lockstep.simulator.fleet import load_fleet, simulate_fleet
 from lockstep.stack import require_binary, start_prometheus
 
 START = 1_700_000_040.0   # a whole minute: the subquery's steps fall on the samples
+RECORDED_UNTIL_S = 2400.0   # the recorded inputs cover the first 40 minutes; the windows after them read the raw series
 FLEET = """name: small
 seed: 5
 duration_s: 4200
@@ -65,6 +72,9 @@ def fleet_in_prometheus(tmp_path_factory):
     (work / "in.om").write_text(openmetrics(s))
     subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics", "--quiet",
                     str(work / "in.om"), str(work / "data")], check=True, capture_output=True, timeout=300)
+    # the fleet inputs recorded over the first 40 minutes, as the generated rules would have
+    group = next(g for g in recording.groups(AlertsConfig()) if g["name"] == FLEET_INPUTS_GROUP)
+    backfill_rules([group], work, START, START + RECORDED_UNTIL_S)
     prom = start_prometheus({"global": {"scrape_interval": "60s"}}, work)
     yield s, prom
     prom.stop()
@@ -77,11 +87,12 @@ async def test_the_queries_compute_what_the_evaluation_emulates_and_the_slow_gpu
     async with aiohttp.ClientSession() as session:
         source = PrometheusSource(session, prom.url, 30.0)
         fleet = PeerRefresher(source)
-        ends = [e for e in wins.ends if e >= WINDOW_S][-4:]
+        ends = [e for e in wins.ends if e >= RECORDED_UNTIL_S + WINDOW_S][-4:]
         for end in ends:
             got = await fleet.refresh(START + end)
             # a refresh sooner than EVERY_S after it gives the same results and asks Prometheus nothing
             assert await PeerRefresher(_Refusing(), fleet.verdicts, got).refresh(START + end + 1) is got
+            assert fleet.read_recorded is False     # the recorded inputs end 40 minutes in
         # the features Prometheus computed, against the emulation's, for the last window
         answers = {name: await source.instant(q, START + ends[-1]) for name, q in queries().items()}
         frame = frame_from(await source.instant(info_query(), START + ends[-1]), answers)
@@ -153,3 +164,38 @@ async def test_the_fleet_pass_waits_while_a_jobs_window_is_still_being_fetched()
     finally:
         task.cancel()
     assert fleet.passes_after[:2] == [3, 4] and state.peers == "fleet"
+
+
+@pytest.mark.integration
+async def test_the_recorded_inputs_give_the_same_features_and_verdicts(fleet_in_prometheus):
+    """Within the recorded minutes the pass reads the recorded inputs: each feature is what the raw series' subquery
+    gives at the same instant, and the slow GPU is degraded all the same."""
+    s, prom = fleet_in_prometheus
+    ends = [e for e in emulation.windows(s).ends if WINDOW_S + 120 <= e <= RECORDED_UNTIL_S][-4:]
+    async with aiohttp.ClientSession() as session:
+        source = PrometheusSource(session, prom.url, 30.0)
+        fleet, raw = PeerRefresher(source), PeerRefresher(source, recorded=False)
+        for end in ends:
+            got, want = await fleet.refresh(START + end), await raw.refresh(START + end)
+            assert fleet.read_recorded is True and raw.read_recorded is False
+        at = START + ends[-1]
+        info = await source.instant(info_query(), at)
+        recorded = frame_from(info, {n: await source.instant(q, at) for n, q in recorded_queries().items()})
+        subquery = frame_from(info, {n: await source.instant(q, at) for n, q in queries().items()})
+    for name in peers.INPUTS:
+        assert recorded[name].notna().sum() >= 8, name
+        np.testing.assert_allclose(recorded[name].to_numpy(), subquery[name].to_numpy(), rtol=1e-9, equal_nan=True,
+                                   err_msg=name)
+    assert [(r.node, r.gpu) for r in got.rows if r.degraded] == [(r.node, r.gpu) for r in want.rows if r.degraded] \
+        == [("h100-sxm-n01", "4")]
+
+
+async def test_without_recorded_inputs_over_the_window_the_raw_series_are_read():
+    """The coverage answer decides: a group that ran through the window (14 of its 15 minutes at least) is read, a
+    shorter or absent one is not."""
+    from lockstep.analytics.frame.peers import recorded_covers
+
+    assert recorded_covers([{"metric": {}, "value": [START, "15"]}])
+    assert recorded_covers([{"metric": {}, "value": [START, "14"]}])
+    assert not recorded_covers([{"metric": {}, "value": [START, "13"]}])
+    assert not recorded_covers([])
