@@ -83,6 +83,7 @@ class JobIoCollector:
         self._pod_jobs, self.close = pod_jobs, close
         self._pods: Mapping[str, str] = {}
         self._pods_at = -POD_JOBS_MAX_AGE_S
+        self._mounts: tuple[str, dict[str, DeviceMount]] = ("", {})   # the mount table's last text, parsed
 
     def pod_jobs(self) -> Mapping[str, str]:
         if time.monotonic() - self._pods_at >= POD_JOBS_MAX_AGE_S:
@@ -121,7 +122,9 @@ class JobIoCollector:
         except OSError as exc:
             once(log, logging.WARNING, "mountinfo", "cannot read the mount table, devices stay unnamed: %s", exc)
             return {}
-        return parse_mountinfo(text, str(self.options.rootfs))
+        if text != self._mounts[0]:   # a node's mount table (hundreds of lines under Kubernetes) rarely changes
+            self._mounts = (text, parse_mountinfo(text, str(self.options.rootfs)))
+        return self._mounts[1]
 
     def _group(self, labels: tuple[str, str, str], path: str, devices: Mapping[str, DeviceMount]) -> Iterable[Sample]:
         try:
