@@ -1,7 +1,8 @@
 """``lockstep demo``: the whole stack on a simulated 16-node x 8-GPU cluster on this machine.
 
 Simulator (demo scenario: thermal straggler, checkpoint cycle, PFC pause storm), one node agent per
-simulated node, the power exporter on the simulated Redfish service, Prometheus with the generated
+simulated node, the power exporter on the simulated Redfish service, the storage exporter on the simulated
+MinIO, VAST and WEKA (simulator/storagesys.py), Prometheus with the generated
 rules, Alertmanager paging a local webhook receiver that prints to this terminal, and the analytics
 service. Ctrl-C (or SIGTERM) stops every process it started.
 """
@@ -75,7 +76,7 @@ def _run(config: cfg.DemoConfig) -> int:
     try:
         services = start_all(config, stack, pager.url)
         prom = services["prometheus"].url
-        scraped = [n for n in services if n.startswith("node agent ")] + ["power exporter", "analytics"]
+        scraped = [n for n in services if n.startswith("node agent ")] + ["power exporter", "storage exporter", "analytics"]
         wait_targets_up(prom, expected=len(scraped))
         grafana = _grafana(config, prom, stack) if config.grafana else None
         if grafana:

@@ -17,6 +17,7 @@ PORTS = (("--prometheus-port", "prometheus_port", 9090, "Prometheus"),
          ("--alertmanager-port", "alertmanager_port", 9093, "Alertmanager"),
          ("--power-port", "power_port", 9841, "power exporter"),
          ("--analytics-port", "analytics_port", 9842, "analytics"),
+         ("--storage-port", "storage_port", 9847, "storage exporter"),
          ("--pager-port", "pager_port", 9845, "demo pager (webhook receiver)"),
          ("--redfish-port", "redfish_port", 9848, "simulated Redfish service"),
          ("--grafana-port", "grafana_port", 3000, "Grafana"))

@@ -1,5 +1,5 @@
 """Start the demo's processes in dependency order on top of ``lockstep.localcluster``: simulator →
-node agents (in parallel) and power exporter → rules → Alertmanager → Prometheus → analytics."""
+node agents (in parallel), power exporter and storage exporter → rules → Alertmanager → Prometheus → analytics."""
 from __future__ import annotations
 
 import json
@@ -91,11 +91,15 @@ def start_all(config: DemoConfig, stack: Stack, pager_url: str) -> dict[str, Ser
     services.update({f"node agent {n}": s for n, s in agents.items()})
     services["power exporter"] = lc.start_power_exporter(root / "power-exporter.yaml", stack,
                                                          port["power_port"], config.workdir / "logs")
+    # the simulator's MinIO, VAST and WEKA (simulator/storagesys.py), on its own address
+    services["storage exporter"] = lc.start_storage_exporter(root / "storage-exporter.yaml", stack,
+                                                             port["storage_port"], config.workdir / "logs")
     rules, am_config = build_rules(config, pager_url)
     services["alertmanager"] = stack.add(start_alertmanager(am_config.read_text(), config.workdir / "alertmanager",
                                                             port["alertmanager_port"]))
     prom_config = lc.prometheus_config(
         {n: lc.host_port(s) for n, s in agents.items()}, power_target=lc.host_port(services["power exporter"]),
+        storage_target=lc.host_port(services["storage exporter"]),
         rule_files=[rules], alertmanager=lc.host_port(services["alertmanager"]), scrape_interval="5s",
         cluster="demo")
     services["prometheus"] = stack.add(start_prometheus(prom_config, config.workdir / "prometheus",

@@ -1,5 +1,5 @@
 """A simulated cluster on this machine: the simulator, one node agent per simulated node, the power
-exporter, and Prometheus configured for them, or a Prometheus filled from a simulated series.
+exporter, the storage exporter, and Prometheus configured for them, or a Prometheus filled from a simulated series.
 
 Shared by the demo, the integration tests and the benchmarks so they all wire things the same way
 (the scrape jobs of ``lockstep.exporters.catalog.selectors``, which the rules, dashboards and analytics select
@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from lockstep.backfill.blocks import backfill  # noqa: F401  (filling a Prometheus: kept importable here)
 from lockstep.backfill.rules import backfill_rules  # noqa: F401
-from lockstep.exporters.catalog.selectors import ANALYTICS_JOB, NODE_JOB, POWER_JOB
+from lockstep.exporters.catalog.selectors import ANALYTICS_JOB, NODE_JOB, POWER_JOB, STORAGE_JOB
 from lockstep.stack import (
     Service,
     Stack,
@@ -103,8 +103,16 @@ def start_power_exporter(config: Path, stack: Stack, port: int | None = None, wo
         workdir or config.parent, port, ready_path="/metrics"))
 
 
+def start_storage_exporter(config: Path, stack: Stack, port: int | None = None, workdir: Path | None = None) -> Service:
+    """``lockstep storage-exporter`` on ``config`` (the simulator writes ``DIR/storage-exporter.yaml``)."""
+    return stack.add(start_on_port("storage-exporter", lambda p: [
+        *LOCKSTEP, "storage-exporter", f"--config={config}", f"--web.listen-address=127.0.0.1:{p}"],
+        workdir or config.parent, port, ready_path="/metrics"))
+
+
 def prometheus_config(node_targets: Mapping[str, str], *, power_target: str | None = None,
-                      rule_files: Sequence[Path] = (), alertmanager: str | None = None, scrape_interval: str = "5s",
+                      storage_target: str | None = None, rule_files: Sequence[Path] = (),
+                      alertmanager: str | None = None, scrape_interval: str = "5s",
                       evaluation_interval: str | None = None, cluster: str = "sim") -> dict[str, Any]:
     """A prometheus.yml (as a dict) for a local simulated cluster. ``node_targets`` maps node name to
     ``host:port``; each target gets its ``node`` label as the conventions require. The analytics service,
@@ -113,6 +121,8 @@ def prometheus_config(node_targets: Mapping[str, str], *, power_target: str | No
         {"targets": [address], "labels": {"node": node}} for node, address in node_targets.items()]}]
     if power_target:
         scrape.append(scrape_job(POWER_JOB, power_target))
+    if storage_target:
+        scrape.append(scrape_job(STORAGE_JOB, storage_target))
     config: dict[str, Any] = {
         "global": {"scrape_interval": scrape_interval, "scrape_timeout": scrape_interval,
                    "evaluation_interval": evaluation_interval or scrape_interval,

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from lockstep.exporters.catalog.simlayout import SimCluster
 from lockstep.exporters.toolkit.listen import ListenAddress
-from lockstep.simulator import redfish
+from lockstep.simulator import redfish, storagesys, storagesys_app
 from lockstep.simulator.collectives import DEAD, RankModel
 from lockstep.simulator.inspector import InspectorWriter
 from lockstep.simulator.kube import KubeNodes
@@ -147,10 +147,13 @@ async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenA
     states = model.states(ticks)
     state = next(states)
     current = [redfish.snapshot_of(state)]
+    systems, access = storagesys.Systems(state, scenario.sample_period_s), storagesys_app.Access()
     kube: KubeNodes | None = None
     ras: RasNodes | None = None
     sink: TreeSink | None = None
-    runner = web.AppRunner(redfish.create_app(model.topo, lambda: current[0]), access_log=None)
+    app = redfish.create_app(model.topo, lambda: current[0])
+    storagesys_app.add_routes(app, lambda: systems, access)   # the storage systems, on the same address
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:
         host = listen.host or "127.0.0.1"
@@ -167,8 +170,8 @@ async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenA
         ras = RasNodes(model.topo)
         sink = TreeSink(model.topo, root, scenario.job.job_id, kube, nccl_inspector, ras)
         await asyncio.to_thread(sink.write, state)
-        _announce(sink, scenario, model.topo, start, speed, url)
-        await _tick_loop(states, sink, current, start, scenario.sample_period_s / speed)
+        _announce(sink, scenario, model.topo, start, speed, url, access)
+        await _tick_loop(states, sink, current, systems, start, scenario.sample_period_s / speed)
     finally:
         if kube is not None:
             await kube.stop()
@@ -181,12 +184,18 @@ async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenA
     return 0
 
 
-def _announce(sink: TreeSink, scenario: Scenario, topo: Topology, start: float, speed: float, url: str) -> None:
-    """Write cluster.json (the "ready" mark) and power-exporter.yaml, and say where things are."""
+def _announce(sink: TreeSink, scenario: Scenario, topo: Topology, start: float, speed: float, url: str,
+              access: storagesys_app.Access) -> None:
+    """Write power-exporter.yaml, storage-exporter.yaml with its password files, and cluster.json (the "ready"
+    mark, last), and say where things are."""
     cluster = sink.cluster
     root = cluster.root
     sink.writer.put(str(cluster.power_config),
                     yaml.safe_dump(power_config(scenario, topo, url), sort_keys=False).encode())
+    storagesys_app.write_credentials(root, access)
+    storage_config = root / storagesys_app.CONFIG
+    sink.writer.put(str(storage_config), yaml.safe_dump(storagesys_app.exporter_config(url, scenario.sample_period_s),
+                                                         sort_keys=False).encode())
     doc = cluster_doc(scenario, topo, start, speed, url)
     if sink.kube is not None:
         doc.update(scheduler="kubernetes", kubernetes_api=sink.kube.url, kubeconfig=str(cluster.kubeconfig))
@@ -196,12 +205,15 @@ def _announce(sink: TreeSink, scenario: Scenario, topo: Topology, start: float, 
           f"  trees:      {root}/<node>/ (sys, proc, ethtool, gpus.json)\n"
           f"  cluster:    {cluster.cluster_doc}\n  redfish:    {url}/<device>/redfish/v1\n"
           f"  power cfg:  {cluster.power_config}\n"
+          f"  storage:    {url}{storagesys.MINIO_PATH} (MinIO), {url}{storagesys.VAST_PATH} (VAST), "
+          f"{url}{storagesys.WEKA_PATH} (WEKA); config {storage_config}\n"
           f"  nccl ras:   {root}/<node>/nccl-ras.address (the job's nodes: a RAS service each)" + (
               f"\n  kubernetes: {sink.kube.url} (pods), {root}/<node>/kubelet.sock, {cluster.kubeconfig}"
               if sink.kube is not None else ""), flush=True)
 
 
-async def _tick_loop(states, sink: TreeSink, current: list, start: float, wall_period: float) -> None:
+async def _tick_loop(states, sink: TreeSink, current: list, systems: storagesys.Systems, start: float,
+                     wall_period: float) -> None:
     """Write each tick at its wall time until the run ends or SIGINT/SIGTERM arrives."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -213,6 +225,7 @@ async def _tick_loop(states, sink: TreeSink, current: list, start: float, wall_p
                 return
             await asyncio.to_thread(sink.write, state)
             current[0] = redfish.snapshot_of(state)
+            systems.advance(state)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

@@ -126,8 +126,8 @@ def storage_increments(topo: Topology, c: Conditions, j: JobTick, rng: np.random
     if c.read_cap is not None and c.read_cap_share >= 1:  # noise never beats a throughput cap
         read = np.minimum(read, np.floor(c.read_cap * period / n_job))
     ck = job.checkpoint
-    write = nodes * ((ck.write_bytes / n_job / ck.blocking_s * j.ckpt * period) if ck else 0.0)
-    write = np.floor(write + nodes * j.steps * 256 * 1024)  # plus logs and metrics per step
+    checkpoint = nodes * ((ck.write_bytes / n_job / ck.blocking_s * j.ckpt * period) if ck else 0.0)
+    write = np.floor(checkpoint + nodes * j.steps * 256 * 1024)  # plus logs and metrics per step
     steps = nodes * j.steps
     ckpt_files = nodes * (8 * j.ckpt * period / ck.blocking_s if ck else 0.0)
     opens = rng.poisson(steps * 8 + ckpt_files)
@@ -136,6 +136,9 @@ def storage_increments(topo: Topology, c: Conditions, j: JobTick, rng: np.random
         "lustre_read_bytes": read.astype(np.int64), "lustre_read_samples": np.ceil(read / hw.RPC_BYTES).astype(np.int64),
         "lustre_write_bytes": write.astype(np.int64),
         "lustre_write_samples": np.ceil(write / hw.RPC_BYTES).astype(np.int64),
+        # the checkpoints' part of lustre_write_bytes (floored alone: never more than the whole), which the
+        # cluster's storage systems take (simulator/storagesys.py)
+        "lustre_ckpt_bytes": np.floor(checkpoint).astype(np.int64),
         "lustre_open": opens, "lustre_close": opens, "lustre_getattr": rng.poisson(steps * 24 + ckpt_files * 2),
         "lustre_statfs": rng.poisson(steps * 0.1),
         "nfs_read_bytes": rng.poisson(steps * 4) * 4096, "nfs_write_bytes": rng.poisson(steps * 4) * 4096,

@@ -161,6 +161,7 @@ STORAGE = (
     _fs(NFS, "nfs_read_bytes", S.READ_BYTES), _fs(NFS, "nfs_write_bytes", S.WRITE_BYTES),
     *(_fs(NFS, f"nfs_{op.upper()}", S.METADATA_OPS, op) for op in ("open", "close", "getattr", "access")),
     _fs(LUSTRE, "lustre_read_samples", None), _fs(LUSTRE, "lustre_write_samples", None),
+    _fs(LUSTRE, "lustre_ckpt_bytes", None),   # no file: what the storage systems take (simulator/storagesys.py)
     _fs(NFS, "nfs_READ", None), _fs(NFS, "nfs_WRITE", None),
     *(Signal("storage", key, None) for key in ("nvme_reads", "nvme_read_sectors", "nvme_read_ms", "nvme_writes",
                                                "nvme_write_sectors", "nvme_write_ms", "nvme_io_ms")),

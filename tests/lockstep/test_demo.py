@@ -2,10 +2,10 @@
 checkpoint cycle earlier than ``make demo`` shows it (HANG_S: the same place after a checkpoint, 240 s of scenario
 sooner; every other line of the scenario as the demo has it).
 
-Checks the issue's "done when": all components up within 3 minutes, every Prometheus target up, the
-analytics API lists the demo job with the thermal straggler (node05 GPU 3) flagged, the pause storm
-pages the demo receiver, the hung rank (node09 GPU 6) is named from the node agents' NCCL RAS readings,
-and after SIGINT no process the demo started is left. The history is half a
+Checks the issue's "done when": all components up within 3 minutes, every Prometheus target up (the storage
+exporter on the simulated storage systems among them), the analytics API lists the demo job with the thermal
+straggler (node05 GPU 3) flagged, the pause storm pages the demo receiver, the hung rank (node09 GPU 6) is named
+from the node agents' NCCL RAS readings, and after SIGINT no process the demo started is left. The history is half a
 day here (the month ``make demo`` backfills is tests/lockstep/test_demo_history.py's, at a smaller size).
 """
 from __future__ import annotations
@@ -32,8 +32,8 @@ HISTORY_DAYS = 0.5
 # The demo's hang starts at 1030 s, 40 s after the checkpoint of 960-990 s; here 40 s after the one of 720-750 s
 # (the straggler from 420 s is flagged by about 620 s of scenario on a loaded machine, so still well before).
 HANG_S = 790
-FREE_PORTS = [f"--{p}-port=0" for p in ("prometheus", "alertmanager", "power", "analytics", "pager", "redfish",
-                                        "grafana")] + ["--base-port=0", "--no-grafana"]
+FREE_PORTS = [f"--{p}-port=0" for p in ("prometheus", "alertmanager", "power", "storage", "analytics", "pager",
+                                        "redfish", "grafana")] + ["--base-port=0", "--no-grafana"]
 
 
 def wait_for(check, timeout: float, what: str, proc: subprocess.Popen, out: Path):
@@ -104,10 +104,13 @@ def test_demo_end_to_end(tmp_path):
             # mark one down for a moment since
             url = state["prometheus"]["url"] + "/api/v1/targets?state=active"
             active = json.loads(http_get(url)[1])["data"]["activeTargets"]
-            return active if len(active) == 16 + 2 and all(t["health"] == "up" for t in active) else None
-        active = wait_for(all_targets_up, 60, "all 18 targets up", proc, out)
+            return active if len(active) == 16 + 3 and all(t["health"] == "up" for t in active) else None
+        active = wait_for(all_targets_up, 60, "all 19 targets up", proc, out)
         nodes = sorted(t["labels"]["node"] for t in active if t["labels"]["job"] == "lockstep-node")
         assert nodes == [f"node{i:02d}" for i in range(16)]
+        # the storage exporter on the simulator's MinIO, VAST and WEKA, scraped as lockstep-storage
+        assert sorted(t["labels"]["job"] for t in active if t["labels"]["job"] != "lockstep-node") == \
+            ["lockstep-analytics", "lockstep-power", "lockstep-storage"]
 
         def straggler_flagged():
             for job in jobs(state["analytics"]["url"]):

@@ -57,8 +57,8 @@ def test_check_ports_names_each_busy_port_and_its_flag(tmp_path):
         b.bind(("127.0.0.1", 0))
         pa, pb = a.getsockname()[1], b.getsockname()[1]
         args = parser.parse_args([f"--workdir={tmp_path}", "--prometheus-port=0", "--alertmanager-port=0",
-                                  "--power-port=0", "--analytics-port=0", "--pager-port=0", "--redfish-port=0",
-                                  "--no-grafana", f"--analytics-port={pa}", f"--base-port={pb - 1}"])
+                                  "--power-port=0", "--storage-port=0", "--analytics-port=0", "--pager-port=0",
+                                  "--redfish-port=0", "--no-grafana", f"--analytics-port={pa}", f"--base-port={pb - 1}"])
         problems = demo_config.check_ports(demo_config.config_from_args(args), node_count=16)
     assert problems[0] == f"port {pa} for the analytics is already in use: pass --analytics-port=N (or 0 for any free port)"
     # Other processes on the machine may hold more ports of the range; the one held here must be named.

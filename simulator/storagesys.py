@@ -1,0 +1,251 @@
+"""The simulated cluster's storage systems as their own interfaces answer, built from the model's state at each
+tick: one MinIO checkpoint tier (``/minio/v2/metrics/bucket``), one VAST cluster (VMS's ``/api/prometheusmetrics/``)
+and one WEKA cluster (the JSON-RPC ``stats_show`` and ``filesystems_get_capacity`` results). Pure: ``Systems``
+follows the ticks, the ``*_answer`` functions turn it into text or JSON; ``storagesys_app`` serves them.
+
+What each system sees of the job (the split), from the per-node counters of ``State.storage``:
+- VAST (cluster ``vast-sim``, two CNodes sharing the load evenly, every byte over NFS): the job's dataset reads,
+  every byte its nodes read (``lustre_read_bytes``), and its logs and metrics, what they write that is not a
+  checkpoint (``lustre_write_bytes`` less ``lustre_ckpt_bytes``);
+- WEKA (cluster ``weka-sim``): each checkpoint as the job writes it (``lustre_ckpt_bytes``), into its file system
+  ``checkpoints``; nothing is read back (the job never restarts from one here);
+- MinIO (bucket ``checkpoints`` on one server): a copy of each checkpoint, uploaded in the same tick.
+The node trees show the same bytes on the nodes' ``/lustre`` mount: one I/O stream, seen from the clients there and
+from the systems here. Each system starts from fixed totals (what it served and held before the run: ``*_BASE``).
+
+Counters only grow: bytes are the totals plus the state's counters; operations are bytes over a fixed I/O size;
+each tick's operations take a latency that rises with the system's load (``latency_us``); used bytes grow with
+what is written. The metric, label, field and method names are the ones the fixtures under tests/fixtures/{minio,
+vast,weka} hold (their READMEs: which are recorded and which constructed) and the storage exporter reads.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from lockstep.simulator.state import State
+
+# the endpoints, as each system serves them (the storage exporter knows them by kind)
+MINIO_PATH, VAST_PATH, WEKA_PATH = "/minio/v2/metrics/bucket", "/api/prometheusmetrics/", "/api/v1"
+MIB = 1 << 20
+MINIO_SERVER = "minio-1:9000"
+BUCKET = "checkpoints"
+OBJECT_BYTES = 256 * MIB          # a checkpoint's shards, one PutObject each
+VAST_CLUSTER = "vast-sim"
+CNODES = ("cnode-1", "cnode-2")
+PROTOCOLS = ("ProtoCommon", "NFSCommon")   # all protocols, and NFS, which carries all of it here
+WEKA_FILESYSTEMS = ("default", "checkpoints")
+MINUTE_S = 60.0                   # WEKA's statistics: per-second averages over one-minute buckets
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One system's I/O: the size of an operation, its latency unloaded and the bandwidth that saturates it."""
+
+    read_io: int
+    write_io: int
+    read_latency_us: float
+    write_latency_us: float
+    bandwidth: float              # bytes/s, reads and writes together
+
+
+VAST = Profile(read_io=1 * MIB, write_io=64 * 1024, read_latency_us=600.0, write_latency_us=900.0, bandwidth=40e9)
+WEKA = Profile(read_io=1 * MIB, write_io=1 * MIB, read_latency_us=300.0, write_latency_us=500.0, bandwidth=100e9)
+# Fixed starting totals: bytes each system had served and held when the run began.
+VAST_READ_BASE, VAST_WRITE_BASE = 3_000_000_000_000_000, 400_000_000_000_000
+VAST_LOGICAL_SPACE, VAST_IN_USE_BASE, VAST_DRR = 4_000_000_000_000_000, 1_600_000_000_000_000, 2.0
+WEKA_READ_BASE, WEKA_WRITE_BASE = 200_000_000_000_000, 600_000_000_000_000
+WEKA_SIZES = {"default": 11_000_000_000_000, "checkpoints": 2_000_000_000_000_000}
+WEKA_USED_BASE = {"default": 1_100_000_000_000, "checkpoints": 200_000_000_000_000}
+WEKA_SSD_SHARE = 0.2              # the SSD tier's share of each file system
+MINIO_RECEIVED_BASE, MINIO_SENT_BASE, MINIO_USED_BASE = 500_000_000_000_000, 100_000_000_000_000, 400_000_000_000_000
+
+
+def latency_us(base_us: float, bytes_per_s: float, bandwidth: float) -> float:
+    """The mean latency of one operation at a load: the unloaded latency over the idle share of the bandwidth (a
+    queue's growth), the load counted at most 90 % of the bandwidth."""
+    return base_us / (1.0 - min(bytes_per_s / bandwidth, 0.9))
+
+
+@dataclass
+class Flow:
+    """One system's counters: bytes, operations and the latency total of each direction (microseconds)."""
+
+    profile: Profile
+    read_bytes: int
+    write_bytes: int
+    read_latency_us: float = field(init=False)
+    write_latency_us: float = field(init=False)
+
+    def __post_init__(self) -> None:   # the operations before the run, unloaded
+        self.read_latency_us = self.read_ops * self.profile.read_latency_us
+        self.write_latency_us = self.write_ops * self.profile.write_latency_us
+
+    @property
+    def read_ops(self) -> int:
+        return self.read_bytes // self.profile.read_io
+
+    @property
+    def write_ops(self) -> int:
+        return self.write_bytes // self.profile.write_io
+
+    def add(self, read: int, write: int, seconds: float) -> tuple[int, int, float, float]:
+        """``read`` and ``write`` more bytes over ``seconds``: the operations and latency totals they add."""
+        ops = self.read_ops, self.write_ops
+        self.read_bytes += read
+        self.write_bytes += write
+        load = (read + write) / seconds if seconds > 0 else 0.0
+        added = (self.read_ops - ops[0], self.write_ops - ops[1])
+        lat = (added[0] * latency_us(self.profile.read_latency_us, load, self.profile.bandwidth),
+               added[1] * latency_us(self.profile.write_latency_us, load, self.profile.bandwidth))
+        self.read_latency_us += lat[0]
+        self.write_latency_us += lat[1]
+        return (*added, *lat)
+
+
+def _job_bytes(s: State) -> tuple[int, int, int]:
+    """The job's (dataset reads, logs and metrics, checkpoints) so far: bytes, summed over its nodes."""
+    storage = s.storage
+    read, write, ckpt = (int(storage[key].sum()) for key in ("lustre_read_bytes", "lustre_write_bytes",
+                                                             "lustre_ckpt_bytes"))
+    return read, write - ckpt, ckpt
+
+
+@dataclass
+class Minute:
+    """What WEKA's cluster did in one minute: bytes, operations and latency totals, (read, write) each."""
+
+    bytes: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    ops: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    latency_us: list[float] = field(default_factory=lambda: [0.0, 0.0])
+
+
+class Systems:
+    """The three systems following the model's ticks: built from the first, then ``advance`` with each next one."""
+
+    KEEP_MINUTES = 10
+
+    def __init__(self, first: State, period_s: float) -> None:
+        self.period = period_s
+        self.timestamp = first.timestamp
+        # the state's counters so far are the job's bytes before the first tick (another run's, --counters-from)
+        self.seen = _job_bytes(first)          # (dataset reads, logs and metrics, checkpoints) so far
+        read, logs, ckpt = self.seen
+        self.vast = Flow(VAST, VAST_READ_BASE + read, VAST_WRITE_BASE + logs)
+        self.weka = Flow(WEKA, WEKA_READ_BASE, WEKA_WRITE_BASE + ckpt)
+        self.checkpoint_bytes = ckpt           # the job's checkpoints: what WEKA and MinIO took
+        self.minutes: dict[int, Minute] = {}
+        self.first_minute: int | None = None
+
+    def advance(self, s: State) -> None:
+        now = _job_bytes(s)
+        d_read, d_logs, d_ckpt = (max(a - b, 0) for a, b in zip(now, self.seen))
+        self.seen, self.timestamp = now, s.timestamp
+        self.vast.add(d_read, d_logs, self.period)
+        self.checkpoint_bytes += d_ckpt
+        self._minute(s.timestamp - self.period, 0, d_ckpt, self.weka.add(0, d_ckpt, self.period))
+
+    def _minute(self, at: float, read: int, write: int, added: tuple[int, int, float, float]) -> None:
+        """The tick's WEKA traffic into the minute its interval began in."""
+        index = int(at // MINUTE_S)
+        if self.first_minute is None:
+            self.first_minute = index
+        m = self.minutes.setdefault(index, Minute())
+        for i, (b, ops, lat) in enumerate(((read, added[0], added[2]), (write, added[1], added[3]))):
+            m.bytes[i] += b
+            m.ops[i] += ops
+            m.latency_us[i] += lat
+        for old in [k for k in self.minutes if k < index - self.KEEP_MINUTES]:
+            del self.minutes[old]
+
+    def complete_minutes(self, count: int) -> list[tuple[int, Minute]]:
+        """The newest ``count`` whole minutes (ended by the last tick), oldest first; one without traffic is zeros."""
+        if self.first_minute is None:
+            return []
+        last = int(self.timestamp // MINUTE_S) - 1
+        first = max(self.first_minute, last - count + 1, last - self.KEEP_MINUTES + 1)
+        return [(i, self.minutes.get(i, Minute())) for i in range(first, last + 1)]
+
+
+def minio_answer(systems: Systems) -> str:
+    """MinIO's ``/minio/v2/metrics/bucket`` (tests/fixtures/minio/bucket-metrics.prom's families and HELP text):
+    the bucket's traffic and PutObject requests from its one server, its usage from the data-usage scan."""
+    received = MINIO_RECEIVED_BASE + systems.checkpoint_bytes
+    used = MINIO_USED_BASE + systems.checkpoint_bytes
+    labels = f'bucket="{BUCKET}",server="{MINIO_SERVER}"'
+    families = (
+        ("minio_bucket_requests_total", "counter", "Total number of S3 requests on a bucket",
+         f'api="putobject",{labels}', received // OBJECT_BYTES),
+        ("minio_bucket_traffic_received_bytes", "gauge", "Total number of S3 bytes received for this bucket",
+         labels, received),
+        ("minio_bucket_traffic_sent_bytes", "gauge", "Total number of S3 bytes sent for this bucket", labels,
+         MINIO_SENT_BASE),
+        ("minio_bucket_usage_object_total", "gauge", "Total number of objects", labels, -(-used // OBJECT_BYTES)),
+        ("minio_bucket_usage_total_bytes", "gauge", "Total bucket size in bytes", labels, used),
+    )
+    return "".join(f"# HELP {name} {text}\n# TYPE {name} {kind}\n{name}{{{series}}} {value}\n"
+                   for name, kind, text, series, value in families)
+
+
+def _halves(value: float) -> tuple[int, int]:
+    """A total shared by the two CNodes (each share only grows as the total does)."""
+    total = int(value)
+    return total // 2, total - total // 2
+
+
+def vast_answer(systems: Systems) -> str:
+    """VMS's ``/api/prometheusmetrics/`` as tests/fixtures/vast/prometheusmetrics-cluster.prom holds it (VAST
+    5.2.0-sp22 and later): each CNode's protocol counters (bytes, operations, latency in microseconds) and the
+    cluster's capacity."""
+    f = systems.vast
+    fields = {"read_size_sum": f.read_bytes, "read_size_count": f.read_ops, "read_latency_sum": f.read_latency_us,
+              "read_latency_count": f.read_ops, "write_size_sum": f.write_bytes, "write_size_count": f.write_ops,
+              "write_latency_sum": f.write_latency_us, "write_latency_count": f.write_ops}
+    lines = []
+    for i, cnode in enumerate(CNODES):
+        for proto in PROTOCOLS:
+            lines += [f'vast_cnode_metrics_ProtoMetrics_{name}{{cluster="{VAST_CLUSTER}",hostname="{cnode}",'
+                      f'proto_name="{proto}"}} {_halves(value)[i]}' for name, value in fields.items()]
+    in_use = VAST_IN_USE_BASE + f.write_bytes - VAST_WRITE_BASE
+    cluster = f'{{cluster="{VAST_CLUSTER}"}}'
+    lines += [f"vast_cluster_logical_space{cluster} {VAST_LOGICAL_SPACE}",
+              f"vast_cluster_logical_space_in_use{cluster} {in_use}",
+              f"vast_cluster_physical_space{cluster} {int(VAST_LOGICAL_SPACE / VAST_DRR)}",
+              f"vast_cluster_physical_space_in_use{cluster} {int(in_use / VAST_DRR)}",
+              f"vast_cluster_drr{cluster} {VAST_DRR:g}"]
+    return "\n".join(lines) + "\n"
+
+
+def _stats(m: Minute) -> dict[str, float | None]:
+    """A minute as WEKA's ``ops`` statistics: per-second averages; the mean latency per operation (null without one)."""
+    out: dict[str, float | None] = {}
+    for i, op in enumerate(("READ", "WRITE")):
+        out[f"{op}S"] = round(m.ops[i] / MINUTE_S, 3)
+        out[f"{op}_BYTES"] = round(m.bytes[i] / MINUTE_S, 3)
+        out[f"{op}_LATENCY"] = round(m.latency_us[i] / m.ops[i], 3) if m.ops[i] else None
+    return out
+
+
+def weka_stats_answer(systems: Systems, stats: list[str], minutes: int) -> dict:
+    """The ``result`` of ``stats_show`` for the whole cluster (tests/fixtures/weka/stats-show-ops.json's shape):
+    ``{"all": {"ops": [{"stats": {...}, "timestamp": ...}, ...]}}``, one item per whole minute, the asked stats of
+    category ``ops`` only (``stats`` without the ``ops.`` prefix)."""
+    items = []
+    for index, minute in systems.complete_minutes(minutes):
+        values = _stats(minute)
+        at = datetime.fromtimestamp(index * MINUTE_S, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        items.append({"stats": {name: values[name] for name in stats if name in values}, "timestamp": at})
+    return {"all": {"ops": items}}
+
+
+def weka_capacity_answer(systems: Systems) -> dict:
+    """The ``result`` of ``filesystems_get_capacity`` (tests/fixtures/weka/filesystems-get-capacity.json's fields):
+    ``available_total`` is each file system's size, ``used_total`` grows with the checkpoints written to it."""
+    out = {}
+    for i, name in enumerate(WEKA_FILESYSTEMS):
+        size = WEKA_SIZES[name]
+        used = WEKA_USED_BASE[name] + (systems.checkpoint_bytes if name == "checkpoints" else 0)
+        ssd = int(size * WEKA_SSD_SHARE)
+        out[f"FSId<{i}>"] = {"name": name, "used_total": used, "available_total": size,
+                             "used_ssd": min(used, ssd), "available_ssd": ssd}
+    return out

@@ -1,0 +1,71 @@
+"""``lockstep sim run`` and the real ``lockstep storage-exporter`` on the config the simulator writes: the simulated
+MinIO, VAST and WEKA (simulator/storagesys.py) answer over their own interfaces and authentication, every target is
+up, and between two scrapes VAST's read and write bytes grow with the job's reads and logs, and the checkpoints
+written in between land in the MinIO bucket and in WEKA."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from lockstep import localcluster as lc
+from lockstep.exporters.catalog import storagesys as m
+from lockstep.stack import http_get
+from tests.helpers.sim_scenarios import SHIPPED
+
+pytestmark = [pytest.mark.integration, pytest.mark.long(30)]
+
+# checkpoints every 100 s of scenario (2 TB in 30 s): at 20x one every 5 s of wall time, the exporter's interval
+SPEED = 20.0
+TARGETS = ("minio-ckpt", "vast-sim", "weka-sim")
+
+
+def scrape(url: str) -> dict[tuple, float]:
+    text = http_get(f"{url}/metrics")[1].decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def total(samples: dict[tuple, float], metric, target: str) -> float | None:
+    found = [v for (name, labels), v in samples.items() if name == metric.name and ("target", target) in labels]
+    return sum(found) if found else None
+
+
+def until(check, timeout: float, what: str, services):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (result := check()):
+            return result
+        for s in services:
+            assert s.alive(), f"{s.name} exited while waiting for {what}:\n{s.log_tail()}"
+        time.sleep(0.5)
+    pytest.fail(f"{what} not seen within {timeout:.0f}s")
+
+
+def test_the_storage_exporter_reads_the_simulated_systems_on_the_config_the_simulator_writes(tmp_path, stack):
+    root = tmp_path / "sim"
+    sim = lc.start_sim(SHIPPED / "checkpoint.yaml", root, stack, speed=SPEED, extra_args=["--duration", "0"])
+    exporter = lc.start_storage_exporter(root / "storage-exporter.yaml", stack)
+    services = (sim, exporter)
+
+    def all_up():
+        samples = scrape(exporter.url)
+        up = [samples.get((m.UP.name, (("target", t),))) for t in TARGETS]
+        # WEKA's counters appear with its first whole minute (3 s of wall time here)
+        return samples if up == [1.0] * 3 and total(samples, m.WRITE_BYTES, "weka-sim") is not None else None
+    first = until(all_up, 60, "all three targets up", services)
+
+    def grown():
+        samples = scrape(exporter.url)
+        more = {(metric.name, t): total(samples, metric, t) > total(first, metric, t)
+                for metric, t in ((m.READ_BYTES, "vast-sim"), (m.WRITE_BYTES, "vast-sim"),
+                                  (m.WRITE_BYTES, "minio-ckpt"), (m.WRITE_BYTES, "weka-sim"))}
+        return samples if all(more.values()) else None
+    second = until(grown, 60, "VAST's reads and writes, MinIO's and WEKA's checkpoint writes grown", services)
+    assert all(second[(m.UP.name, (("target", t),))] == 1.0 for t in TARGETS)
+    # what the bucket received it holds (MinIO's usage, and WEKA's checkpoints file system, grow with the checkpoints)
+    wrote = total(second, m.WRITE_BYTES, "minio-ckpt") - total(first, m.WRITE_BYTES, "minio-ckpt")
+    assert total(second, m.USED, "minio-ckpt") - total(first, m.USED, "minio-ckpt") == wrote
+    fs = (m.USED.name, (("name", "checkpoints"), ("scope", "filesystem"), ("target", "weka-sim")))
+    assert second[fs] > first[fs]
