@@ -30,13 +30,14 @@ VM_REPLAY_ARGS = ["-search.maxUniqueTimeseries=5000000", "-search.maxQueryDurati
 
 
 def rules_file(workdir: Path) -> Path:
+    """The generated rules' groups the service reads: the analytics inputs and the fleet pass's inputs."""
     from lockstep.alerts import recording
     from lockstep.alerts.settings import AlertsConfig
-    from lockstep.exporters.catalog.recorded import ANALYTICS_GROUP
+    from lockstep.exporters.catalog.recorded import ANALYTICS_GROUP, FLEET_INPUTS_GROUP
 
-    group = next(g for g in recording.groups(AlertsConfig()) if g["name"] == ANALYTICS_GROUP)
+    groups = [g for g in recording.groups(AlertsConfig()) if g["name"] in (ANALYTICS_GROUP, FLEET_INPUTS_GROUP)]
     path = workdir / "analytics-inputs.yml"
-    path.write_text(yaml.safe_dump({"groups": [group]}, sort_keys=False))
+    path.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
     return path
 
 
