@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from lockstep.alerts.model import Record, attach, metric
 from lockstep.alerts.settings import AlertsConfig
-from lockstep.analytics.frame import peers
 from lockstep.exporters.catalog.enums import FLOOR, HISTORY, IB_PORT_ACTIVE, PEERS, THROTTLE_REASONS
 from lockstep.exporters.catalog.recorded import (
     ANALYTICS_GROUP,
@@ -21,6 +20,9 @@ from lockstep.exporters.catalog.recorded import (
     FLEET_INPUTS_GROUP,
     FLEET_INPUTS_STEP,
     FLEET_LOADED,
+    FLEET_LOADED_UTILIZATION,
+    FLEET_POWER_CAPPED,
+    FLEET_STEP_S,
 )
 from lockstep.exporters.toolkit.timeparse import duration_seconds
 
@@ -305,13 +307,29 @@ def analytics_inputs(config: AlertsConfig) -> list[Record]:
 
 
 def fleet_inputs(config: AlertsConfig) -> list[Record]:
-    """The fleet pass's inputs (``lockstep.analytics.frame.peers.loaded_inputs``, the same expressions over the
-    node agents' series) recorded every ``peers.STEP_S``: the pass then reads them (``recorded_queries``)."""
+    """The fleet pass's inputs recorded every ``FLEET_STEP_S``: each feature's per-GPU value while the GPU is
+    loaded, the expression the pass's subqueries evaluate at each step (``lockstep.analytics.frame.peers``
+    ``loaded_inputs``; a test holds the two equal), and the loaded utilization. The pass reads them where they
+    cover its window."""
     def sel(name: str) -> str:
         return metric(name, config.selectors.node)
 
-    return [Record(FLEET_INPUTS_STEP, f"vector({peers.STEP_S:g})"), Record(FLEET_LOADED, peers.loaded(sel))] + \
-        [Record(FLEET_INPUTS[name], expr) for name, expr in peers.loaded_inputs(sel).items()]
+    def ratio(num: str, den: str) -> str:
+        return f"{sel(num)} / ({sel(den)} > 0)"
+
+    loaded = f"{sel('lockstep_gpu_utilization_ratio')} >= {FLEET_LOADED_UTILIZATION}"
+    power = ratio("lockstep_gpu_power_watts", "lockstep_gpu_power_limit_watts")
+    features = {
+        "sm_clock": f"({ratio('lockstep_gpu_sm_clock_hertz', 'lockstep_gpu_sm_clock_max_hertz')}) and on (node, gpu) "
+                    f"({power} < {FLEET_POWER_CAPPED})",
+        "power": f"({power}) / ({sel('lockstep_gpu_sm_active_ratio')} > 0)",
+        "temperature_c": sel("lockstep_gpu_temperature_celsius"),
+        "power_w": sel("lockstep_gpu_power_watts"),
+        "pcie": f"({ratio('lockstep_gpu_pcie_link_width', 'lockstep_gpu_pcie_link_width_max')}) * 2 ^ "
+                f"({sel('lockstep_gpu_pcie_link_generation')} - {sel('lockstep_gpu_pcie_link_generation_max')})",
+    }
+    return [Record(FLEET_INPUTS_STEP, f"vector({FLEET_STEP_S:g})"), Record(FLEET_LOADED, loaded)] + \
+        [Record(FLEET_INPUTS[name], f"({expr}) and on (node, gpu) ({loaded})") for name, expr in features.items()]
 
 
 def fleet(config: AlertsConfig) -> list[Record]:
@@ -366,6 +384,6 @@ def groups(config: AlertsConfig) -> list[dict]:
     return [{"name": GROUP, "interval": config.evaluation_interval, "rules": [r.render() for r in rules]},
             {"name": ANALYTICS_GROUP, "interval": config.analytics_step,
              "rules": [r.render() for r in analytics_inputs(config)]},
-            {"name": FLEET_INPUTS_GROUP, "interval": f"{peers.STEP_S:g}s",
+            {"name": FLEET_INPUTS_GROUP, "interval": f"{FLEET_STEP_S:g}s",
              "rules": [r.render() for r in fleet_inputs(config)]},
             {"name": FLEET_GROUP, "interval": FLEET_INTERVAL, "rules": [r.render() for r in fleet_history(config)]}]

@@ -10,12 +10,19 @@ from typing import Callable
 
 from lockstep.analytics.prom.promql import selector
 from lockstep.exporters.catalog import gpu
-from lockstep.exporters.catalog.recorded import FLEET_INPUTS, FLEET_INPUTS_STEP, FLEET_LOADED
+from lockstep.exporters.catalog.recorded import (
+    FLEET_INPUTS,
+    FLEET_INPUTS_STEP,
+    FLEET_LOADED,
+    FLEET_LOADED_UTILIZATION,
+    FLEET_POWER_CAPPED,
+    FLEET_STEP_S,
+)
 
 WINDOW_S = 900.0             # the features of a refresh: the 15 minutes before it
-STEP_S = 60.0                # the subquery's resolution, and the recording rules' interval
-LOADED_UTILIZATION = 0.8     # a sample counts while the GPU was at least this busy
-POWER_CAPPED = 0.95          # at this share of its power limit a GPU's clock gives way by design: not evidence
+STEP_S = FLEET_STEP_S        # the subquery's resolution, and the recording rules' interval
+LOADED_UTILIZATION = FLEET_LOADED_UTILIZATION   # a sample counts while the GPU was at least this busy
+POWER_CAPPED = FLEET_POWER_CAPPED   # at this share of its power limit a GPU's clock gives way by design
 MIN_LOADED_SAMPLES = 5       # fewer loaded samples in the window: no value (an idle GPU is not judged)
 GPU_BY = "node, gpu"
 Selector = Callable[[str], str]   # a metric name → its selector (the node agents' scrape job's)
@@ -57,7 +64,8 @@ def _recorded_range() -> str:
 
 def loaded_inputs(sel: Selector = selector) -> dict[str, str]:
     """Feature name → its per-GPU value at one instant while the GPU is loaded (absent otherwise): what the
-    subquery of ``queries`` evaluates at each step, and what the recording rules (``FLEET_INPUTS``) record."""
+    subquery of ``queries`` evaluates at each step, and what the recording rules (``FLEET_INPUTS``; written by
+    ``lockstep.alerts.recording.fleet_inputs``, held to these by a test) record."""
     return {name: f"({expr}) and on ({GPU_BY}) ({loaded(sel)})" for name, expr in _expressions(sel).items()}
 
 

@@ -43,3 +43,7 @@ FLEET_INPUTS_STEP = "lockstep:fleet_inputs:step_seconds"
 FLEET_INPUTS = {name: f"lockstep:fleet_{name}:loaded" for name in ("sm_clock", "power", "temperature_c", "power_w",
                                                                   "pcie")}
 FLEET_LOADED = "lockstep:fleet_utilization:loaded"
+# What the features are read under (the rules and the pass's own queries use the same figures)
+FLEET_STEP_S = 60.0              # the pass's resolution, and the group's interval
+FLEET_LOADED_UTILIZATION = 0.8   # a sample counts while the GPU was at least this busy
+FLEET_POWER_CAPPED = 0.95        # at this share of its power limit a GPU's clock gives way by design: not evidence

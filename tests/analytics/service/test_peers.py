@@ -199,3 +199,17 @@ async def test_without_recorded_inputs_over_the_window_the_raw_series_are_read()
     assert recorded_covers([{"metric": {}, "value": [START, "14"]}])
     assert not recorded_covers([{"metric": {}, "value": [START, "13"]}])
     assert not recorded_covers([])
+
+
+def test_each_recorded_fleet_input_is_the_pass_own_expression():
+    """The rule the generated rules record and the expression the pass's subqueries evaluate at each step are one
+    expression, so the recorded minutes are the subquery's steps."""
+    from lockstep.analytics.frame.peers import loaded, loaded_inputs
+    from lockstep.exporters.catalog.recorded import FLEET_INPUTS, FLEET_INPUTS_STEP, FLEET_LOADED
+
+    group = next(g for g in recording.groups(AlertsConfig()) if g["name"] == FLEET_INPUTS_GROUP)
+    assert group["interval"] == "60s"
+    rules = {r["record"]: r["expr"] for r in group["rules"]}
+    assert rules.pop(FLEET_INPUTS_STEP) == "vector(60)" and rules.pop(FLEET_LOADED) == loaded()
+    assert rules == {FLEET_INPUTS[name]: expr for name, expr in loaded_inputs().items()}
+    assert set(FLEET_INPUTS) == set(peers.INPUTS)
