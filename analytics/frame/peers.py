@@ -6,8 +6,6 @@ fleet. The peer groups come from ``lockstep_gpu_info`` (model ``name`` and ``dri
 """
 from __future__ import annotations
 
-from typing import Callable
-
 from lockstep.analytics.prom.promql import selector
 from lockstep.exporters.catalog import gpu
 from lockstep.exporters.catalog.recorded import (
@@ -25,31 +23,30 @@ LOADED_UTILIZATION = FLEET_LOADED_UTILIZATION   # a sample counts while the GPU 
 POWER_CAPPED = FLEET_POWER_CAPPED   # at this share of its power limit a GPU's clock gives way by design
 MIN_LOADED_SAMPLES = 5       # fewer loaded samples in the window: no value (an idle GPU is not judged)
 GPU_BY = "node, gpu"
-Selector = Callable[[str], str]   # a metric name → its selector (the node agents' scrape job's)
 
 
-def _ratio(num: str, den: str, sel: Selector = selector) -> str:
-    return f"{sel(num)} / ({sel(den)} > 0)"
+def _ratio(num: str, den: str) -> str:
+    return f"{selector(num)} / ({selector(den)} > 0)"
 
 
-def _expressions(sel: Selector = selector) -> dict[str, str]:
-    sm_active = sel(gpu.SM_ACTIVE.name)
-    temp = sel(gpu.TEMPERATURE.name)
+def _expressions() -> dict[str, str]:
+    sm_active = selector(gpu.SM_ACTIVE.name)
+    temp = selector(gpu.TEMPERATURE.name)
     return {
-        "sm_clock": f"({_ratio(gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name, sel)}) and on ({GPU_BY}) "
-                    f"({_ratio(gpu.POWER.name, gpu.POWER_LIMIT.name, sel)} < {POWER_CAPPED})",
-        "power": f"({_ratio(gpu.POWER.name, gpu.POWER_LIMIT.name, sel)}) / ({sm_active} > 0)",
+        "sm_clock": f"({_ratio(gpu.SM_CLOCK.name, gpu.SM_CLOCK_MAX.name)}) and on ({GPU_BY}) "
+                    f"({_ratio(gpu.POWER.name, gpu.POWER_LIMIT.name)} < {POWER_CAPPED})",
+        "power": f"({_ratio(gpu.POWER.name, gpu.POWER_LIMIT.name)}) / ({sm_active} > 0)",
         # the raw inputs of the thermal feature, which the scoring derives across each node's GPUs
         "temperature_c": temp,
-        "power_w": sel(gpu.POWER.name),
+        "power_w": selector(gpu.POWER.name),
         # a generation doubles the per-lane rate (2.5, 5, 8, 16, 32 GT/s: close enough for a ratio)
-        "pcie": f"({_ratio(gpu.PCIE_WIDTH.name, gpu.PCIE_WIDTH_MAX.name, sel)}) * 2 ^ "
-                f"({sel(gpu.PCIE_GEN.name)} - {sel(gpu.PCIE_GEN_MAX.name)})",
+        "pcie": f"({_ratio(gpu.PCIE_WIDTH.name, gpu.PCIE_WIDTH_MAX.name)}) * 2 ^ "
+                f"({selector(gpu.PCIE_GEN.name)} - {selector(gpu.PCIE_GEN_MAX.name)})",
     }
 
 
-def loaded(sel: Selector = selector) -> str:
-    return f"{sel(gpu.UTILIZATION.name)} >= {LOADED_UTILIZATION}"
+def loaded() -> str:
+    return f"{selector(gpu.UTILIZATION.name)} >= {LOADED_UTILIZATION}"
 
 
 def _range() -> str:
@@ -62,11 +59,11 @@ def _recorded_range() -> str:
     return f"[{int(WINDOW_S) - 1}s]"
 
 
-def loaded_inputs(sel: Selector = selector) -> dict[str, str]:
+def loaded_inputs() -> dict[str, str]:
     """Feature name → its per-GPU value at one instant while the GPU is loaded (absent otherwise): what the
     subquery of ``queries`` evaluates at each step, and what the recording rules (``FLEET_INPUTS``; written by
     ``lockstep.alerts.recording.fleet_inputs``, held to these by a test) record."""
-    return {name: f"({expr}) and on ({GPU_BY}) ({loaded(sel)})" for name, expr in _expressions(sel).items()}
+    return {name: f"({expr}) and on ({GPU_BY}) ({loaded()})" for name, expr in _expressions().items()}
 
 
 def queries() -> dict[str, str]:
