@@ -83,7 +83,7 @@ def start_all(config: DemoConfig, stack: Stack, pager_url: str) -> dict[str, Ser
     port = {name: value or None for name, value in ports.items()}
     sim = lc.start_sim(scenario, root, stack, speed=config.speed, redfish_port=port["redfish_port"],
                        extra_args=["--duration", "0", "--scheduler", config.scheduler, *continued])
-    services = {"simulator (Redfish)": sim}
+    services = {"simulator (Redfish, storage)": sim}
     # Every agent reads its node's NCCL RAS service (the simulator runs one per job node), polled at the scrape
     # interval, so a hung rank is named on the dashboard and in its page.
     agents = lc.start_node_agents(root, stack, base_port=config.base_port or None, log_dir=config.workdir / "logs",
