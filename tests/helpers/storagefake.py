@@ -6,12 +6,11 @@ password, as VMS checks basic auth (401 with a challenge when wrong or missing).
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 from dataclasses import dataclass
 
 from aiohttp import web
 
+from lockstep.exporters.toolkit.basicauth import parse_basic
 from tests.helpers.paths import FIXTURES
 
 MINIO_BUCKET = (FIXTURES / "minio" / "bucket-metrics.prom").read_text()
@@ -27,19 +26,6 @@ def two_servers(answer: str) -> str:
     extra = [line.replace('server="127.0.0.1:9000"', 'server="127.0.0.2:9000"') for line in answer.splitlines()
              if line.startswith(("minio_bucket_requests", "minio_bucket_traffic"))]
     return answer + "\n".join(extra) + "\n"
-
-
-def _basic_credentials(header: str) -> tuple[str, str] | None:
-    """(username, password) of a Basic ``Authorization`` header, decoded here as a server reads it (not by the
-    client's own encoder, which the fake would then only echo); None for anything else."""
-    scheme, _, token = header.partition(" ")
-    if scheme != "Basic":
-        return None
-    try:
-        user, sep, password = base64.b64decode(token, validate=True).decode().partition(":")
-    except (binascii.Error, UnicodeDecodeError):
-        return None
-    return (user, password) if sep else None
 
 
 @dataclass
@@ -69,7 +55,10 @@ class FakeStorage:
         self.requests[name] = self.requests.get(name, 0) + 1
         if b.token is not None and request.headers.get("Authorization") != f"Bearer {b.token}":
             raise web.HTTPForbidden(text="Access Denied.")
-        if b.basic is not None and _basic_credentials(request.headers.get("Authorization", "")) != b.basic:
+        # decoded as a server reads the header (the exporters' own server-side parser), not by the client's encoder,
+        # which the fake would then only echo
+        if b.basic is not None and parse_basic(request.headers.get("Authorization", "")) != (b.basic[0],
+                                                                                              b.basic[1].encode()):
             raise web.HTTPUnauthorized(headers={"WWW-Authenticate": 'Basic realm="api"'})
         if b.mode == "hang":
             await self.hung.wait()
