@@ -152,7 +152,7 @@ async def run_live(scenario: Scenario, root: Path, speed: float, listen: ListenA
     ras: RasNodes | None = None
     sink: TreeSink | None = None
     app = redfish.create_app(model.topo, lambda: current[0])
-    storagesys_app.add_routes(app, lambda: systems, access)   # the storage systems, on the same address
+    storagesys_app.add_routes(app, systems, access)   # the storage systems, on the same address
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:

@@ -21,7 +21,6 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from aiohttp import web
 
@@ -68,7 +67,7 @@ class Access:
         return kind == "Bearer" and self.access.get(token, 0.0) > time.monotonic()
 
 
-SYSTEMS = web.AppKey("storage_systems", Callable[[], Systems])
+SYSTEMS = web.AppKey("storage_systems", Systems)   # advanced in place by the tick loop
 ACCESS = web.AppKey("storage_access", Access)
 
 
@@ -101,7 +100,7 @@ def _same(given: str | bytes, expected: str) -> bool:
 
 
 async def minio(request: web.Request) -> web.Response:
-    return web.Response(body=sim.minio_answer(request.app[SYSTEMS]()).encode(),
+    return web.Response(body=sim.minio_answer(request.app[SYSTEMS]).encode(),
                         headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
 
@@ -109,7 +108,7 @@ async def vast(request: web.Request) -> web.Response:
     creds = parse_basic(request.headers.get("Authorization", ""))
     if creds is None or not (_same(creds[0], USERNAME) & _same(creds[1], request.app[ACCESS].vast_password)):
         raise web.HTTPUnauthorized(headers={"WWW-Authenticate": 'Basic realm="api"'})
-    return web.Response(body=sim.vast_answer(request.app[SYSTEMS]()).encode(),
+    return web.Response(body=sim.vast_answer(request.app[SYSTEMS]).encode(),
                         headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
 
@@ -151,13 +150,13 @@ async def weka(request: web.Request) -> web.Response:
         asked = _stats_params(params)
         if asked is None:
             return _rpc(doc_id, error={"code": -32602, "message": "Invalid params"})
-        return _rpc(doc_id, sim.weka_stats_answer(request.app[SYSTEMS](), *asked))
+        return _rpc(doc_id, sim.weka_stats_answer(request.app[SYSTEMS], *asked))
     if method == "filesystems_get_capacity":
-        return _rpc(doc_id, sim.weka_capacity_answer(request.app[SYSTEMS]()))
+        return _rpc(doc_id, sim.weka_capacity_answer(request.app[SYSTEMS]))
     return _rpc(doc_id, error={"code": -32601, "message": "Method not found"})
 
 
-def add_routes(app: web.Application, systems: Callable[[], Systems], access: Access) -> None:
+def add_routes(app: web.Application, systems: Systems, access: Access) -> None:
     """The three systems' routes on ``app`` (the Redfish app: its paths start with a device name and
     ``/redfish/v1``, so none of these collide with it)."""
     app[SYSTEMS], app[ACCESS] = systems, access

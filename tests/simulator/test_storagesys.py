@@ -142,7 +142,7 @@ async def served(aiohttp_server, tmp_path):
     first = next(states)
     systems, access = sim.Systems(first, scenario.sample_period_s), storagesys_app.Access()
     app = redfish.create_app(Model(scenario).topo, lambda: redfish.snapshot_of(first))
-    storagesys_app.add_routes(app, lambda: systems, access)
+    storagesys_app.add_routes(app, systems, access)
     server = await aiohttp_server(app)
     url = f"http://127.0.0.1:{server.port}"
     storagesys_app.write_credentials(tmp_path, access)
