@@ -20,9 +20,9 @@ def value(values: dict, name: str, **labels) -> float:
     return values[(name, tuple(sorted(labels.items())))]
 
 
-def write_config(tmp_path: Path, base: str, targets: list[str], timeout_s: float = 0.5) -> Path:
+def write_config(tmp_path: Path, base: str, targets: list[str], timeout_s: float = 5.0, retries: int = 1) -> Path:
     path = tmp_path / "power.yaml"
-    path.write_text(f"interval_s: 30\ntimeout_s: {timeout_s}\nretries: 1\ntargets:\n" + "".join(targets))
+    path.write_text(f"interval_s: 30\ntimeout_s: {timeout_s}\nretries: {retries}\ntargets:\n" + "".join(targets))
     return path
 
 

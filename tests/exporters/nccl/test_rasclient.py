@@ -200,17 +200,16 @@ def test_after_a_json_answer_the_next_poll_sends_its_commands_in_one_write():
 
     def run():
         server.settimeout(5)
-        for _ in range(2):
-            conn, _ = server.accept()
-            with conn:
-                data = b""
-                while data.count(b"\n") < 4:
-                    chunk = conn.recv(1024)
-                    if not chunk:
-                        break
-                    data += chunk
-                seen.append(data)
-                conn.sendall(b"SERVER PROTOCOL 2\nOK\nOK\n" + body.encode())
+        conn, _ = server.accept()      # one poll, one connection
+        with conn:
+            data = b""
+            while data.count(b"\n") < 4:
+                chunk = conn.recv(1024)
+                if not chunk:
+                    break
+                data += chunk
+            seen.append(data)
+            conn.sendall(b"SERVER PROTOCOL 2\nOK\nOK\n" + body.encode())
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -221,6 +220,7 @@ def test_after_a_json_answer_the_next_poll_sends_its_commands_in_one_write():
             assert first.query().format == "json" and first.json_known
         client.json_known = True
         answer = client.query()
+        thread.join(5)
     finally:
         server.close()
     assert answer.format == "json" and parse(answer.body, "json").nccl_version == "2.30.7"
