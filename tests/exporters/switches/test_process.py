@@ -30,7 +30,7 @@ def recorded(tmp_path):
 def start(tmp_path, folder, *flags):
     tool = f"{sys.executable} {FAKE}"
     return Process(["fabric-exporter", f"--ibnetdiscover.command={tool} ibnetdiscover {folder}",
-                    f"--perfquery.command={tool} perfquery {folder}", "--sweep.interval=1", "--sweep.node-timeout=1",
+                    f"--perfquery.command={tool} perfquery {folder}", "--sweep.interval=1", "--sweep.node-timeout=5",
                     *flags], tmp_path / "fabric.log")
 
 
