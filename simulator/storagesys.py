@@ -1,12 +1,15 @@
 """The simulated cluster's storage systems as their own interfaces answer, built from the model's state at each
-tick: one MinIO checkpoint tier (``/minio/v2/metrics/bucket``), one VAST cluster (VMS's ``/api/prometheusmetrics/``)
-and one WEKA cluster (the JSON-RPC ``stats_show`` and ``filesystems_get_capacity`` results). Pure: ``Systems``
-follows the ticks, the ``*_answer`` functions turn it into text or JSON; ``storagesys_app`` serves them.
+tick: one MinIO checkpoint tier (``/minio/v2/metrics/bucket``), one VAST cluster (VMS's ``/api/prometheusmetrics/``
+and, per view, ``/api/prometheusmetrics/views``) and one WEKA cluster (the JSON-RPC ``stats_show`` and
+``filesystems_get_capacity`` results). Pure: ``Systems`` follows the ticks, the ``*_answer`` functions turn it into
+text or JSON; ``storagesys_app`` serves them.
 
 What each system sees of the job (the split), from the per-node counters of ``State.storage``:
 - VAST (cluster ``vast-sim``, two CNodes sharing the load evenly, every byte over NFS): the job's dataset reads,
   every byte its nodes read (``lustre_read_bytes``), and its logs and metrics, what they write that is not a
-  checkpoint (``lustre_write_bytes`` less ``lustre_ckpt_bytes``);
+  checkpoint (``lustre_write_bytes`` less ``lustre_ckpt_bytes``); per view, the dataset reads are the view
+  ``/datasets``'s and the logs the view ``/logs``'s (tenant ``default``), a view's latency that of the cluster's
+  load;
 - WEKA (cluster ``weka-sim``): each checkpoint as the job writes it (``lustre_ckpt_bytes``), into its file system
   ``checkpoints``; nothing is read back (the job never restarts from one here);
 - MinIO (bucket ``checkpoints`` on one server): a copy of each checkpoint, uploaded in the same tick.
@@ -27,6 +30,7 @@ from lockstep.simulator.state import State
 
 # the endpoints, as each system serves them (the storage exporter knows them by kind)
 MINIO_PATH, VAST_PATH, WEKA_PATH = "/minio/v2/metrics/bucket", "/api/prometheusmetrics/", "/api/v1"
+VAST_VIEWS_PATH = "/api/prometheusmetrics/views"
 MIB = 1 << 20
 MINIO_SERVER = "minio-1:9000"
 BUCKET = "checkpoints"
@@ -34,6 +38,8 @@ OBJECT_BYTES = 256 * MIB          # a checkpoint's shards, one PutObject each
 VAST_CLUSTER = "vast-sim"
 CNODES = ("cnode-1", "cnode-2")
 PROTOCOLS = ("ProtoCommon", "NFSCommon")   # all protocols, and NFS, which carries all of it here
+VAST_TENANT = "default"
+DATASETS_VIEW, LOGS_VIEW = "/datasets", "/logs"   # the job's dataset reads, and its logs and metrics
 WEKA_FILESYSTEMS = ("default", "checkpoints")
 MINUTE_S = 60.0                   # WEKA's statistics: per-second averages over one-minute buckets
 
@@ -54,6 +60,10 @@ WEKA = Profile(read_io=1 * MIB, write_io=1 * MIB, read_latency_us=300.0, write_l
 # Fixed starting totals: bytes each system had served and held when the run began.
 VAST_READ_BASE, VAST_WRITE_BASE = 3_000_000_000_000_000, 400_000_000_000_000
 VAST_LOGICAL_SPACE, VAST_IN_USE_BASE, VAST_DRR = 4_000_000_000_000_000, 1_600_000_000_000_000, 2.0
+# the two views' shares of those (the rest: the cluster's other views): bytes read and written before the run, held
+VIEW_READ_BASE = {DATASETS_VIEW: 2_000_000_000_000_000, LOGS_VIEW: 1_000_000_000_000}
+VIEW_WRITE_BASE = {DATASETS_VIEW: 500_000_000_000_000, LOGS_VIEW: 50_000_000_000_000}
+VIEW_HELD_BASE = {DATASETS_VIEW: 500_000_000_000_000, LOGS_VIEW: 40_000_000_000_000}
 WEKA_READ_BASE, WEKA_WRITE_BASE = 200_000_000_000_000, 600_000_000_000_000
 WEKA_SIZES = {"default": 11_000_000_000_000, "checkpoints": 2_000_000_000_000_000}
 WEKA_USED_BASE = {"default": 1_100_000_000_000, "checkpoints": 200_000_000_000_000}
@@ -89,12 +99,14 @@ class Flow:
     def write_ops(self) -> int:
         return self.write_bytes // self.profile.write_io
 
-    def add(self, read: int, write: int, seconds: float) -> tuple[int, int, float, float]:
-        """``read`` and ``write`` more bytes over ``seconds``: the operations and latency totals they add."""
+    def add(self, read: int, write: int, seconds: float, load: float | None = None) -> tuple[int, int, float, float]:
+        """``read`` and ``write`` more bytes over ``seconds``: the operations and latency totals they add. The latency
+        follows ``load`` (bytes/s) where given (a view: its system's load), else these bytes' own."""
         ops = self.read_ops, self.write_ops
         self.read_bytes += read
         self.write_bytes += write
-        load = (read + write) / seconds if seconds > 0 else 0.0
+        if load is None:
+            load = (read + write) / seconds if seconds > 0 else 0.0
         added = (self.read_ops - ops[0], self.write_ops - ops[1])
         lat = (added[0] * latency_us(self.profile.read_latency_us, load, self.profile.bandwidth),
                added[1] * latency_us(self.profile.write_latency_us, load, self.profile.bandwidth))
@@ -132,6 +144,8 @@ class Systems:
         self.seen = _job_bytes(first)          # (dataset reads, logs and metrics, checkpoints) so far
         read, logs, ckpt = self.seen
         self.vast = Flow(VAST, VAST_READ_BASE + read, VAST_WRITE_BASE + logs)
+        self.views = {DATASETS_VIEW: Flow(VAST, VIEW_READ_BASE[DATASETS_VIEW] + read, VIEW_WRITE_BASE[DATASETS_VIEW]),
+                      LOGS_VIEW: Flow(VAST, VIEW_READ_BASE[LOGS_VIEW], VIEW_WRITE_BASE[LOGS_VIEW] + logs)}
         self.weka = Flow(WEKA, WEKA_READ_BASE, WEKA_WRITE_BASE + ckpt)
         self.checkpoint_bytes = ckpt           # the job's checkpoints: what WEKA and MinIO took
         self.minutes: dict[int, Minute] = {}
@@ -142,8 +156,15 @@ class Systems:
         d_read, d_logs, d_ckpt = (max(a - b, 0) for a, b in zip(now, self.seen))
         self.seen, self.timestamp = now, s.timestamp
         self.vast.add(d_read, d_logs, self.period)
+        load = (d_read + d_logs) / self.period if self.period > 0 else 0.0
+        self.views[DATASETS_VIEW].add(d_read, 0, self.period, load)
+        self.views[LOGS_VIEW].add(0, d_logs, self.period, load)
         self.checkpoint_bytes += d_ckpt
         self._minute(s.timestamp - self.period, 0, d_ckpt, self.weka.add(0, d_ckpt, self.period))
+
+    def view_held(self, path: str) -> int:
+        """The bytes a view holds: its start, and what the job wrote to it since (the dataset is only read)."""
+        return VIEW_HELD_BASE[path] + self.views[path].write_bytes - VIEW_WRITE_BASE[path]
 
     def _minute(self, at: float, read: int, write: int, added: tuple[int, int, float, float]) -> None:
         """The tick's WEKA traffic into the minute its interval began in."""
@@ -213,6 +234,24 @@ def vast_answer(systems: Systems) -> str:
               f"vast_cluster_physical_space{cluster} {int(VAST_LOGICAL_SPACE / VAST_DRR)}",
               f"vast_cluster_physical_space_in_use{cluster} {int(in_use / VAST_DRR)}",
               f"vast_cluster_drr{cluster} {VAST_DRR:g}"]
+    return "\n".join(lines) + "\n"
+
+
+def vast_views_answer(systems: Systems) -> str:
+    """VMS's ``/api/prometheusmetrics/views`` as tests/fixtures/vast/prometheusmetrics-views.prom holds it: per view
+    (``/datasets``, ``/logs``) its counters (bytes, operations, latency in microseconds and its count) and its logical
+    and physical capacity (the logical over the cluster's data-reduction ratio)."""
+    lines = []
+    for path, f in systems.views.items():
+        labels = f'{{cluster="{VAST_CLUSTER}",path="{path}",tenant_name="{VAST_TENANT}"}}'
+        fields = {"read_bw_sum": f.read_bytes, "read_iops_count": f.read_ops, "read_latency_sum": f.read_latency_us,
+                  "read_latency_count": f.read_ops, "write_bw_sum": f.write_bytes, "write_iops_count": f.write_ops,
+                  "write_latency_sum": f.write_latency_us, "write_latency_count": f.write_ops}
+        lines += [f"vast_view_metrics_ViewMetrics_{name}{labels} {int(value)}" for name, value in fields.items()]
+    for path in systems.views:
+        labels = f'{{cluster="{VAST_CLUSTER}",path="{path}",tenant_name="{VAST_TENANT}"}}'
+        held = systems.view_held(path)
+        lines += [f"vast_view_logical_capacity{labels} {held}", f"vast_view_physical_capacity{labels} {int(held / VAST_DRR)}"]
     return "\n".join(lines) + "\n"
 
 

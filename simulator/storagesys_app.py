@@ -4,8 +4,8 @@ storage exporter's config for them (``DIR/storage-exporter.yaml``, its password 
 Routes (one address for all three, as the exporter's config wants a system's address without a path):
 - ``GET /minio/v2/metrics/bucket``: MinIO's bucket metrics, unauthenticated (MinIO's ``MINIO_PROMETHEUS_AUTH_TYPE``
   ``public``);
-- ``GET /api/prometheusmetrics/``: VMS's exporter, basic auth, decoded from the header as a server does; 401 with a
-  challenge when missing or wrong;
+- ``GET /api/prometheusmetrics/`` and ``GET /api/prometheusmetrics/views``: VMS's exporter, the cluster's and per
+  view, basic auth, decoded from the header as a server does; 401 with a challenge when missing or wrong;
 - ``POST /api/v1``: WEKA's JSON-RPC 2.0 (tests/fixtures/weka/README.md, "Facts used"): ``userlogin`` with the
   username and password issues tokens (a wrong one: an empty ``result``); ``user_refresh_token`` a new access token
   for a refresh token it issued; ``stats_show`` and ``filesystems_get_capacity`` need ``Authorization: Bearer
@@ -79,6 +79,8 @@ def exporter_config(url: str, period_s: float) -> dict:
         target = {"name": name, "kind": kind, "url": url}
         if password_file:
             target.update(username=USERNAME, password_file=password_file)   # relative: beside the config
+        if kind == "vast":
+            target["views"] = True   # its views too: /api/prometheusmetrics/views
         targets.append(target)
     return {"interval_s": interval, "timeout_s": round(min(5.0, 0.8 * interval), 1), "targets": targets}
 
@@ -104,11 +106,21 @@ async def minio(request: web.Request) -> web.Response:
                         headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
 
-async def vast(request: web.Request) -> web.Response:
+def _vast_authorized(request: web.Request) -> None:
     creds = parse_basic(request.headers.get("Authorization", ""))
     if creds is None or not (_same(creds[0], USERNAME) & _same(creds[1], request.app[ACCESS].vast_password)):
         raise web.HTTPUnauthorized(headers={"WWW-Authenticate": 'Basic realm="api"'})
+
+
+async def vast(request: web.Request) -> web.Response:
+    _vast_authorized(request)
     return web.Response(body=sim.vast_answer(request.app[SYSTEMS]).encode(),
+                        headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+
+async def vast_views(request: web.Request) -> web.Response:
+    _vast_authorized(request)
+    return web.Response(body=sim.vast_views_answer(request.app[SYSTEMS]).encode(),
                         headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
 
@@ -162,4 +174,5 @@ def add_routes(app: web.Application, systems: Systems, access: Access) -> None:
     app[SYSTEMS], app[ACCESS] = systems, access
     app.router.add_get(sim.MINIO_PATH, minio)
     app.router.add_get(sim.VAST_PATH, vast)
+    app.router.add_get(sim.VAST_VIEWS_PATH, vast_views)
     app.router.add_post(sim.WEKA_PATH, weka)

@@ -25,6 +25,7 @@ class Target:
     tls_verify: bool = True
     basic_auth: Credentials | None = None   # its repr hides the password; WEKA: the user it logs in as
     org: str | None = None   # WEKA only: the organisation the user belongs to (WEKA's default: the root one)
+    views: bool = False      # VAST only: also read VMS's per-view endpoint (/api/prometheusmetrics/views)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,9 @@ def _target(s: Section) -> Target:
             raise s.error("username", "weka needs username and password_file: the WEKA user to log in as")
     elif org is not None:
         raise s.error("org", "only for kind weka (the WEKA organisation to log in to)")
+    views = s.get("views", bool, None)
+    if views is not None and kind != "vast":
+        raise s.error("views", "only for kind vast (VMS's per-view endpoint, /api/prometheusmetrics/views)")
     ca_file = s.get("ca_file", str, None)
     if ca_file is not None:
         if not _path(s, ca_file).is_file():
@@ -82,7 +86,8 @@ def _target(s: Section) -> Target:
     tls_verify = s.get("tls_verify", bool, True)
     s.finish()
     return Target(name, kind, url, token, ca_file, tls_verify,
-                  Credentials(username, password) if username is not None and password is not None else None, org)
+                  Credentials(username, password) if username is not None and password is not None else None, org,
+                  bool(views))
 
 
 def _secret(s: Section, key: str) -> str | None:

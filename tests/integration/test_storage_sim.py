@@ -1,7 +1,7 @@
 """``lockstep sim run`` and the real ``lockstep storage-exporter`` on the config the simulator writes: the simulated
 MinIO, VAST and WEKA (simulator/storagesys.py) answer over their own interfaces and authentication, every target is
-up, and between two scrapes VAST's read and write bytes grow with the job's reads and logs, and the checkpoints
-written in between land in the MinIO bucket and in WEKA."""
+up, and between two scrapes VAST's read and write bytes grow with the job's reads and logs (per view too: the reads on
+``/datasets``, the logs on ``/logs``), and the checkpoints written in between land in the MinIO bucket and in WEKA."""
 from __future__ import annotations
 
 import time
@@ -30,6 +30,10 @@ def scrape(url: str) -> dict[tuple, float]:
 def total(samples: dict[tuple, float], metric, target: str) -> float | None:
     found = [v for (name, labels), v in samples.items() if name == metric.name and ("target", target) in labels]
     return sum(found) if found else None
+
+
+def view(samples: dict[tuple, float], metric, path: str) -> float | None:
+    return samples.get((metric.name, (("name", path), ("scope", "view"), ("target", "vast-sim"))))
 
 
 def until(check, timeout: float, what: str, services):
@@ -61,8 +65,12 @@ def test_the_storage_exporter_reads_the_simulated_systems_on_the_config_the_simu
         more = {(metric.name, t): total(samples, metric, t) > total(first, metric, t)
                 for metric, t in ((m.READ_BYTES, "vast-sim"), (m.WRITE_BYTES, "vast-sim"),
                                   (m.WRITE_BYTES, "minio-ckpt"), (m.WRITE_BYTES, "weka-sim"))}
+        more["views"] = view(samples, m.READ_BYTES, "/datasets") > view(first, m.READ_BYTES, "/datasets") and \
+            view(samples, m.WRITE_BYTES, "/logs") > view(first, m.WRITE_BYTES, "/logs")
         return samples if all(more.values()) else None
-    second = until(grown, 60, "VAST's reads and writes, MinIO's and WEKA's checkpoint writes grown", services)
+    assert view(first, m.READ_BYTES, "/datasets") is not None     # the written config reads VAST's views
+    second = until(grown, 60, "VAST's reads and writes (its cluster and its views), MinIO's and WEKA's checkpoint "
+                   "writes grown", services)
     assert all(second[(m.UP.name, (("target", t),))] == 1.0 for t in TARGETS)
     # what the bucket received it holds (MinIO's usage, and WEKA's checkpoints file system, grow with the checkpoints)
     wrote = total(second, m.WRITE_BYTES, "minio-ckpt") - total(first, m.WRITE_BYTES, "minio-ckpt")

@@ -1,8 +1,9 @@
 """The simulated storage systems (simulator/storagesys.py, storagesys_app.py) read by the storage exporter's own
 parsers: the checkpoint scenario's two checkpoints (2 TB each, at 100-130 s and 200-230 s) land whole in the MinIO
 bucket and in WEKA's ``checkpoints`` file system, VAST serves the job's dataset reads and its other writes, every
-counter only grows, latency rises with load; and over HTTP, through the real exporter, with the systems' own
-authentication."""
+counter only grows, latency rises with load; VAST's views (``/api/prometheusmetrics/views``) split that traffic, the
+dataset reads on ``/datasets`` and the logs on ``/logs``; and over HTTP, through the real exporter, with the systems'
+own authentication, the written config reading VAST's views."""
 from __future__ import annotations
 
 import stat
@@ -87,6 +88,36 @@ def test_vast_serves_the_dataset_reads_and_the_other_writes_summed_over_its_cnod
     assert seconds / ops > sim.VAST.read_latency_us * 1e-6
 
 
+def test_vasts_views_split_its_traffic_the_dataset_reads_on_datasets_and_the_logs_on_logs():
+    scenario = exact("checkpoint")
+    seen = at(scenario, (90.0, 95.0, 125.0), lambda sy: (by_key(vast.read("v", sim.vast_answer(sy))),
+                                                         by_key(vast.read_views("v", sim.vast_views_answer(sy)))))
+    cluster, datasets, logs = ("v", "cluster", sim.VAST_CLUSTER), ("v", "view", "/datasets"), ("v", "view", "/logs")
+    for _, ((_, views), sums) in seen.items():
+        assert {labels[2] for _, labels in views} == {"/datasets", "/logs"}
+        assert views[(m.READ_BYTES.name, datasets)] == sim.VIEW_READ_BASE["/datasets"] + sums["lustre_read_bytes"]
+        assert views[(m.WRITE_BYTES.name, datasets)] == sim.VIEW_WRITE_BASE["/datasets"]      # the dataset is only read
+        assert views[(m.WRITE_BYTES.name, logs)] == \
+            sim.VIEW_WRITE_BASE["/logs"] + sums["lustre_write_bytes"] - sums["lustre_ckpt_bytes"]
+        assert views[(m.READ_BYTES.name, logs)] == sim.VIEW_READ_BASE["/logs"]
+        assert views[(m.USED.name, logs)] - sim.VIEW_HELD_BASE["/logs"] == \
+            views[(m.WRITE_BYTES.name, logs)] - sim.VIEW_WRITE_BASE["/logs"]
+        assert views[(m.USED.name, datasets)] == sim.VIEW_HELD_BASE["/datasets"]
+    ((a, va), _), ((b, vb), _) = seen[90.0], seen[95.0]
+    # what the cluster served between two ticks, its views served: the reads on /datasets, the writes on /logs
+    for metric, view in ((m.READ_BYTES, datasets), (m.WRITE_BYTES, logs)):
+        assert vb[(metric.name, view)] - va[(metric.name, view)] == b[(metric.name, cluster)] - a[(metric.name, cluster)] > 0
+    ops = vb[(m.OPERATIONS.name, (*datasets, "read"))] - va[(m.OPERATIONS.name, (*datasets, "read"))]
+    assert ops == pytest.approx(b[(m.OPERATIONS.name, (*cluster, "read"))] - a[(m.OPERATIONS.name, (*cluster, "read"))],
+                                abs=1)
+    # a view's reads wait as long as the cluster's: the latency follows the system's load, not the view's
+    mean = (vb[(m.LATENCY.name, (*datasets, "read"))] - va[(m.LATENCY.name, (*datasets, "read"))]) / ops
+    cluster_ops = b[(m.OPERATIONS.name, (*cluster, "read"))] - a[(m.OPERATIONS.name, (*cluster, "read"))]
+    assert mean == pytest.approx((b[(m.LATENCY.name, (*cluster, "read"))] - a[(m.LATENCY.name, (*cluster, "read"))])
+                                 / cluster_ops, rel=1e-3)
+    assert mean > sim.VAST.read_latency_us * 1e-6
+
+
 def test_weka_minutes_integrate_to_the_checkpoints_written_and_its_file_system_grows_by_them():
     counts, capacity, ckpt = weka.Counts(), {}, {}
     for s, systems in run(exact("checkpoint")):     # the exporter polling after every tick
@@ -116,7 +147,8 @@ def test_every_counter_only_grows_and_weka_answers_whole_minutes_only():
     counters = (m.READ_BYTES, m.WRITE_BYTES, m.OPERATIONS, m.LATENCY)
     last: dict[tuple, float] = {}
     for s, systems in run(scenario):
-        samples = minio.read("a", sim.minio_answer(systems)) + vast.read("b", sim.vast_answer(systems))
+        samples = minio.read("a", sim.minio_answer(systems)) + vast.read("b", sim.vast_answer(systems)) \
+            + vast.read_views("b", sim.vast_views_answer(systems))
         for sample in samples:
             if sample.metric in counters:
                 key = (sample.metric.name, sample.labels)
@@ -159,6 +191,7 @@ def test_the_config_names_three_targets_at_one_address_with_private_password_fil
         ("minio-ckpt", "minio", "http://127.0.0.1:9848"), ("vast-sim", "vast", "http://127.0.0.1:9848"),
         ("weka-sim", "weka", "http://127.0.0.1:9848")}
     assert config.target("vast-sim").basic_auth.password == access.vast_password
+    assert config.target("vast-sim").views and not config.target("weka-sim").views
     assert config.target("weka-sim").basic_auth.password == access.weka_password
     assert config.interval_s == 5.0 and config.timeout_s == 4.0
     for name in ("storage-vast.password", "storage-weka.password"):
@@ -174,12 +207,14 @@ async def test_each_system_authenticates_as_its_own_does(served):
 async def _authenticates(session, url, access):
     async with session.get(url + sim.MINIO_PATH) as resp:
         assert resp.status == 200 and "minio_bucket_traffic_received_bytes" in await resp.text()
-    for header in (None, basic_auth("lockstep-ro", "wrong"), basic_auth("admin", access.vast_password)):
-        async with session.get(url + sim.VAST_PATH, headers={"Authorization": header} if header else {}) as resp:
-            assert resp.status == 401 and resp.headers["WWW-Authenticate"].startswith("Basic")
     right = {"Authorization": basic_auth("lockstep-ro", access.vast_password)}
-    async with session.get(url + sim.VAST_PATH, headers=right) as resp:
-        assert resp.status == 200 and "vast_cnode_metrics_ProtoMetrics_read_size_sum" in await resp.text()
+    for path, family in ((sim.VAST_PATH, "vast_cnode_metrics_ProtoMetrics_read_size_sum"),
+                         (sim.VAST_VIEWS_PATH, "vast_view_metrics_ViewMetrics_read_bw_sum")):
+        for header in (None, basic_auth("lockstep-ro", "wrong"), basic_auth("admin", access.vast_password)):
+            async with session.get(url + path, headers={"Authorization": header} if header else {}) as resp:
+                assert resp.status == 401 and resp.headers["WWW-Authenticate"].startswith("Basic")
+        async with session.get(url + path, headers=right) as resp:
+            assert resp.status == 200 and family in await resp.text()
 
     async def rpc(method, params, token=None):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -225,6 +260,12 @@ async def test_the_exporter_reads_all_three_through_the_written_config(served, a
         assert second[(m.UP.name, (("target", target),))] == 1.0
     assert total(second, m.READ_BYTES, "vast-sim") > total(first, m.READ_BYTES, "vast-sim")
     assert total(second, m.WRITE_BYTES, "vast-sim") > total(first, m.WRITE_BYTES, "vast-sim")
+    # and per view (views: true in the written config): the reads grew on /datasets as on the cluster
+    cluster, datasets = (("name", "vast-sim"), ("scope", "cluster")), (("name", "/datasets"), ("scope", "view"))
+    key = {where: (m.READ_BYTES.name, (*where, ("target", "vast-sim"))) for where in (cluster, datasets)}
+    assert second[key[datasets]] - first[key[datasets]] == second[key[cluster]] - first[key[cluster]] > 0
+    assert second[(m.WRITE_BYTES.name, (("name", "/logs"), ("scope", "view"), ("target", "vast-sim")))] > 0
+    assert (m.POLL_FAILURES.name, (("reason", "http"), ("target", "vast-sim"))) not in second
     assert total(second, m.WRITE_BYTES, "minio-ckpt") - total(first, m.WRITE_BYTES, "minio-ckpt") == \
         pytest.approx(CHECKPOINT_BYTES, abs=100)
     # WEKA counted minute 0-60 s first, then 60-120 s: the checkpoint's first 20 s
