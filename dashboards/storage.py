@@ -21,6 +21,7 @@ SOME_STALLED = 'kind="some"'
 SYSTEM = 'target=~"$system"'
 PER_SYSTEM = "target, scope, name"
 SYSTEM_LEGEND = "{{target}} {{scope}} {{name}}"
+HOSTS, NOT_HOSTS = f'scope="{ss.HOST_SCOPE}"', f'scope!="{ss.HOST_SCOPE}"'
 
 
 def _throughput(cfg: Config) -> list:
@@ -86,8 +87,11 @@ def _jobs_and_nvme(cfg: Config) -> list:
 
 
 def _systems(cfg: Config) -> list:
-    """The storage exporter's systems, one series per bucket, file system or cluster of each target."""
-    t = (cfg.selectors.storage, SYSTEM)
+    """The storage exporter's systems, one series per bucket, file system, view or cluster of each target; client
+    hosts (scope host) apart, the ten busiest."""
+    t = (cfg.selectors.storage, SYSTEM, NOT_HOSTS)
+    hosts = (cfg.selectors.storage, SYSTEM, HOSTS)
+    per_host = "target, name"
     per_op = f"{PER_SYSTEM}, op"
     latency = (f"sum by ({per_op}) ({rate(cfg, ss.LATENCY, *t)})\n"
                f"/ (sum by ({per_op}) ({rate(cfg, ss.OPERATIONS, *t)}) > 0)")
@@ -105,6 +109,10 @@ def _systems(cfg: Config) -> list:
         p.timeseries("Storage system capacity used", [
             target(f"max by ({PER_SYSTEM}) ({sel(ss.USED, *t)})\n/ (max by ({PER_SYSTEM}) ({sel(ss.CAPACITY, *t)}) > 0)",
                    SYSTEM_LEGEND)], "percentunit", min=0, w=8),
+        p.timeseries("Busiest client hosts (WEKA per_host): read and write throughput, top 10", [
+            target(f"topk(10, sum by ({per_host}) ({rate(cfg, ss.READ_BYTES, *hosts)}))", "read {{target}} {{name}}"),
+            target(f"-topk(10, sum by ({per_host}) ({rate(cfg, ss.WRITE_BYTES, *hosts)}))", "write {{target}} {{name}}"),
+        ], "Bps", w=24),
     ]
 
 

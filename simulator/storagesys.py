@@ -1,8 +1,8 @@
 """The simulated cluster's storage systems as their own interfaces answer, built from the model's state at each
 tick: one MinIO checkpoint tier (``/minio/v2/metrics/bucket``), one VAST cluster (VMS's ``/api/prometheusmetrics/``
-and, per view, ``/api/prometheusmetrics/views``) and one WEKA cluster (the JSON-RPC ``stats_show`` and
-``filesystems_get_capacity`` results). Pure: ``Systems`` follows the ticks, the ``*_answer`` functions turn it into
-text or JSON; ``storagesys_app`` serves them.
+and, per view, ``/api/prometheusmetrics/views``) and one WEKA cluster (the JSON-RPC ``stats_show``, for the cluster
+and per node, ``nodes_list``, ``hosts_list`` and ``filesystems_get_capacity`` results). Pure: ``Systems`` follows the
+ticks, the ``*_answer`` functions turn it into text or JSON; ``storagesys_app`` serves them.
 
 What each system sees of the job (the split), from the per-node counters of ``State.storage``:
 - VAST (cluster ``vast-sim``, two CNodes sharing the load evenly, every byte over NFS): the job's dataset reads,
@@ -11,7 +11,10 @@ What each system sees of the job (the split), from the per-node counters of ``St
   ``/datasets``'s and the logs the view ``/logs``'s (tenant ``default``), a view's latency that of the cluster's
   load;
 - WEKA (cluster ``weka-sim``): each checkpoint as the job writes it (``lustre_ckpt_bytes``), into its file system
-  ``checkpoints``; nothing is read back (the job never restarts from one here);
+  ``checkpoints``; nothing is read back (the job never restarts from one here). Per node: every simulated node is a
+  WEKA client host of its own name (``node00``, ...) with one FRONTEND node (``NodeId<100+i>``), writing its own
+  share of each checkpoint (its ``lustre_ckpt_bytes``) at the cluster's latency; two backend hosts
+  (``weka-backend-1``, ``-2``) hold a COMPUTE and a DRIVES node each and no I/O of their own in ``ops``;
 - MinIO (bucket ``checkpoints`` on one server): a copy of each checkpoint, uploaded in the same tick.
 The node trees show the same bytes on the nodes' ``/lustre`` mount: one I/O stream, seen from the clients there and
 from the systems here. Each system starts from fixed totals (what it served and held before the run: ``*_BASE``).
@@ -26,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from lockstep.simulator.scenario import node_name
 from lockstep.simulator.state import State
 
 # the endpoints, as each system serves them (the storage exporter knows them by kind)
@@ -42,6 +46,9 @@ VAST_TENANT = "default"
 DATASETS_VIEW, LOGS_VIEW = "/datasets", "/logs"   # the job's dataset reads, and its logs and metrics
 WEKA_FILESYSTEMS = ("default", "checkpoints")
 MINUTE_S = 60.0                   # WEKA's statistics: per-second averages over one-minute buckets
+# WEKA's backends, each with its node ids and their roles; every simulated node is a client with one FRONTEND node
+WEKA_BACKENDS = {"weka-backend-1": ((1, "COMPUTE"), (2, "DRIVES")), "weka-backend-2": ((3, "COMPUTE"), (4, "DRIVES"))}
+WEKA_CLIENT_NODE_ID = 100         # node i's FRONTEND is NodeId<100 + i>
 
 
 @dataclass(frozen=True)
@@ -150,6 +157,11 @@ class Systems:
         self.checkpoint_bytes = ckpt           # the job's checkpoints: what WEKA and MinIO took
         self.minutes: dict[int, Minute] = {}
         self.first_minute: int | None = None
+        # per node: its checkpoint bytes so far, WEKA's flow from its FRONTEND, and its minutes (index -> node -> Minute)
+        self.node_ckpt = [int(v) for v in first.storage["lustre_ckpt_bytes"]]
+        self.node_names = tuple(node_name(i) for i in range(len(self.node_ckpt)))
+        self.node_flows = [Flow(WEKA, 0, v) for v in self.node_ckpt]
+        self.node_minutes: dict[int, dict[int, Minute]] = {}
 
     def advance(self, s: State) -> None:
         now = _job_bytes(s)
@@ -160,7 +172,17 @@ class Systems:
         self.views[DATASETS_VIEW].add(d_read, 0, self.period, load)
         self.views[LOGS_VIEW].add(0, d_logs, self.period, load)
         self.checkpoint_bytes += d_ckpt
-        self._minute(s.timestamp - self.period, 0, d_ckpt, self.weka.add(0, d_ckpt, self.period))
+        at = s.timestamp - self.period
+        self._minute(at, 0, d_ckpt, self.weka.add(0, d_ckpt, self.period))
+        weka_load = d_ckpt / self.period if self.period > 0 else 0.0
+        for i, total in enumerate(int(v) for v in s.storage["lustre_ckpt_bytes"]):
+            d_node, self.node_ckpt[i] = max(total - self.node_ckpt[i], 0), total
+            if d_node:   # a node's latency is the cluster's: it follows the system's load
+                added = self.node_flows[i].add(0, d_node, self.period, weka_load)
+                node = self.node_minutes.setdefault(int(at // MINUTE_S), {}).setdefault(i, Minute())
+                _add(node, 0, d_node, added)
+        for old in [k for k in self.node_minutes if k < int(at // MINUTE_S) - self.KEEP_MINUTES]:
+            del self.node_minutes[old]
 
     def view_held(self, path: str) -> int:
         """The bytes a view holds: its start, and what the job wrote to it since (the dataset is only read)."""
@@ -171,21 +193,31 @@ class Systems:
         index = int(at // MINUTE_S)
         if self.first_minute is None:
             self.first_minute = index
-        m = self.minutes.setdefault(index, Minute())
-        for i, (b, ops, lat) in enumerate(((read, added[0], added[2]), (write, added[1], added[3]))):
-            m.bytes[i] += b
-            m.ops[i] += ops
-            m.latency_us[i] += lat
+        _add(self.minutes.setdefault(index, Minute()), read, write, added)
         for old in [k for k in self.minutes if k < index - self.KEEP_MINUTES]:
             del self.minutes[old]
 
+    def _complete(self, count: int) -> range:
+        """The indices of the newest ``count`` whole minutes (ended by the last tick), oldest first."""
+        if self.first_minute is None:
+            return range(0)
+        last = int(self.timestamp // MINUTE_S) - 1
+        return range(max(self.first_minute, last - count + 1, last - self.KEEP_MINUTES + 1), last + 1)
+
     def complete_minutes(self, count: int) -> list[tuple[int, Minute]]:
         """The newest ``count`` whole minutes (ended by the last tick), oldest first; one without traffic is zeros."""
-        if self.first_minute is None:
-            return []
-        last = int(self.timestamp // MINUTE_S) - 1
-        first = max(self.first_minute, last - count + 1, last - self.KEEP_MINUTES + 1)
-        return [(i, self.minutes.get(i, Minute())) for i in range(first, last + 1)]
+        return [(i, self.minutes.get(i, Minute())) for i in self._complete(count)]
+
+    def complete_node_minutes(self, count: int) -> list[tuple[int, dict[int, Minute]]]:
+        """The same minutes per node: node index -> its minute (a node without traffic in it absent)."""
+        return [(i, self.node_minutes.get(i, {})) for i in self._complete(count)]
+
+
+def _add(m: Minute, read: int, write: int, added: tuple[int, int, float, float]) -> None:
+    for i, (b, ops, lat) in enumerate(((read, added[0], added[2]), (write, added[1], added[3]))):
+        m.bytes[i] += b
+        m.ops[i] += ops
+        m.latency_us[i] += lat
 
 
 def minio_answer(systems: Systems) -> str:
@@ -272,9 +304,56 @@ def weka_stats_answer(systems: Systems, stats: list[str], minutes: int) -> dict:
     items = []
     for index, minute in systems.complete_minutes(minutes):
         values = _stats(minute)
-        at = datetime.fromtimestamp(index * MINUTE_S, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        items.append({"stats": {name: values[name] for name in stats if name in values}, "timestamp": at})
+        items.append({"stats": {name: values[name] for name in stats if name in values}, "timestamp": _timestamp(index)})
     return {"all": {"ops": items}}
+
+
+def _timestamp(index: int) -> str:
+    return datetime.fromtimestamp(index * MINUTE_S, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def weka_client_node_id(i: int) -> str:
+    return f"NodeId<{WEKA_CLIENT_NODE_ID + i}>"
+
+
+def weka_node_stats_answer(systems: Systems, stats: list[str], minutes: int, no_zeroes: bool = True,
+                           node_ids: set[str] | None = None) -> dict:
+    """The ``result`` of ``stats_show`` with ``per_node`` (tests/fixtures/weka/stats-show-ops-per-node.json's shape):
+    ``{"NodeId<k>": {"ops": [{"stats": {...}, "timestamp": ...}, ...]}, ...}``, each client's FRONTEND node's whole
+    minutes (the backends' nodes do no ``ops`` here). With ``no_zeroes`` a stat that is zero or null is left out, a
+    minute left with none, and a node left with no minute (our reading of the flag: nothing is shown of it);
+    ``node_ids`` (``"NodeId<k>"``) limits the nodes."""
+    out: dict[str, dict] = {}
+    for index, nodes in systems.complete_node_minutes(minutes):
+        for i in range(len(systems.node_names)):
+            key = weka_client_node_id(i)
+            if node_ids is not None and key not in node_ids:
+                continue
+            values = _stats(nodes.get(i, Minute()))
+            asked = {name: values[name] for name in stats if name in values}
+            if no_zeroes:
+                asked = {name: v for name, v in asked.items() if v}
+                if not asked:
+                    continue
+            out.setdefault(key, {"ops": []})["ops"].append({"stats": asked, "timestamp": _timestamp(index)})
+    return out
+
+
+def weka_nodes_answer(systems: Systems) -> dict:
+    """The ``result`` of ``nodes_list`` (tests/fixtures/weka/nodes-list.json's fields): per node id its
+    ``hostname`` and ``roles``."""
+    out = {f"NodeId<{nid}>": {"hostname": host, "roles": [role]}
+           for host, nodes in WEKA_BACKENDS.items() for nid, role in nodes}
+    out.update({weka_client_node_id(i): {"hostname": name, "roles": ["FRONTEND"]}
+                for i, name in enumerate(systems.node_names)})
+    return out
+
+
+def weka_hosts_answer(systems: Systems) -> dict:
+    """The ``result`` of ``hosts_list`` (tests/fixtures/weka/hosts-list.json's fields): per host its ``hostname``
+    and ``mode``, ``backend`` for the two backends, ``client`` for each simulated node."""
+    names = [(host, "backend") for host in WEKA_BACKENDS] + [(name, "client") for name in systems.node_names]
+    return {f"HostId<{i}>": {"hostname": host, "mode": mode} for i, (host, mode) in enumerate(names)}
 
 
 def weka_capacity_answer(systems: Systems) -> dict:

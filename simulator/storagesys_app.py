@@ -8,8 +8,9 @@ Routes (one address for all three, as the exporter's config wants a system's add
   view, basic auth, decoded from the header as a server does; 401 with a challenge when missing or wrong;
 - ``POST /api/v1``: WEKA's JSON-RPC 2.0 (tests/fixtures/weka/README.md, "Facts used"): ``userlogin`` with the
   username and password issues tokens (a wrong one: an empty ``result``); ``user_refresh_token`` a new access token
-  for a refresh token it issued; ``stats_show`` and ``filesystems_get_capacity`` need ``Authorization: Bearer
-  <access_token>`` (401 without it, or once the token is older than its five minutes).
+  for a refresh token it issued; ``stats_show`` (the cluster's, or with ``per_node`` each node's), ``nodes_list``,
+  ``hosts_list`` and ``filesystems_get_capacity`` need ``Authorization: Bearer <access_token>`` (401 without it, or
+  once the token is older than its five minutes).
 The passwords are drawn anew on every run."""
 from __future__ import annotations
 
@@ -81,6 +82,8 @@ def exporter_config(url: str, period_s: float) -> dict:
             target.update(username=USERNAME, password_file=password_file)   # relative: beside the config
         if kind == "vast":
             target["views"] = True   # its views too: /api/prometheusmetrics/views
+        if kind == "weka":
+            target["per_host"] = True   # per client host too: stats_show per node, nodes_list, hosts_list
         targets.append(target)
     return {"interval_s": interval, "timeout_s": round(min(5.0, 0.8 * interval), 1), "targets": targets}
 
@@ -136,6 +139,17 @@ def _stats_params(params: dict) -> tuple[list[str], int] | None:
     return [s.removeprefix("ops.") for s in stat if s.startswith("ops.")], int(interval.group(1))
 
 
+def _node_ids(params: dict) -> set[str] | None:
+    """``node_ids`` as ``NodeId<k>`` keys (given as numbers or as such keys); None when absent; ValueError when
+    malformed."""
+    ids = params.get("node_ids")
+    if ids is None:
+        return None
+    if not isinstance(ids, list) or not all(isinstance(n, (int, str)) and not isinstance(n, bool) for n in ids):
+        raise ValueError("node_ids")
+    return {n if isinstance(n, str) and n.startswith("NodeId<") else f"NodeId<{n}>" for n in ids}
+
+
 async def weka(request: web.Request) -> web.Response:
     access = request.app[ACCESS]
     try:
@@ -162,9 +176,20 @@ async def weka(request: web.Request) -> web.Response:
         asked = _stats_params(params)
         if asked is None:
             return _rpc(doc_id, error={"code": -32602, "message": "Invalid params"})
+        if params.get("per_node") is True:
+            try:
+                ids = _node_ids(params)
+            except ValueError:
+                return _rpc(doc_id, error={"code": -32602, "message": "Invalid params"})
+            return _rpc(doc_id, sim.weka_node_stats_answer(request.app[SYSTEMS], *asked,
+                                                           no_zeroes=params.get("no_zeroes") is True, node_ids=ids))
         return _rpc(doc_id, sim.weka_stats_answer(request.app[SYSTEMS], *asked))
     if method == "filesystems_get_capacity":
         return _rpc(doc_id, sim.weka_capacity_answer(request.app[SYSTEMS]))
+    if method == "nodes_list":
+        return _rpc(doc_id, sim.weka_nodes_answer(request.app[SYSTEMS]))
+    if method == "hosts_list":
+        return _rpc(doc_id, sim.weka_hosts_answer(request.app[SYSTEMS]))
     return _rpc(doc_id, error={"code": -32601, "message": "Method not found"})
 
 

@@ -5,10 +5,15 @@ from lockstep.exporters.catalog.model import counter, gauge
 
 T = ("target",)
 # scope: bucket (MinIO, Ceph RGW), filesystem (WEKA: capacity only), view (VAST, a target with `views: true`: named by
-# the view's `path` label), cluster (a whole system; Ceph RGW: the gateways one ceph-exporter serves, name "rgw"; VAST:
+# the view's `path` label), host (WEKA, a target with `per_host: true`: the I/O of one host's frontend processes,
+# named by its hostname), cluster (a whole system; Ceph RGW: the gateways one ceph-exporter serves, name "rgw"; VAST:
 # the cluster, named by its `cluster` label; WEKA: named by the target's name); name: its name there (Ceph RGW:
 # "tenant/bucket" for a tenant's bucket).
 S = ("target", "scope", "name")
+# The scope of one client host's share of a system's I/O (WEKA, per_host: true): a breakdown of the system's own
+# series, not a system of its own, so StorageLatencyHigh and the storage dashboard's per-system panels leave it out
+# (a slow system would otherwise open a ticket per client), and the dashboard shows its busiest clients apart.
+HOST_SCOPE = "host"
 
 READ_BYTES = counter("lockstep_storage_system_read_bytes_total",
                      "Bytes read by clients from the file system, view or bucket. MinIO: "
@@ -19,20 +24,23 @@ READ_BYTES = counter("lockstep_storage_system_read_bytes_total",
                      "scope cluster; per view (views: true) vast_view_metrics_ViewMetrics_read_bw_sum, scope view. "
                      "WEKA: READ_BYTES (bytes/s) of JSON-RPC stats_show, category ops, for the whole "
                      "cluster: per-second averages over one-minute buckets, integrated (each minute counted once, its "
-                     "rate times 60 s; the exporter's first poll counts its newest minute only), scope cluster.", S, "bytes")
+                     "rate times 60 s; the exporter's first poll counts its newest minute only), scope cluster; per "
+                     "host (per_host: true) the same stats_show with per_node, summed over the host's FRONTEND nodes "
+                     "(nodes_list), scope host named by its hostname.", S, "bytes")
 WRITE_BYTES = counter("lockstep_storage_system_write_bytes_total",
                       "Bytes written by clients to the file system, view or bucket. MinIO: "
                       "minio_bucket_traffic_received_bytes summed over the cluster's servers. Ceph RGW: "
                       "ceph_rgw_op[_per_bucket]_put_obj_bytes. VAST: ..._ProtoMetrics_write_size_sum, as for reads; per view "
                       "vast_view_metrics_ViewMetrics_write_bw_sum. "
-                      "WEKA: WRITE_BYTES, integrated as for reads.", S, "bytes")
+                      "WEKA: WRITE_BYTES, integrated as for reads (per host likewise).", S, "bytes")
 OPERATIONS = counter("lockstep_storage_system_operations_total",
                      "Operations (requests) served, by the system's own operation name. op: MinIO's S3 API name "
                      "(minio_bucket_requests_total{api}, lower case: getobject, putobject, ...); Ceph RGW's op counter name "
                      "(ceph_rgw_op[_per_bucket]_<op>_ops: put_obj, get_obj, del_obj, del_bucket, copy_obj, list_obj, "
                      "list_buckets); VAST's read and write (..._ProtoMetrics_{read,write}_size_count, all protocols; per view "
                      "vast_view_metrics_ViewMetrics_{read,write}_iops_count); "
-                     "WEKA's read and write (ops READS, WRITES, operations/s, integrated as for bytes).",
+                     "WEKA's read and write (ops READS, WRITES, operations/s, integrated as for bytes, per host "
+                     "likewise).",
                      S + ("op",))
 ERRORS = counter("lockstep_storage_system_operation_errors_total",
                  "Operations that failed. class: client (MinIO minio_bucket_requests_4xx_errors_total), server "
@@ -45,7 +53,8 @@ LATENCY = counter("lockstep_storage_system_operation_latency_seconds_total",
                   "..._ProtoMetrics_{read,write}_latency_sum (microseconds, converted; per view "
                   "vast_view_metrics_ViewMetrics_{read,write}_latency_sum, likewise); WEKA ops READ_LATENCY, "
                   "WRITE_LATENCY (the mean per operation, microseconds) times that minute's operations, per minute "
-                  "(a minute whose latency is null adds nothing). MinIO's v2 bucket "
+                  "(a minute whose latency is null adds nothing; per host each FRONTEND node's own, summed). MinIO's "
+                  "v2 bucket "
                   "metrics carry a time-to-first-byte histogram without a sum: absent there.", S + ("op",), "seconds")
 USED = gauge("lockstep_storage_system_used_bytes",
              "Bytes stored in the file system, view or bucket. MinIO: minio_bucket_usage_total_bytes. VAST: "
@@ -62,19 +71,26 @@ OBJECTS = gauge("lockstep_storage_system_objects",
 TARGET_INFO = gauge("lockstep_storage_system_target_info",
                     "Always 1; the kind (weka, vast, minio, ceph-rgw) and address of a configured storage system.",
                     ("target", "kind", "address"))
+HOST_INFO = gauge("lockstep_storage_system_host_info",
+                  "Always 1; per host with series at scope host (WEKA, per_host: true), its role: server (a WEKA "
+                  "backend: hosts_list mode backend) or client (any other mode), as WEKA's own exporter reads it. "
+                  "name is the series' name (the hostname), so that "
+                  "... * on (target, name) group_left (role) lockstep_storage_system_host_info "
+                  "splits them; absent for a host hosts_list does not name.", ("target", "name", "role"))
 UP = gauge("lockstep_storage_system_up", "1 if the last poll of the storage system succeeded, 0 otherwise. A part "
-           "the target opted in to (VAST's views) failing alone leaves it 1.", T)
+           "the target opted in to (VAST's views, WEKA's per_host) failing alone leaves it 1.", T)
 POLL_DURATION = gauge("lockstep_storage_system_poll_duration_seconds",
                       "Wall-clock time of the last poll of the storage system.", T, "seconds")
 POLL_FAILURES = counter("lockstep_storage_system_poll_failures_total",
                         "Polls of the storage system that failed since the exporter started. reason: timeout (no "
                         "answer within timeout_s), connect (refused, reset, TLS), http (an error status), parse "
                         "(an answer that is not the system's format), internal (an error of the exporter's own reading: a bug, "
-                        "logged with its traceback). A part the target opted in to (VAST's views: true) that fails "
+                        "logged with its traceback). A part the target opted in to (VAST's views: true, WEKA's "
+                        "per_host: true) that fails "
                         "while the rest is read counts here too, by its reason, with up staying 1 and only that "
                         "part's series left out.", T + ("reason",))
 LAST_SUCCESS = gauge("lockstep_storage_system_last_success_timestamp_seconds",
                      "Unix time of the last successful poll of the storage system.", T, "seconds")
 
 METRICS = (READ_BYTES, WRITE_BYTES, OPERATIONS, ERRORS, LATENCY, USED, CAPACITY, OBJECTS,
-           TARGET_INFO, UP, POLL_DURATION, POLL_FAILURES, LAST_SUCCESS)
+           TARGET_INFO, HOST_INFO, UP, POLL_DURATION, POLL_FAILURES, LAST_SUCCESS)

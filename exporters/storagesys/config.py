@@ -26,6 +26,7 @@ class Target:
     basic_auth: Credentials | None = None   # its repr hides the password; WEKA: the user it logs in as
     org: str | None = None   # WEKA only: the organisation the user belongs to (WEKA's default: the root one)
     views: bool = False      # VAST only: also read VMS's per-view endpoint (/api/prometheusmetrics/views)
+    per_host: bool = False   # WEKA only: also read stats_show per node, nodes_list and hosts_list (scope host)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,9 @@ def _target(s: Section) -> Target:
     views = s.get("views", bool, None)
     if views is not None and kind != "vast":
         raise s.error("views", "only for kind vast (VMS's per-view endpoint, /api/prometheusmetrics/views)")
+    per_host = s.get("per_host", bool, None)
+    if per_host is not None and kind != "weka":
+        raise s.error("per_host", "only for kind weka (stats_show per node, summed per host)")
     ca_file = s.get("ca_file", str, None)
     if ca_file is not None:
         if not _path(s, ca_file).is_file():
@@ -87,7 +91,7 @@ def _target(s: Section) -> Target:
     s.finish()
     return Target(name, kind, url, token, ca_file, tls_verify,
                   Credentials(username, password) if username is not None and password is not None else None, org,
-                  bool(views))
+                  bool(views), bool(per_host))
 
 
 def _secret(s: Section, key: str) -> str | None:

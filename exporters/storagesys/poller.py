@@ -7,8 +7,10 @@ summed counters never go backwards when one source restarts or leaves the answer
 failure reasons and isolation.
 
 A target may opt in to a further endpoint of its kind (``PARTS``: VAST's per-view ``/api/prometheusmetrics/views``,
-``views: true``). Such a part is read beside the kind's own endpoint, within a timeout_s of its own begun with the
-poll, parsed and summed apart (its own ``CounterSums``, so its sources never meet the target's). A part that fails
+``views: true``), or a kind with a reader to a further read of its reader's (``Reader.parts``: WEKA's per-host
+statistics, ``per_host: true``). Such a part is read beside the kind's own endpoint, within a timeout_s of its own
+begun with the poll; an endpoint's is parsed and summed apart (its own ``CounterSums``, so its sources never meet the
+target's), a reader's part keeps its own state in its reader. A part that fails
 (no answer, an error status, an answer not in its format) loses its own series only: the target stays up with the
 rest of its series, the failure is counted in ``lockstep_storage_system_poll_failures_total`` by its reason, and
 logged once per outage of that part. Its counters go on from where they were once it answers again."""
@@ -62,9 +64,13 @@ PARTS: dict[str, tuple[Part, ...]] = {
 class Reader(Protocol):
     async def read(self) -> list[Sample]: ...
 
+    def parts(self) -> dict[str, Callable[[], Awaitable[list[Sample]]]]:
+        """The parts the target opted in to, by name (the config key), each a read of its own."""
+        ...
+
 
 # kind -> its reader's constructor (target, session, TLS context, max_answer_bytes): one reader per target, holding
-# what the kind keeps between polls (WEKA: its tokens and the minutes counted)
+# what the kind keeps between polls (WEKA: its tokens, the minutes counted, the node and host lists)
 READERS: dict[str, Callable[..., Reader]] = {"weka": wekarpc.WekaReader}
 
 
@@ -98,10 +104,19 @@ class Poller:
                       for part in ("", *(p.name for p in self._parts[t.name]))}
         self._readers = {t.name: READERS[t.kind](t, session, self._tls[t.name], config.max_answer_bytes)
                          for t in config.targets if t.kind in READERS}
+        # target -> (part name, its read) for each part it opted in to: an endpoint's GET, or its reader's own
+        self._part_reads = {t.name: self._reads_of(t) for t in config.targets}
         # A poll that timed out leaves its parse running in its thread; the target's next poll waits for it
         # here rather than combine beside it (its sums then hold that answer too: they only ever move on).
         self._combining = {key: threading.Lock() for key in self._sums}
         self._parts_down: set[tuple[str, str]] = set()   # (target, part) failing since it was last logged
+
+    def _reads_of(self, target: Target) -> tuple[tuple[str, Callable[[], Awaitable[list[Sample]]]], ...]:
+        reader = self._readers.get(target.name)
+        if reader is not None:
+            return tuple(reader.parts().items())
+        return tuple((part.name, functools.partial(self._get_and_parse, target, part.name, part.path, part.parse))
+                     for part in self._parts[target.name])
 
     async def _read(self, target: Target) -> list[Sample]:
         reader = self._readers.get(target.name)
@@ -144,20 +159,19 @@ class Poller:
         that a hung part never times the target out); a target down cancels them."""
         async with self._slots:
             started = time.perf_counter()
-            parts = [(part, asyncio.create_task(self._attempt(
-                target, functools.partial(self._get_and_parse, target, part.name, part.path, part.parse), part.name)))
-                for part in self._parts[target.name]]
+            parts = [(name, asyncio.create_task(self._attempt(target, read, name)))
+                     for name, read in self._part_reads[target.name]]
             try:
                 result = await self._attempt(target, functools.partial(self._read, target))
                 if not result.up:
                     return result
                 samples, failed = list(result.samples), []
-                for part, task in parts:
+                for name, task in parts:
                     got = await task
                     if got.up:
                         samples += got.samples
                     else:
-                        failed.append(PartFailure(part.name, got.reason or "connect", got.error or ""))
+                        failed.append(PartFailure(name, got.reason or "connect", got.error or ""))
             finally:
                 for _, task in parts:
                     task.cancel()   # those not done: the target is down, or this poll was cancelled
@@ -166,18 +180,18 @@ class Poller:
     def _count_parts(self, target: Target, result: TargetResult) -> None:
         """A target up: each failed part counted by its reason, and logged once per outage of that part."""
         failed = {f.part: f for f in result.failed_parts}
-        for part in self._parts[target.name]:
-            key, failure = (target.name, part.name), failed.get(part.name)
+        for name, _ in self._part_reads[target.name]:
+            key, failure = (target.name, name), failed.get(name)
             if failure is None:
                 if key in self._parts_down:
                     self._parts_down.discard(key)
-                    log.info("storage target part recovered", extra=kv(target=target.name, part=part.name))
+                    log.info("storage target part recovered", extra=kv(target=target.name, part=name))
                 continue
             self.failures[(target.name, failure.reason)] = self.failures.get((target.name, failure.reason), 0) + 1
             if key not in self._parts_down:
                 self._parts_down.add(key)
                 log.warning("storage target part failed, the rest read", extra=kv(
-                    target=target.name, part=part.name, reason=failure.reason, err=failure.error))
+                    target=target.name, part=name, reason=failure.reason, err=failure.error))
 
     async def poll_and_store(self, target: Target) -> None:
         result = await self.poll(target)

@@ -16,8 +16,31 @@ What is read:
   space (``free_total``) is ``available_total - used_total``. So ``used_bytes`` is ``used_total`` and
   ``capacity_bytes`` is ``available_total``, scope ``filesystem``, named by ``name``.
 
+Per client host, only for a target with ``per_host: true`` (``wekarpc.WekaReader`` makes the calls, a part of the
+target that fails alone):
+- ``stats_show`` with the same six ``ops`` stats and interval, and ``per_node: True``, ``no_zeroes: True``,
+  ``show_internal: True``, as WEKA's own exporter asks for its per-host statistics: the answer is keyed by node
+  (``"NodeId<k>"``) instead of ``all``, each node holding the same ``{"ops": [...]}`` minutes;
+- ``nodes_list``: per node id its ``hostname`` and ``roles``; ``hosts_list``: per host its ``hostname`` and ``mode``
+  (``backend``: a server, anything else: a client, as WEKA's exporter reads it). These change rarely: the reader
+  keeps them and asks again every ``wekarpc.MAP_TTL_S`` or when an answer holds a node id they lack.
+Only ``FRONTEND`` nodes are counted. WEKA's exporter ties category ``ops`` to role ``FRONTEND``: its table of which
+roles carry which category, left in its ``collector.py`` as a comment, maps ``ops`` and ``ops_driver`` to
+``FRONTEND``, ``ops_nfs`` to ``COMPUTE``, ``ssd`` to ``DRIVES`` (README, fact 8). A client's I/O enters WEKA through
+its frontend processes; a backend's compute and drive processes, should they report ``ops`` too, would be the
+servers' side of that same I/O, and counting them beside the frontends would count it twice (our reading: no
+source says what those report). ``HostCounts`` sums a host's frontend nodes per minute (each node's minute as
+``increments``: its latency total is its own mean times its own operations, so the host's mean latency is weighted
+by each node's operations) and integrates the sums per host as ``Counts`` does for the cluster, at scope ``host``,
+named by the ``hostname`` (on the GPU nodes, lockstep's node label, so that the series meet the node's jobs).
+Every host with frontend I/O is read, servers too: a backend's frontends serve what runs on the backend itself (a
+local mount, a protocol gateway), which is I/O of the cluster's as well; ``lockstep_storage_system_host_info`` says
+for each host whether ``hosts_list`` calls it a client or a server, so a query keeps the clients alone when it
+wants them.
+
 Per file system I/O (``stats_show`` of category ``fs_stats``) is not read: a further call per stat and poll, its
-values keyed by file system id inside the stat's name."""
+values keyed by file system id inside the stat's name; and no source shows a cluster-wide call returning it per
+host (README, "Not known")."""
 from __future__ import annotations
 
 import math
@@ -74,7 +97,10 @@ def parse_stats(result: object) -> list[Bucket]:
     oldest first, one per timestamp (a repeated one: the last wins). No ``ops`` list: no buckets (nothing counted)."""
     if not isinstance(result, dict) or not isinstance(result.get("all"), dict):
         raise AnswerError('stats_show: no "all" object in the result')
-    items = result["all"].get(CATEGORY)
+    return _buckets(result["all"].get(CATEGORY))
+
+
+def _buckets(items: object) -> list[Bucket]:
     if items is None:
         return []
     if not isinstance(items, list):
@@ -104,37 +130,177 @@ def increments(bucket: Bucket) -> dict[tuple[Metric, str], float]:
     return out
 
 
-class Counts:
-    """One target's integrated counters. The first answer with buckets counts only its newest: the counters start
-    at zero with the exporter (a reset, as for any counter), and Prometheus counts a reset's first value whole, so
-    any minute in it that an earlier run of the exporter had counted is counted twice; one minute at most, not five.
-    Each later answer counts its buckets newer than the newest counted: a minute counts once, the minutes a failed
-    poll missed are counted by the next answer that still holds them (within five minutes), and a counter never goes
-    backwards (an answer whose minutes are all older adds nothing)."""
+Minute = tuple[datetime, dict[tuple[Metric, str], float]]   # a minute's timestamp and what it adds (``increments``)
 
-    def __init__(self) -> None:
-        self.newest: datetime | None = None
+
+class Counts:
+    """One target's (or host's) integrated counters. The first answer with buckets counts only its newest: the
+    counters start at zero with the exporter (a reset, as for any counter), and Prometheus counts a reset's first
+    value whole, so any minute in it that an earlier run of the exporter had counted is counted twice; one minute at
+    most, not five. Each later answer counts its buckets newer than the newest counted: a minute counts once, the
+    minutes a failed poll missed are counted by the next answer that still holds them (within five minutes), and a
+    counter never goes backwards (an answer whose minutes are all older adds nothing). ``newest`` given: counting
+    starts after it (the first answer is then a later one)."""
+
+    def __init__(self, newest: datetime | None = None) -> None:
+        self.newest = newest
         self.totals: dict[tuple[Metric, str], float] = {}
 
     def add(self, buckets: list[Bucket]) -> None:
-        if not buckets:
+        self.add_minutes([(b.at, increments(b)) for b in buckets])
+
+    def add_minutes(self, minutes: list[Minute]) -> None:
+        """``minutes`` oldest first, as ``add``'s buckets."""
+        if not minutes:
             return
         if self.newest is None:
-            new = buckets[-1:]
+            new = minutes[-1:]
         else:
-            new = [b for b in buckets if b.at > self.newest]
-        for bucket in new:
-            for key, value in increments(bucket).items():
+            new = [minute for minute in minutes if minute[0] > self.newest]
+        for _, added in new:
+            for key, value in added.items():
                 self.totals[key] = self.totals.get(key, 0.0) + value
         if new:
-            self.newest = new[-1].at
+            self.newest = new[-1][0]
 
-    def samples(self, target: str) -> Iterator[Sample]:
-        """The counters counted so far (one never counted is absent, not zero), at scope cluster, named by the
-        target (the answer names no cluster)."""
-        key = (target, "cluster", target)
+    def samples(self, target: str, scope: str = "cluster", name: str | None = None) -> Iterator[Sample]:
+        """The counters counted so far (one never counted is absent, not zero), at ``scope`` (cluster: named by the
+        target, as the answer names no cluster)."""
+        key = (target, scope, target if name is None else name)
         for (metric, op), value in self.totals.items():
             yield Sample(metric, (*key, op) if op else key, value)
+
+
+# ---- per host -----------------------------------------------------------------------------------------------------
+
+FRONTEND = "FRONTEND"   # the role of the nodes whose ops are a client's I/O (see the module's docstring)
+SERVER, CLIENT = "server", "client"   # a host's role, from hosts_list's mode (backend: server), as WEKA's exporter
+
+
+def node_stats_params() -> dict[str, object]:
+    """``stats_show`` per node: the cluster's six ``ops`` stats and interval, with ``per_node``, ``no_zeroes`` and
+    ``show_internal`` as WEKA's exporter asks for them (all nodes in one call: no ``node_ids``)."""
+    return {**stats_params(), "per_node": True, "no_zeroes": True, "show_internal": True}
+
+
+def parse_node_stats(result: object) -> dict[str, list[Bucket]]:
+    """A per-node ``stats_show`` result (``{"NodeId<k>": {"ops": [{"stats": {...}, "timestamp": ...}, ...]}, ...}``)
+    as each node's buckets, oldest first. Nodes left out (``no_zeroes``: nothing but zeros) have none. An answer
+    keyed ``all`` is the cluster's total: ``per_node`` was not honoured, refused rather than read as a node."""
+    if not isinstance(result, dict):
+        raise AnswerError("stats_show per node: the result is not an object")
+    if "all" in result:
+        raise AnswerError('stats_show per node: the answer is the cluster\'s total ("all"), not per node')
+    out: dict[str, list[Bucket]] = {}
+    for node, categories in result.items():
+        if not isinstance(categories, dict):
+            raise AnswerError("stats_show per node: a node's value is not an object")
+        out[node] = _buckets(categories.get(CATEGORY))
+    return out
+
+
+@dataclass(frozen=True)
+class NodeMap:
+    """What ``nodes_list`` says: each FRONTEND node's host, and every node id it knows (a known node that is not a
+    frontend is skipped; an unknown one asks for the lists again)."""
+
+    frontend: Mapping[str, str] = field(default_factory=dict)   # node id -> hostname
+    known: frozenset[str] = frozenset()
+
+
+def _roles(value: object) -> frozenset[str]:
+    if isinstance(value, str):
+        return frozenset((value,))
+    if isinstance(value, list):
+        return frozenset(r for r in value if isinstance(r, str))
+    return frozenset()
+
+
+def parse_nodes(result: object) -> NodeMap:
+    """A ``nodes_list`` result (``{"NodeId<k>": {"hostname": ..., "roles": [...]}, ...}``, keyed as the per-node
+    stats are) as a ``NodeMap``. ``roles`` a list (one node may have several) or a single name; a node without a
+    hostname is known but mapped to no host."""
+    if not isinstance(result, dict):
+        raise AnswerError("nodes_list: the result is not an object")
+    frontend = {}
+    for node_id, node in result.items():
+        if isinstance(node, dict) and isinstance(node.get("hostname"), str) and node["hostname"] \
+                and FRONTEND in _roles(node.get("roles")):
+            frontend[node_id] = node["hostname"]
+    return NodeMap(frontend, frozenset(result))
+
+
+def parse_hosts(result: object) -> dict[str, str]:
+    """A ``hosts_list`` result (an object of hosts, or a list) as hostname -> ``server`` (``mode`` ``backend``) or
+    ``client`` (any other mode). A hostname listed more than once (several containers on one host) is a server if
+    any of its entries is a backend; an entry without a hostname or a mode is left out."""
+    if isinstance(result, dict):
+        hosts = list(result.values())
+    elif isinstance(result, list):
+        hosts = result
+    else:
+        raise AnswerError("hosts_list: the result is neither an object nor a list")
+    roles: dict[str, str] = {}
+    for host in hosts:
+        if not isinstance(host, dict) or not isinstance(host.get("hostname"), str) or not host["hostname"] \
+                or not isinstance(host.get("mode"), str):
+            continue
+        name = host["hostname"]
+        roles[name] = SERVER if host["mode"] == "backend" or roles.get(name) == SERVER else CLIENT
+    return roles
+
+
+def host_minutes(nodes: Mapping[str, list[Bucket]], frontend: Mapping[str, str]) -> dict[str, list[Minute]]:
+    """Each host's minutes, oldest first: per minute the sum of its FRONTEND nodes' ``increments`` (a node not in
+    ``frontend``, not a frontend or unknown, is skipped)."""
+    out: dict[str, dict[datetime, dict[tuple[Metric, str], float]]] = {}
+    for node, buckets in nodes.items():
+        host = frontend.get(node)
+        if host is None:
+            continue
+        for bucket in buckets:
+            minute = out.setdefault(host, {}).setdefault(bucket.at, {})
+            for key, value in increments(bucket).items():
+                minute[key] = minute.get(key, 0.0) + value
+    return {host: sorted(minutes.items(), key=lambda m: m[0]) for host, minutes in out.items()}
+
+
+class HostCounts:
+    """One target's counters per host: a ``Counts`` per host, fed its minutes. The first answer with buckets counts
+    only its newest minute, for every host (as the cluster's). A host first seen in a later answer counts its minutes
+    newer than the newest of the earlier answers: ``no_zeroes`` leaves a host out of an answer while its frontends
+    do nothing, so its first minutes of I/O after that come in an answer of their own, and counting only their
+    newest would lose the others; the minutes before, it was idle in (or not yet a client)."""
+
+    def __init__(self) -> None:
+        self.hosts: dict[str, Counts] = {}
+        self.seen: datetime | None = None   # the newest minute of any answer so far (any node)
+
+    def add(self, nodes: Mapping[str, list[Bucket]], frontend: Mapping[str, str]) -> None:
+        newest = max((buckets[-1].at for buckets in nodes.values() if buckets), default=None)
+        if newest is None:
+            return
+        for host, minutes in host_minutes(nodes, frontend).items():
+            counts = self.hosts.get(host)
+            if counts is None:
+                if self.seen is None:   # the first answer: its newest minute only
+                    minutes = [m for m in minutes if m[0] >= newest]
+                    counts = Counts(None if minutes else newest)
+                else:
+                    counts = Counts(self.seen)
+                self.hosts[host] = counts
+            counts.add_minutes(minutes)
+        self.seen = newest if self.seen is None else max(self.seen, newest)
+
+    def samples(self, target: str, roles: Mapping[str, str]) -> Iterator[Sample]:
+        """Each host's counters at scope ``host`` named by its hostname, and its role (``host_info``) where
+        ``hosts_list`` names the host."""
+        for host in sorted(self.hosts):
+            if not self.hosts[host].totals:
+                continue   # nothing counted yet
+            yield from self.hosts[host].samples(target, m.HOST_SCOPE, host)
+            if host in roles:
+                yield Sample(m.HOST_INFO, (target, host, roles[host]), 1.0)
 
 
 def parse_capacity(target: str, result: object) -> list[Sample]:

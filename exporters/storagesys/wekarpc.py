@@ -3,18 +3,24 @@ library call it (sources: tests/fixtures/weka/README.md): ``{"jsonrpc": "2.0", "
 answer's ``result`` out. ``RpcSession`` logs in with ``userlogin`` (username, password, optional org), sends
 ``Authorization: <token_type> <access_token>``, and on HTTP 401 renews the tokens once with ``user_refresh_token``
 (logging in again where that fails) and retries the call once. The tokens live in that object only, one per target:
-never logged, never in an error's text, never written anywhere. ``WekaReader`` is one target's poll, mapped by
-``weka`` (pure): the cluster's ``ops`` minutes integrated into counters, and each file system's capacity.
+never logged, never in an error's text, never written anywhere; logins and renewals are one at a time, so that
+calls made side by side (a target's part beside its own read) share the tokens. ``WekaReader`` is one target's poll,
+mapped by ``weka`` (pure): the cluster's ``ops`` minutes integrated into counters, and each file system's capacity;
+with ``per_host: true`` also a part (the poller's: read beside the rest, failing alone) that reads the ``ops``
+minutes per node and integrates them per host.
 
 Failures, as the poller counts them: no connection ``connect``; an error status, a JSON-RPC ``error`` object (the
 system refused the call) or a login that returns no tokens ``http``; an answer that is not JSON-RPC ``parse``."""
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
 import json
 import logging
 import ssl
+import time
+from typing import Awaitable, Callable
 
 import aiohttp
 
@@ -30,6 +36,7 @@ log = logging.getLogger("lockstep.storage")
 API_PATH = "/api/v1"
 _AUTH = ("userlogin", "user_refresh_token")   # their error messages are not quoted: they may echo what was sent
 _OK = (200, 201, 202)                          # the statuses WEKA's client library reads an answer from
+MAP_TTL_S = 600.0   # nodes_list and hosts_list are asked again after this long (sooner for an unknown node id)
 
 
 class Unauthorized(HttpStatusError):
@@ -89,6 +96,7 @@ class RpcSession:
         self.session, self.target, self.tls, self.max_bytes = session, target, tls, max_bytes
         self._tokens: Tokens | None = None
         self._ids = itertools.count(1)
+        self._renewing = asyncio.Lock()   # one login or renewal at a time
 
     def __repr__(self) -> str:   # never the tokens
         return f"RpcSession(target={self.target.name!r}, logged_in={self._tokens is not None})"
@@ -138,27 +146,64 @@ class RpcSession:
         return await self._login()
 
     async def call(self, method: str, params: dict) -> object:
-        """The result of ``method``; logged in first where no tokens are held; one renewal and retry on a 401."""
-        held = self._tokens or await self._login()
+        """The result of ``method``; logged in first where no tokens are held; one renewal and retry on a 401. A
+        call waiting while another logs in or renews uses the tokens that one got."""
+        async with self._renewing:
+            held = self._tokens or await self._login()
         try:
             return await self._post(method, params, held.header())
         except Unauthorized:
-            held = await self._renew(held)
+            async with self._renewing:
+                # renewed by another call meanwhile: its tokens; else renew these
+                held = self._tokens if self._tokens is not None and self._tokens is not held else await self._renew(held)
         return await self._post(method, params, held.header())   # a second 401 fails the poll
 
 
 class WekaReader:
     """One WEKA target's poll: ``stats_show`` and ``filesystems_get_capacity``, within the poller's timeout. The
     minutes are counted only once both answers are in: a failed poll counts nothing, and the next one counts what
-    it missed."""
+    it missed. With ``per_host: true``, the part ``per_host`` (``parts``; the poller reads it beside ``read``, within
+    a timeout of its own, and a failure of it loses the host series alone): ``stats_show`` per node, and
+    ``nodes_list`` and ``hosts_list`` when the ones held are older than ``MAP_TTL_S`` or the answer holds a node id
+    they lack (asked once for that id: one still unknown after is skipped until the next regular refresh)."""
 
     def __init__(self, target: Target, session: aiohttp.ClientSession, tls: ssl.SSLContext | bool, max_bytes: int) -> None:
         self.target = target
         self.rpc = RpcSession(session, target, tls, max_bytes)
         self.counts = weka.Counts()
+        self.host_counts = weka.HostCounts() if target.per_host else None
+        self.nodes: weka.NodeMap | None = None
+        self.roles: dict[str, str] = {}
+        self.clock: Callable[[], float] = time.monotonic
+        self._nodes_at = 0.0
+        self._unknown: frozenset[str] = frozenset()   # node ids still unknown after the last refresh
 
     async def read(self) -> list[Sample]:
         buckets = weka.parse_stats(await self.rpc.call("stats_show", weka.stats_params()))
         capacity = weka.parse_capacity(self.target.name, await self.rpc.call("filesystems_get_capacity", {}))
         self.counts.add(buckets)
         return [*self.counts.samples(self.target.name), *capacity]
+
+    def parts(self) -> dict[str, Callable[[], Awaitable[list[Sample]]]]:
+        """The parts this target opted in to, by their config key."""
+        return {"per_host": self.read_hosts} if self.host_counts is not None else {}
+
+    async def _refresh_nodes(self) -> None:
+        nodes = weka.parse_nodes(await self.rpc.call("nodes_list", {}))
+        roles = weka.parse_hosts(await self.rpc.call("hosts_list", {}))
+        self.nodes, self.roles, self._nodes_at = nodes, roles, self.clock()
+
+    async def read_hosts(self) -> list[Sample]:
+        """The part ``per_host``: the minutes are counted only once every answer it needs is in."""
+        assert self.host_counts is not None
+        nodes = weka.parse_node_stats(await self.rpc.call("stats_show", weka.node_stats_params()))
+        if self.nodes is None or self.clock() - self._nodes_at >= MAP_TTL_S \
+                or set(nodes) - self.nodes.known - self._unknown:
+            await self._refresh_nodes()
+            assert self.nodes is not None
+            self._unknown = frozenset(set(nodes) - self.nodes.known)
+            if self._unknown:
+                log.debug("weka node ids not in nodes_list, skipped", extra=kv(
+                    target=self.target.name, nodes=",".join(sorted(self._unknown))[:200]))
+        self.host_counts.add(nodes, self.nodes.frontend)
+        return list(self.host_counts.samples(self.target.name, self.roles))

@@ -22,7 +22,7 @@ from lockstep.exporters.storagesys.config import StorageConfig, Target
 from lockstep.exporters.toolkit.credentials import Credentials
 from lockstep.stack import start_prometheus
 from tests.helpers.storagefake import MINIO_BUCKET, VAST, Behaviour, FakeStorage
-from tests.helpers.wekafake import STATS, Cluster, FakeWeka
+from tests.helpers.wekafake import NODE_STATS, NODES, STATS, Cluster, FakeWeka
 
 pytestmark = pytest.mark.integration
 
@@ -40,11 +40,13 @@ def scaled(text: str, prefixes: tuple[str, ...], factor: float) -> str:
 
 
 def later(stats: dict, minutes: int) -> dict:
-    """The recorded ``stats_show`` answer with every minute ``minutes`` later (a newer minute each time)."""
+    """A recorded ``stats_show`` answer (the cluster's, under ``all``, or per node) with every minute ``minutes``
+    later (a newer minute each time)."""
     out = copy.deepcopy(stats)
-    for item in out["all"]["ops"]:
-        at = datetime.fromisoformat(item["timestamp"]) + timedelta(minutes=minutes)
-        item["timestamp"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    for node in out.values():
+        for item in node["ops"]:
+            at = datetime.fromisoformat(item["timestamp"]) + timedelta(minutes=minutes)
+            item["timestamp"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
     return out
 
 
@@ -82,7 +84,8 @@ class Systems:
         config = StorageConfig((
             Target("s3", "minio", f"{base}/s3"),
             Target("vms", "vast", f"{base}/vms", basic_auth=Credentials("lockstep-ro", "s3cr3t-vms")),
-            Target("w1", "weka", f"http://127.0.0.1:{weka}/w1", basic_auth=Credentials("lockstep-ro", "w3ka-s3cret"))),
+            Target("w1", "weka", f"http://127.0.0.1:{weka}/w1", basic_auth=Credentials("lockstep-ro", "w3ka-s3cret"),
+                   per_host=True)),
             interval_s=1.0, timeout_s=1.0)
         self.exporter_port = await self._serve(create_app(config))
         self._moving = asyncio.create_task(self._move())
@@ -94,6 +97,7 @@ class Systems:
                                                      1 + k)
             self.storage.targets["vms"].body = scaled(VAST, ("vast_cnode_metrics_ProtoMetrics_",), 1 + k / 1000)
             self.cluster.stats = later(STATS, k)
+            self.cluster.node_stats = later(NODE_STATS, k)
             await asyncio.sleep(0.5)
 
     def __enter__(self) -> "Systems":
@@ -142,8 +146,16 @@ def test_storage_system_panels_show_every_system(tmp_path, stack):
         empty, absent = check.data_check(prom.url, queries, start, end, 1, present)
         assert empty == [] and absent == set()
         for q in queries:
-            shown = {r["metric"].get("target") for r in check.run(prom.url, q, start, end, 1)}
+            answer = check.run(prom.url, q, start, end, 1)
+            shown = {r["metric"].get("target") for r in answer}
             # MinIO's bucket metrics carry no latency sum, and the recorded bucket no quota
             expected = {"vms", "w1"} if q.panel in ("Storage system capacity used",
                                                     "Storage system mean latency per operation") else set(SYSTEMS)
             assert shown == expected, (q.panel, shown)
+            assert not [r for r in answer if r["metric"].get("scope") == "host"], q.panel   # clients shown apart
+        # w1's client hosts apart: the hosts of the per-node fixture's FRONTEND nodes (which all read)
+        clients = [q for q in check.panel_queries(storage, VALUES) if q.panel.startswith("Busiest client hosts")]
+        assert len(clients) == 2
+        frontends = {n["hostname"] for n in NODES.values() if "FRONTEND" in n["roles"]}
+        reads = check.run(prom.url, clients[0], start, end, 1)
+        assert {(r["metric"]["target"], r["metric"]["name"]) for r in reads} == {("w1", h) for h in frontends}

@@ -5,7 +5,9 @@ library uses them (tests/fixtures/weka/README.md, "Facts used"): ``userlogin`` w
 password and org issues tokens (a wrong one: an empty ``result``, which that library reads as a refused login);
 every other call needs ``Authorization: <token_type> <access_token>`` and is answered 401 without it or once the
 test has expired the token (``expire``); ``user_refresh_token`` with the refresh token issues a new access token.
-A cluster can also hang or answer garbage."""
+``stats_show`` with ``per_node`` (the per-host part) answers the per-node fixture, ``nodes_list`` and ``hosts_list``
+theirs; each is recorded in ``calls`` (the per-node one as ``stats_show/per_node``). A cluster can also hang or
+answer garbage, and its per-node ``stats_show`` alone can (``per_node_mode``)."""
 from __future__ import annotations
 
 import asyncio
@@ -21,7 +23,12 @@ WEKA = FIXTURES / "weka"
 STATS = json.loads((WEKA / "stats-show-ops.json").read_text())
 STATS_LATER = json.loads((WEKA / "stats-show-ops-later.json").read_text())
 CAPACITY = json.loads((WEKA / "filesystems-get-capacity.json").read_text())
+NODE_STATS = json.loads((WEKA / "stats-show-ops-per-node.json").read_text())
+NODE_STATS_LATER = json.loads((WEKA / "stats-show-ops-per-node-later.json").read_text())
+NODES = json.loads((WEKA / "nodes-list.json").read_text())
+HOSTS = json.loads((WEKA / "hosts-list.json").read_text())
 STAT_NAMES = ["ops.READS", "ops.WRITES", "ops.READ_BYTES", "ops.WRITE_BYTES", "ops.READ_LATENCY", "ops.WRITE_LATENCY"]
+PER_NODE = {"stat": STAT_NAMES, "interval": "5m", "per_node": True, "no_zeroes": True, "show_internal": True}
 
 
 @dataclass
@@ -31,9 +38,13 @@ class Cluster:
     org: str | None = None               # the org a login must name (None: none named)
     stats: object = field(default_factory=lambda: STATS)
     capacity: object = field(default_factory=lambda: CAPACITY)
+    node_stats: object = field(default_factory=lambda: NODE_STATS)
+    nodes: object = field(default_factory=lambda: NODES)
+    hosts: object = field(default_factory=lambda: HOSTS)
     mode: str = "answer"                 # answer | hang | garbage
+    per_node_mode: str = "answer"        # answer | hang | garbage, of stats_show with per_node alone
     refresh_fails: bool = False          # user_refresh_token answered with a JSON-RPC error
-    errors: dict[str, dict] = field(default_factory=dict)   # method -> a JSON-RPC error object to answer
+    errors: dict[str, dict] = field(default_factory=dict)   # method (or stats_show/per_node) -> a JSON-RPC error
     calls: list[tuple[str, int | None]] = field(default_factory=list)   # (method, HTTP status) in order
     access: set[str] = field(default_factory=set)            # access tokens now valid
     refresh: set[str] = field(default_factory=set)
@@ -92,11 +103,23 @@ class FakeWeka:
         if kind != "Bearer" or token not in c.access:
             c.calls.append((method, 401))
             raise web.HTTPUnauthorized()
+        if method == "stats_show" and params.get("per_node"):
+            assert params == PER_NODE, params
+            method = "stats_show/per_node"
+            if c.per_node_mode == "hang":
+                await self.hung.wait()
+            if c.per_node_mode == "garbage":
+                c.calls.append((method, 200))
+                return web.Response(text="<html><body>502 Bad Gateway</body></html>\n", content_type="text/html")
+            return reply(c.node_stats, c.errors.get(method))
         if method == "stats_show":
             assert params == {"stat": STAT_NAMES, "interval": "5m"}, params
             return reply(c.stats)
         if method == "filesystems_get_capacity":
             return reply(c.capacity)
+        if method in ("nodes_list", "hosts_list"):
+            assert params == {}, params
+            return reply(c.nodes if method == "nodes_list" else c.hosts)
         return reply(error={"code": -32601, "message": f"no method {method}"})
 
     def app(self) -> web.Application:

@@ -1,7 +1,8 @@
 """``lockstep sim run`` and the real ``lockstep storage-exporter`` on the config the simulator writes: the simulated
 MinIO, VAST and WEKA (simulator/storagesys.py) answer over their own interfaces and authentication, every target is
 up, and between two scrapes VAST's read and write bytes grow with the job's reads and logs (per view too: the reads on
-``/datasets``, the logs on ``/logs``), and the checkpoints written in between land in the MinIO bucket and in WEKA."""
+``/datasets``, the logs on ``/logs``), and the checkpoints written in between land in the MinIO bucket and in WEKA
+(per client host too: each job node's writes at scope host, named like the node)."""
 from __future__ import annotations
 
 import time
@@ -36,6 +37,12 @@ def view(samples: dict[tuple, float], metric, path: str) -> float | None:
     return samples.get((metric.name, (("name", path), ("scope", "view"), ("target", "vast-sim"))))
 
 
+def host_writes(samples: dict[tuple, float]) -> float:
+    """WEKA's write bytes summed over its hosts (0 before any host wrote)."""
+    return sum(v for (name, labels), v in samples.items()
+               if name == m.WRITE_BYTES.name and ("scope", "host") in labels and ("target", "weka-sim") in labels)
+
+
 def until(check, timeout: float, what: str, services):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -67,11 +74,16 @@ def test_the_storage_exporter_reads_the_simulated_systems_on_the_config_the_simu
                                   (m.WRITE_BYTES, "minio-ckpt"), (m.WRITE_BYTES, "weka-sim"))}
         more["views"] = view(samples, m.READ_BYTES, "/datasets") > view(first, m.READ_BYTES, "/datasets") and \
             view(samples, m.WRITE_BYTES, "/logs") > view(first, m.WRITE_BYTES, "/logs")
+        more["weka hosts"] = host_writes(samples) > host_writes(first)
         return samples if all(more.values()) else None
     assert view(first, m.READ_BYTES, "/datasets") is not None     # the written config reads VAST's views
     second = until(grown, 60, "VAST's reads and writes (its cluster and its views), MinIO's and WEKA's checkpoint "
-                   "writes grown", services)
+                   "writes (its cluster and its hosts) grown", services)
     assert all(second[(m.UP.name, (("target", t),))] == 1.0 for t in TARGETS)
+    # the written config reads WEKA per host (per_host: true): node00 is a client that wrote its share
+    assert second[(m.WRITE_BYTES.name, (("name", "node00"), ("scope", "host"), ("target", "weka-sim")))] > 0
+    assert second[(m.HOST_INFO.name, (("name", "node00"), ("role", "client"), ("target", "weka-sim")))] == 1.0
+    assert not [k for k in second if k[0] == m.POLL_FAILURES.name and ("target", "weka-sim") in k[1]]
     # what the bucket received it holds (MinIO's usage, and WEKA's checkpoints file system, grow with the checkpoints)
     wrote = total(second, m.WRITE_BYTES, "minio-ckpt") - total(first, m.WRITE_BYTES, "minio-ckpt")
     assert total(second, m.USED, "minio-ckpt") - total(first, m.USED, "minio-ckpt") == wrote

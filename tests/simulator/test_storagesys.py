@@ -2,8 +2,9 @@
 parsers: the checkpoint scenario's two checkpoints (2 TB each, at 100-130 s and 200-230 s) land whole in the MinIO
 bucket and in WEKA's ``checkpoints`` file system, VAST serves the job's dataset reads and its other writes, every
 counter only grows, latency rises with load; VAST's views (``/api/prometheusmetrics/views``) split that traffic, the
-dataset reads on ``/datasets`` and the logs on ``/logs``; and over HTTP, through the real exporter, with the systems'
-own authentication, the written config reading VAST's views."""
+dataset reads on ``/datasets`` and the logs on ``/logs``; WEKA per node: each job node's FRONTEND writes its share of
+the checkpoints, its host's counters summing to the cluster's; and over HTTP, through the real exporter, with the
+systems' own authentication, the written config reading VAST's views and WEKA's hosts."""
 from __future__ import annotations
 
 import stat
@@ -142,6 +143,51 @@ def test_weka_minutes_integrate_to_the_checkpoints_written_and_its_file_system_g
     assert capacity[240.0][(m.CAPACITY.name, fs)] == sim.WEKA_SIZES["checkpoints"]
 
 
+def test_weka_per_node_each_job_nodes_frontend_writes_its_share_and_the_hosts_sum_to_the_cluster():
+    counts, hosts, ends = weka.Counts(), weka.HostCounts(), {}
+    for s, systems in run(exact("checkpoint")):     # the exporter polling after every tick, per_host: true
+        counts.add(weka.parse_stats(sim.weka_stats_answer(systems, list(weka.STATS), 5)))
+        answer = sim.weka_node_stats_answer(systems, list(weka.STATS), 5, no_zeroes=True)
+        nodes = weka.parse_nodes(sim.weka_nodes_answer(systems))
+        assert set(answer) <= nodes.known
+        hosts.add(weka.parse_node_stats(answer), nodes.frontend)
+        ends[s.t] = [int(v) for v in s.storage["lustre_ckpt_bytes"]]
+    roles = weka.parse_hosts(sim.weka_hosts_answer(systems))
+    assert roles == {"weka-backend-1": "server", "weka-backend-2": "server",
+                     **{name: "client" for name in systems.node_names}}
+    assert set(nodes.frontend.values()) == set(systems.node_names) == {"node00", "node01", "node02", "node03"}
+    cluster = by_key(counts.samples("w"))
+    per_host = by_key(hosts.samples("w", roles))
+    last = ends[max(ends)]
+    job = [name for name, ckpt in zip(systems.node_names, last) if ckpt > 0]
+    assert job == list(systems.node_names)        # the scenario's job runs on all four nodes
+    for name, ckpt in zip(systems.node_names, last):
+        # each node's share of both checkpoints (the first per-node answer with traffic: minute 60-120 s, the
+        # first checkpoint's first 20 s, is its newest: nothing before it is lost)
+        assert per_host[(m.WRITE_BYTES.name, ("w", "host", name))] == pytest.approx(ckpt, rel=1e-6)
+        assert per_host[(m.WRITE_BYTES.name, ("w", "host", name))] == pytest.approx(2 * CHECKPOINT_BYTES / len(job),
+                                                                                  rel=1e-6)
+        assert per_host[(m.HOST_INFO.name, ("w", name, "client"))] == 1.0
+        assert (m.READ_BYTES.name, ("w", "host", name)) not in per_host   # nothing read: no_zeroes leaves it out
+    key = ("w", "cluster", "w")
+    for metric, op in ((m.WRITE_BYTES, ""), (m.OPERATIONS, "write"), (m.LATENCY, "write")):
+        hosts_sum = sum(v for (name, labels), v in per_host.items()
+                        if name == metric.name and labels[1] == "host" and (not op or labels[3] == op))
+        expected = cluster[(metric.name, (*key, op) if op else key)]
+        # operations: each node's whole MiB floored apart (a few per node); latency: the cluster's mean, per operation
+        assert hosts_sum == pytest.approx(expected, rel=1e-3 if metric is not m.WRITE_BYTES else 1e-6)
+    assert not any(labels[2].startswith("weka-backend") for _, labels in per_host)   # no frontend I/O of theirs
+
+
+def test_the_weka_per_node_answer_without_no_zeroes_shows_every_client_node_and_node_ids_limit_it():
+    systems = next(sy for s, sy in run(exact("checkpoint")) if s.t == 180.0)
+    every = sim.weka_node_stats_answer(systems, ["WRITES", "READS"], 2, no_zeroes=False)
+    assert set(every) == {sim.weka_client_node_id(i) for i in range(4)}
+    assert all(len(node["ops"]) == 2 and node["ops"][0]["stats"]["READS"] == 0 for node in every.values())
+    one = sim.weka_node_stats_answer(systems, ["WRITES"], 2, node_ids={"NodeId<101>"})
+    assert set(one) == {"NodeId<101>"} and all(item["stats"].keys() == {"WRITES"} for item in one["NodeId<101>"]["ops"])
+
+
 def test_every_counter_only_grows_and_weka_answers_whole_minutes_only():
     scenario = load_scenario(SHIPPED / "checkpoint.yaml")        # with the shipped noise
     counters = (m.READ_BYTES, m.WRITE_BYTES, m.OPERATIONS, m.LATENCY)
@@ -192,6 +238,7 @@ def test_the_config_names_three_targets_at_one_address_with_private_password_fil
         ("weka-sim", "weka", "http://127.0.0.1:9848")}
     assert config.target("vast-sim").basic_auth.password == access.vast_password
     assert config.target("vast-sim").views and not config.target("weka-sim").views
+    assert config.target("weka-sim").per_host and not config.target("vast-sim").per_host
     assert config.target("weka-sim").basic_auth.password == access.weka_password
     assert config.interval_s == 5.0 and config.timeout_s == 4.0
     for name in ("storage-vast.password", "storage-weka.password"):
@@ -231,6 +278,14 @@ async def _authenticates(session, url, access):
     assert status == 200 and {fs["name"] for fs in answer["result"].values()} == {"default", "checkpoints"}
     _, renewed = await rpc("user_refresh_token", {"refresh_token": tokens["refresh_token"]})
     assert (await rpc("stats_show", weka.stats_params(), renewed["result"]["access_token"]))[0] == 200
+    for method, params in (("stats_show", weka.node_stats_params()), ("nodes_list", {}), ("hosts_list", {})):
+        assert (await rpc(method, params))[0] == 401
+        status, answer = await rpc(method, params, renewed["result"]["access_token"])
+        assert status == 200 and "result" in answer, method
+    _, nodes = await rpc("nodes_list", {}, renewed["result"]["access_token"])
+    assert nodes["result"]["NodeId<100>"] == {"hostname": "node00", "roles": ["FRONTEND"]}
+    _, bad = await rpc("stats_show", {**weka.node_stats_params(), "node_ids": "all"}, renewed["result"]["access_token"])
+    assert bad["error"]["code"] == -32602
     assert "error" in (await rpc("user_refresh_token", {"refresh_token": "not-issued"}))[1]
 
 
@@ -269,5 +324,13 @@ async def test_the_exporter_reads_all_three_through_the_written_config(served, a
     assert total(second, m.WRITE_BYTES, "minio-ckpt") - total(first, m.WRITE_BYTES, "minio-ckpt") == \
         pytest.approx(CHECKPOINT_BYTES, abs=100)
     # WEKA counted minute 0-60 s first, then 60-120 s: the checkpoint's first 20 s
-    assert total(second, m.WRITE_BYTES, "weka-sim") - total(first, m.WRITE_BYTES, "weka-sim") == \
-        pytest.approx(CHECKPOINT_BYTES * 20 / 30, rel=1e-6)
+    weka_cluster = (m.WRITE_BYTES.name, (("name", "weka-sim"), ("scope", "cluster"), ("target", "weka-sim")))
+    assert second[weka_cluster] - first[weka_cluster] == pytest.approx(CHECKPOINT_BYTES * 20 / 30, rel=1e-6)
+    # and per host (per_host: true in the written config): no host wrote in minute 0-60 s (no_zeroes: no series
+    # yet); then each of the four nodes its quarter of those 20 s, a client
+    assert not [labels for (_, labels) in first if ("scope", "host") in labels]
+    for name in ("node00", "node01", "node02", "node03"):
+        host = (m.WRITE_BYTES.name, (("name", name), ("scope", "host"), ("target", "weka-sim")))
+        assert second[host] == pytest.approx(CHECKPOINT_BYTES * 20 / 30 / 4, rel=1e-6)
+        assert second[(m.HOST_INFO.name, (("name", name), ("role", "client"), ("target", "weka-sim")))] == 1.0
+    assert (m.POLL_FAILURES.name, (("reason", "parse"), ("target", "weka-sim"))) not in second

@@ -202,3 +202,197 @@ def test_counters_are_the_sum_over_distinct_minutes_after_the_first_answers_newe
                 assert key not in got
             assert got.get(key, 0.0) >= before.get(key, 0.0)
         before = got
+
+
+# ---- per host (per_host: true): stats_show per node, nodes_list, hosts_list -------------------------------------
+
+NODE_STATS = json.loads((DIR / "stats-show-ops-per-node.json").read_text())           # 15:22 .. 15:23
+NODE_STATS_LATER = json.loads((DIR / "stats-show-ops-per-node-later.json").read_text())  # 15:23 .. 15:25
+NODES = json.loads((DIR / "nodes-list.json").read_text())
+HOSTS = json.loads((DIR / "hosts-list.json").read_text())
+
+
+def host(name: str) -> tuple[str, str, str]:
+    return ("w", "host", name)
+
+
+# the first answer: its newest minute (15:23) alone, each host the sum of its FRONTEND nodes
+HOSTS_FIRST = {
+    # node00: NodeId<10> and NodeId<11>
+    (m.READ_BYTES.name, host("node00")): (2_000_000 + 500_000) * 60,                  # 150_000_000
+    (m.WRITE_BYTES.name, host("node00")): (200_000 + 300_000) * 60,                   # 30_000_000
+    (m.OPERATIONS.name, (*host("node00"), "read")): (200 + 50) * 60,                  # 15_000
+    (m.OPERATIONS.name, (*host("node00"), "write")): (20 + 30) * 60,                  # 3_000
+    # 100 µs × 12_000 + 400 µs × 3_000 = 1.2 s + 1.2 s (each node's mean times its own operations)
+    (m.LATENCY.name, (*host("node00"), "read")): pytest.approx(2.4),
+    (m.LATENCY.name, (*host("node00"), "write")): pytest.approx(3.3),                 # 500 µs × 1_200 + 1500 µs × 1_800
+    # node01: NodeId<20>'s 15:23 only (no reads in it: no_zeroes left them out), its 15:22 before the first newest
+    (m.WRITE_BYTES.name, host("node01")): 500_000 * 60,                               # 30_000_000
+    (m.OPERATIONS.name, (*host("node01"), "write")): 5 * 60,                          # 300
+    (m.LATENCY.name, (*host("node01"), "write")): pytest.approx(0.6),                 # 2000 µs × 300
+    # weka-backend-1: its FRONTEND NodeId<3> only (its COMPUTE NodeId<1> is not counted); weka-backend-2: no frontend
+    (m.READ_BYTES.name, host("weka-backend-1")): 100_000 * 60,                        # 6_000_000
+    (m.OPERATIONS.name, (*host("weka-backend-1"), "read")): 10 * 60,                  # 600
+    (m.LATENCY.name, (*host("weka-backend-1"), "read")): pytest.approx(0.18),         # 300 µs × 600
+}
+# then the later answer: 15:24 and 15:25 added (15:23 already counted); NodeId<30> is in no nodes_list: skipped
+HOSTS_SECOND = {
+    **HOSTS_FIRST,
+    # node00: 15:24 NodeId<10>; 15:25 NodeId<10> (reads) and NodeId<11> (writes)
+    (m.READ_BYTES.name, host("node00")): 150_000_000 + (3_000_000 + 1_000_000) * 60,  # 390_000_000
+    (m.WRITE_BYTES.name, host("node00")): 30_000_000 + (100_000 + 1_000_000) * 60,    # 96_000_000
+    (m.OPERATIONS.name, (*host("node00"), "read")): 15_000 + (300 + 100) * 60,        # 39_000
+    (m.OPERATIONS.name, (*host("node00"), "write")): 3_000 + (10 + 10) * 60,          # 4_200
+    (m.LATENCY.name, (*host("node00"), "read")): pytest.approx(2.4 + 3.6 + 0.6),      # 200 µs × 18_000, 100 µs × 6_000
+    # 15:24's write latency is null (its 600 writes count, their latency not); 15:25: 1000 µs × 600
+    (m.LATENCY.name, (*host("node00"), "write")): pytest.approx(3.3 + 0.6),
+    # node01: 15:24's reads
+    (m.READ_BYTES.name, host("node01")): 2_000_000 * 60,                              # 120_000_000
+    (m.OPERATIONS.name, (*host("node01"), "read")): 20 * 60,                          # 1_200
+    (m.LATENCY.name, (*host("node01"), "read")): pytest.approx(0.6),                  # 500 µs × 1_200
+}
+# node02 (NodeId<30>), where nodes_list names it: first seen in the later answer, so both its minutes newer than the
+# first answer's newest (15:23) count
+NODE02 = {
+    (m.READ_BYTES.name, host("node02")): (400_000 + 600_000) * 60,                    # 60_000_000
+    (m.OPERATIONS.name, (*host("node02"), "read")): (40 + 60) * 60,                   # 6_000
+    (m.LATENCY.name, (*host("node02"), "read")): pytest.approx(2.4),                  # 250 µs × 2_400 + 500 µs × 3_600
+}
+ROLES = {"weka-backend-1": "server", "weka-backend-2": "server", "node00": "client", "node01": "client"}
+
+
+def host_counted(counts: weka.HostCounts, roles=None) -> dict[tuple, float]:
+    return {(s.metric.name, s.labels): s.value for s in counts.samples("w", roles or {})}
+
+
+def test_the_per_node_request_adds_per_node_no_zeroes_and_show_internal_to_the_clusters():
+    assert weka.node_stats_params() == {"stat": ["ops.READS", "ops.WRITES", "ops.READ_BYTES", "ops.WRITE_BYTES",
+                                                 "ops.READ_LATENCY", "ops.WRITE_LATENCY"], "interval": "5m",
+                                        "per_node": True, "no_zeroes": True, "show_internal": True}
+
+
+def test_nodes_list_maps_frontend_nodes_to_their_hosts_and_knows_the_others():
+    nodes = weka.parse_nodes(NODES)
+    assert nodes.frontend == {"NodeId<3>": "weka-backend-1", "NodeId<10>": "node00", "NodeId<11>": "node00",
+                              "NodeId<20>": "node01"}
+    assert nodes.known == {"NodeId<1>", "NodeId<2>", "NodeId<3>", "NodeId<4>", "NodeId<10>", "NodeId<11>", "NodeId<20>"}
+    # roles as one name, a node without a hostname (known, no host), and a node with several roles
+    odd = weka.parse_nodes({"NodeId<5>": {"hostname": "h", "roles": "FRONTEND"}, "NodeId<6>": {"roles": ["FRONTEND"]},
+                            "NodeId<7>": {"hostname": "g", "roles": ["COMPUTE", "FRONTEND"]}, "NodeId<8>": 3})
+    assert odd.frontend == {"NodeId<5>": "h", "NodeId<7>": "g"} and len(odd.known) == 4
+    with pytest.raises(AnswerError):
+        weka.parse_nodes([])
+
+
+def test_hosts_list_says_backend_hosts_are_servers_and_the_others_clients():
+    assert weka.parse_hosts(HOSTS) == ROLES
+    assert weka.parse_hosts([{"hostname": "a", "mode": "client"}, {"hostname": "a", "mode": "backend"},
+                             {"hostname": "b"}, {"mode": "backend"}, "c"]) == {"a": "server"}
+    with pytest.raises(AnswerError):
+        weka.parse_hosts("hosts")
+
+
+def test_the_first_per_node_answer_counts_its_newest_minute_per_host_over_frontend_nodes_only():
+    counts = weka.HostCounts()
+    counts.add(weka.parse_node_stats(NODE_STATS), weka.parse_nodes(NODES).frontend)
+    assert host_counted(counts) == HOSTS_FIRST
+
+
+def test_a_later_per_node_answer_counts_each_hosts_newer_minutes_once():
+    counts, frontend = weka.HostCounts(), weka.parse_nodes(NODES).frontend
+    counts.add(weka.parse_node_stats(NODE_STATS), frontend)
+    counts.add(weka.parse_node_stats(NODE_STATS_LATER), frontend)
+    assert host_counted(counts) == HOSTS_SECOND
+    counts.add(weka.parse_node_stats(NODE_STATS_LATER), frontend)   # the same answer again: nothing newer
+    assert host_counted(counts) == HOSTS_SECOND
+
+
+def test_a_host_first_seen_in_a_later_answer_counts_its_minutes_since_the_earlier_answers():
+    counts = weka.HostCounts()
+    counts.add(weka.parse_node_stats(NODE_STATS), weka.parse_nodes(NODES).frontend)
+    nodes = weka.parse_nodes({**NODES, "NodeId<30>": {"hostname": "node02", "roles": ["FRONTEND"]}})
+    counts.add(weka.parse_node_stats(NODE_STATS_LATER), nodes.frontend)
+    assert host_counted(counts) == {**HOSTS_SECOND, **NODE02}
+
+
+def test_each_host_with_series_has_its_role_where_hosts_list_names_it():
+    counts = weka.HostCounts()
+    counts.add(weka.parse_node_stats(NODE_STATS), weka.parse_nodes(NODES).frontend)
+    info = {labels: v for (name, labels), v in host_counted(counts, ROLES).items() if name == m.HOST_INFO.name}
+    # weka-backend-2 has no frontend (no series, no info)
+    assert info == {("w", "node00", "client"): 1.0, ("w", "node01", "client"): 1.0,
+                    ("w", "weka-backend-1", "server"): 1.0}
+    assert not [k for k in host_counted(counts, {"node00": "client"}) if k[0] == m.HOST_INFO.name and "node01" in k[1]]
+
+
+@pytest.mark.parametrize("result", [
+    [], {"all": {"ops": []}}, {"NodeId<1>": []}, {"NodeId<1>": {"ops": {"stats": {}}}},
+    {"NodeId<1>": {"ops": [{"stats": {}, "timestamp": "yesterday"}]}},
+])
+def test_a_result_that_is_not_a_per_node_stats_answer_is_refused(result):
+    with pytest.raises(AnswerError):
+        weka.parse_node_stats(result)
+
+
+def test_an_empty_per_node_answer_counts_nothing_and_the_next_is_the_first():
+    counts, frontend = weka.HostCounts(), weka.parse_nodes(NODES).frontend
+    counts.add(weka.parse_node_stats({}), frontend)
+    counts.add(weka.parse_node_stats({"NodeId<10>": {}}), frontend)    # a node without ops: no minutes
+    assert host_counted(counts) == {} and counts.seen is None
+    counts.add(weka.parse_node_stats(NODE_STATS), frontend)
+    assert host_counted(counts) == HOSTS_FIRST
+
+
+def per_node_answer(present: dict[tuple[int, int], dict], window) -> dict:
+    """A per-node stats_show result: node k's minute i where ``present`` holds it and i is in ``window``."""
+    start = datetime(2021, 8, 16, 15, 0, tzinfo=timezone.utc)
+    out: dict = {}
+    for (node, i), stats in sorted(present.items()):
+        if i in window:
+            out.setdefault(f"NodeId<{node}>", {"ops": []})["ops"].append(
+                {"stats": stats, "timestamp": (start + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ")})
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_host_counters_are_their_frontends_sums_over_the_minutes_from_the_first_answers_newest(data):
+    """Nodes on three hosts, some FRONTEND, some not; each node's minutes fixed, some never there (``no_zeroes``);
+    answers of five-minute windows as in the cluster's property test. After each answer every host's counter is the
+    sum, over its FRONTEND nodes and the minutes from the first non-empty answer's newest (any node's) to the newest
+    window end so far, of rate × 60 (latency: × its own mean × 1e-6), absent where no such term exists; none
+    decreased."""
+    n_nodes = data.draw(st.integers(1, 6), label="nodes")
+    hosts = [data.draw(st.sampled_from(["h0", "h1", "h2"]), label="host") for _ in range(n_nodes)]
+    front = [data.draw(st.booleans(), label="frontend") for _ in range(n_nodes)]
+    ends = [data.draw(st.integers(4, 10), label="first end")]
+    for _ in range(data.draw(st.integers(0, 8), label="answers")):
+        ends.append(max(0, max(ends) + data.draw(st.integers(-6, 5), label="step")))
+    present = {(k, i): data.draw(minute, label="minute") for k in range(n_nodes) for i in range(max(ends) + 1)
+               if data.draw(st.booleans(), label="there")}
+    frontend = {f"NodeId<{k}>": hosts[k] for k in range(n_nodes) if front[k]}
+    counts, before, first = weka.HostCounts(), {}, None
+    for k, end in enumerate(ends):
+        window = range(max(0, end - 4), end + 1)
+        counts.add(weka.parse_node_stats(per_node_answer(present, window)), frontend)
+        in_window = [i for (_, i) in present if i in window]
+        if first is None and in_window:
+            first = max(in_window)
+        got = host_counted(counts)
+        seen = range(first, max(ends[: k + 1]) + 1) if first is not None else range(0)
+        for h in ("h0", "h1", "h2"):
+            for metric, op, rate, latency in ((m.READ_BYTES, "", "READ_BYTES", None),
+                                              (m.WRITE_BYTES, "", "WRITE_BYTES", None),
+                                              (m.OPERATIONS, "read", "READS", None), (m.OPERATIONS, "write", "WRITES", None),
+                                              (m.LATENCY, "read", "READS", "READ_LATENCY"),
+                                              (m.LATENCY, "write", "WRITES", "WRITE_LATENCY")):
+                key = (metric.name, (*host(h), op) if op else host(h))
+                terms = [s[rate] * 60 * (1 if latency is None else s[latency] * 1e-6)
+                         for (node, i), s in present.items() if i in seen and front[node] and hosts[node] == h
+                         and s[rate] is not None and (latency is None or s[latency] is not None)]
+                if terms:
+                    assert got[key] == pytest.approx(sum(terms), rel=1e-9)
+                else:
+                    assert key not in got
+                assert got.get(key, 0.0) >= before.get(key, 0.0)
+        before = got

@@ -2,21 +2,25 @@
 process) through the real app: a WEKA target logs in, its minutes are integrated into counters and its file systems'
 capacity read; a wrong password is an ``http`` failure that never shows the password; an expired token is refreshed
 (or, where the refresh fails, the user logs in again) and the poll succeeds; hung, garbage and refusing WEKA targets
-are down with their reasons while the others, WEKA or MinIO, stay intact. Expected values: test_weka.py's, worked
-out by hand from tests/fixtures/weka."""
+are down with their reasons while the others, WEKA or MinIO, stay intact. With ``per_host: true`` the target also
+reads its per-node statistics, summed per host over FRONTEND nodes, with the node and host lists asked once and again
+for an unknown node id or after ten minutes; that part failing (a JSON-RPC error, garbage, no answer) loses the host
+series alone. Expected values: test_weka.py's, worked out by hand from tests/fixtures/weka."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lockstep.exporters.catalog import storagesys as m
+from lockstep.exporters.storagesys import wekarpc
 from lockstep.exporters.storagesys.app import POLLER, create_app
-from lockstep.exporters.storagesys.config import StorageConfig, Target
+from lockstep.exporters.storagesys.config import ConfigError, StorageConfig, Target, load_config
 from lockstep.exporters.toolkit.credentials import Credentials
 from tests.helpers.storagefake import FakeStorage
-from tests.helpers.wekafake import STATS_LATER, Cluster, FakeWeka
+from tests.helpers.wekafake import NODE_STATS_LATER, NODES, STATS_LATER, Cluster, FakeWeka
 
 PASSWORD = "w3ka-s3cret"
 
@@ -29,8 +33,9 @@ async def weka(aiohttp_server):
     fake.hung.set()
 
 
-def target(base: str, name: str, password: str = PASSWORD, org: str | None = None) -> Target:
-    return Target(name, "weka", f"{base}/{name}", basic_auth=Credentials("lockstep-ro", password), org=org)
+def target(base: str, name: str, password: str = PASSWORD, org: str | None = None, per_host: bool = False) -> Target:
+    return Target(name, "weka", f"{base}/{name}", basic_auth=Credentials("lockstep-ro", password), org=org,
+                  per_host=per_host)
 
 
 async def app_for(aiohttp_client, *targets: Target, timeout_s: float = 5.0, max_answer_bytes: int = 64 << 20):
@@ -159,3 +164,176 @@ async def test_minutes_missed_while_down_are_counted_on_recovery_and_an_answer_p
     small = await app_for(aiohttp_client, target(base, "w1"), max_answer_bytes=200)   # a stats answer is ~1 KB
     got = await poll(small)
     assert value(got, m.POLL_FAILURES, target="w1", reason="parse") == 1.0
+
+
+# ---- per_host: true ---------------------------------------------------------------------------------------------
+
+def hosts(samples, name: str) -> dict[str, dict]:
+    """Per host of target ``name``: its read and write bytes, and its role (host_info)."""
+    out: dict[str, dict] = {}
+    for (metric, labels), v in samples.items():
+        d = dict(labels)
+        if d.get("target") == name and d.get("scope") == "host" and metric in (m.READ_BYTES.name, m.WRITE_BYTES.name):
+            out.setdefault(d["name"], {})["read" if metric == m.READ_BYTES.name else "write"] = v
+        if metric == m.HOST_INFO.name and d["target"] == name:
+            out.setdefault(d["name"], {})["role"] = d["role"]
+    return out
+
+
+# test_weka.py's HOSTS_FIRST and HOSTS_SECOND, bytes only, and each host's role (hosts-list.json)
+HOSTS_FIRST = {"node00": {"read": 150_000_000, "write": 30_000_000, "role": "client"},
+               "node01": {"write": 30_000_000, "role": "client"},
+               "weka-backend-1": {"read": 6_000_000, "role": "server"}}
+HOSTS_SECOND = {"node00": {"read": 390_000_000, "write": 96_000_000, "role": "client"},
+                "node01": {"read": 120_000_000, "write": 30_000_000, "role": "client"},
+                "weka-backend-1": {"read": 6_000_000, "role": "server"}}
+NODE02 = {"node02": {"read": 60_000_000, "role": "client"}}
+MAPS = [("nodes_list", 200), ("hosts_list", 200)]
+
+
+def calls(c: Cluster, start: int = 0) -> Counter:
+    return Counter(c.calls[start:])   # the part runs beside the target's own calls: their order is not fixed
+
+
+async def test_per_host_reads_each_hosts_frontend_io_beside_the_cluster_and_asks_the_lists_once(weka, aiohttp_client):
+    fake, base = weka
+    c = fake.add("w1")
+    fake.add("plain")
+    client = await app_for(aiohttp_client, target(base, "w1", per_host=True), target(base, "plain"))
+    got = await poll(client)
+    assert value(got, m.UP, target="w1") == 1.0 and cluster(got, "w1") == FIRST
+    assert hosts(got, "w1") == HOSTS_FIRST
+    assert value(got, m.OPERATIONS, target="w1", scope="host", name="node00", op="read") == 15_000
+    assert value(got, m.LATENCY, target="w1", scope="host", name="node00", op="write") == pytest.approx(3.3)
+    assert calls(c) == Counter([("userlogin", 200), ("stats_show", 200), ("filesystems_get_capacity", 200),
+                                ("stats_show/per_node", 200), *MAPS])   # one login for both
+    assert hosts(got, "plain") == {}
+    assert all(method in ("userlogin", "stats_show", "filesystems_get_capacity") for method, _ in fake.clusters["plain"].calls)
+    # the later answer: its new node NodeId<30> is in no nodes_list: asked again once, then skipped
+    n = len(c.calls)
+    c.stats, c.node_stats = STATS_LATER, NODE_STATS_LATER
+    got = await poll(client)
+    assert cluster(got, "w1") == SECOND and hosts(got, "w1") == HOSTS_SECOND
+    assert calls(c, n) == Counter([("stats_show", 200), ("filesystems_get_capacity", 200),
+                                   ("stats_show/per_node", 200), *MAPS])
+    n = len(c.calls)
+    got = await poll(client)
+    assert hosts(got, "w1") == HOSTS_SECOND
+    assert calls(c, n) == Counter([("stats_show", 200), ("filesystems_get_capacity", 200), ("stats_show/per_node", 200)])
+    # ten minutes on, the lists are asked again
+    reader = client.app[POLLER]._readers["w1"]
+    now = reader.clock()
+    reader.clock = lambda: now + wekarpc.MAP_TTL_S
+    n = len(c.calls)
+    await poll(client)
+    assert calls(c, n)[("nodes_list", 200)] == 1
+
+
+async def test_an_unknown_node_id_asks_the_lists_again_and_counts_a_host_they_now_name(weka, aiohttp_client):
+    fake, base = weka
+    c = fake.add("w1")
+    client = await app_for(aiohttp_client, target(base, "w1", per_host=True))
+    await poll(client)
+    c.nodes = {**NODES, "NodeId<30>": {"hostname": "node02", "roles": ["FRONTEND"]}}
+    c.hosts = {**c.hosts, "HostId<5>": {"hostname": "node02", "mode": "client"}}
+    c.node_stats = NODE_STATS_LATER
+    n = len(c.calls)
+    got = await poll(client)
+    assert hosts(got, "w1") == {**HOSTS_SECOND, **NODE02}
+    assert calls(c, n)[("nodes_list", 200)] == 1
+
+
+@pytest.mark.parametrize(("behaviour", "reason"), [
+    ({"errors": {"stats_show/per_node": {"code": -32602, "message": "unknown parameter per_node"}}}, "http"),
+    ({"per_node_mode": "garbage"}, "parse"),
+    ({"node_stats": {"all": {"ops": []}}}, "parse"),        # per_node not honoured: the cluster's total
+    ({"errors": {"nodes_list": {"code": -32601, "message": "no method"}}}, "http"),
+])
+async def test_a_failing_per_host_part_loses_the_host_series_alone_counted_and_logged_once(
+        weka, aiohttp_client, caplog, behaviour, reason):
+    fake, base = weka
+    c = fake.add("w1", Cluster(**behaviour))
+    caplog.set_level(logging.DEBUG)
+    client = await app_for(aiohttp_client, target(base, "w1", per_host=True))
+    for _ in range(2):
+        got = await poll(client)
+        assert value(got, m.UP, target="w1") == 1.0
+        assert cluster(got, "w1") == FIRST
+        assert hosts(got, "w1") == {}
+    assert value(got, m.POLL_FAILURES, target="w1", reason=reason) == 2.0
+    logged = [r for r in caplog.records if r.name == "lockstep.storage" and r.levelno >= logging.INFO]
+    assert [(r.levelno, r.fields["part"], r.fields["reason"]) for r in logged] == [(logging.WARNING, "per_host", reason)]
+    assert PASSWORD not in caplog.text
+    # the part answers again: the host series are back (its first answer: the newest minute), the recovery logged
+    c.errors, c.per_node_mode, c.node_stats = {}, "answer", Cluster().node_stats
+    got = await poll(client)
+    assert hosts(got, "w1") == HOSTS_FIRST
+    assert value(got, m.POLL_FAILURES, target="w1", reason=reason) == 2.0
+    assert [r.getMessage() for r in caplog.records if r.name == "lockstep.storage"][-1] == "storage target part recovered"
+
+
+async def test_the_cluster_failing_is_the_targets_failure_whatever_the_hosts_answer(weka, aiohttp_client):
+    fake, base = weka
+    fake.add("w1", Cluster(errors={"filesystems_get_capacity": {"code": -32000, "message": "busy"}}))
+    client = await app_for(aiohttp_client, target(base, "w1", per_host=True))
+    got = await poll(client)
+    assert value(got, m.UP, target="w1") == 0.0
+    assert value(got, m.POLL_FAILURES, target="w1", reason="http") == 1.0
+    assert hosts(got, "w1") == {}
+
+
+@pytest.mark.slow  # waits out a real (short) timeout
+async def test_a_hung_per_host_part_times_out_alone_within_the_polls_timeout(weka, aiohttp_client):
+    fake, base = weka
+    fake.add("w1", Cluster(per_node_mode="hang"))
+    client = await app_for(aiohttp_client, target(base, "w1", per_host=True), timeout_s=2.0)
+    got = await poll(client)
+    assert value(got, m.UP, target="w1") == 1.0 and cluster(got, "w1") == FIRST
+    assert value(got, m.POLL_FAILURES, target="w1", reason="timeout") == 1.0
+    assert hosts(got, "w1") == {}
+    assert 2.0 <= value(got, m.POLL_DURATION, target="w1") < 3.0
+
+
+@pytest.mark.parametrize("refresh_fails", [False, True])
+async def test_an_expired_token_is_renewed_once_for_the_part_and_the_target_alike(weka, aiohttp_client, refresh_fails):
+    fake, base = weka
+    c = fake.add("w1", Cluster(refresh_fails=refresh_fails))
+    client = await app_for(aiohttp_client, target(base, "w1", per_host=True))
+    await poll(client)
+    c.expire()
+    c.stats, c.node_stats = STATS_LATER, NODE_STATS_LATER
+    n = len(c.calls)
+    got = await poll(client)
+    assert cluster(got, "w1") == SECOND and hosts(got, "w1") == HOSTS_SECOND
+    renewals = calls(c, n)
+    assert renewals[("user_refresh_token", 200)] == 1 and renewals[("userlogin", 200)] == int(refresh_fails)
+
+
+def write(tmp_path, text: str):
+    (tmp_path / "weka.password").write_text(PASSWORD + "\n")
+    path = tmp_path / "storage.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_per_host_is_off_unless_a_weka_target_asks(tmp_path):
+    cfg = load_config(write(tmp_path, "targets:\n"
+                            "  - {name: a, kind: weka, url: 'https://w1:14000', username: ro, password_file: weka.password,"
+                            " per_host: true}\n"
+                            "  - {name: b, kind: weka, url: 'https://w2:14000', username: ro, password_file: weka.password}\n"))
+    assert [t.per_host for t in cfg.targets] == [True, False]
+
+
+@pytest.mark.parametrize(("body", "where"), [
+    ("targets:\n  - name: a\n    kind: minio\n    url: http://h\n    per_host: true\n",
+     ":5: targets[0].per_host: only for kind weka"),
+    ("targets:\n  - name: a\n    kind: vast\n    url: https://h\n    username: ro\n"
+     "    password_file: weka.password\n    per_host: false\n", ":7: targets[0].per_host: only for kind weka"),
+    ("targets:\n  - name: a\n    kind: weka\n    url: https://h:14000\n    username: ro\n"
+     "    password_file: weka.password\n    per_host: 'yes'\n", ":7: targets[0].per_host: must be bool, got str 'yes'"),
+])
+def test_the_per_host_option_errors_name_file_line_and_key(tmp_path, body, where):
+    path = write(tmp_path, body)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value).startswith(f"{path}:") and where in str(err.value)
