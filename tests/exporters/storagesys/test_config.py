@@ -1,6 +1,6 @@
 """The storage exporter's config: errors name file, line and key; the bearer token and the passwords are read from
 their files and never printed; WEKA's login (username, password_file, org) is required for it and org refused for
-the others."""
+the others; a part a target opts in to (VAST's views, WEKA's per_host) is off by default and refused on other kinds."""
 from __future__ import annotations
 
 import pytest
@@ -92,3 +92,32 @@ def test_errors_name_file_line_and_key(tmp_path, body, where):
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert str(err.value).startswith(str(path)) and where in str(err.value)
+
+
+# The parts a target of one kind may opt in to: (option, its kind, the login that kind needs)
+PARTS = (("views", "vast", "    username: ro\n    password_file: pw\n"),
+         ("per_host", "weka", "    username: ro\n    password_file: pw\n"))
+
+
+@pytest.mark.parametrize(("option", "kind", "login"), PARTS)
+def test_a_part_is_off_unless_a_target_of_its_kind_asks(tmp_path, option, kind, login):
+    (tmp_path / "pw").write_text("secret\n")
+    cfg = load_config(write(tmp_path, f"targets:\n  - name: a\n    kind: {kind}\n    url: https://a\n{login}"
+                                      f"    {option}: true\n  - name: b\n    kind: {kind}\n    url: https://b\n{login}"))
+    assert [getattr(t, option) for t in cfg.targets] == [True, False]
+
+
+@pytest.mark.parametrize(("option", "kind", "login"), PARTS)
+@pytest.mark.parametrize(("other", "setting", "where"), [
+    ("minio", "true", ":5: targets[0].{option}: only for kind {kind}"),
+    ("ceph-rgw", "false", ":5: targets[0].{option}: only for kind {kind}"),
+    (None, "'true'", ":7: targets[0].{option}: must be bool, got str 'true'"),
+])
+def test_a_part_option_errors_name_file_line_and_key(tmp_path, option, kind, login, other, setting, where):
+    (tmp_path / "pw").write_text("secret\n")
+    body = (f"targets:\n  - name: a\n    kind: {other}\n    url: http://h\n" if other else
+            f"targets:\n  - name: a\n    kind: {kind}\n    url: https://h\n{login}") + f"    {option}: {setting}\n"
+    path = write(tmp_path, body)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value).startswith(f"{path}:") and where.format(option=option, kind=kind) in str(err.value)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from lockstep.exporters.catalog import storagesys as m
 from lockstep.exporters.storagesys.app import create_app
 from lockstep.exporters.storagesys.config import StorageConfig, Target
 from lockstep.exporters.toolkit.credentials import Credentials
 from tests.helpers.storagefake import CEPH_RGW, MINIO_BUCKET, VAST, Behaviour, FakeStorage, two_servers
+from tests.helpers.storagescrape import scrape, value
 
 TOKEN = "eyJhbGciOi-never-logged-Sig"
 
@@ -35,17 +35,6 @@ def config(base: str, refused_port: int, *names: str, timeout_s: float = 5.0) ->
                for n in names]
     targets.append(Target("dead", "minio", f"http://127.0.0.1:{refused_port}"))
     return StorageConfig(tuple(targets), interval_s=60.0, timeout_s=timeout_s)
-
-
-async def scrape(client) -> dict[tuple, float]:
-    resp = await client.get("/metrics")
-    assert resp.status == 200
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in text_string_to_metric_families(await resp.text()) for s in f.samples}
-
-
-def value(samples, metric, **labels):
-    return samples.get((metric.name, tuple(sorted(labels.items()))))
 
 
 async def test_failing_targets_are_down_with_their_reason_and_the_others_intact(

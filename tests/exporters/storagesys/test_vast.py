@@ -13,17 +13,17 @@ import logging
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prometheus_client.parser import text_string_to_metric_families
 
 from lockstep.exporters.catalog import storagesys as m
 from lockstep.exporters.storagesys import vast
 from lockstep.exporters.storagesys.app import POLLER, create_app
-from lockstep.exporters.storagesys.config import ConfigError, StorageConfig, Target, load_config
+from lockstep.exporters.storagesys.config import StorageConfig, Target
 from lockstep.exporters.storagesys.errors import AnswerError
 from lockstep.exporters.storagesys.monotonic import CounterSums
 from lockstep.exporters.toolkit.credentials import Credentials
 from tests.helpers.paths import FIXTURES
 from tests.helpers.storagefake import Behaviour, FakeStorage
+from tests.helpers.storagescrape import scrape, value
 
 NEW = (FIXTURES / "vast" / "prometheusmetrics-cluster.prom").read_text()
 OLD = (FIXTURES / "vast" / "prometheusmetrics-cluster-protoall.prom").read_text()
@@ -98,9 +98,9 @@ def test_any_cnodes_sum_to_the_clusters_counters(cnodes, other_protocol):
     for i, (rb, ro, rl, wb, wo, wl) in enumerate(cnodes):
         for name, v in (("read_size_sum", rb), ("read_size_count", ro), ("read_latency_sum", rl),
                         ("write_size_sum", wb), ("write_size_count", wo), ("write_latency_sum", wl)):
-            for proto, value in (("ProtoCommon", v), ("NFSCommon", other_protocol)):
+            for proto, number in (("ProtoCommon", v), ("NFSCommon", other_protocol)):
                 lines.append(f'vast_cnode_metrics_ProtoMetrics_{name}{{cluster="c",hostname="cn{i}",proto_name="{proto}"}} '
-                             f"{value}")
+                             f"{number}")
     got = values(vast.read("t", "\n".join(lines) + "\n"))
     key = ("t", "cluster", "c")
     total = [sum(c[k] for c in cnodes) for k in range(6)]
@@ -239,10 +239,10 @@ def test_a_views_bytes_never_go_backwards_whatever_its_answers_hold(answers):
         text = "".join(f'vast_view_metrics_ViewMetrics_read_bw_sum{{cluster="c",path="{p}"}} {v}\n'
                        for p, v in answer.items())
         got = values(sums.combine(vast.read_view_sources("t", text)))
-        for path, value in answer.items():
+        for path, count in answer.items():
             before = last.get(path)
-            expected[path] = expected.get(path, 0) + (value if before is None or value < before else value - before)
-            last[path] = value
+            expected[path] = expected.get(path, 0) + (count if before is None or count < before else count - before)
+            last[path] = count
             now = got[(m.READ_BYTES.name, ("t", "view", path))]
             assert now >= exported.get(path, 0) and now == expected[path]
             exported[path] = now
@@ -259,14 +259,7 @@ def vms(base: str, name: str, views: bool = True) -> Target:
 
 async def polled(client) -> dict[tuple, float]:
     await client.app[POLLER].poll_all()
-    resp = await client.get("/metrics")
-    assert resp.status == 200
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in text_string_to_metric_families(await resp.text()) for s in f.samples}
-
-
-def value(samples, metric, **labels):
-    return samples.get((metric.name, tuple(sorted(labels.items()))))
+    return await scrape(client)
 
 
 def views_of(samples, target: str) -> set[str]:
@@ -364,33 +357,3 @@ async def test_hung_views_time_out_alone_within_the_polls_timeout(aiohttp_server
     assert value(got, m.POLL_FAILURES, target="vms", reason="timeout") == 1.0
     assert views_of(got, "vms") == set()
     assert 2.0 <= value(got, m.POLL_DURATION, target="vms") < 3.0
-
-
-def write(tmp_path, text: str):
-    (tmp_path / "vms.password").write_text("s3cr3t-vms\n")
-    path = tmp_path / "storage.yaml"
-    path.write_text(text)
-    return path
-
-
-def test_views_is_off_unless_a_vast_target_asks(tmp_path):
-    cfg = load_config(write(tmp_path, "targets:\n"
-                            "  - {name: a, kind: vast, url: 'https://vms-a', username: ro, password_file: vms.password,"
-                            " views: true}\n"
-                            "  - {name: b, kind: vast, url: 'https://vms-b', username: ro, password_file: vms.password}\n"))
-    assert [t.views for t in cfg.targets] == [True, False]
-
-
-@pytest.mark.parametrize(("body", "where"), [
-    ("targets:\n  - name: a\n    kind: minio\n    url: http://h\n    views: true\n",
-     ":5: targets[0].views: only for kind vast"),
-    ("targets:\n  - name: a\n    kind: weka\n    url: https://h:14000\n    username: ro\n"
-     "    password_file: vms.password\n    views: false\n", ":7: targets[0].views: only for kind vast"),
-    ("targets:\n  - name: a\n    kind: vast\n    url: https://h\n    username: ro\n    password_file: vms.password\n"
-     "    views: 'true'\n", ":7: targets[0].views: must be bool, got str 'true'"),
-])
-def test_the_views_option_errors_name_file_line_and_key(tmp_path, body, where):
-    path = write(tmp_path, body)
-    with pytest.raises(ConfigError) as err:
-        load_config(path)
-    assert str(err.value).startswith(f"{path}:") and where in str(err.value)

@@ -12,14 +12,14 @@ import logging
 from collections import Counter
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from lockstep.exporters.catalog import storagesys as m
 from lockstep.exporters.storagesys import wekarpc
 from lockstep.exporters.storagesys.app import POLLER, create_app
-from lockstep.exporters.storagesys.config import ConfigError, StorageConfig, Target, load_config
+from lockstep.exporters.storagesys.config import StorageConfig, Target
 from lockstep.exporters.toolkit.credentials import Credentials
 from tests.helpers.storagefake import FakeStorage
+from tests.helpers.storagescrape import samples_of, scrape_text, value
 from tests.helpers.wekafake import NODE_STATS_LATER, NODES, STATS_LATER, Cluster, FakeWeka
 
 PASSWORD = "w3ka-s3cret"
@@ -45,16 +45,9 @@ async def app_for(aiohttp_client, *targets: Target, timeout_s: float = 5.0, max_
 
 async def poll(client) -> dict[tuple, float]:
     await client.app[POLLER].poll_all()
-    resp = await client.get("/metrics")
-    assert resp.status == 200
-    text = await resp.text()
+    text = await scrape_text(client)
     assert PASSWORD not in text
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in text_string_to_metric_families(text) for s in f.samples}
-
-
-def value(samples, metric, **labels):
-    return samples.get((metric.name, tuple(sorted(labels.items()))))
+    return samples_of(text)
 
 
 def cluster(samples, name: str) -> dict:
@@ -307,33 +300,3 @@ async def test_an_expired_token_is_renewed_once_for_the_part_and_the_target_alik
     assert cluster(got, "w1") == SECOND and hosts(got, "w1") == HOSTS_SECOND
     renewals = calls(c, n)
     assert renewals[("user_refresh_token", 200)] == 1 and renewals[("userlogin", 200)] == int(refresh_fails)
-
-
-def write(tmp_path, text: str):
-    (tmp_path / "weka.password").write_text(PASSWORD + "\n")
-    path = tmp_path / "storage.yaml"
-    path.write_text(text)
-    return path
-
-
-def test_per_host_is_off_unless_a_weka_target_asks(tmp_path):
-    cfg = load_config(write(tmp_path, "targets:\n"
-                            "  - {name: a, kind: weka, url: 'https://w1:14000', username: ro, password_file: weka.password,"
-                            " per_host: true}\n"
-                            "  - {name: b, kind: weka, url: 'https://w2:14000', username: ro, password_file: weka.password}\n"))
-    assert [t.per_host for t in cfg.targets] == [True, False]
-
-
-@pytest.mark.parametrize(("body", "where"), [
-    ("targets:\n  - name: a\n    kind: minio\n    url: http://h\n    per_host: true\n",
-     ":5: targets[0].per_host: only for kind weka"),
-    ("targets:\n  - name: a\n    kind: vast\n    url: https://h\n    username: ro\n"
-     "    password_file: weka.password\n    per_host: false\n", ":7: targets[0].per_host: only for kind weka"),
-    ("targets:\n  - name: a\n    kind: weka\n    url: https://h:14000\n    username: ro\n"
-     "    password_file: weka.password\n    per_host: 'yes'\n", ":7: targets[0].per_host: must be bool, got str 'yes'"),
-])
-def test_the_per_host_option_errors_name_file_line_and_key(tmp_path, body, where):
-    path = write(tmp_path, body)
-    with pytest.raises(ConfigError) as err:
-        load_config(path)
-    assert str(err.value).startswith(f"{path}:") and where in str(err.value)
