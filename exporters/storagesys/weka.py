@@ -250,15 +250,23 @@ def parse_hosts(result: object) -> dict[str, str]:
     return roles
 
 
-def host_minutes(nodes: Mapping[str, list[Bucket]], frontend: Mapping[str, str]) -> dict[str, list[Minute]]:
+def host_minutes(nodes: Mapping[str, list[Bucket]], frontend: Mapping[str, str],
+                 counted: Mapping[str, datetime | None] | None = None,
+                 otherwise: datetime | None = None) -> dict[str, list[Minute]]:
     """Each host's minutes, oldest first: per minute the sum of its FRONTEND nodes' ``increments`` (a node not in
-    ``frontend``, not a frontend or unknown, is skipped)."""
+    ``frontend``, not a frontend or unknown, is skipped). Minutes not after a host's ``counted`` one (``otherwise``
+    for a host not in it; None: none) are left out: they would add nothing, and an answer repeats most of its
+    minutes from poll to poll (five per answer, one new a minute)."""
     out: dict[str, dict[datetime, dict[tuple[Metric, str], float]]] = {}
+    counted = counted or {}
     for node, buckets in nodes.items():
         host = frontend.get(node)
         if host is None:
             continue
+        after = counted.get(host, otherwise)
         for bucket in buckets:
+            if after is not None and bucket.at <= after:
+                continue
             minute = out.setdefault(host, {}).setdefault(bucket.at, {})
             for key, value in increments(bucket).items():
                 minute[key] = minute.get(key, 0.0) + value
@@ -280,7 +288,8 @@ class HostCounts:
         newest = max((buckets[-1].at for buckets in nodes.values() if buckets), default=None)
         if newest is None:
             return
-        for host, minutes in host_minutes(nodes, frontend).items():
+        counted = {host: counts.newest for host, counts in self.hosts.items()}
+        for host, minutes in host_minutes(nodes, frontend, counted, self.seen).items():
             counts = self.hosts.get(host)
             if counts is None:
                 if self.seen is None:   # the first answer: its newest minute only

@@ -54,3 +54,16 @@ def test_near_miss_text_reads_or_raises_answer_error(text):
         parse_samples("x_" + text, "x_")
     except AnswerError:
         pass
+
+
+def test_a_label_set_read_again_is_the_same_and_each_sample_owns_its_labels():
+    """Label texts are read once and kept: the second poll of the same answer reads the same samples, a caller
+    changing one sample's labels changes no other, and a broken label text is refused every time it comes."""
+    text = 'x_a{b="1",c="q\\"uote"} 1\nx_a{b="1",c="q\\"uote"} 2\n'
+    first, again = parse_samples(text, "x_"), parse_samples(text, "x_")
+    assert [s.labels for s in first] == [s.labels for s in again] == [{"b": "1", "c": 'q"uote'}] * 2
+    first[0].labels["b"] = "changed"
+    assert first[1].labels["b"] == "1" and parse_samples(text, "x_")[0].labels["b"] == "1"
+    for _ in range(2):
+        with pytest.raises(AnswerError):
+            parse_samples('x_a{b="1",c=2} 1\n', "x_")
