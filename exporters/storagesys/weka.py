@@ -100,7 +100,8 @@ def parse_stats(result: object) -> list[Bucket]:
     return _buckets(result["all"].get(CATEGORY))
 
 
-def _buckets(items: object) -> list[Bucket]:
+def _buckets(items: object, after: datetime | None = None) -> list[Bucket]:
+    """The items as buckets; one not after ``after`` keeps its minute but not its values (it would count nothing)."""
     if items is None:
         return []
     if not isinstance(items, list):
@@ -110,6 +111,9 @@ def _buckets(items: object) -> list[Bucket]:
         if not isinstance(item, dict) or not isinstance(item.get("stats"), dict):
             raise AnswerError(f'stats_show: a "{CATEGORY}" item without "stats"')
         at = _timestamp(item.get("timestamp"))
+        if after is not None and at <= after:
+            buckets[at] = Bucket(at)
+            continue
         stats = {name: v for name in STATS if (v := _number(item["stats"].get(name))) is not None}
         buckets[at] = Bucket(at, stats)
     return [buckets[at] for at in sorted(buckets)]
@@ -183,10 +187,11 @@ def node_stats_params() -> dict[str, object]:
     return {**stats_params(), "per_node": True, "no_zeroes": True, "show_internal": True}
 
 
-def parse_node_stats(result: object) -> dict[str, list[Bucket]]:
+def parse_node_stats(result: object, after: datetime | None = None) -> dict[str, list[Bucket]]:
     """A per-node ``stats_show`` result (``{"NodeId<k>": {"ops": [{"stats": {...}, "timestamp": ...}, ...]}, ...}``)
-    as each node's buckets, oldest first. Nodes left out (``no_zeroes``: nothing but zeros) have none. An answer
-    keyed ``all`` is the cluster's total: ``per_node`` was not honoured, refused rather than read as a node."""
+    as each node's buckets, oldest first; minutes not after ``after`` (``HostCounts.floor``: counted for every host)
+    without their values. Nodes left out (``no_zeroes``: nothing but zeros) have none. An answer keyed ``all`` is the
+    cluster's total: ``per_node`` was not honoured, refused rather than read as a node."""
     if not isinstance(result, dict):
         raise AnswerError("stats_show per node: the result is not an object")
     if "all" in result:
@@ -195,7 +200,7 @@ def parse_node_stats(result: object) -> dict[str, list[Bucket]]:
     for node, categories in result.items():
         if not isinstance(categories, dict):
             raise AnswerError("stats_show per node: a node's value is not an object")
-        out[node] = _buckets(categories.get(CATEGORY))
+        out[node] = _buckets(categories.get(CATEGORY), after)
     return out
 
 
@@ -300,6 +305,13 @@ class HostCounts:
                 self.hosts[host] = counts
             counts.add_minutes(minutes)
         self.seen = newest if self.seen is None else max(self.seen, newest)
+
+    def floor(self) -> datetime | None:
+        """The newest minute no host can count any more (each host's newest counted, and for a host not seen yet the
+        newest of any answer); None while any host could still count any minute."""
+        if self.seen is None or any(counts.newest is None for counts in self.hosts.values()):
+            return None
+        return min((counts.newest for counts in self.hosts.values()), default=self.seen)
 
     def samples(self, target: str, roles: Mapping[str, str]) -> Iterator[Sample]:
         """Each host's counters at scope ``host`` named by its hostname, and its role (``host_info``) where

@@ -196,7 +196,8 @@ class WekaReader:
     async def read_hosts(self) -> list[Sample]:
         """The part ``per_host``: the minutes are counted only once every answer it needs is in."""
         assert self.host_counts is not None
-        nodes = weka.parse_node_stats(await self.rpc.call("stats_show", weka.node_stats_params()))
+        nodes = weka.parse_node_stats(await self.rpc.call("stats_show", weka.node_stats_params()),
+                                      self.host_counts.floor())
         if self.nodes is None or self.clock() - self._nodes_at >= MAP_TTL_S \
                 or set(nodes) - self.nodes.known - self._unknown:
             await self._refresh_nodes()

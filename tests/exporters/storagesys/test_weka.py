@@ -307,6 +307,19 @@ def test_a_later_per_node_answer_counts_each_hosts_newer_minutes_once():
     assert host_counted(counts) == HOSTS_SECOND
 
 
+def test_minutes_every_host_has_counted_are_read_without_their_values_and_count_the_same():
+    counts, frontend = weka.HostCounts(), weka.parse_nodes(NODES).frontend
+    assert counts.floor() is None                   # nothing counted yet: every minute may count
+    counts.add(weka.parse_node_stats(NODE_STATS, counts.floor()), frontend)
+    floor = counts.floor()
+    assert floor == datetime(2021, 8, 16, 15, 23, tzinfo=timezone.utc)   # the first answer's newest, for every host
+    later = weka.parse_node_stats(NODE_STATS_LATER, floor)
+    assert all(not b.stats for buckets in later.values() for b in buckets if b.at <= floor)
+    assert any(b.stats for buckets in later.values() for b in buckets)
+    counts.add(later, frontend)
+    assert host_counted(counts) == HOSTS_SECOND
+
+
 def test_a_host_first_seen_in_a_later_answer_counts_its_minutes_since_the_earlier_answers():
     counts = weka.HostCounts()
     counts.add(weka.parse_node_stats(NODE_STATS), weka.parse_nodes(NODES).frontend)
@@ -374,7 +387,8 @@ def test_host_counters_are_their_frontends_sums_over_the_minutes_from_the_first_
     counts, before, first = weka.HostCounts(), {}, None
     for k, end in enumerate(ends):
         window = range(max(0, end - 4), end + 1)
-        counts.add(weka.parse_node_stats(per_node_answer(present, window)), frontend)
+        # as the reader reads it: minutes every host has counted without their values (HostCounts.floor)
+        counts.add(weka.parse_node_stats(per_node_answer(present, window), counts.floor()), frontend)
         in_window = [i for (_, i) in present if i in window]
         if first is None and in_window:
             first = max(in_window)
