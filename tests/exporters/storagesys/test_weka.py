@@ -179,9 +179,7 @@ def test_counters_are_the_sum_over_distinct_minutes_after_the_first_answers_newe
     falls between two answers) or up to six before it (a stale answer), items in any order: after each answer every
     counter is the sum over the distinct minutes from the first answer's newest to the newest seen, and none
     decreased."""
-    ends = [data.draw(st.integers(4, 10), label="first end")]
-    for _ in range(data.draw(st.integers(0, 8), label="answers")):
-        ends.append(max(0, max(ends) + data.draw(st.integers(-6, 5), label="step")))
+    ends = answer_ends(data)
     minutes = data.draw(st.lists(minute, min_size=max(ends) + 1, max_size=max(ends) + 1), label="minutes")
     counts, before = weka.Counts(), {}
     for k, end in enumerate(ends):
@@ -189,19 +187,43 @@ def test_counters_are_the_sum_over_distinct_minutes_after_the_first_answers_newe
         counts.add(weka.parse_stats(answer({i: minutes[i] for i in window})))
         got = counted(counts)
         seen = range(ends[0], max(ends[: k + 1]) + 1)
-        for metric, op, rate, latency in ((m.READ_BYTES, "", "READ_BYTES", None), (m.WRITE_BYTES, "", "WRITE_BYTES", None),
-                                          (m.OPERATIONS, "read", "READS", None), (m.OPERATIONS, "write", "WRITES", None),
-                                          (m.LATENCY, "read", "READS", "READ_LATENCY"),
-                                          (m.LATENCY, "write", "WRITES", "WRITE_LATENCY")):
+        for metric, op, rate, latency in COUNTERS:
             key = (metric.name, (*KEY, op) if op else KEY)
-            terms = [minutes[i][rate] * 60 * (1 if latency is None else minutes[i][latency] * 1e-6) for i in seen
-                     if minutes[i][rate] is not None and (latency is None or minutes[i][latency] is not None)]
-            if terms:
-                assert got[key] == pytest.approx(sum(terms), rel=1e-12)
-            else:
-                assert key not in got
-            assert got.get(key, 0.0) >= before.get(key, 0.0)
+            terms = [t for i in seen if (t := term(minutes[i], rate, latency)) is not None]
+            assert_counter(got, before, key, terms, rel=1e-12)
         before = got
+
+
+def answer_ends(data) -> list[int]:
+    """Where each answer's five-minute window ends: each within five minutes after the newest end so far (no minute
+    falls between two answers) or up to six before it (a stale answer)."""
+    ends = [data.draw(st.integers(4, 10), label="first end")]
+    for _ in range(data.draw(st.integers(0, 8), label="answers")):
+        ends.append(max(0, max(ends) + data.draw(st.integers(-6, 5), label="step")))
+    return ends
+
+
+# each common counter: (metric, op, the stat of its rate, the stat of its mean latency where it is a latency total)
+COUNTERS = ((m.READ_BYTES, "", "READ_BYTES", None), (m.WRITE_BYTES, "", "WRITE_BYTES", None),
+            (m.OPERATIONS, "read", "READS", None), (m.OPERATIONS, "write", "WRITES", None),
+            (m.LATENCY, "read", "READS", "READ_LATENCY"), (m.LATENCY, "write", "WRITES", "WRITE_LATENCY"))
+
+
+def term(stats: dict, rate: str, latency: str | None) -> float | None:
+    """What one minute's ``stats`` add to a counter: the rate × 60 s (a latency total: × its mean × 1e-6), None where
+    a value it needs is null."""
+    if stats[rate] is None or (latency is not None and stats[latency] is None):
+        return None
+    return stats[rate] * 60 * (1 if latency is None else stats[latency] * 1e-6)
+
+
+def assert_counter(got: dict, before: dict, key: tuple, terms: list[float], rel: float) -> None:
+    """The counter at ``key`` is the sum of ``terms`` (absent without any), and not below its value ``before``."""
+    if terms:
+        assert got[key] == pytest.approx(sum(terms), rel=rel)
+    else:
+        assert key not in got
+    assert got.get(key, 0.0) >= before.get(key, 0.0)
 
 
 # ---- per host (per_host: true): stats_show per node, nodes_list, hosts_list -------------------------------------
@@ -378,9 +400,7 @@ def test_host_counters_are_their_frontends_sums_over_the_minutes_from_the_first_
     n_nodes = data.draw(st.integers(1, 6), label="nodes")
     hosts = [data.draw(st.sampled_from(["h0", "h1", "h2"]), label="host") for _ in range(n_nodes)]
     front = [data.draw(st.booleans(), label="frontend") for _ in range(n_nodes)]
-    ends = [data.draw(st.integers(4, 10), label="first end")]
-    for _ in range(data.draw(st.integers(0, 8), label="answers")):
-        ends.append(max(0, max(ends) + data.draw(st.integers(-6, 5), label="step")))
+    ends = answer_ends(data)
     present = {(k, i): data.draw(minute, label="minute") for k in range(n_nodes) for i in range(max(ends) + 1)
                if data.draw(st.booleans(), label="there")}
     frontend = {f"NodeId<{k}>": hosts[k] for k in range(n_nodes) if front[k]}
@@ -395,18 +415,9 @@ def test_host_counters_are_their_frontends_sums_over_the_minutes_from_the_first_
         got = host_counted(counts)
         seen = range(first, max(ends[: k + 1]) + 1) if first is not None else range(0)
         for h in ("h0", "h1", "h2"):
-            for metric, op, rate, latency in ((m.READ_BYTES, "", "READ_BYTES", None),
-                                              (m.WRITE_BYTES, "", "WRITE_BYTES", None),
-                                              (m.OPERATIONS, "read", "READS", None), (m.OPERATIONS, "write", "WRITES", None),
-                                              (m.LATENCY, "read", "READS", "READ_LATENCY"),
-                                              (m.LATENCY, "write", "WRITES", "WRITE_LATENCY")):
+            for metric, op, rate, latency in COUNTERS:
                 key = (metric.name, (*host(h), op) if op else host(h))
-                terms = [s[rate] * 60 * (1 if latency is None else s[latency] * 1e-6)
-                         for (node, i), s in present.items() if i in seen and front[node] and hosts[node] == h
-                         and s[rate] is not None and (latency is None or s[latency] is not None)]
-                if terms:
-                    assert got[key] == pytest.approx(sum(terms), rel=1e-9)
-                else:
-                    assert key not in got
-                assert got.get(key, 0.0) >= before.get(key, 0.0)
+                terms = [t for (node, i), s in present.items() if i in seen and front[node] and hosts[node] == h
+                         and (t := term(s, rate, latency)) is not None]
+                assert_counter(got, before, key, terms, rel=1e-9)
         before = got
