@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
+from tests.helpers.exposition import parse
 
-
-def parse(text: str) -> dict[tuple, float]:
-    """Exposition text -> {(name, (label pairs...)): value}, by prometheus_client's own parser."""
-    values = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            values[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return values
+__all__ = ["parse", "value", "write_config", "target"]
 
 
 def value(values: dict, name: str, **labels) -> float:

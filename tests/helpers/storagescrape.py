@@ -1,10 +1,9 @@
 """The storage exporter's /metrics read back in its tests: every sample by (name, sorted labels), by
-prometheus_client's own parser."""
+prometheus_client's own parser (``exposition.parse``)."""
 from __future__ import annotations
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from lockstep.exporters.catalog.model import Metric
+from tests.helpers.exposition import parse
 
 
 async def scrape_text(client) -> str:
@@ -13,13 +12,8 @@ async def scrape_text(client) -> str:
     return await resp.text()
 
 
-def samples_of(text: str) -> dict[tuple, float]:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in text_string_to_metric_families(text) for s in f.samples}
-
-
 async def scrape(client) -> dict[tuple, float]:
-    return samples_of(await scrape_text(client))
+    return parse(await scrape_text(client))
 
 
 def value(samples: dict[tuple, float], metric: Metric, **labels) -> float | None:

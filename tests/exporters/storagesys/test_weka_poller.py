@@ -18,8 +18,9 @@ from lockstep.exporters.storagesys import wekarpc
 from lockstep.exporters.storagesys.app import POLLER, create_app
 from lockstep.exporters.storagesys.config import StorageConfig, Target
 from lockstep.exporters.toolkit.credentials import Credentials
+from tests.helpers.exposition import parse
 from tests.helpers.storagefake import FakeStorage
-from tests.helpers.storagescrape import samples_of, scrape_text, value
+from tests.helpers.storagescrape import scrape_text, value
 from tests.helpers.wekafake import NODE_STATS_LATER, NODES, STATS_LATER, Cluster, FakeWeka
 
 PASSWORD = "w3ka-s3cret"
@@ -47,7 +48,7 @@ async def poll(client) -> dict[tuple, float]:
     await client.app[POLLER].poll_all()
     text = await scrape_text(client)
     assert PASSWORD not in text
-    return samples_of(text)
+    return parse(text)
 
 
 def cluster(samples, name: str) -> dict:
