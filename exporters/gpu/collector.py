@@ -15,6 +15,7 @@ wedged GPU holds one reader, never the pool.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from concurrent.futures import Future, wait
@@ -205,6 +206,8 @@ class GpuCollector:
         except GpuLost as exc:
             once(log, logging.WARNING, f"lost:{index}:{static.uuid if static else ''}", "%s", exc)
             return self._down(index, static, dcgm_health)
+        if snap.fields_answered is not None:  # later scrapes ask only for the fields this GPU answers at all
+            self._static[index] = dataclasses.replace(static, fields=snap.fields_answered)
         samples = list(identity_samples(static, self._driver, up=True))
         samples += snapshot_samples(snap)
         checks = self._health.verdict(snap, time.monotonic(), self._xid_level(index))

@@ -25,6 +25,10 @@ log = logging.getLogger("lockstep.gpu")
 _ABSENT = {pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, pynvml.NVML_ERROR_NO_PERMISSION,
            pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT, pynvml.NVML_ERROR_NO_DATA,
            pynvml.NVML_ERROR_DEPRECATED, pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH}
+# Of those, the answers that hold until the driver changes (not NoPermission, NotFound or NoData).
+_STATICALLY_ABSENT = {pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+                      pynvml.NVML_ERROR_INVALID_ARGUMENT, pynvml.NVML_ERROR_DEPRECATED,
+                      pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH}
 # The GPU itself is gone or wedged (fell off the bus, XID 79; Unknown is what a wedged GPU returns).
 _LOST = {pynvml.NVML_ERROR_GPU_IS_LOST, pynvml.NVML_ERROR_UNKNOWN, pynvml.NVML_ERROR_RESET_REQUIRED}
 # NVML itself is unusable on this host: no driver, no library, mismatched library.
@@ -80,7 +84,7 @@ class NvmlGuard:
         """``field`` for a whole nvmlDeviceGetFieldValues batch (``names`` in the order of ``values``). A
         ctypes array (what pynvml returns) is unpacked in one ``struct`` call: reading its members through
         ctypes built a Python object per slot and per union, ~0.5 µs per field, 19 fields per GPU."""
-        layout = _batch_layout(len(values))
+        layout = batch_layout(len(values))
         try:
             flat = layout.unpack_from(values) if layout is not None else None
         except TypeError:   # a sequence of structures rather than one array
@@ -97,6 +101,11 @@ class NvmlGuard:
                 out[name] = self.field(name, values[i])
         return out
 
+    def static_absent(self, names: Sequence[str], values: Any) -> set[str]:
+        """The fields of a batch that this GPU and driver will not answer until the driver changes
+        (NotSupported, unknown to the driver...), of a batch ``fields`` has read."""
+        return {name for name, value in zip(names, values) if _FIELD_RETURN(value) in _STATICALLY_ABSENT}
+
 
 # pynvml's structures override __getattribute__ in Python (to decode bytes), ~0.3 µs per member read;
 # the ctypes field descriptors read the same members in C (15 fields x 3 members per GPU per scrape).
@@ -109,7 +118,7 @@ _SUCCESS, _ULL = pynvml.NVML_SUCCESS, pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
 
 
 @functools.lru_cache(maxsize=16)
-def _batch_layout(count: int) -> struct.Struct | None:
+def batch_layout(count: int) -> struct.Struct | None:
     """The struct layout of ``count`` field values, or None where this pynvml's structure differs."""
     layout = struct.Struct("=" + _SLOT * count)
     return layout if count and layout.size == ctypes.sizeof(pynvml.c_nvmlFieldValue_t) * count else None

@@ -6,6 +6,7 @@ API (FunctionNotFound) get the classic one-call-per-value functions instead. Eve
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
 import pynvml
@@ -37,6 +38,7 @@ FIELDS = {
     "nvlink_crc_flit": pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,
     "nvlink_crc_data": pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL,
 }
+ANSWERED = "fields_answered"   # read_fields' key for the names a GPU answers
 _NVLINK_TOTALS = ("nvlink_replay", "nvlink_recovery", "nvlink_crc_flit", "nvlink_crc_data")
 _FIELD_IDS = list(FIELDS.values())
 _FIELD_NAMES = tuple(FIELDS)
@@ -88,8 +90,9 @@ def read_snapshot(nvml: Nvml, static: GpuStatic, handle: Any, per_link: bool = F
     mem = g.call("nvmlDeviceGetMemoryInfo", nvml.nvmlDeviceGetMemoryInfo, h,
                  *((pynvml.nvmlMemory_v2,) if static.memory_v2 else ()))
     mig_mode = g.call("nvmlDeviceGetMigMode", nvml.nvmlDeviceGetMigMode, h) if static.mig_capable else None
-    fields = read_fields(nvml, g, h)
-    totals = [fields.pop(key) for key in _NVLINK_TOTALS]
+    fields = read_fields(nvml, g, h, static.fields)
+    answered = fields.pop(ANSWERED, None)
+    totals = [fields.pop(key, None) for key in _NVLINK_TOTALS]
     nvlink = (NvLinkCounters("total", *totals),) if any(v is not None for v in totals) else ()
     nvlink_links = None
     if per_link:
@@ -124,16 +127,33 @@ def read_snapshot(nvml: Nvml, static: GpuStatic, handle: Any, per_link: bool = F
         nvlink=nvlink,
         nvlink_links=nvlink_links or None,
         prof=prof,
+        fields_answered=answered,
         **fields)
 
 
-def read_fields(nvml: Nvml, g: NvmlGuard, h: Any) -> dict[str, float | None]:
+def read_fields(nvml: Nvml, g: NvmlGuard, h: Any, names: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The batch's values by name. ``names``: those to ask for (the others are absent); None asks for all,
+    and then the answer also holds, under ``ANSWERED``, the fields this GPU and driver answer at all: a field
+    NotSupported (Hopper's retired pages) or unknown to the driver stays so until the driver changes, so the
+    collector leaves it out of later batches."""
+    if names is not None and not names:
+        return {}
     try:
-        values = nvml.nvmlDeviceGetFieldValues(h, _FIELD_IDS)
+        values = nvml.nvmlDeviceGetFieldValues(h, _FIELD_IDS if names is None else _field_ids(names))
     except pynvml.NVMLError as exc:
         g.failed("nvmlDeviceGetFieldValues", error_code(exc))  # raises GpuLost for a lost GPU
         return read_fields_classic(nvml, g, h)
-    return g.fields(_FIELD_NAMES, values)
+    if names is not None:
+        return g.fields(names, values)
+    out: dict[str, Any] = g.fields(_FIELD_NAMES, values)
+    absent = g.static_absent(_FIELD_NAMES, values)
+    out[ANSWERED] = tuple(name for name in _FIELD_NAMES if name not in absent)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _field_ids(names: tuple[str, ...]) -> tuple[int, ...]:
+    return tuple(FIELDS[name] for name in names)
 
 
 def read_fields_classic(nvml: Nvml, g: NvmlGuard, h: Any) -> dict[str, float | None]:

@@ -228,3 +228,42 @@ def test_fake_h100_takes_the_paths_a_real_hopper_driver_took():
     real_absent = {field for field, value in record["snapshots"][0].items() if value is None}
     # Fields the snapshot gained after the capture (nvlink_links: per-link mode only, off here) are not compared.
     assert {field for field, value in snapshot.items() if value is None and field in record["snapshots"][0]} == real_absent
+
+
+class _AskedFields(fake.FakeNvml):
+    """The fake, recording the field ids of each nvmlDeviceGetFieldValues call."""
+
+    def __init__(self, devices) -> None:
+        super().__init__(devices)
+        self.asked: list[set[int]] = []
+
+    def nvmlDeviceGetFieldValues(self, handle, fieldIds):
+        self.asked.append(set(fieldIds))
+        return super().nvmlDeviceGetFieldValues(handle, fieldIds)
+
+
+def test_fields_a_gpu_never_answers_are_asked_for_once_and_the_rest_every_scrape(options):
+    """Hopper answers NotSupported for retired pages every time, until the driver changes: after the first
+    scrape the batch leaves them out. An answer that may change (no permission, no data yet) is asked again,
+    and a field that reports the GPU lost still takes the GPU down."""
+    device = h100(0)
+    fields = device["fields"]
+    fields[pynvml.NVML_FI_DEV_MEMORY_TEMP] = Err(pynvml.NVML_ERROR_NO_PERMISSION)
+    fields[pynvml.NVML_FI_DEV_POWER_INSTANT] = Err(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+    never = {pynvml.NVML_FI_DEV_RETIRED_SBE, pynvml.NVML_FI_DEV_RETIRED_DBE, pynvml.NVML_FI_DEV_RETIRED_PENDING,
+             pynvml.NVML_FI_DEV_POWER_INSTANT}
+    assert not never & set(fields) - {pynvml.NVML_FI_DEV_POWER_INSTANT}   # the fake's H100 answers NotSupported
+    nvml = _AskedFields([device])
+    collector = GpuCollector(nvml, None, options, watch_xid=False)
+    try:
+        first, second = render(collector), render(collector)
+        fields[pynvml.NVML_FI_DEV_ENERGY] = Err(pynvml.NVML_ERROR_GPU_IS_LOST)
+        lost = render(collector)
+    finally:
+        collector.close()
+    every = nvml.asked[0]
+    assert never < every and pynvml.NVML_FI_DEV_MEMORY_TEMP in every
+    assert nvml.asked[1:] == [every - never] * 2
+    assert first == second and "lockstep_gpu_energy_joules_total" in second
+    assert "lockstep_gpu_memory_temperature_celsius" not in second and "lockstep_gpu_retired" not in second
+    assert 'lockstep_gpu_up{gpu="0"} 0' in lost

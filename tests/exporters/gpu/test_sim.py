@@ -221,3 +221,25 @@ def test_lockstep_names_pass_promtool_lint(gpus_json):
                             capture_output=True, text=True, timeout=30)
     scraper.close()
     assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_sim_field_values_read_through_pynvmls_members(gpus_json, monkeypatch, packed):
+    """The batch the simulator builds in one struct call reads, member by member as pynvml's users read it,
+    as the file says; so does the member-by-member fallback for a pynvml whose structure differs."""
+    from lockstep.exporters.gpu import simfields
+    if not packed:
+        monkeypatch.setattr(simfields, "batch_layout", lambda count: None)
+    entry = json.loads(gpus_json.read_text())["gpus"][0]
+    nvml = SimNvml(gpus_json)
+    nvml.nvmlInit()
+    ids = [pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_RETIRED_SBE, pynvml.NVML_FI_DEV_ENERGY,
+           pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, pynvml.NVML_FI_DEV_REMAPPED_PENDING]
+    values = nvml.nvmlDeviceGetFieldValues(nvml.nvmlDeviceGetHandleByIndex(0), ids)
+    read = [(v.fieldId, v.nvmlReturn, v.value.ullVal if v.nvmlReturn == pynvml.NVML_SUCCESS else None)
+            for v in values]
+    ok = pynvml.NVML_SUCCESS
+    assert read == [(ids[0], ok, entry["power_mw"]), (ids[1], pynvml.NVML_ERROR_NOT_SUPPORTED, None),
+                    (ids[2], ok, entry["energy_mj"]), (ids[3], ok, sum(link["replay"] for link in entry["nvlink"])),
+                    (ids[4], ok, int(entry["remapped_rows"]["pending"]))]
+    assert all(v.valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG for v in values if v.nvmlReturn == ok)
