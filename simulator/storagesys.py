@@ -11,10 +11,11 @@ What each system sees of the job (the split), from the per-node counters of ``St
   ``/datasets``'s and the logs the view ``/logs``'s (tenant ``default``), a view's latency that of the cluster's
   load;
 - WEKA (cluster ``weka-sim``): each checkpoint as the job writes it (``lustre_ckpt_bytes``), into its file system
-  ``checkpoints``; nothing is read back (the job never restarts from one here). Per node: every simulated node is a
-  WEKA client host of its own name (``node00``, ...) with one FRONTEND node (``NodeId<100+i>``), writing its own
-  share of each checkpoint (its ``lustre_ckpt_bytes``) at the cluster's latency; two backend hosts
-  (``weka-backend-1``, ``-2``) hold a COMPUTE and a DRIVES node each and no I/O of their own in ``ops``;
+  ``checkpoints`` (``fs_stats``: all of the cluster's I/O is that file system's, ``default`` idle); nothing is read
+  back (the job never restarts from one here). Per node: every simulated node is a WEKA client host of its own
+  name (``node00``, ...) with one FRONTEND node (``NodeId<100+i>``), writing its own share of each checkpoint (its
+  ``lustre_ckpt_bytes``) at the cluster's latency; two backend hosts (``weka-backend-1``, ``-2``) hold a COMPUTE and
+  a DRIVES node each and no I/O of their own in ``ops``;
 - MinIO (bucket ``checkpoints`` on one server): a copy of each checkpoint, uploaded in the same tick.
 The node trees show the same bytes on the nodes' ``/lustre`` mount: one I/O stream, seen from the clients there and
 from the systems here. Each system starts from fixed totals (what it served and held before the run: ``*_BASE``).
@@ -306,6 +307,22 @@ def weka_stats_answer(systems: Systems, stats: list[str], minutes: int) -> dict:
         values = _stats(minute)
         items.append({"stats": {name: values[name] for name in stats if name in values}, "timestamp": _timestamp(index)})
     return {"all": {"ops": items}}
+
+
+def weka_fs_stats_answer(systems: Systems, stat: str, minutes: int, fs_id: str = "*") -> dict:
+    """The ``result`` of ``stats_show`` of category ``fs_stats`` for one stat (tests/fixtures/weka/
+    stats-show-fs-stats.json's shape): ``{"all": {"fs_stats": [{"stats": {"STAT[fS: <id>]": ...}, "timestamp":
+    ...}, ...]}}``, one item per whole minute, every file system (``fs_id`` ``*``) or the one asked; all of the
+    cluster's I/O is ``checkpoints``'s, ``default`` does nothing (a null latency, as the cluster's without
+    operations)."""
+    busy = WEKA_FILESYSTEMS.index("checkpoints")
+    ids = [i for i in range(len(WEKA_FILESYSTEMS)) if fs_id in ("*", str(i))]
+    items = []
+    for index, minute in systems.complete_minutes(minutes):
+        values, idle = _stats(minute), _stats(Minute())
+        items.append({"stats": {f"{stat}[fS: {i}]": (values if i == busy else idle).get(stat) for i in ids},
+                      "timestamp": _timestamp(index)})
+    return {"all": {"fs_stats": items}}
 
 
 def _timestamp(index: int) -> str:

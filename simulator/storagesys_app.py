@@ -8,9 +8,9 @@ Routes (one address for all three, as the exporter's config wants a system's add
   view, basic auth, decoded from the header as a server does; 401 with a challenge when missing or wrong;
 - ``POST /api/v1``: WEKA's JSON-RPC 2.0 (tests/fixtures/weka/README.md, "Facts used"): ``userlogin`` with the
   username and password issues tokens (a wrong one: an empty ``result``); ``user_refresh_token`` a new access token
-  for a refresh token it issued; ``stats_show`` (the cluster's, or with ``per_node`` each node's), ``nodes_list``,
-  ``hosts_list`` and ``filesystems_get_capacity`` need ``Authorization: Bearer <access_token>`` (401 without it, or
-  once the token is older than its five minutes).
+  for a refresh token it issued; ``stats_show`` (the cluster's, with ``per_node`` each node's, or of category
+  ``fs_stats`` each file system's), ``nodes_list``, ``hosts_list`` and ``filesystems_get_capacity`` need
+  ``Authorization: Bearer <access_token>`` (401 without it, or once the token is older than its five minutes).
 The passwords are drawn anew on every run."""
 from __future__ import annotations
 
@@ -84,6 +84,7 @@ def exporter_config(url: str, period_s: float) -> dict:
             target["views"] = True   # its views too: /api/prometheusmetrics/views
         if kind == "weka":
             target["per_host"] = True   # per client host too: stats_show per node, nodes_list, hosts_list
+            target["per_filesystem"] = True   # and per file system: stats_show of category fs_stats
         targets.append(target)
     return {"interval_s": interval, "timeout_s": round(min(5.0, 0.8 * interval), 1), "targets": targets}
 
@@ -139,6 +140,20 @@ def _stats_params(params: dict) -> tuple[list[str], int] | None:
     return [s.removeprefix("ops.") for s in stat if s.startswith("ops.")], int(interval.group(1))
 
 
+_FS_STATS = ("READS", "WRITES", "READ_BYTES", "WRITE_BYTES", "READ_LATENCY", "WRITE_LATENCY")
+
+
+def _fs_stats_params(params: dict) -> tuple[str, int, str] | None:
+    """(the stat, minutes, the file system id or ``*``) of ``stats_show`` of category ``fs_stats``; None when
+    malformed."""
+    interval, param = _INTERVAL.match(str(params.get("interval", ""))), params.get("param")
+    fs_id = param.get("fS") if isinstance(param, dict) else None
+    if params.get("stat") not in _FS_STATS or interval is None or not isinstance(fs_id, (str, int)) \
+            or isinstance(fs_id, bool):
+        return None
+    return params["stat"], int(interval.group(1)), str(fs_id)
+
+
 def _node_ids(params: dict) -> set[str] | None:
     """``node_ids`` as ``NodeId<k>`` keys (given as numbers or as such keys); None when absent; ValueError when
     malformed."""
@@ -172,6 +187,11 @@ async def weka(request: web.Request) -> web.Response:
         return _rpc(doc_id, access.tokens(refresh))
     if not access.valid(request.headers.get("Authorization", "")):
         raise web.HTTPUnauthorized()
+    if method == "stats_show" and params.get("category") == "fs_stats":
+        fs_asked = _fs_stats_params(params)
+        if fs_asked is None:
+            return _rpc(doc_id, error={"code": -32602, "message": "Invalid params"})
+        return _rpc(doc_id, sim.weka_fs_stats_answer(request.app[SYSTEMS], *fs_asked))
     if method == "stats_show":
         asked = _stats_params(params)
         if asked is None:

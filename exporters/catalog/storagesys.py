@@ -4,11 +4,11 @@ source fields a kind maps; a kind whose source lacks a field leaves the metric o
 from lockstep.exporters.catalog.model import counter, gauge
 
 T = ("target",)
-# scope: bucket (MinIO, Ceph RGW), filesystem (WEKA: capacity only), view (VAST, a target with `views: true`: named by
-# the view's `path` label), host (WEKA, a target with `per_host: true`: the I/O of one host's frontend processes,
-# named by its hostname), cluster (a whole system; Ceph RGW: the gateways one ceph-exporter serves, name "rgw"; VAST:
-# the cluster, named by its `cluster` label; WEKA: named by the target's name); name: its name there (Ceph RGW:
-# "tenant/bucket" for a tenant's bucket).
+# scope: bucket (MinIO, Ceph RGW), filesystem (WEKA: capacity, and I/O for a target with `per_filesystem: true`), view
+# (VAST, a target with `views: true`: named by the view's `path` label), host (WEKA, a target with `per_host: true`:
+# the I/O of one host's frontend processes, named by its hostname), cluster (a whole system; Ceph RGW: the gateways
+# one ceph-exporter serves, name "rgw"; VAST: the cluster, named by its `cluster` label; WEKA: named by the target's
+# name); name: its name there (Ceph RGW: "tenant/bucket" for a tenant's bucket).
 S = ("target", "scope", "name")
 # The scope of one client host's share of a system's I/O (WEKA, per_host: true): a breakdown of the system's own
 # series, not a system of its own, so StorageLatencyHigh and the storage dashboard's per-system panels leave it out
@@ -26,21 +26,24 @@ READ_BYTES = counter("lockstep_storage_system_read_bytes_total",
                      "cluster: per-second averages over one-minute buckets, integrated (each minute counted once, its "
                      "rate times 60 s; the exporter's first poll counts its newest minute only), scope cluster; per "
                      "host (per_host: true) the same stats_show with per_node, summed over the host's FRONTEND nodes "
-                     "(nodes_list), scope host named by its hostname.", S, "bytes")
+                     "(nodes_list), scope host named by its hostname; per file system (per_filesystem: true) "
+                     "stats_show of category fs_stats, one call per stat for every file system, READ_BYTES[fS: n] "
+                     "integrated likewise, scope filesystem named by the name filesystems_get_capacity gives FSId<n>.",
+                     S, "bytes")
 WRITE_BYTES = counter("lockstep_storage_system_write_bytes_total",
                       "Bytes written by clients to the file system, view or bucket. MinIO: "
                       "minio_bucket_traffic_received_bytes summed over the cluster's servers. Ceph RGW: "
                       "ceph_rgw_op[_per_bucket]_put_obj_bytes. VAST: ..._ProtoMetrics_write_size_sum, as for reads; per view "
                       "vast_view_metrics_ViewMetrics_write_bw_sum. "
-                      "WEKA: WRITE_BYTES, integrated as for reads (per host likewise).", S, "bytes")
+                      "WEKA: WRITE_BYTES, integrated as for reads (per host and per file system likewise).", S, "bytes")
 OPERATIONS = counter("lockstep_storage_system_operations_total",
                      "Operations (requests) served, by the system's own operation name. op: MinIO's S3 API name "
                      "(minio_bucket_requests_total{api}, lower case: getobject, putobject, ...); Ceph RGW's op counter name "
                      "(ceph_rgw_op[_per_bucket]_<op>_ops: put_obj, get_obj, del_obj, del_bucket, copy_obj, list_obj, "
                      "list_buckets); VAST's read and write (..._ProtoMetrics_{read,write}_size_count, all protocols; per view "
                      "vast_view_metrics_ViewMetrics_{read,write}_iops_count); "
-                     "WEKA's read and write (ops READS, WRITES, operations/s, integrated as for bytes, per host "
-                     "likewise).",
+                     "WEKA's read and write (ops READS, WRITES, operations/s, integrated as for bytes, per host and "
+                     "per file system likewise).",
                      S + ("op",))
 ERRORS = counter("lockstep_storage_system_operation_errors_total",
                  "Operations that failed. class: client (MinIO minio_bucket_requests_4xx_errors_total), server "
@@ -53,7 +56,8 @@ LATENCY = counter("lockstep_storage_system_operation_latency_seconds_total",
                   "..._ProtoMetrics_{read,write}_latency_sum (microseconds, converted; per view "
                   "vast_view_metrics_ViewMetrics_{read,write}_latency_sum, likewise); WEKA ops READ_LATENCY, "
                   "WRITE_LATENCY (the mean per operation, microseconds) times that minute's operations, per minute "
-                  "(a minute whose latency is null adds nothing; per host each FRONTEND node's own, summed). MinIO's "
+                  "(a minute whose latency is null adds nothing; per host each FRONTEND node's own, summed; per file "
+                  "system fs_stats's, likewise). MinIO's "
                   "v2 bucket "
                   "metrics carry a time-to-first-byte histogram without a sum: absent there.", S + ("op",), "seconds")
 USED = gauge("lockstep_storage_system_used_bytes",

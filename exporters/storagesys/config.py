@@ -27,6 +27,7 @@ class Target:
     org: str | None = None   # WEKA only: the organisation the user belongs to (WEKA's default: the root one)
     views: bool = False      # VAST only: also read VMS's per-view endpoint (/api/prometheusmetrics/views)
     per_host: bool = False   # WEKA only: also read stats_show per node, nodes_list and hosts_list (scope host)
+    per_filesystem: bool = False   # WEKA only: also read stats_show of category fs_stats (scope filesystem)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,9 @@ def _target(s: Section) -> Target:
     per_host = s.get("per_host", bool, None)
     if per_host is not None and kind != "weka":
         raise s.error("per_host", "only for kind weka (stats_show per node, summed per host)")
+    per_filesystem = s.get("per_filesystem", bool, None)
+    if per_filesystem is not None and kind != "weka":
+        raise s.error("per_filesystem", "only for kind weka (stats_show of category fs_stats, per file system)")
     ca_file = s.get("ca_file", str, None)
     if ca_file is not None:
         if not _path(s, ca_file).is_file():
@@ -91,7 +95,7 @@ def _target(s: Section) -> Target:
     s.finish()
     return Target(name, kind, url, token, ca_file, tls_verify,
                   Credentials(username, password) if username is not None and password is not None else None, org,
-                  bool(views), bool(per_host))
+                  bool(views), bool(per_host), bool(per_filesystem))
 
 
 def _secret(s: Section, key: str) -> str | None:

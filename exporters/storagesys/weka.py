@@ -38,12 +38,20 @@ local mount, a protocol gateway), which is I/O of the cluster's as well; ``locks
 for each host whether ``hosts_list`` calls it a client or a server, so a query keeps the clients alone when it
 wants them.
 
-Per file system I/O (``stats_show`` of category ``fs_stats``) is not read: a further call per stat and poll, its
-values keyed by file system id inside the stat's name; and no source shows a cluster-wide call returning it per
-host (README, "Not known")."""
+Per file system, only for a target with ``per_filesystem: true`` (a part of its own, as ``per_host``):
+- ``stats_show`` of category ``fs_stats``, one call per stat (the same six), with ``param`` ``{"fS": "*"}`` (every
+  file system), as WEKA's own exporter asks for its per-file-system statistics (README, fact 7). The answer is the
+  cluster's (``all``), its minutes as for ``ops``, each stat keyed by its file system inside its name:
+  ``"READS[fS: 1]"``, the id of ``FSId<1>`` in ``filesystems_get_capacity``, whose ``name`` names the series
+  (scope ``filesystem``, as the capacity). An id ``filesystems_get_capacity`` does not list is skipped (WEKA's
+  exporter notes the API may return ids of file systems that do not exist). The six answers come one after
+  another, and a minute may end between two of them: only the minutes every answer holds are counted, the newer
+  ones in a later poll. Each file system's minutes are integrated as the cluster's, by ``HostCounts``.
+No source shows a cluster-wide call returning ``fs_stats`` per host (README, "Not known")."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Iterator, Mapping
@@ -279,7 +287,8 @@ def host_minutes(nodes: Mapping[str, list[Bucket]], frontend: Mapping[str, str],
 
 
 class HostCounts:
-    """One target's counters per host: a ``Counts`` per host, fed its minutes. The first answer with buckets counts
+    """One target's counters per host (or per file system: ``add`` maps the answer's keys to names, hosts or file
+    systems alike): a ``Counts`` per host, fed its minutes. The first answer with buckets counts
     only its newest minute, for every host (as the cluster's). A host first seen in a later answer counts its minutes
     newer than the newest of the earlier answers: ``no_zeroes`` leaves a host out of an answer while its frontends
     do nothing, so its first minutes of I/O after that come in an answer of their own, and counting only their
@@ -313,13 +322,13 @@ class HostCounts:
             return None
         return min((counts.newest for counts in self.hosts.values()), default=self.seen)
 
-    def samples(self, target: str, roles: Mapping[str, str]) -> Iterator[Sample]:
-        """Each host's counters at scope ``host`` named by its hostname, and its role (``host_info``) where
-        ``hosts_list`` names the host."""
+    def samples(self, target: str, roles: Mapping[str, str], scope: str = m.HOST_SCOPE) -> Iterator[Sample]:
+        """Each host's counters at ``scope`` (``host``; ``filesystem`` where the "hosts" are file systems) named by
+        its hostname, and its role (``host_info``) where ``hosts_list`` names the host."""
         for host in sorted(self.hosts):
             if not self.hosts[host].totals:
                 continue   # nothing counted yet
-            yield from self.hosts[host].samples(target, m.HOST_SCOPE, host)
+            yield from self.hosts[host].samples(target, scope, host)
             if host in roles:
                 yield Sample(m.HOST_INFO, (target, host, roles[host]), 1.0)
 
@@ -338,3 +347,65 @@ def parse_capacity(target: str, result: object) -> list[Sample]:
                                                                                (m.CAPACITY, "available_total"))
                              if (value := _number(fs.get(field_))) is not None]
     return [s for name in sorted(found) for s in found[name]]
+
+
+# ---- per file system ----------------------------------------------------------------------------------------------
+
+FS_CATEGORY = "fs_stats"
+FILESYSTEM_SCOPE = "filesystem"
+# "READS[fS: 1]": the stat, and the id of the file system (FSId<1>); WEKA's exporter reads the id after the colon
+_FS_KEY = re.compile(r"([A-Z_]+)\[fS:\s*(\d+)\]")
+_FS_ID = re.compile(r"FSId<(\d+)>")
+
+
+def fs_stats_params(stat: str) -> dict[str, object]:
+    """``stats_show`` of one stat for every file system, as WEKA's exporter asks (``category``, ``stat``, ``param``),
+    over the cluster's interval."""
+    return {"category": FS_CATEGORY, "stat": stat, "interval": INTERVAL, "param": {"fS": "*"}}
+
+
+def filesystem_names(result: object) -> dict[str, str]:
+    """A ``filesystems_get_capacity`` result as file system id (the number in ``FSId<n>``) -> name; an entry without
+    a name is left out."""
+    if not isinstance(result, dict):
+        raise AnswerError("filesystems_get_capacity: the result is not an object")
+    return {match.group(1): fs["name"] for key, fs in result.items()
+            if (match := _FS_ID.fullmatch(str(key))) and isinstance(fs, dict) and isinstance(fs.get("name"), str)
+            and fs["name"]}
+
+
+def parse_fs_stats(results: Mapping[str, object], after: datetime | None = None) -> dict[str, list[Bucket]]:
+    """The answers of ``stats_show`` of category ``fs_stats``, one per stat (``{"all": {"fs_stats": [{"stats":
+    {"READS[fS: 1]": ...}, "timestamp": ...}, ...]}}``, keyed by the stat asked), as each file system's buckets (by
+    id), oldest first. Only the minutes up to the oldest of the answers' newest are kept (a minute one answer does not
+    hold yet is counted once they all do); minutes not after ``after`` keep no values (``HostCounts.floor``). A key of
+    another stat than the one asked, or not of the form ``STAT[fS: n]``, is skipped; no ``fs_stats`` list: nothing
+    for that stat."""
+    minutes: dict[str, dict[datetime, dict[str, float]]] = {}
+    newest: list[datetime] = []
+    for stat, result in results.items():
+        if not isinstance(result, dict) or not isinstance(result.get("all"), dict):
+            raise AnswerError(f'stats_show {FS_CATEGORY} {stat}: no "all" object in the result')
+        items = result["all"].get(FS_CATEGORY)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            raise AnswerError(f'stats_show: "{FS_CATEGORY}" is not a list')
+        times = []
+        for item in items:
+            if not isinstance(item, dict) or not isinstance(item.get("stats"), dict):
+                raise AnswerError(f'stats_show: a "{FS_CATEGORY}" item without "stats"')
+            at = _timestamp(item.get("timestamp"))
+            times.append(at)
+            for key, value in item["stats"].items():
+                match = _FS_KEY.fullmatch(str(key))
+                if match is None or match.group(1) != stat:
+                    continue
+                bucket = minutes.setdefault(match.group(2), {}).setdefault(at, {})
+                if (after is None or at > after) and (number := _number(value)) is not None:
+                    bucket[stat] = number
+        if times:
+            newest.append(max(times))
+    last = min(newest, default=None)
+    return {fs: [Bucket(at, stats) for at, stats in sorted(by_minute.items()) if at <= last]
+            for fs, by_minute in minutes.items() if last is not None}

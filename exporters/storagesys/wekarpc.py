@@ -7,7 +7,8 @@ never logged, never in an error's text, never written anywhere; logins and renew
 calls made side by side (a target's part beside its own read) share the tokens. ``WekaReader`` is one target's poll,
 mapped by ``weka`` (pure): the cluster's ``ops`` minutes integrated into counters, and each file system's capacity;
 with ``per_host: true`` also a part (the poller's: read beside the rest, failing alone) that reads the ``ops``
-minutes per node and integrates them per host.
+minutes per node and integrates them per host, and with ``per_filesystem: true`` one that reads the ``fs_stats``
+minutes and integrates them per file system.
 
 Failures, as the poller counts them: no connection ``connect``; an error status, a JSON-RPC ``error`` object (the
 system refused the call) or a login that returns no tokens ``http``; an answer that is not JSON-RPC ``parse``."""
@@ -165,7 +166,8 @@ class WekaReader:
     it missed. With ``per_host: true``, the part ``per_host`` (``parts``; the poller reads it beside ``read``, within
     a timeout of its own, and a failure of it loses the host series alone): ``stats_show`` per node, and
     ``nodes_list`` and ``hosts_list`` when the ones held are older than ``MAP_TTL_S`` or the answer holds a node id
-    they lack (asked once for that id: one still unknown after is skipped until the next regular refresh)."""
+    they lack (asked once for that id: one still unknown after is skipped until the next regular refresh). With
+    ``per_filesystem: true``, the part ``per_filesystem`` likewise (``read_filesystems``)."""
 
     def __init__(self, target: Target, session: aiohttp.ClientSession, tls: ssl.SSLContext | bool, max_bytes: int) -> None:
         self.target = target
@@ -177,16 +179,24 @@ class WekaReader:
         self.clock: Callable[[], float] = time.monotonic
         self._nodes_at = 0.0
         self._unknown: frozenset[str] = frozenset()   # node ids still unknown after the last refresh
+        self.fs_counts = weka.HostCounts() if target.per_filesystem else None
+        self.fs_names: dict[str, str] = {}   # file system id -> name, from the newest filesystems_get_capacity
+        self._fs_unknown: frozenset[str] = frozenset()   # ids fs_stats holds that no capacity answer listed
 
     async def read(self) -> list[Sample]:
         buckets = weka.parse_stats(await self.rpc.call("stats_show", weka.stats_params()))
-        capacity = weka.parse_capacity(self.target.name, await self.rpc.call("filesystems_get_capacity", {}))
+        answer = await self.rpc.call("filesystems_get_capacity", {})
+        capacity = weka.parse_capacity(self.target.name, answer)
+        self.fs_names = weka.filesystem_names(answer)
         self.counts.add(buckets)
         return [*self.counts.samples(self.target.name), *capacity]
 
     def parts(self) -> dict[str, Callable[[], Awaitable[list[Sample]]]]:
         """The parts this target opted in to, by their config key."""
-        return {"per_host": self.read_hosts} if self.host_counts is not None else {}
+        parts = {"per_host": self.read_hosts} if self.host_counts is not None else {}
+        if self.fs_counts is not None:
+            parts["per_filesystem"] = self.read_filesystems
+        return parts
 
     async def _refresh_nodes(self) -> None:
         nodes = weka.parse_nodes(await self.rpc.call("nodes_list", {}))
@@ -208,3 +218,21 @@ class WekaReader:
                     target=self.target.name, nodes=",".join(sorted(self._unknown))[:200]))
         self.host_counts.add(nodes, self.nodes.frontend)
         return list(self.host_counts.samples(self.target.name, self.roles))
+
+    async def read_filesystems(self) -> list[Sample]:
+        """The part ``per_filesystem``: ``stats_show`` of category ``fs_stats``, one stat after another as WEKA's
+        exporter asks, counted once every answer is in. The file systems are named by the newest capacity answer of
+        ``read``; one this part meets first (a new file system, or the first poll, read side by side) has
+        ``filesystems_get_capacity`` asked here, once for that id (one still unlisted after is skipped, as WEKA's
+        exporter skips the ids the API returns for file systems that do not exist)."""
+        assert self.fs_counts is not None
+        answers = {stat: await self.rpc.call("stats_show", weka.fs_stats_params(stat)) for stat in weka.STATS}
+        filesystems = weka.parse_fs_stats(answers, self.fs_counts.floor())
+        if set(filesystems) - set(self.fs_names) - self._fs_unknown:
+            self.fs_names = weka.filesystem_names(await self.rpc.call("filesystems_get_capacity", {}))
+            self._fs_unknown = frozenset(set(filesystems) - set(self.fs_names))
+            if self._fs_unknown:
+                log.debug("weka file system ids not in filesystems_get_capacity, skipped", extra=kv(
+                    target=self.target.name, ids=",".join(sorted(self._fs_unknown))[:200]))
+        self.fs_counts.add(filesystems, self.fs_names)
+        return list(self.fs_counts.samples(self.target.name, {}, weka.FILESYSTEM_SCOPE))

@@ -6,8 +6,10 @@ password and org issues tokens (a wrong one: an empty ``result``, which that lib
 every other call needs ``Authorization: <token_type> <access_token>`` and is answered 401 without it or once the
 test has expired the token (``expire``); ``user_refresh_token`` with the refresh token issues a new access token.
 ``stats_show`` with ``per_node`` (the per-host part) answers the per-node fixture, ``nodes_list`` and ``hosts_list``
-theirs; each is recorded in ``calls`` (the per-node one as ``stats_show/per_node``). A cluster can also hang or
-answer garbage, and its per-node ``stats_show`` alone can (``per_node_mode``)."""
+theirs; ``stats_show`` of category ``fs_stats`` (the per-file-system part) the stat's answer in the fs_stats fixture.
+Each is recorded in ``calls`` (the per-node one as ``stats_show/per_node``, a per-file-system one as
+``stats_show/fs_stats``). A cluster can also hang or answer garbage, and its per-node or per-file-system
+``stats_show`` alone can (``per_node_mode``, ``fs_mode``)."""
 from __future__ import annotations
 
 import asyncio
@@ -27,6 +29,7 @@ NODE_STATS = json.loads((WEKA / "stats-show-ops-per-node.json").read_text())
 NODE_STATS_LATER = json.loads((WEKA / "stats-show-ops-per-node-later.json").read_text())
 NODES = json.loads((WEKA / "nodes-list.json").read_text())
 HOSTS = json.loads((WEKA / "hosts-list.json").read_text())
+FS_STATS = json.loads((WEKA / "stats-show-fs-stats.json").read_text())   # stat -> the result of its call
 STAT_NAMES = ["ops.READS", "ops.WRITES", "ops.READ_BYTES", "ops.WRITE_BYTES", "ops.READ_LATENCY", "ops.WRITE_LATENCY"]
 PER_NODE = {"stat": STAT_NAMES, "interval": "5m", "per_node": True, "no_zeroes": True, "show_internal": True}
 
@@ -43,6 +46,8 @@ class Cluster:
     hosts: object = field(default_factory=lambda: HOSTS)
     mode: str = "answer"                 # answer | hang | garbage
     per_node_mode: str = "answer"        # answer | hang | garbage, of stats_show with per_node alone
+    fs_stats: dict = field(default_factory=lambda: FS_STATS)   # stat -> result of stats_show of category fs_stats
+    fs_mode: str = "answer"              # answer | hang | garbage, of stats_show of category fs_stats alone
     refresh_fails: bool = False          # user_refresh_token answered with a JSON-RPC error
     errors: dict[str, dict] = field(default_factory=dict)   # method (or stats_show/per_node) -> a JSON-RPC error
     calls: list[tuple[str, int | None]] = field(default_factory=list)   # (method, HTTP status) in order
@@ -106,12 +111,13 @@ class FakeWeka:
         if method == "stats_show" and params.get("per_node"):
             assert params == PER_NODE, params
             method = "stats_show/per_node"
-            if c.per_node_mode == "hang":
-                await self.hung.wait()
-            if c.per_node_mode == "garbage":
-                c.calls.append((method, 200))
-                return web.Response(text="<html><body>502 Bad Gateway</body></html>\n", content_type="text/html")
-            return reply(c.node_stats, c.errors.get(method))
+            return await self._misbehaving(c, c.per_node_mode, method) or reply(c.node_stats, c.errors.get(method))
+        if method == "stats_show" and params.get("category") == "fs_stats":
+            assert params == {"category": "fs_stats", "stat": params.get("stat"), "interval": "5m",
+                              "param": {"fS": "*"}} and params["stat"] in FS_STATS, params
+            method = "stats_show/fs_stats"
+            return await self._misbehaving(c, c.fs_mode, method) or reply(c.fs_stats.get(params["stat"]),
+                                                                          c.errors.get(method))
         if method == "stats_show":
             assert params == {"stat": STAT_NAMES, "interval": "5m"}, params
             return reply(c.stats)
@@ -121,6 +127,15 @@ class FakeWeka:
             assert params == {}, params
             return reply(c.nodes if method == "nodes_list" else c.hosts)
         return reply(error={"code": -32601, "message": f"no method {method}"})
+
+    async def _misbehaving(self, c: Cluster, mode: str, method: str) -> web.Response | None:
+        """What a part's call in ``mode`` answers: no answer until teardown (hang), HTML (garbage), or None (answer)."""
+        if mode == "hang":
+            await self.hung.wait()
+        if mode == "garbage":
+            c.calls.append((method, 200))
+            return web.Response(text="<html><body>502 Bad Gateway</body></html>\n", content_type="text/html")
+        return None
 
     def app(self) -> web.Application:
         app = web.Application()

@@ -43,6 +43,11 @@ def host_writes(samples: dict[tuple, float]) -> float:
                if name == m.WRITE_BYTES.name and ("scope", "host") in labels and ("target", "weka-sim") in labels)
 
 
+def fs_writes(samples: dict[tuple, float], name: str) -> float:
+    """WEKA's write bytes to file system ``name`` (0 before its first counted minute)."""
+    return samples.get((m.WRITE_BYTES.name, (("name", name), ("scope", "filesystem"), ("target", "weka-sim"))), 0.0)
+
+
 def until(check, timeout: float, what: str, services):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -75,14 +80,17 @@ def test_the_storage_exporter_reads_the_simulated_systems_on_the_config_the_simu
         more["views"] = view(samples, m.READ_BYTES, "/datasets") > view(first, m.READ_BYTES, "/datasets") and \
             view(samples, m.WRITE_BYTES, "/logs") > view(first, m.WRITE_BYTES, "/logs")
         more["weka hosts"] = host_writes(samples) > host_writes(first)
+        more["weka file systems"] = fs_writes(samples, "checkpoints") > fs_writes(first, "checkpoints")
         return samples if all(more.values()) else None
     assert view(first, m.READ_BYTES, "/datasets") is not None     # the written config reads VAST's views
     second = until(grown, 60, "VAST's reads and writes (its cluster and its views), MinIO's and WEKA's checkpoint "
-                   "writes (its cluster and its hosts) grown", services)
+                   "writes (its cluster, its hosts and its file system) grown", services)
     assert all(second[(m.UP.name, (("target", t),))] == 1.0 for t in TARGETS)
     # the written config reads WEKA per host (per_host: true): node00 is a client that wrote its share
     assert second[(m.WRITE_BYTES.name, (("name", "node00"), ("scope", "host"), ("target", "weka-sim")))] > 0
     assert second[(m.HOST_INFO.name, (("name", "node00"), ("role", "client"), ("target", "weka-sim")))] == 1.0
+    # and per file system (per_filesystem: true): the checkpoints are its checkpoints file system's writes
+    assert fs_writes(second, "checkpoints") > 0 and fs_writes(second, "default") == 0
     assert not [k for k in second if k[0] == m.POLL_FAILURES.name and ("target", "weka-sim") in k[1]]
     # what the bucket received it holds (MinIO's usage, and WEKA's checkpoints file system, grow with the checkpoints)
     wrote = total(second, m.WRITE_BYTES, "minio-ckpt") - total(first, m.WRITE_BYTES, "minio-ckpt")

@@ -239,6 +239,7 @@ def test_the_config_names_three_targets_at_one_address_with_private_password_fil
     assert config.target("vast-sim").basic_auth.password == access.vast_password
     assert config.target("vast-sim").views and not config.target("weka-sim").views
     assert config.target("weka-sim").per_host and not config.target("vast-sim").per_host
+    assert config.target("weka-sim").per_filesystem and not config.target("vast-sim").per_filesystem
     assert config.target("weka-sim").basic_auth.password == access.weka_password
     assert config.interval_s == 5.0 and config.timeout_s == 4.0
     for name in ("storage-vast.password", "storage-weka.password"):
@@ -285,6 +286,11 @@ async def _authenticates(session, url, access):
     _, nodes = await rpc("nodes_list", {}, renewed["result"]["access_token"])
     assert nodes["result"]["NodeId<100>"] == {"hostname": "node00", "roles": ["FRONTEND"]}
     _, bad = await rpc("stats_show", {**weka.node_stats_params(), "node_ids": "all"}, renewed["result"]["access_token"])
+    assert bad["error"]["code"] == -32602
+    _, per_fs = await rpc("stats_show", weka.fs_stats_params("WRITE_BYTES"), renewed["result"]["access_token"])
+    assert set(per_fs["result"]["all"]) == {"fs_stats"}
+    _, bad = await rpc("stats_show", {**weka.fs_stats_params("WRITE_BYTES"), "param": {}},
+                       renewed["result"]["access_token"])
     assert bad["error"]["code"] == -32602
     assert "error" in (await rpc("user_refresh_token", {"refresh_token": "not-issued"}))[1]
 
@@ -334,3 +340,25 @@ async def test_the_exporter_reads_all_three_through_the_written_config(served, a
         assert second[host] == pytest.approx(CHECKPOINT_BYTES * 20 / 30 / 4, rel=1e-6)
         assert second[(m.HOST_INFO.name, (("name", name), ("role", "client"), ("target", "weka-sim")))] == 1.0
     assert (m.POLL_FAILURES.name, (("reason", "parse"), ("target", "weka-sim"))) not in second
+
+
+def test_weka_per_file_system_all_of_the_clusters_io_is_the_checkpoints_file_systems():
+    counts, per_fs = weka.Counts(), weka.HostCounts()
+    for _, systems in run(exact("checkpoint")):     # the exporter polling after every tick, per_filesystem: true
+        counts.add(weka.parse_stats(sim.weka_stats_answer(systems, list(weka.STATS), 5)))
+        answers = {stat: sim.weka_fs_stats_answer(systems, stat, 5) for stat in weka.STATS}
+        per_fs.add(weka.parse_fs_stats(answers, per_fs.floor()),
+                   weka.filesystem_names(sim.weka_capacity_answer(systems)))
+    cluster = by_key(counts.samples("w"))
+    got = by_key(per_fs.samples("w", {}, weka.FILESYSTEM_SCOPE))
+    key, ckpt, idle = ("w", "cluster", "w"), ("w", "filesystem", "checkpoints"), ("w", "filesystem", "default")
+    assert cluster[(m.WRITE_BYTES.name, key)] == pytest.approx(2 * CHECKPOINT_BYTES, rel=1e-6)
+    for metric, op in ((m.WRITE_BYTES, ""), (m.READ_BYTES, ""), (m.OPERATIONS, "write"), (m.LATENCY, "write")):
+        assert got[(metric.name, (*ckpt, op) if op else ckpt)] == pytest.approx(
+            cluster[(metric.name, (*key, op) if op else key)], rel=1e-9)
+        if metric is not m.LATENCY:
+            assert got[(metric.name, (*idle, op) if op else idle)] == 0   # idle: zero, its latency null
+    assert (m.LATENCY.name, (*idle, "write")) not in got
+    # one file system asked for: that one's stats alone
+    one = sim.weka_fs_stats_answer(systems, "WRITE_BYTES", 2, fs_id="1")
+    assert {key for item in one["all"]["fs_stats"] for key in item["stats"]} == {"WRITE_BYTES[fS: 1]"}

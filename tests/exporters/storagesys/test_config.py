@@ -1,6 +1,7 @@
 """The storage exporter's config: errors name file, line and key; the bearer token and the passwords are read from
 their files and never printed; WEKA's login (username, password_file, org) is required for it and org refused for
-the others; a part a target opts in to (VAST's views, WEKA's per_host) is off by default and refused on other kinds."""
+the others; a part a target opts in to (VAST's views, WEKA's per_host and per_filesystem) is off by default and
+refused on other kinds."""
 from __future__ import annotations
 
 import pytest
@@ -96,7 +97,8 @@ def test_errors_name_file_line_and_key(tmp_path, body, where):
 
 # The parts a target of one kind may opt in to: (option, its kind, the login that kind needs)
 PARTS = (("views", "vast", "    username: ro\n    password_file: pw\n"),
-         ("per_host", "weka", "    username: ro\n    password_file: pw\n"))
+         ("per_host", "weka", "    username: ro\n    password_file: pw\n"),
+         ("per_filesystem", "weka", "    username: ro\n    password_file: pw\n"))
 
 
 @pytest.mark.parametrize(("option", "kind", "login"), PARTS)

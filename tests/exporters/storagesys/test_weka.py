@@ -421,3 +421,110 @@ def test_host_counters_are_their_frontends_sums_over_the_minutes_from_the_first_
                          and (t := term(s, rate, latency)) is not None]
                 assert_counter(got, before, key, terms, rel=1e-9)
         before = got
+
+
+# ---- per file system (per_filesystem: true): stats_show of category fs_stats, one call per stat --------------------
+
+FS_STATS = json.loads((DIR / "stats-show-fs-stats.json").read_text())   # stat -> answer; 15:22 .. 15:23 (+ 15:24)
+FS_NAMES = {"0": "default", "1": "checkpoints"}                          # filesystems-get-capacity.json
+
+
+def fs(name: str) -> tuple[str, str, str]:
+    return ("w", "filesystem", name)
+
+
+# the first answers: the newest minute they all hold (15:23; 15:24 is in WRITE_LATENCY's alone), per file system;
+# FSId<7> is in no capacity answer: skipped
+FS_FIRST = {
+    (m.READ_BYTES.name, fs("default")): 2_000_000 * 60,                   # 120_000_000
+    (m.WRITE_BYTES.name, fs("default")): 0,
+    (m.OPERATIONS.name, (*fs("default"), "read")): 200 * 60,              # 12_000
+    (m.OPERATIONS.name, (*fs("default"), "write")): 0,
+    (m.LATENCY.name, (*fs("default"), "read")): pytest.approx(1.8),       # 150 µs × 12_000; its write latency null
+    (m.READ_BYTES.name, fs("checkpoints")): 0,
+    (m.WRITE_BYTES.name, fs("checkpoints")): 6_000_000 * 60,              # 360_000_000
+    (m.OPERATIONS.name, (*fs("checkpoints"), "read")): 0,
+    (m.OPERATIONS.name, (*fs("checkpoints"), "write")): 60 * 60,          # 3_600
+    (m.LATENCY.name, (*fs("checkpoints"), "write")): pytest.approx(9.0),  # 2500 µs × 3_600; its read latency null
+}
+
+
+def fs_answers(minutes: dict[int, dict[str, dict[str, float]]], stats=weka.STATS) -> dict[str, dict]:
+    """The six fs_stats answers with one item per minute after 2021-08-16T15:00:00Z: minute -> stat -> id -> value."""
+    start = datetime(2021, 8, 16, 15, 0, tzinfo=timezone.utc)
+    return {stat: {"all": {"fs_stats": [
+        {"stats": {f"{stat}[fS: {fs_id}]": v for fs_id, v in per_stat.get(stat, {}).items()},
+         "timestamp": (start + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        for i, per_stat in minutes.items()]}} for stat in stats}
+
+
+def fs_counted(counts: weka.HostCounts) -> dict[tuple, float]:
+    return {(s.metric.name, s.labels): s.value for s in counts.samples("w", {}, weka.FILESYSTEM_SCOPE)}
+
+
+def test_the_per_filesystem_request_is_one_stat_of_category_fs_stats_for_every_file_system():
+    assert weka.fs_stats_params("READ_BYTES") == {"category": "fs_stats", "stat": "READ_BYTES", "interval": "5m",
+                                                  "param": {"fS": "*"}}
+
+
+def test_file_systems_are_named_by_the_id_in_their_capacity_key():
+    assert weka.filesystem_names(CAPACITY) == FS_NAMES
+    assert weka.filesystem_names({"FSId<4>": {"name": "a"}, "FSId<5>": {"name": ""}, "FS<6>": {"name": "b"},
+                                  "FSId<7>": 3}) == {"4": "a"}
+    with pytest.raises(AnswerError):
+        weka.filesystem_names([])
+
+
+def test_the_first_per_filesystem_answers_count_the_newest_minute_they_all_hold():
+    counts = weka.HostCounts()
+    counts.add(weka.parse_fs_stats(FS_STATS), FS_NAMES)
+    assert fs_counted(counts) == FS_FIRST
+
+
+def test_a_minute_one_answer_held_early_is_counted_once_every_answer_holds_it():
+    counts = weka.HostCounts()
+    counts.add(weka.parse_fs_stats(FS_STATS), FS_NAMES)
+    # the next poll: 15:23 again, and 15:24 in every answer now (WRITE_LATENCY's 15:24 value has changed since)
+    later = fs_answers({23: {}, 24: {"WRITES": {"1": 10}, "WRITE_BYTES": {"1": 1_000_000}, "WRITE_LATENCY": {"1": 100},
+                                     "READS": {"0": 5}}})
+    counts.add(weka.parse_fs_stats(later, counts.floor()), FS_NAMES)
+    got = fs_counted(counts)
+    assert got[(m.WRITE_BYTES.name, fs("checkpoints"))] == 360_000_000 + 60_000_000
+    assert got[(m.OPERATIONS.name, (*fs("checkpoints"), "write"))] == 3_600 + 600
+    assert got[(m.LATENCY.name, (*fs("checkpoints"), "write"))] == pytest.approx(9.0 + 0.06)   # 100 µs × 600
+    assert got[(m.OPERATIONS.name, (*fs("default"), "read"))] == 12_000 + 300
+    counts.add(weka.parse_fs_stats(later, counts.floor()), FS_NAMES)   # the same answers again: nothing newer
+    assert fs_counted(counts) == got
+
+
+def test_keys_of_another_stat_or_form_are_skipped_and_a_stat_without_fs_stats_counts_nothing():
+    answers = fs_answers({1: {"READS": {"2": 10}}})
+    answers["READS"]["all"]["fs_stats"][0]["stats"].update({"WRITES[fS: 2]": 99, "READS[fs: 3]": 99, "READS": 99,
+                                                            "READS[fS:4]": 20})
+    answers["WRITES"] = {"all": {}}
+    parsed = weka.parse_fs_stats(answers)
+    assert {fs_id: [b.stats for b in buckets] for fs_id, buckets in parsed.items()} == {
+        "2": [{"READS": 10}], "4": [{"READS": 20}]}
+
+
+@pytest.mark.parametrize("result", [[], {"all": 3}, {"all": {"fs_stats": {}}}, {"all": {"fs_stats": [3]}},
+                                    {"all": {"fs_stats": [{"stats": {}, "timestamp": "now"}]}}])
+def test_a_result_that_is_not_an_fs_stats_answer_is_refused(result):
+    with pytest.raises(AnswerError):
+        weka.parse_fs_stats({"READS": result})
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=14), inner, max_size=4),
+                    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(weka.STATS), JSON, max_size=6))
+def test_any_json_per_stat_is_read_or_refused_with_an_answer_error(results):
+    try:
+        parsed = weka.parse_fs_stats(results)
+    except AnswerError:
+        return
+    for buckets in parsed.values():
+        assert all(set(b.stats) <= set(weka.STATS) and all(v >= 0 for v in b.stats.values()) for b in buckets)

@@ -5,7 +5,9 @@ capacity read; a wrong password is an ``http`` failure that never shows the pass
 are down with their reasons while the others, WEKA or MinIO, stay intact. With ``per_host: true`` the target also
 reads its per-node statistics, summed per host over FRONTEND nodes, with the node and host lists asked once and again
 for an unknown node id or after ten minutes; that part failing (a JSON-RPC error, garbage, no answer) loses the host
-series alone. Expected values: test_weka.py's, worked out by hand from tests/fixtures/weka."""
+series alone. With ``per_filesystem: true`` it reads ``fs_stats`` one stat after another and counts each file system's
+I/O beside its capacity; that part failing loses the file systems' I/O alone. Expected values: test_weka.py's,
+worked out by hand from tests/fixtures/weka."""
 from __future__ import annotations
 
 import logging
@@ -34,9 +36,10 @@ async def weka(aiohttp_server):
     fake.hung.set()
 
 
-def target(base: str, name: str, password: str = PASSWORD, org: str | None = None, per_host: bool = False) -> Target:
+def target(base: str, name: str, password: str = PASSWORD, org: str | None = None, per_host: bool = False,
+           per_filesystem: bool = False) -> Target:
     return Target(name, "weka", f"{base}/{name}", basic_auth=Credentials("lockstep-ro", password), org=org,
-                  per_host=per_host)
+                  per_host=per_host, per_filesystem=per_filesystem)
 
 
 async def app_for(aiohttp_client, *targets: Target, timeout_s: float = 5.0, max_answer_bytes: int = 64 << 20):
@@ -276,18 +279,6 @@ async def test_the_cluster_failing_is_the_targets_failure_whatever_the_hosts_ans
     assert hosts(got, "w1") == {}
 
 
-@pytest.mark.slow  # waits out a real (short) timeout
-async def test_a_hung_per_host_part_times_out_alone_within_the_polls_timeout(weka, aiohttp_client):
-    fake, base = weka
-    fake.add("w1", Cluster(per_node_mode="hang"))
-    client = await app_for(aiohttp_client, target(base, "w1", per_host=True), timeout_s=2.0)
-    got = await poll(client)
-    assert value(got, m.UP, target="w1") == 1.0 and cluster(got, "w1") == FIRST
-    assert value(got, m.POLL_FAILURES, target="w1", reason="timeout") == 1.0
-    assert hosts(got, "w1") == {}
-    assert 2.0 <= value(got, m.POLL_DURATION, target="w1") < 3.0
-
-
 @pytest.mark.parametrize("refresh_fails", [False, True])
 async def test_an_expired_token_is_renewed_once_for_the_part_and_the_target_alike(weka, aiohttp_client, refresh_fails):
     fake, base = weka
@@ -301,3 +292,75 @@ async def test_an_expired_token_is_renewed_once_for_the_part_and_the_target_alik
     assert cluster(got, "w1") == SECOND and hosts(got, "w1") == HOSTS_SECOND
     renewals = calls(c, n)
     assert renewals[("user_refresh_token", 200)] == 1 and renewals[("userlogin", 200)] == int(refresh_fails)
+
+
+# ---- per_filesystem: true ---------------------------------------------------------------------------------------
+
+def filesystems(samples, name: str) -> dict[str, dict]:
+    """Per file system of target ``name``: its read and write bytes, write operations, used and capacity bytes."""
+    kinds = {m.READ_BYTES.name: "read", m.WRITE_BYTES.name: "write", m.USED.name: "used", m.CAPACITY.name: "size"}
+    out: dict[str, dict] = {}
+    for (metric, labels), v in samples.items():
+        d = dict(labels)
+        if d.get("target") == name and d.get("scope") == "filesystem" and metric in kinds:
+            out.setdefault(d["name"], {})[kinds[metric]] = v
+    return out
+
+
+# test_weka.py's FS_FIRST, bytes only, beside filesystems-get-capacity.json's sizes
+SIZES = {"default": {"used": 1099511627776, "size": 10995116277760},
+         "checkpoints": {"used": 5000000000000, "size": 20000000000000}}
+FS_FIRST = {"default": {"read": 120_000_000, "write": 0, **SIZES["default"]},
+            "checkpoints": {"read": 0, "write": 360_000_000, **SIZES["checkpoints"]}}
+FS_CALLS = [("stats_show/fs_stats", 200)] * 6
+
+
+async def test_per_filesystem_reads_each_file_systems_io_one_stat_at_a_time_beside_its_capacity(weka, aiohttp_client):
+    fake, base = weka
+    c = fake.add("w1")
+    client = await app_for(aiohttp_client, target(base, "w1", per_filesystem=True))
+    got = await poll(client)
+    assert value(got, m.UP, target="w1") == 1.0 and cluster(got, "w1") == FIRST
+    assert filesystems(got, "w1") == FS_FIRST
+    assert value(got, m.LATENCY, target="w1", scope="filesystem", name="checkpoints", op="write") == pytest.approx(9.0)
+    first = calls(c)
+    # the imaginary FSId<7>: the part asks the capacity once for it, beside the target's own ask
+    assert first - Counter([("filesystems_get_capacity", 200)]) == Counter(
+        [("userlogin", 200), ("stats_show", 200), ("filesystems_get_capacity", 200), *FS_CALLS])
+    n = len(c.calls)
+    got = await poll(client)   # the same answers: nothing newer, and FSId<7> is not asked about again
+    assert filesystems(got, "w1") == FS_FIRST
+    assert calls(c, n) == Counter([("stats_show", 200), ("filesystems_get_capacity", 200), *FS_CALLS])
+
+
+@pytest.mark.parametrize(("behaviour", "reason"), [
+    ({"errors": {"stats_show/fs_stats": {"code": -32602, "message": "unknown category fs_stats"}}}, "http"),
+    ({"fs_mode": "garbage"}, "parse"),
+    ({"fs_stats": {stat: {"all": {"fs_stats": {}}} for stat in ("READS", "WRITES", "READ_BYTES", "WRITE_BYTES",
+                                                              "READ_LATENCY", "WRITE_LATENCY")}}, "parse"),
+])
+async def test_a_failing_per_filesystem_part_loses_the_file_systems_io_alone(weka, aiohttp_client, behaviour, reason):
+    fake, base = weka
+    c = fake.add("w1", Cluster(**behaviour))
+    client = await app_for(aiohttp_client, target(base, "w1", per_filesystem=True))
+    got = await poll(client)
+    assert value(got, m.UP, target="w1") == 1.0 and cluster(got, "w1") == FIRST
+    assert filesystems(got, "w1") == SIZES   # the capacity stays
+    assert value(got, m.POLL_FAILURES, target="w1", reason=reason) == 1.0
+    c.errors, c.fs_mode, c.fs_stats = {}, "answer", Cluster().fs_stats
+    got = await poll(client)
+    assert filesystems(got, "w1") == FS_FIRST
+
+
+@pytest.mark.slow  # waits out a real (short) timeout
+@pytest.mark.parametrize("part", ["per_host", "per_filesystem"])
+async def test_a_hung_part_times_out_alone_within_the_polls_timeout(weka, aiohttp_client, part):
+    fake, base = weka
+    fake.add("w1", Cluster(**{"per_node_mode" if part == "per_host" else "fs_mode": "hang"}))
+    client = await app_for(aiohttp_client, target(base, "w1", **{part: True}), timeout_s=2.0)
+    got = await poll(client)
+    assert value(got, m.UP, target="w1") == 1.0 and cluster(got, "w1") == FIRST
+    assert value(got, m.POLL_FAILURES, target="w1", reason="timeout") == 1.0
+    assert hosts(got, "w1") == {}
+    assert filesystems(got, "w1") == SIZES   # the capacity stays; the file systems' I/O is the part's
+    assert 2.0 <= value(got, m.POLL_DURATION, target="w1") < 3.0
