@@ -3,6 +3,7 @@ meets at a GPU site: 30 MinIO deployments (MinIO's recorded bucket answer, tests
 buckets each), 10 VAST clusters with their views read (``views: true``: the constructed cluster and views answers
 of tests/fixtures/vast, widened to 200 views) and 9 WEKA clusters read per client host (``per_host: true``: the
 constructed per-node answer of tests/fixtures/weka widened to 512 client hosts, one FRONTEND node each, five
+minutes) and per file system (``per_filesystem: true``: the six ``fs_stats`` answers for 32 file systems, five
 minutes), and a hung MinIO.
 
 A separate process serves the fakes. Measured in the same run:
@@ -13,7 +14,7 @@ A separate process serves the fakes. Measured in the same run:
   budget < 10 ms (50 such targets then cost under 0.5 s of one core per round, 5 % of it at this 10 s interval),
   reported against the baseline, the same answers fetched with the same aiohttp client and read, not parsed.
   Reported, not judged (no budget was set for them): a VAST target's with 200 views and a WEKA target's with 512
-  client hosts, each many times a MinIO target's series, and the whole mixed round's CPU against the interval.
+  client hosts and 32 file systems, each many times a MinIO target's series, and the whole mixed round's CPU against the interval.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from lockstep.exporters.storagesys.config import StorageConfig, Target  # noqa: 
 from lockstep.exporters.storagesys.poller import Poller  # noqa: E402
 
 N, BUCKETS, INTERVAL_S, TIMEOUT_S, ROUNDS = 50, 20, 10.0, 2.0, 3
-N_VAST, VIEWS, N_WEKA, CLIENTS = 10, 200, 9, 512
+N_VAST, VIEWS, N_WEKA, CLIENTS, FILESYSTEMS = 10, 200, 9, 512, 32
 N_MINIO = N - 1 - N_VAST - N_WEKA
 CPU_PER_TARGET_BUDGET_S = 0.010
 VAST_LOGIN = ("lockstep-ro", "s3cr3t-vms")
@@ -57,6 +58,20 @@ def per_node(clients: int) -> tuple[dict, dict, dict]:
     return stats, nodes, hosts
 
 
+def per_filesystem(filesystems: int) -> tuple[dict, dict]:
+    """WEKA's six fs_stats answers and filesystems_get_capacity for ``filesystems`` file systems, each file system's
+    minutes those of the recorded cluster answer."""
+    from tests.helpers.wekafake import CAPACITY, STATS
+
+    minutes = STATS["all"]["ops"]
+    answers = {stat: {"all": {"fs_stats": [
+        {"stats": {f"{stat}[fS: {fs}]": m["stats"][stat] for fs in range(filesystems)}, "timestamp": m["timestamp"]}
+        for m in minutes]}} for stat in ("READS", "WRITES", "READ_BYTES", "WRITE_BYTES", "READ_LATENCY", "WRITE_LATENCY")}
+    one = next(iter(CAPACITY.values()))
+    capacity = {f"FSId<{fs}>": {**one, "name": f"fs-{fs:02d}"} for fs in range(filesystems)}
+    return answers, capacity
+
+
 def serve(port_queue) -> None:
     from aiohttp import web
 
@@ -74,8 +89,9 @@ def serve(port_queue) -> None:
     fake.add("hung", Behaviour(mode="hang"))
     weka = FakeWeka()
     stats, nodes, hosts = per_node(CLIENTS)
+    fs_stats, capacity = per_filesystem(FILESYSTEMS)
     for i in range(N_WEKA):
-        weka.add(f"w{i:02d}", Cluster(node_stats=stats, nodes=nodes, hosts=hosts))
+        weka.add(f"w{i:02d}", Cluster(node_stats=stats, nodes=nodes, hosts=hosts, fs_stats=fs_stats, capacity=capacity))
 
     async def main() -> None:
         ports = []
@@ -98,7 +114,8 @@ def targets(base: str, weka_base: str) -> tuple[Target, ...]:
     return (*(Target(f"s{i:02d}", "minio", f"{base}/s{i:02d}") for i in range(N_MINIO)),
             *(Target(f"v{i:02d}", "vast", f"{base}/v{i:02d}", basic_auth=Credentials(*VAST_LOGIN), views=True)
               for i in range(N_VAST)),
-            *(Target(f"w{i:02d}", "weka", f"{weka_base}/w{i:02d}", basic_auth=weka_login, per_host=True)
+            *(Target(f"w{i:02d}", "weka", f"{weka_base}/w{i:02d}", basic_auth=weka_login, per_host=True,
+                     per_filesystem=True)
               for i in range(N_WEKA)),
             Target("hung", "minio", f"{base}/hung"))
 
@@ -143,7 +160,8 @@ async def run(base: str, weka_base: str) -> bool:
             base_cpus.append(time.process_time() - cpu0)
     wall, base_per = sorted(walls)[ROUNDS // 2], sorted(base_cpus)[ROUNDS // 2] / len(minio)
     print(f"targets: {N}: {N_MINIO} MinIO ({BUCKETS} buckets each), {N_VAST} VAST (views: true, {VIEWS} views), "
-          f"{N_WEKA} WEKA (per_host: true, {CLIENTS} client hosts), one hung; timeout {TIMEOUT_S:g} s, interval "
+          f"{N_WEKA} WEKA (per_host: true, {CLIENTS} client hosts; per_filesystem: true, {FILESYSTEMS} file systems), "
+          f"one hung; timeout {TIMEOUT_S:g} s, interval "
           f"{INTERVAL_S:g} s, max_concurrency {config.max_concurrency}; {up} up with every part; series: "
           + ", ".join(f"{kind} {n}" for kind, n in series.items()))
     round_ok = wall < INTERVAL_S and up == N - 1
