@@ -57,9 +57,11 @@ class Input:
     # a ``present`` input whose series are 0 nearly always (a degraded PCIe link): asked for as stored, the store
     # still keeps only its samples above 0, where the others would be sent and decoded to be dropped
     sparse: bool = False
-    # carrying job_id, served by the node agents with each rank's own ``node``: its query names the nodes asked for
-    # beside the job, so a big job's answer is fetched in pieces by node (by job id alone, a 65,536-rank job's RAS
-    # counters are one query over 400,000 series the store must load again for every piece of time)
+    # carrying job_id and each rank's own ``node`` (the node agents serve them so; a job's own step times carry its
+    # node too, and a series without one could not be placed on the window's (node, gpu) columns anyway): its query
+    # names the nodes asked for beside the job, so a big job's answer is fetched in pieces by node (by job id alone,
+    # a 65,536-rank job's RAS counters are one query over 400,000 series the store must load again for every piece
+    # of time)
     node_served: bool = False
 
     def promql(self, job_id: str, step: float, nodes: Sequence[str] = ()) -> str:
@@ -138,7 +140,8 @@ INPUTS = (
     Input("sm", "gauge", (gpu.SM_ACTIVE.name,), GPU_KEY, as_stored=True),
     Input("tensor", "gauge", (gpu.TENSOR_ACTIVE.name,), GPU_KEY, as_stored=True),
     # per-rank step time (compute + all-reduce, no waiting) where the training job exports it
-    Input("step", "gauge", (analytics.RANK_STEP_SECONDS.name,), GPU_KEY, own_job_id=True, as_stored=True),
+    Input("step", "gauge", (analytics.RANK_STEP_SECONDS.name,), GPU_KEY, own_job_id=True, as_stored=True,
+          node_served=True),
     # NCCL Inspector (the nccl-inspector collector): the longest mean execution time among the rank's all-reduce
     # buckets. Inverted: the rank that arrives last waits least inside the kernel, so its time is the shortest
     # (lockstep.analytics.scoring.straggler reads its inverse as the rank's lateness).
