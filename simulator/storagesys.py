@@ -274,17 +274,17 @@ def vast_views_answer(systems: Systems) -> str:
     """VMS's ``/api/prometheusmetrics/views`` as tests/fixtures/vast/prometheusmetrics-views.prom holds it: per view
     (``/datasets``, ``/logs``) its counters (bytes, operations, latency in microseconds and its count) and its logical
     and physical capacity (the logical over the cluster's data-reduction ratio)."""
+    labels = {path: f'{{cluster="{VAST_CLUSTER}",path="{path}",tenant_name="{VAST_TENANT}"}}' for path in systems.views}
     lines = []
     for path, f in systems.views.items():
-        labels = f'{{cluster="{VAST_CLUSTER}",path="{path}",tenant_name="{VAST_TENANT}"}}'
         fields = {"read_bw_sum": f.read_bytes, "read_iops_count": f.read_ops, "read_latency_sum": f.read_latency_us,
                   "read_latency_count": f.read_ops, "write_bw_sum": f.write_bytes, "write_iops_count": f.write_ops,
                   "write_latency_sum": f.write_latency_us, "write_latency_count": f.write_ops}
-        lines += [f"vast_view_metrics_ViewMetrics_{name}{labels} {int(value)}" for name, value in fields.items()]
+        lines += [f"vast_view_metrics_ViewMetrics_{name}{labels[path]} {int(value)}" for name, value in fields.items()]
     for path in systems.views:
-        labels = f'{{cluster="{VAST_CLUSTER}",path="{path}",tenant_name="{VAST_TENANT}"}}'
         held = systems.view_held(path)
-        lines += [f"vast_view_logical_capacity{labels} {held}", f"vast_view_physical_capacity{labels} {int(held / VAST_DRR)}"]
+        lines += [f"vast_view_logical_capacity{labels[path]} {held}",
+                  f"vast_view_physical_capacity{labels[path]} {int(held / VAST_DRR)}"]
     return "\n".join(lines) + "\n"
 
 
