@@ -54,7 +54,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Iterator, Mapping
+from typing import Collection, Iterator, Mapping
 
 from lockstep.exporters.catalog import storagesys as m
 from lockstep.exporters.catalog.model import Metric
@@ -314,6 +314,13 @@ class HostCounts:
                 self.hosts[host] = counts
             counts.add_minutes(minutes)
         self.seen = newest if self.seen is None else max(self.seen, newest)
+
+    def keep(self, names: Collection[str]) -> None:
+        """Forget the hosts (file systems) not in ``names``: one WEKA no longer lists (a client taken out, a file
+        system deleted) loses its series rather than serving its last counters for ever; should it come back, it
+        counts anew from the newest minute seen (a counter reset, after its series had ended)."""
+        for host in [h for h in self.hosts if h not in names]:
+            del self.hosts[host]
 
     def floor(self) -> datetime | None:
         """The newest minute no host can count any more (each host's newest counted, and for a host not seen yet the

@@ -217,6 +217,7 @@ class WekaReader:
                 log.debug("weka node ids not in nodes_list, skipped", extra=kv(
                     target=self.target.name, nodes=",".join(sorted(self._unknown))[:200]))
         self.host_counts.add(nodes, self.nodes.frontend)
+        self.host_counts.keep(set(self.nodes.frontend.values()))   # a host nodes_list no longer names: gone
         return list(self.host_counts.samples(self.target.name, self.roles))
 
     async def read_filesystems(self) -> list[Sample]:
@@ -235,4 +236,5 @@ class WekaReader:
                 log.debug("weka file system ids not in filesystems_get_capacity, skipped", extra=kv(
                     target=self.target.name, ids=",".join(sorted(self._fs_unknown))[:200]))
         self.fs_counts.add(filesystems, self.fs_names)
+        self.fs_counts.keep(set(self.fs_names.values()))   # a file system deleted: its series end
         return list(self.fs_counts.samples(self.target.name, {}, weka.FILESYSTEM_SCOPE))

@@ -497,6 +497,16 @@ def test_a_minute_one_answer_held_early_is_counted_once_every_answer_holds_it():
     assert fs_counted(counts) == got
 
 
+def test_a_file_system_no_longer_listed_is_forgotten_and_counts_anew_if_it_returns():
+    counts = weka.HostCounts()
+    counts.add(weka.parse_fs_stats(FS_STATS), FS_NAMES)
+    counts.keep({"checkpoints"})
+    assert {labels[2] for _, labels in fs_counted(counts)} == {"checkpoints"}
+    # back in a later answer: its minutes after the newest already seen (15:23), from zero
+    counts.add(weka.parse_fs_stats(fs_answers({24: {"READS": {"0": 7}}}), counts.floor()), FS_NAMES)
+    assert fs_counted(counts)[(m.OPERATIONS.name, (*fs("default"), "read"))] == 7 * 60
+
+
 def test_keys_of_another_stat_or_form_are_skipped_and_a_stat_without_fs_stats_counts_nothing():
     answers = fs_answers({1: {"READS": {"2": 10}}})
     answers["READS"]["all"]["fs_stats"][0]["stats"].update({"WRITES[fS: 2]": 99, "READS[fs: 3]": 99, "READS": 99,

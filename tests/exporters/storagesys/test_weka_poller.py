@@ -333,6 +333,23 @@ async def test_per_filesystem_reads_each_file_systems_io_one_stat_at_a_time_besi
     assert calls(c, n) == Counter([("stats_show", 200), ("filesystems_get_capacity", 200), *FS_CALLS])
 
 
+async def test_a_deleted_file_systems_series_end_and_a_removed_clients_too(weka, aiohttp_client):
+    """WEKA no longer lists them (filesystems_get_capacity, nodes_list): their counters are not served for ever."""
+    fake, base = weka
+    c = fake.add("w1")
+    client = await app_for(aiohttp_client, target(base, "w1", per_host=True, per_filesystem=True))
+    got = await poll(client)
+    assert set(filesystems(got, "w1")) == {"default", "checkpoints"} and "node00" in hosts(got, "w1")
+    c.capacity = {key: fs for key, fs in c.capacity.items() if fs["name"] != "default"}
+    c.nodes = {key: node for key, node in NODES.items() if node.get("hostname") != "node00"}
+    reader = client.app[POLLER]._readers["w1"]
+    now = reader.clock()
+    reader.clock = lambda: now + wekarpc.MAP_TTL_S   # the node list is asked for again
+    got = await poll(client)
+    assert filesystems(got, "w1") == {"checkpoints": FS_FIRST["checkpoints"]}
+    assert set(hosts(got, "w1")) == {"node01", "weka-backend-1"}
+
+
 @pytest.mark.parametrize(("behaviour", "reason"), [
     ({"errors": {"stats_show/fs_stats": {"code": -32602, "message": "unknown category fs_stats"}}}, "http"),
     ({"fs_mode": "garbage"}, "parse"),
