@@ -61,12 +61,13 @@ def per_node(clients: int) -> tuple[dict, dict, dict]:
 def per_filesystem(filesystems: int) -> tuple[dict, dict]:
     """WEKA's six fs_stats answers and filesystems_get_capacity for ``filesystems`` file systems, each file system's
     minutes those of the recorded cluster answer."""
+    from lockstep.exporters.storagesys.weka import STATS as STATS_READ
     from tests.helpers.wekafake import CAPACITY, STATS
 
     minutes = STATS["all"]["ops"]
     answers = {stat: {"all": {"fs_stats": [
         {"stats": {f"{stat}[fS: {fs}]": m["stats"][stat] for fs in range(filesystems)}, "timestamp": m["timestamp"]}
-        for m in minutes]}} for stat in ("READS", "WRITES", "READ_BYTES", "WRITE_BYTES", "READ_LATENCY", "WRITE_LATENCY")}
+        for m in minutes]}} for stat in STATS_READ}
     one = next(iter(CAPACITY.values()))
     capacity = {f"FSId<{fs}>": {**one, "name": f"fs-{fs:02d}"} for fs in range(filesystems)}
     return answers, capacity

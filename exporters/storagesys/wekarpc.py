@@ -187,7 +187,8 @@ class WekaReader:
         buckets = weka.parse_stats(await self.rpc.call("stats_show", weka.stats_params()))
         answer = await self.rpc.call("filesystems_get_capacity", {})
         capacity = weka.parse_capacity(self.target.name, answer)
-        self.fs_names = weka.filesystem_names(answer)
+        if self.fs_counts is not None:   # the per-file-system part names its file systems from this answer
+            self.fs_names = weka.filesystem_names(answer)
         self.counts.add(buckets)
         return [*self.counts.samples(self.target.name), *capacity]
 
