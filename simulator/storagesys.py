@@ -298,6 +298,9 @@ def _stats(m: Minute) -> dict[str, float | None]:
     return out
 
 
+WEKA_STATS = frozenset(_stats(Minute()))   # the ``ops`` (and ``fs_stats``) statistics this WEKA serves
+
+
 def weka_stats_answer(systems: Systems, stats: list[str], minutes: int) -> dict:
     """The ``result`` of ``stats_show`` for the whole cluster (tests/fixtures/weka/stats-show-ops.json's shape):
     ``{"all": {"ops": [{"stats": {...}, "timestamp": ...}, ...]}}``, one item per whole minute, the asked stats of

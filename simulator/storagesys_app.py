@@ -140,15 +140,12 @@ def _stats_params(params: dict) -> tuple[list[str], int] | None:
     return [s.removeprefix("ops.") for s in stat if s.startswith("ops.")], int(interval.group(1))
 
 
-_FS_STATS = ("READS", "WRITES", "READ_BYTES", "WRITE_BYTES", "READ_LATENCY", "WRITE_LATENCY")
-
-
 def _fs_stats_params(params: dict) -> tuple[str, int, str] | None:
     """(the stat, minutes, the file system id or ``*``) of ``stats_show`` of category ``fs_stats``; None when
     malformed."""
     interval, param = _INTERVAL.match(str(params.get("interval", ""))), params.get("param")
     fs_id = param.get("fS") if isinstance(param, dict) else None
-    if params.get("stat") not in _FS_STATS or interval is None or not isinstance(fs_id, (str, int)) \
+    if params.get("stat") not in sim.WEKA_STATS or interval is None or not isinstance(fs_id, (str, int)) \
             or isinstance(fs_id, bool):
         return None
     return params["stat"], int(interval.group(1)), str(fs_id)

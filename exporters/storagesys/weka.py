@@ -112,19 +112,25 @@ def _buckets(items: object, after: datetime | None = None) -> list[Bucket]:
     """The items as buckets; one not after ``after`` keeps its minute but not its values (it would count nothing)."""
     if items is None:
         return []
-    if not isinstance(items, list):
-        raise AnswerError(f'stats_show: "{CATEGORY}" is not a list')
     buckets: dict[datetime, Bucket] = {}
-    for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("stats"), dict):
-            raise AnswerError(f'stats_show: a "{CATEGORY}" item without "stats"')
-        at = _timestamp(item.get("timestamp"))
+    for at, given in _stat_items(items, CATEGORY):
         if after is not None and at <= after:
             buckets[at] = Bucket(at)
             continue
-        stats = {name: v for name in STATS if (v := _number(item["stats"].get(name))) is not None}
-        buckets[at] = Bucket(at, stats)
+        buckets[at] = Bucket(at, {name: v for name in STATS if (v := _number(given.get(name))) is not None})
     return [buckets[at] for at in sorted(buckets)]
+
+
+def _stat_items(items: object, category: str) -> list[tuple[datetime, dict]]:
+    """A ``stats_show`` category's items as (minute, stats), each checked."""
+    if not isinstance(items, list):
+        raise AnswerError(f'stats_show: "{category}" is not a list')
+    out = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("stats"), dict):
+            raise AnswerError(f'stats_show: a "{category}" item without "stats"')
+        out.append((_timestamp(item.get("timestamp")), item["stats"]))
+    return out
 
 
 def increments(bucket: Bucket) -> dict[tuple[Metric, str], float]:
@@ -396,15 +402,10 @@ def parse_fs_stats(results: Mapping[str, object], after: datetime | None = None)
         items = result["all"].get(FS_CATEGORY)
         if items is None:
             continue
-        if not isinstance(items, list):
-            raise AnswerError(f'stats_show: "{FS_CATEGORY}" is not a list')
         times = []
-        for item in items:
-            if not isinstance(item, dict) or not isinstance(item.get("stats"), dict):
-                raise AnswerError(f'stats_show: a "{FS_CATEGORY}" item without "stats"')
-            at = _timestamp(item.get("timestamp"))
+        for at, given in _stat_items(items, FS_CATEGORY):
             times.append(at)
-            for key, value in item["stats"].items():
+            for key, value in given.items():
                 match = _FS_KEY.fullmatch(str(key))
                 if match is None or match.group(1) != stat:
                     continue
