@@ -12,6 +12,7 @@ of the simulator's missed scrapes).
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -23,6 +24,16 @@ from lockstep.exporters.catalog import fabric
 from lockstep.exporters.catalog.enums import IB_PORT_ACTIVE
 
 
+def by_metric(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """A frame's rows per metric (what ``frame_block`` reads), each without the label columns its metric never has:
+    a frame holds every metric's labels (tens of columns), and each answer's filtering copied them all."""
+    out = {}
+    for name, rows in frame.groupby("metric", observed=True):
+        if len(rows):
+            out[str(name)] = rows.loc[:, rows.notna().any().to_numpy()]
+    return out
+
+
 def frame_block(by_metric: dict[str, pd.DataFrame], inp: Input, grid: Window, job_id: str | None = None,
                 nodes: tuple[str, ...] | None = None) -> Block:
     """``inp``'s answer over ``grid`` from a frame's rows grouped by metric (``job_id``: the job an input
@@ -31,7 +42,7 @@ def frame_block(by_metric: dict[str, pd.DataFrame], inp: Input, grid: Window, jo
     # two rows before the grid: a rate at its first row reads the samples up to two steps back
     wide = Window(grid.start - 2 * grid.step, grid.end, grid.step)
     if nodes is not None and (not inp.own_job_id or inp.node_served):
-        by_metric = {m: rows[rows["node"].astype(str).isin(nodes)] for m, rows in by_metric.items()
+        by_metric = {m: rows[_where(_label(rows, "node"), lambda v: np.isin(v, nodes))] for m, rows in by_metric.items()
                      if m in inp.metrics or m == fabric.IB_STATE.name}
     if inp.kind in JOINS:
         keys, matrix = _group([JOINS[inp.kind](by_metric, inp, wide, job_id, nodes)], inp)
@@ -51,9 +62,8 @@ def _part(by_metric: dict[str, pd.DataFrame], inp: Input, metric: str, wide: Win
     if rows is None or rows.empty:
         return pd.DataFrame(columns=list(inp.by)), np.full((wide.rows, 0), np.nan)
     if inp.own_job_id and job_id is not None:
-        rows = rows[rows["job_id"].astype(str) == job_id]
-    for name, allowed in _matchers(inp.match).items():
-        rows = rows[rows[name].astype(str).str.fullmatch(allowed)]
+        rows = rows[_where(_label(rows, "job_id"), lambda v: v == job_id)]
+    rows = _matched(rows, inp)
     labels, matrix = series_matrix(rows, wide)
     if inp.kind == "ratio":
         den_labels, den = series_matrix(by_metric.get(inp.metrics[1], rows.iloc[:0]), wide)
@@ -74,10 +84,8 @@ def _own(by_metric: dict[str, pd.DataFrame], metric: str, job_id: str | None, in
     if rows is None:
         return pd.DataFrame(columns=list(dict.fromkeys(["timestamp", "metric", "value", *inp.by, "comm", "address"])))
     if job_id is not None:
-        rows = rows[rows["job_id"].astype(str) == job_id]
-    for name, allowed in _matchers(inp.match).items():
-        rows = rows[rows[name].astype(str).str.fullmatch(allowed)]
-    return rows
+        rows = rows[_where(_label(rows, "job_id"), lambda v: v == job_id)]
+    return _matched(rows, inp)
 
 
 def _missing(by_metric: dict[str, pd.DataFrame], inp: Input, wide: Window, job_id: str | None,
@@ -89,9 +97,9 @@ def _missing(by_metric: dict[str, pd.DataFrame], inp: Input, wide: Window, job_i
     if not len(labels) or addresses is None:
         return labels, np.full(matrix.shape, np.nan)
     if nodes is not None:
-        addresses = addresses[addresses["node"].astype(str).isin(nodes)]
+        addresses = addresses[_where(_label(addresses, "node"), lambda v: np.isin(v, nodes))]
     address_labels, address = series_matrix(addresses, wide)
-    at = _aligned(address_labels, address, labels[["node", "address"]].astype(str))
+    at = _aligned(address_labels, address, labels.reindex(columns=["node", "address"], fill_value="").astype(str))
     return labels, np.where(np.isfinite(matrix) & np.isfinite(at), 1.0, np.nan)
 
 
@@ -103,13 +111,13 @@ def _largest(by_metric: dict[str, pd.DataFrame], inp: Input, wide: Window, job_i
     size_labels, size = series_matrix(_own(by_metric, inp.metrics[1], job_id, inp), wide)
     if not len(labels) or not len(size_labels):
         return labels, np.full(matrix.shape, np.nan)
-    comm, comms = pd.factorize(size_labels["comm"].astype(str))
+    comm, comms = pd.factorize(_label(size_labels, "comm").astype(str))
     per_comm = np.full((size.shape[0], len(comms)), -np.inf)
     for c in range(len(comms)):
         per_comm[:, c] = np.max(np.where(np.isfinite(size[:, comm == c]), size[:, comm == c], -np.inf), axis=1)
     largest = per_comm.max(axis=1, keepdims=True)
     top = (per_comm == largest) & np.isfinite(per_comm)
-    of = pd.Index(comms).get_indexer(labels["comm"].astype(str))
+    of = pd.Index(comms).get_indexer(_label(labels, "comm").astype(str))
     keep = np.where(of >= 0, top[:, np.maximum(of, 0)], False)
     return labels, np.where(np.isfinite(matrix) & keep, 1.0, np.nan)
 
@@ -128,6 +136,26 @@ def _link_state(by_metric: dict[str, pd.DataFrame], wide: Window) -> tuple[pd.Da
 def _matchers(match: str) -> dict[str, str]:
     """``reason=~"a|b"`` → {"reason": "a|b"} (the only form the inputs use)."""
     return {m.group(1): m.group(2) for m in re.finditer(r'(\w+)=~"([^"]*)"', match)}
+
+
+def _matched(rows: pd.DataFrame, inp: Input) -> pd.DataFrame:
+    """The rows the input's label matchers select (anchored regular expressions, as PromQL's ``=~``)."""
+    for name, allowed in _matchers(inp.match).items():
+        pattern = re.compile(allowed)
+        rows = rows[_where(_label(rows, name), lambda v, p=pattern: [p.fullmatch(x) is not None for x in v])]
+    return rows
+
+
+def _label(rows: pd.DataFrame, name: str) -> pd.Series:
+    """A label column; "" on every row where the rows' metric has no such label (``by_metric`` left it out)."""
+    return rows[name] if name in rows.columns else pd.Series("", index=rows.index, dtype=object)
+
+
+def _where(column: pd.Series, keep: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Per row, whether ``keep`` holds for its value as a string (judged once per distinct value: a label column is
+    categorical, and converting its rows to strings on every query cost most of an emulated answer)."""
+    codes, values = _codes(column)
+    return np.asarray(keep(values), bool)[codes]
 
 
 def series_matrix(rows: pd.DataFrame, grid: Window) -> tuple[pd.DataFrame, np.ndarray]:
@@ -152,18 +180,34 @@ def series_matrix(rows: pd.DataFrame, grid: Window) -> tuple[pd.DataFrame, np.nd
 def _codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Integer codes and their string values (categorical columns cost nothing here)."""
     if isinstance(column.dtype, pd.CategoricalDtype):
-        values = np.append(column.cat.categories.astype(str).to_numpy(), "")
-        codes = column.cat.codes.to_numpy()
+        values = _category_values(column.dtype.categories)
+        codes = column.array.codes
         return np.where(codes < 0, len(values) - 1, codes), values      # missing reads as ""
     codes, values = pd.factorize(column.astype(str))
     return codes, np.asarray(values, dtype=object)
+
+
+def _category_values(categories: pd.Index) -> np.ndarray:
+    """A categorical column's categories as strings, then "" (code -1: missing); converted once per column of a
+    frame, whose rows grouped by metric or cut by time share them. Cached by identity with the categories
+    held, so that no other object can take their id while they are cached."""
+    held = _CATEGORIES.get(id(categories))
+    if held is None or held[0] is not categories:
+        if len(_CATEGORIES) >= _MAX_CATEGORIES:
+            _CATEGORIES.clear()
+        held = _CATEGORIES[id(categories)] = (categories, np.append(categories.astype(str).to_numpy(), ""))
+    return held[1]
+
+
+_CATEGORIES: dict[int, tuple[pd.Index, np.ndarray]] = {}
+_MAX_CATEGORIES = 512
 
 
 def _aligned(labels: pd.DataFrame, matrix: np.ndarray, to: pd.DataFrame) -> np.ndarray:
     """``matrix``'s columns reordered to the series of ``to`` (one-to-one on every label; NaN: none)."""
     if not len(to.columns):
         return np.full((matrix.shape[0], len(to)), np.nan)
-    index = pd.MultiIndex.from_frame(labels[list(to.columns)]) if len(labels) else None
+    index = pd.MultiIndex.from_frame(labels.reindex(columns=list(to.columns), fill_value="")) if len(labels) else None
     at = index.get_indexer(pd.MultiIndex.from_frame(to)) if index is not None and len(to) else np.full(len(to), -1)
     out = np.full((matrix.shape[0], len(to)), np.nan)
     out[:, at >= 0] = matrix[:, at[at >= 0]]

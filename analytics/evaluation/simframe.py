@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lockstep.analytics.evaluation.emulate import frame_block
+from lockstep.analytics.evaluation.emulate import by_metric, frame_block
 from lockstep.analytics.frame.features import Features, job_columns
 from lockstep.analytics.frame.inputs import INPUT_METRICS, INPUTS, MEMBER, WRITE_BY_MOUNT
 from lockstep.analytics.frame.window import JobWindow
@@ -44,26 +44,25 @@ def build_features(frame: pd.DataFrame) -> Features:
     """The feature matrices of every GPU that belongs to a job in ``frame`` (FORMATS.md series frame):
     each input's answer computed as Prometheus gives it, placed as the service places Prometheus'."""
     frame = frame[frame["metric"].isin(INPUT_METRICS)]
-    by_metric = {str(name): rows for name, rows in frame.groupby("metric", observed=True) if len(rows)}
+    rows_of = by_metric(frame)
     grid = frame_grid(frame)
     window = JobWindow.empty(grid, job_columns(_job_map(frame)))
     for inp in INPUTS:
         if inp is MEMBER:
             for job_id in dict.fromkeys(window.columns.get_level_values("job_id")):
-                window.place(inp, frame_block(by_metric, inp, grid, job_id), job_id=job_id)
+                window.place(inp, frame_block(rows_of, inp, grid, job_id), job_id=job_id)
         else:
-            window.place(inp, frame_block(by_metric, inp, grid))
+            window.place(inp, frame_block(rows_of, inp, grid))
     return window.features()
 
 
 def score_frame(frame: pd.DataFrame, start: float | None = None, period: float | None = None) -> dict[str, JobResult]:
     """Score every job in a FORMATS.md series frame, each checkpoint with its target file system."""
     results = score_features(build_features(frame), start, period)
-    by_metric = {str(name): rows for name, rows in frame[frame["metric"].isin(WRITE_BY_MOUNT.metrics)].groupby(
-        "metric", observed=True) if len(rows)}
+    writes = by_metric(frame[frame["metric"].isin(WRITE_BY_MOUNT.metrics)])
     step = frame_grid(frame).step
     for job_id, res in results.items():
-        found = {i: target(written(frame_block(by_metric, WRITE_BY_MOUNT, window, job_id, nodes_of(res))))
+        found = {i: target(written(frame_block(writes, WRITE_BY_MOUNT, window, job_id, nodes_of(res))))
                  for i, window in wanted(res, float("-inf"), step)}
         results[job_id] = placed(res, found)
     return results

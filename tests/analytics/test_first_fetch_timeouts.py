@@ -16,7 +16,7 @@ import pytest
 from aiohttp import web
 
 from lockstep.analytics.evaluation import postmortem
-from lockstep.analytics.evaluation.emulate import frame_block
+from lockstep.analytics.evaluation.emulate import by_metric, frame_block
 from lockstep.analytics.evaluation.evaluate import simulate
 from lockstep.analytics.frame.inputs import INPUTS
 from lockstep.analytics.prom.grid import Window
@@ -40,7 +40,7 @@ class SlowStore:
     answered (cell by cell: input, sample time, node) and held."""
 
     def __init__(self, run, limit: int) -> None:
-        self.by_metric = {str(m): rows for m, rows in run.frame.groupby("metric", observed=True)}
+        self.by_metric = by_metric(run.frame)
         self.nodes = tuple(sorted(run.frame.loc[run.frame["job_id"].astype(str) == JOB, "node"].astype(str).unique()))
         self.limit, self.held, self.cells = limit, 0, []
 

@@ -11,7 +11,7 @@ import copy
 import numpy as np
 import pandas as pd
 
-from lockstep.analytics.evaluation.emulate import frame_block
+from lockstep.analytics.evaluation.emulate import by_metric, frame_block
 from lockstep.analytics.frame.inputs import Input
 from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.grid import Window
@@ -20,8 +20,7 @@ from lockstep.exporters.catalog import fabric
 
 class FrameAnswers:
     def __init__(self, frame: pd.DataFrame) -> None:
-        self.by_metric = {str(m): (rows, rows["timestamp"].to_numpy(dtype=float))
-                          for m, rows in frame.groupby("metric", observed=True)}
+        self.by_metric = {m: (rows, rows["timestamp"].to_numpy(dtype=float)) for m, rows in by_metric(frame).items()}
         self._answers: dict[tuple, Block] = {}
 
     def answer(self, inp: Input, window: Window, job_id: str, nodes: tuple[str, ...] | None) -> Block:

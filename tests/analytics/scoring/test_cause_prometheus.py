@@ -140,7 +140,7 @@ def _cells(block) -> dict:
 async def test_prometheus_answers_the_collective_input_as_the_evaluation_emulates_it(prometheus, direct):
     """NCCL Inspector's all-reduce time (the straggler scorer's collective view): the live query on the real
     Prometheus returns, per job GPU and step, the number the evaluation's emulation computes from the frame."""
-    from lockstep.analytics.evaluation.emulate import frame_block
+    from lockstep.analytics.evaluation.emulate import by_metric, frame_block
     from lockstep.analytics.frame.inputs import INPUTS
     from lockstep.analytics.prom.grid import Window
     (inp,) = [i for i in INPUTS if i.name == "collective"]
@@ -149,8 +149,7 @@ async def test_prometheus_answers_the_collective_input_as_the_evaluation_emulate
     job_id = SPEC["job"]["job_id"]
     async with aiohttp.ClientSession() as session:
         served = _cells(await PrometheusSource(session, prometheus.url, 60.0).series(inp, job_id, window))
-    by_metric = {str(m): rows for m, rows in run.frame.groupby("metric", observed=True) if m in inp.metrics}
-    emulated = _cells(frame_block(by_metric, inp, window, job_id))
+    emulated = _cells(frame_block(by_metric(run.frame[run.frame["metric"].isin(inp.metrics)]), inp, window, job_id))
     gpus = SPEC["job"]["nodes"] * SPEC["cluster"]["gpus_per_node"]
     assert len({(n, g) for n, g, _ in emulated}) == gpus and len(emulated) == gpus * window.rows
     assert served.keys() == emulated.keys()
