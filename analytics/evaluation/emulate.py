@@ -171,7 +171,8 @@ def series_matrix(rows: pd.DataFrame, grid: Window) -> tuple[pd.DataFrame, np.nd
     flat = np.ravel_multi_index(varying, [c.max() + 1 for c in varying]) if varying else np.zeros(len(rows), int)
     series, used = pd.factorize(flat)
     first = np.unique(series, return_index=True)[1]
-    labels = pd.DataFrame({k: values[codes[first]] for k, (codes, values) in zip(keys, coded)})
+    # object columns: left to infer, pandas would convert every one to its string dtype on every answer
+    labels = pd.DataFrame({k: values[codes[first]] for k, (codes, values) in zip(keys, coded)}, dtype=object)
     matrix = np.full((grid.rows, len(used)), np.nan)
     matrix[at, series] = rows["value"].to_numpy(dtype=float)
     return labels, matrix
@@ -238,7 +239,10 @@ def _group(parts: list[tuple[pd.DataFrame, np.ndarray]], inp: Input) -> tuple[pd
     matrix = np.hstack([p[1] for p in parts])
     if not len(labels):
         return labels, matrix
-    group, keys = pd.MultiIndex.from_frame(labels.astype(str)).factorize()
+    # the groups in the order they first appear, as a MultiIndex's factorize numbers them, from each label's codes
+    codes = [pd.factorize(labels[k].to_numpy(dtype=object).astype(str), use_na_sentinel=False)[0] for k in inp.by]
+    group = pd.factorize(np.ravel_multi_index(codes, [c.max() + 1 for c in codes]))[0]
+    keys = labels.iloc[np.unique(group, return_index=True)[1]].reset_index(drop=True)
     order = np.argsort(group, kind="stable")
     starts = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1]])
     values, finite = matrix[:, order], np.isfinite(matrix[:, order])
@@ -249,7 +253,7 @@ def _group(parts: list[tuple[pd.DataFrame, np.ndarray]], inp: Input) -> tuple[pd
         reduced = np.ones(seen.shape)
     else:
         reduced = np.maximum.reduceat(np.where(finite, values, -np.inf), starts, axis=1)
-    return keys.to_frame(index=False, name=list(inp.by)), np.where(seen, reduced, np.nan)
+    return keys, np.where(seen, reduced, np.nan)
 
 
 def _block(keys: pd.DataFrame, matrix: np.ndarray, by: tuple[str, ...]) -> Block:
