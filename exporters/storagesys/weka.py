@@ -103,9 +103,14 @@ def _number(value: object) -> float | None:
 def parse_stats(result: object) -> list[Bucket]:
     """A ``stats_show`` result (``{"all": {"ops": [{"stats": {...}, "timestamp": ...}, ...]}}``) as its buckets,
     oldest first, one per timestamp (a repeated one: the last wins). No ``ops`` list: no buckets (nothing counted)."""
+    return _buckets(_cluster(result, "stats_show").get(CATEGORY))
+
+
+def _cluster(result: object, call: str) -> dict:
+    """The ``all`` object of a cluster-wide ``stats_show`` result (its categories)."""
     if not isinstance(result, dict) or not isinstance(result.get("all"), dict):
-        raise AnswerError('stats_show: no "all" object in the result')
-    return _buckets(result["all"].get(CATEGORY))
+        raise AnswerError(f'{call}: no "all" object in the result')
+    return result["all"]
 
 
 def _buckets(items: object, after: datetime | None = None) -> list[Bucket]:
@@ -397,9 +402,7 @@ def parse_fs_stats(results: Mapping[str, object], after: datetime | None = None)
     minutes: dict[str, dict[datetime, dict[str, float]]] = {}
     newest: list[datetime] = []
     for stat, result in results.items():
-        if not isinstance(result, dict) or not isinstance(result.get("all"), dict):
-            raise AnswerError(f'stats_show {FS_CATEGORY} {stat}: no "all" object in the result')
-        items = result["all"].get(FS_CATEGORY)
+        items = _cluster(result, f"stats_show {FS_CATEGORY} {stat}").get(FS_CATEGORY)
         if items is None:
             continue
         times = []
