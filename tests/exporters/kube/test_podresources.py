@@ -71,6 +71,18 @@ def test_strip_gogo_restores_the_proto_an_older_kubelet_would_have_carried_gogo_
         .replace("package v1;\n\n", "package v1;\n", 1) == proto
 
 
+def test_generated_code_names_the_package_as_installed():
+    """protoc names the modules by their folder; the wheel installs them under ``lockstep.``: the checked-in code
+    (as ``make proto`` writes it) says the installed names, in its imports and in its messages' module."""
+    gen = generator()
+    dotted = ".".join(gen.PACKAGE_PATH)
+    for name in gen.OUTPUTS:
+        checked_in = (PACKAGE / name).read_text().split("\n", 2)[2]     # without the two header lines
+        as_protoc_wrote_it = checked_in.replace(f"lockstep.{dotted}", dotted)
+        assert as_protoc_wrote_it != checked_in, f"{name}: names no module of its package"
+        assert gen.installed_names(as_protoc_wrote_it, gen.PACKAGE_PATH) == checked_in, f"{name}: run make proto"
+
+
 def pods() -> list[SimPod]:
     return [
         SimPod("ml-team", "llama-node-0-0", "node00", (SimContainer("trainer", (U0, U1)),
