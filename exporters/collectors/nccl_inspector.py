@@ -3,7 +3,8 @@ Prometheus textfiles its profiler plugin writes (``lockstep.exporters.nccl.inspe
 ``lockstep.exporters.catalog.nccl_inspector``).
 
 Each scrape lists ``--nccl-inspector.dir`` (the jobs' ``NCCL_INSPECTOR_DUMP_DIR``) and reads the files NCCL
-changed since the last scrape; an unchanged file is served from its last parse. NCCL rewrites a file in place, so a
+changed since the last scrape; an unchanged file is served from its last parse, and of a rewritten one (NCCL writes
+the same lines with new values) only the values are read again. NCCL rewrites a file in place, so a
 file modified less than ``--nccl-inspector.settle`` ago, or while it was read, is not read: its last complete read
 is served instead. A file that is cut, malformed or too large is skipped whole and counted. The file names carry
 no PID: a file older than ``--nccl-inspector.max-age`` (its job idle or hung, or its process gone without removing
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from lockstep.exporters.catalog import nccl_inspector as m
+from lockstep.exporters.catalog.model import Metric
 from lockstep.exporters.collectors.jobs import LazyJobs
 from lockstep.exporters.config import number_flag
 from lockstep.exporters.jobs.placement import Placement, Placements
@@ -109,8 +111,11 @@ class _Cached:
     key: tuple[int, int, int] | None = None        # (inode, size, mtime ns) of the read parsed below
     buckets: tuple[fmt.Bucket, ...] = ()
     good: bool = False                             # the read at ``key`` parsed
-    # the samples of ``buckets`` for ``place``, with what the caps left out: made again only when either changes
-    served: tuple[tuple[fmt.Bucket, ...], Placement, list[Sample], int, int] | None = None
+    memo: dict = field(default_factory=dict)       # its lines as last read (``fmt.parse``): a rewrite reads values only
+    # how ``buckets`` are served (``_Served``: made again only when their labels or the GPU's job change), and the
+    # samples of this read: made again when the read changes
+    served: "_Served | None" = None
+    samples: tuple[tuple[fmt.Bucket, ...], list[Sample]] | None = None
 
 
 def read_bounded(path: str, limit: int) -> bytes:
@@ -164,23 +169,56 @@ def _job_id(place: Placement, bucket: fmt.Bucket) -> str:
     return "" if slurm == "unknown" else slurm
 
 
-def bucket_samples(bucket: fmt.Bucket, place: Placement, nccl_names: bool) -> list[Sample]:
-    """A bucket's samples: lockstep's families in base units, and NCCL's own where asked."""
+def bucket_series(bucket: fmt.Bucket, place: Placement, nccl_names: bool) -> list[tuple[Metric, tuple, str, Callable]]:
+    """A bucket's series, each as (family, labels, the NCCL value it serves, that value's unit): lockstep's families in
+    base units, and NCCL's own where asked. They depend on its labels only: a rewrite with new values keeps them."""
     job = (_job_id(place, bucket), place.gpu, place.uuid)
-    values = dict(bucket.values)
+    names = {name for name, _ in bucket.values}
     if bucket.kind == fmt.COLLECTIVE:
-        labels = job + tuple(bucket.label(k) for k in m.COLLECTIVE[3:])
+        labels = job + bucket.labels_of(m.COLLECTIVE[3:])
         table = ((fmt.BUS_BW, m.BUS_BANDWIDTH, _gbs), (fmt.ALGORITHM_BW, m.ALGORITHM_BANDWIDTH, _gbs),
                  (fmt.EXEC_TIME, m.EXEC_TIME, _us))
     else:
-        labels = job + tuple(bucket.label(k) for k in m.P2P[3:])
+        labels = job + bucket.labels_of(m.P2P[3:])
         table = ((fmt.P2P_BUS_BW, m.P2P_BUS_BANDWIDTH, _gbs), (fmt.P2P_EXEC_TIME, m.P2P_EXEC_TIME, _us))
-    out = [Sample(metric, labels, unit(values[name])) for name, metric, unit in table if name in values]
+    out = [(metric, labels, name, unit) for name, metric, unit in table if name in names]
     if nccl_names:
-        for name, value in values.items():
+        for name, _ in bucket.values:
             metric = NCCL_METRICS[name]
-            out.append(Sample(metric, (job[0], place.uuid) + tuple(bucket.label(k) for k in metric.labels[2:]), value))
+            out.append((metric, (job[0], place.uuid) + bucket.labels_of(metric.labels[2:]), name, float))
     return out
+
+
+@dataclass(frozen=True)
+class _Served:
+    """What a file's buckets are served as, for their labels and GPU: the series of the buckets the caps keep (by
+    their index in the read), and what the caps left out. A rewrite with the same buckets and new values reuses it."""
+
+    shape: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+    place: Placement
+    series: tuple[tuple[int, tuple[tuple[Metric, tuple, str, Callable], ...]], ...]
+    communicators_out: int
+    sizes_out: int
+
+    def samples(self, buckets: tuple[fmt.Bucket, ...]) -> list[Sample]:
+        out = []
+        for index, series in self.series:
+            values = dict(buckets[index].values)
+            out += [Sample(metric, labels, unit(values[name])) for metric, labels, name, unit in series]
+        return out
+
+
+def served(buckets: tuple[fmt.Bucket, ...], place: Placement, options: NcclInspectorOptions,
+           last: _Served | None) -> _Served:
+    """How ``buckets`` of the GPU at ``place`` are served: ``last`` when it was made for buckets of the same labels
+    at the same place (a rewrite of the file with new values), else anew (the caps, then each kept bucket's series)."""
+    shape = tuple((b.kind, b.labels) for b in buckets)
+    if last is not None and last.shape == shape and last.place == place:
+        return last
+    kept, comms_out, sizes_out = capped(buckets, options.max_communicators, options.max_message_sizes)
+    index = {id(b): i for i, b in enumerate(buckets)}
+    series = tuple((index[id(b)], tuple(bucket_series(b, place, options.nccl_names))) for b in kept)
+    return _Served(shape, place, series, comms_out, sizes_out)
 
 
 # ------------------------------------------------------------------------------------------ the collector
@@ -258,15 +296,12 @@ class NcclInspectorCollector:
             scrape.states["skipped"] += 1
             return out
         scrape.states["served"] += 1
-        if cached.served is None or cached.served[0] is not cached.buckets or cached.served[1] != place:
-            kept, comms_out, sizes_out = capped(cached.buckets, self.options.max_communicators,
-                                                self.options.max_message_sizes)
-            samples = [s for bucket in kept for s in bucket_samples(bucket, place, self.options.nccl_names)]
-            cached.served = (cached.buckets, place, samples, comms_out, sizes_out)
-        _, _, samples, comms_out, sizes_out = cached.served
-        scrape.capped["communicators"] += comms_out
-        scrape.capped["message_sizes"] += sizes_out
-        return out + samples
+        if cached.samples is None or cached.samples[0] is not cached.buckets or cached.served.place != place:
+            cached.served = served(cached.buckets, place, self.options, cached.served)
+            cached.samples = (cached.buckets, cached.served.samples(cached.buckets))
+        scrape.capped["communicators"] += cached.served.communicators_out
+        scrape.capped["message_sizes"] += cached.served.sizes_out
+        return out + cached.samples[1]
 
     def _read(self, path: str, st: os.stat_result, cached: _Cached) -> None:
         """Parse the file into ``cached``; a read that cannot be used leaves the last complete one, if the file
@@ -291,7 +326,7 @@ class NcclInspectorCollector:
             cached.good = False
             return
         try:
-            cached.buckets, cached.good = fmt.parse(data), True
+            cached.buckets, cached.good = fmt.parse(data, cached.memo), True
         except fmt.InspectorFileError as exc:
             self._count(exc.reason, path, exc)
             cached.buckets, cached.good = (), False

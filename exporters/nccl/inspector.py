@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 FILE_NAME = re.compile(r"^nccl_inspector_metrics_([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.prom$")
 
@@ -83,12 +83,19 @@ class Bucket:
     layout: str                               # LAYOUT_2_29 or LAYOUT_2_30
     labels: tuple[tuple[str, str], ...]
     values: tuple[tuple[str, float], ...]
+    # ``labels`` by name, for ``label``: a bucket's labels are read a dozen times each time it is served anew
+    named: dict[str, str] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "named", dict(self.labels))
 
     def label(self, name: str) -> str:
-        for key, value in self.labels:
-            if key == name:
-                return value
-        return ""
+        return self.named.get(name, "")
+
+    def labels_of(self, names) -> tuple[str, ...]:
+        """The values of ``names``, "" for a label it lacks."""
+        get = self.named.get
+        return tuple(get(name, "") for name in names)
 
     @property
     def operation(self) -> str:
@@ -146,12 +153,25 @@ def _line(name: str, labels: tuple[tuple[str, str], ...], text: str) -> Line:
         raise ValueError(f"{len(labels)} labels, at most {MAX_LABELS}")
     if len({k for k, _ in labels}) != len(labels):
         raise ValueError("a label named twice")
+    return Line(name, labels, _value(text))
+
+
+def _value(text: str) -> float:
     if not _VALUE.fullmatch(text):
         raise ValueError(f"value {text[:40]!r} is not a finite number")
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"value {text[:40]!r} is not finite")
-    return Line(name, labels, value)
+    return value
+
+
+def _known(name: str, labels: tuple[tuple[str, str], ...]) -> _Known:
+    kind = FAMILIES.get(name)
+    if kind is None:
+        return _Known(name, labels, None)
+    present = {k for k, _ in labels}
+    lacks = next((required for required in (OPERATION[kind], "message_size") if required not in present), "")
+    return _Known(name, labels, kind, lacks)
 
 
 def _layout(kind: str, labels: dict[str, str]) -> str:
@@ -160,34 +180,59 @@ def _layout(kind: str, labels: dict[str, str]) -> str:
     return LAYOUT_2_30
 
 
-def parse(data: bytes) -> tuple[Bucket, ...]:
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """A line's part before its value, read once: what every line of it is, whatever its value."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    kind: str | None                          # None: a family this reader does not know (its lines are ignored)
+    lacks: str = ""                           # a label a known family's line must carry and this one does not
+
+
+def parse(data: bytes, memo: dict[str, _Known] | None = None) -> tuple[Bucket, ...]:
     """The buckets of one whole file, in file order (a bucket written twice: the later values, in the first place).
-    Raises ``InspectorFileError``; an empty file has no buckets."""
+    Raises ``InspectorFileError``; an empty file has no buckets. ``memo``: what the lines of the file's last read
+    were, by their part before the value; NCCL rewrites the same lines with new values, so a line found there is not
+    read again (the memo is left holding this read's lines)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InspectorFileError("malformed", f"not UTF-8: {exc}") from None
     if text and not text.endswith("\n"):
         raise InspectorFileError("truncated", "no line end at the end: cut while written")
+    before = memo if memo is not None else {}
+    now: dict[str, _Known] = {}
     groups: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, float]] = {}
+    named: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}      # each bucket's labels by name, once
     for number, line in enumerate(text.split("\n")[:-1], 1):
         if not line or line.startswith("#"):
             continue
+        head, _, tail = line.rpartition(" ")     # a value holds no space: the last one is before it
+        known = before.get(head) or now.get(head)
         try:
-            parsed = parse_line(line)
+            if known is None or len(line) > MAX_LINE:
+                parsed = parse_line(line)
+                known = _known(parsed.name, parsed.labels)
+                value = parsed.value
+            else:
+                value = _value(tail)
         except ValueError as exc:
             raise InspectorFileError("malformed", f"line {number}: {exc}") from None
-        kind = FAMILIES.get(parsed.name)
-        if kind is None:
+        now[head] = known
+        if known.kind is None:
             continue
-        labels = dict(parsed.labels)
-        for required in (OPERATION[kind], "message_size"):
-            if required not in labels:
-                raise InspectorFileError("malformed", f"line {number}: {parsed.name} without {required}")
-        groups.setdefault((kind, parsed.labels), {})[parsed.name] = parsed.value
+        if known.lacks:
+            raise InspectorFileError("malformed", f"line {number}: {known.name} without {known.lacks}")
+        groups.setdefault((known.kind, known.labels), {})[known.name] = value
+        if known.labels not in named:
+            named[known.labels] = dict(known.labels)
+    if memo is not None:
+        memo.clear()
+        memo.update(now)
     buckets: dict[tuple, Bucket] = {}
     for (kind, labels), values in groups.items():
-        layout = _layout(kind, dict(labels))
+        layout = _layout(kind, named[labels])
         missing = GROUPS[(kind, layout)] - values.keys()
         if missing:
             raise InspectorFileError("truncated", f"a {kind} bucket without {', '.join(sorted(missing))}: cut while "

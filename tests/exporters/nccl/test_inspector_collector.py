@@ -21,6 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from lockstep import stack as stack_mod
 from lockstep.exporters import registry
 from lockstep.exporters.catalog import nccl_inspector as m
+from lockstep.exporters.collectors.nccl_inspector import NcclInspectorOptions, served
+from lockstep.exporters.jobs.placement import Placement
+from lockstep.exporters.nccl import inspector as fmt
 from lockstep.exporters.toolkit.exposition import Encoder, render_text
 from lockstep.simulator.kubeapi import PodStore, create_app
 from lockstep.simulator.kubelet import Kubelet
@@ -200,6 +203,29 @@ def test_the_caps_keep_the_largest_communicators_and_sizes_and_say_what_they_lef
     assert value(text, m.CAPPED.name, cap="communicators") == 4
     assert value(text, m.CAPPED.name, cap="message_sizes") == 16 * 16
     assert value(text, m.LIMIT.name, cap="communicators") == 16 and value(text, m.LIMIT.name, cap="message_sizes") == 4
+
+
+def test_a_rewrite_serves_its_new_values_and_a_changed_job_its_new_id(node, collectors):
+    """NCCL rewrites a file with the same buckets and new values: what is served comes from the new read (the series
+    the buckets make, their labels and the caps' choice, are kept from the last read of the same buckets)."""
+    flags = ("--nccl-inspector.max-message-sizes=2",)
+    collector = collectors(node, *flags)
+    inspector = node / "nccl-inspector"
+    put(inspector, UUID[2], many_buckets(2, 3))
+    before = series(render(collector), m.BUS_BANDWIDTH.name)
+    put(inspector, UUID[2], many_buckets(2, 3).replace(b"} 100\n", b"} 250\n"), age=4.0)
+    after = series(render(collector), m.BUS_BANDWIDTH.name)
+    assert after == series(render(collectors(node, *flags)), m.BUS_BANDWIDTH.name)   # as read afresh
+    mine = [s for s in after if s["uuid"] == f"GPU-{UUID[2]}"]
+    assert len(mine) == 4 and {s["value"] for s in mine} == {250e9}
+    assert [{**s, "value": 0} for s in before] == [{**s, "value": 0} for s in after]
+    # the GPU's job changes, its file does not: the same buckets, served with the new job
+    buckets = fmt.parse(many_buckets(2, 3))
+    options = NcclInspectorOptions(max_message_sizes=2)
+    first = served(buckets, Placement("2", f"GPU-{UUID[2]}", "4242"), options, None)
+    assert served(buckets, Placement("2", f"GPU-{UUID[2]}", "4242"), options, first) is first
+    moved = served(buckets, Placement("2", f"GPU-{UUID[2]}", "5151"), options, first)
+    assert {labels[0] for _, group in moved.series for _, labels, _, _ in group} == {"5151"}
 
 
 def test_the_file_cap_reads_the_first_files_by_name(node, collectors):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import string
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
@@ -118,3 +119,38 @@ def test_a_cut_inside_a_bucket_is_never_accepted(buckets, data):
         assert not at_boundary and exc.reason == "truncated"
     else:
         assert at_boundary and len(parsed) == complete_lines // per_bucket <= len(lines)
+
+
+def _outcome(data: bytes, memo: dict | None = None):
+    try:
+        return fmt.parse(data, memo)
+    except fmt.InspectorFileError as exc:
+        return exc.reason, str(exc)
+
+
+@FAST
+@given(FILES, st.lists(st.floats(min_value=1e-3, max_value=1e7, allow_nan=False), min_size=1, max_size=64),
+       st.binary(max_size=120), st.data())
+def test_a_rewrite_read_with_the_last_reads_lines_comes_out_as_read_afresh(buckets, values, noise, data):
+    """The collector keeps each file's lines from its last read (``memo``) and reads only the values of a line it
+    knows: whatever the rewrite (new values, buckets gone or added, a cut, bytes that are no file), the outcome is
+    the fresh read's, the same buckets or the same error."""
+    first = render(buckets)
+    rewritten = [(kind, labels, {n: float(g6(values[(i + j) % len(values)])) for j, n in enumerate(v)})
+                 for i, (kind, labels, v) in enumerate(buckets)]
+    second = render(data.draw(st.permutations(rewritten)) if rewritten else rewritten)
+    cut = data.draw(st.integers(0, len(second)))
+    for after in (second, second[:cut], first + noise, noise + first):
+        memo: dict = {}
+        _outcome(first, memo)
+        assert _outcome(after, memo) == _outcome(after)
+        assert _outcome(first, memo) == _outcome(first)      # and the memo it left reads the first file alike
+
+
+def test_a_known_lines_value_is_still_checked():
+    memo: dict = {}
+    fmt.parse(README_2_30, memo)
+    line = README_2_30.split(b"\n")[0]
+    for bad in (b"NaN", b"+Inf", b"1e999", b"12abc", b""):
+        with pytest.raises(fmt.InspectorFileError, match="line 1"):
+            fmt.parse(line.rsplit(b" ", 1)[0] + b" " + bad + b"\n" + README_2_30.split(b"\n", 1)[1], memo)
