@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator
+from typing import Collection, Iterator
 
 import numpy as np
 import pandas as pd
@@ -81,9 +81,16 @@ def missed_nodes(model: Model, k: int) -> frozenset[str]:
     return frozenset(np.array(model.topo.nodes)[model.topo.draws.missed(k, len(model.topo.nodes))])
 
 
-def tables(scenario: Scenario, truth: Truth | None = None, chunk: int = CHUNK_TICKS) -> Iterator[pa.Table]:
+def tables(scenario: Scenario, truth: Truth | None = None, chunk: int = CHUNK_TICKS,
+           metrics: Collection[str] | None = None) -> Iterator[pa.Table]:
+    """The frame in chunks of ``chunk`` ticks; ``metrics``: only these metrics' series (the others are not computed:
+    a block's values read the tick's state and draw nothing, so the series kept are the same either way)."""
     model = Model(scenario)
-    layout = Layout(build_blocks(model.topo))
+    blocks = build_blocks(model.topo)
+    if metrics is not None:
+        wanted = set(metrics)
+        blocks = [b for b in blocks if b.metric.name in wanted]
+    layout = Layout(blocks)
     stamps: list[float] = []
     values: list[np.ndarray] = []
     for state in model.states(scenario.ticks):

@@ -28,7 +28,6 @@ def simulate(path: str | Path, inputs_only: bool = False) -> Run:
     """The scenario's series frame and truth document (the simulator's own functions, in-process);
     ``inputs_only``: just the metrics the scorers read (a 1,024-GPU hour then fits in memory)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     from lockstep.simulator.scenario import load_scenario
     from lockstep.simulator.series import tables
@@ -36,10 +35,7 @@ def simulate(path: str | Path, inputs_only: bool = False) -> Run:
 
     scenario = load_scenario(path)
     truth = Truth(scenario)
-    chunks = tables(scenario, truth)
-    if inputs_only:
-        wanted = pa.array(INPUT_METRICS)
-        chunks = (t.filter(pc.is_in(t["metric"].cast(pa.string()), value_set=wanted)) for t in chunks)
+    chunks = tables(scenario, truth, metrics=INPUT_METRICS if inputs_only else None)
     frame = pa.concat_tables(list(chunks)).to_pandas()
     doc = truth.document()
     return Run(scenario.name, frame, doc, float(doc["start_timestamp"]), float(doc["sample_period_s"]),
