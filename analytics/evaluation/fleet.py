@@ -10,7 +10,6 @@ same deviations and the same persistence (``compare``).
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pandas as pd
 
 from lockstep.analytics.frame.peers import LOADED_UTILIZATION, MIN_LOADED_SAMPLES, POWER_CAPPED, WINDOW_S
 from lockstep.analytics.scoring import peers
+from lockstep.analytics.scoring.nanstats import nan_reduce
 
 REFRESH_S = 300.0
 EXPECTED = {"slow": "sm_clock", "hot": "thermal", "downtrained": "pcie"}
@@ -57,9 +57,7 @@ def window_features(s, end: float, feats: dict[str, np.ndarray] | None = None) -
     for name, x in feats.items():
         block = x[lo:hi]
         enough = np.isfinite(block).sum(axis=0) >= MIN_LOADED_SAMPLES
-        with warnings.catch_warnings():   # an all-NaN column (an idle GPU) is meant: no value
-            warnings.simplefilter("ignore", RuntimeWarning)
-            frame[name] = np.where(enough, np.nanmedian(block, axis=0), np.nan)
+        frame[name] = np.where(enough, nan_reduce(np.nanmedian, block, axis=0), np.nan)   # an idle GPU: no value
     return frame
 
 

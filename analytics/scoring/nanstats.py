@@ -13,8 +13,7 @@ def nan_reduce(fn, matrix: np.ndarray, *args, axis: int | None = None, **kwargs)
     of them at once leaked the warning and left an "ignore RuntimeWarning" filter behind for the whole
     process."""
     matrix = np.asarray(matrix)   # its own dtype: the frame's matrices are float32
-    if fn is np.nanmedian and not args and not kwargs and matrix.ndim == 2 and axis in (0, 1, -1, -2) \
-            and matrix.shape[axis] >= LONG_MEDIAN:
+    if fn is np.nanmedian and not args and not kwargs and matrix.ndim == 2 and axis in (0, 1, -1, -2):
         fn = _sorted_nanmedian
     has_value = ~np.isnan(matrix).all(axis=axis)
     if np.all(has_value):
@@ -23,9 +22,10 @@ def nan_reduce(fn, matrix: np.ndarray, *args, axis: int | None = None, **kwargs)
     return np.where(has_value, fn(np.where(keep, matrix, 0.0), *args, axis=axis, **kwargs), np.nan)
 
 
-# From this many values per slice NumPy's nanmedian calls Python once per slice (``apply_along_axis``): a median
-# per sample over 4,096 ranks is 720 calls for an hour at 5 s. ``_sorted_nanmedian`` takes them all from one sort.
-LONG_MEDIAN = 600
+# NumPy's nanmedian of a 2-D matrix along an axis: from 600 values per slice it calls Python once per slice
+# (``apply_along_axis``: a median per sample over 4,096 ranks is 720 calls for an hour at 5 s), below that it goes
+# through a masked array (a fleet's window medians spent a tenth of their evaluation there). ``_sorted_nanmedian``
+# takes them all from one sort, the same values.
 
 
 def _sorted_nanmedian(matrix: np.ndarray, axis: int) -> np.ndarray:
