@@ -9,6 +9,7 @@ import pytest
 
 from lockstep.analytics.evaluation import truthcheck
 from lockstep.analytics.evaluation.simframe import build_features
+from lockstep.analytics.frame.inputs import INPUT_METRICS
 from lockstep.analytics.scoring import hang
 from lockstep.analytics.scoring.score import score_features
 from lockstep.analytics.service.metrics import job_samples
@@ -36,7 +37,7 @@ def scenario(*faults: dict, period: float = 15, duration: float = 900, nodes: in
 
 def scored(sc):
     truth = Truth(sc)
-    frame = pa.concat_tables(list(tables(sc, truth))).to_pandas()
+    frame = pa.concat_tables(list(tables(sc, truth, metrics=INPUT_METRICS))).to_pandas()
     features = build_features(frame)
     res = score_features(features, sc.start_timestamp, sc.sample_period_s)[JOB]
     return res, truth.document(), features
@@ -106,7 +107,7 @@ def test_without_ras_a_hung_rank_is_a_hang():
     """Node agents without the nccl-ras collector: the stall is the plain hang it always was."""
     sc = scenario({"kind": "rank_stopped", "node": "node02", "gpu": 5, "start_s": 410, "end_s": 800})
     truth = Truth(sc)
-    frame = pa.concat_tables(list(tables(sc, truth))).to_pandas()
+    frame = pa.concat_tables(list(tables(sc, truth, metrics=INPUT_METRICS))).to_pandas()
     frame = frame[~frame["metric"].astype(str).str.startswith("lockstep_nccl_")]
     res = score_features(build_features(frame), sc.start_timestamp, sc.sample_period_s)[JOB]
     assert HANG in set(res.causes) and not res.culprits.any()

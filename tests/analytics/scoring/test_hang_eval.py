@@ -11,6 +11,7 @@ import pytest
 
 from lockstep.analytics.evaluation import truthcheck
 from lockstep.analytics.evaluation.simframe import build_features
+from lockstep.analytics.frame.inputs import INPUT_METRICS
 from lockstep.analytics.scoring.score import score_features
 from lockstep.simulator.scenario import RANK_HANG_KINDS, parse_scenario
 from lockstep.simulator.series import tables
@@ -24,7 +25,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.long(45)]
 def checked(doc: dict) -> tuple[dict, float]:
     sc = parse_scenario(doc, f"{doc['name']}.yaml")
     truth = Truth(sc)
-    frame = pa.concat_tables(list(tables(sc, truth))).to_pandas()
+    frame = pa.concat_tables(list(tables(sc, truth, metrics=INPUT_METRICS))).to_pandas()
     res = score_features(build_features(frame), sc.start_timestamp, sc.sample_period_s)["1"]
     gpu_hours = sc.cluster.nodes * sc.cluster.gpus_per_node * sc.duration_s / 3600
     return truthcheck.check_hangs(truth.document(), res, sc.start_timestamp, sc.sample_period_s), gpu_hours
