@@ -42,7 +42,7 @@ def frame_block(by_metric: dict[str, pd.DataFrame], inp: Input, grid: Window, jo
     # two rows before the grid: a rate at its first row reads the samples up to two steps back
     wide = Window(grid.start - 2 * grid.step, grid.end, grid.step)
     if nodes is not None and (not inp.own_job_id or inp.node_served):
-        by_metric = {m: rows[_where(_label(rows, "node"), lambda v: np.isin(v, nodes))] for m, rows in by_metric.items()
+        by_metric = {m: _on_nodes(rows, nodes) for m, rows in by_metric.items()
                      if m in inp.metrics or m == fabric.IB_STATE.name}
     if inp.kind in JOINS:
         keys, matrix = _group([JOINS[inp.kind](by_metric, inp, wide, job_id, nodes)], inp)
@@ -61,9 +61,7 @@ def _part(by_metric: dict[str, pd.DataFrame], inp: Input, metric: str, wide: Win
     rows = by_metric.get(metric)
     if rows is None or rows.empty:
         return pd.DataFrame(columns=list(inp.by)), np.full((wide.rows, 0), np.nan)
-    if inp.own_job_id and job_id is not None:
-        rows = rows[_where(_label(rows, "job_id"), lambda v: v == job_id)]
-    rows = _matched(rows, inp)
+    rows = _selected(rows, inp, job_id if inp.own_job_id else None)
     labels, matrix = series_matrix(rows, wide)
     if inp.kind == "ratio":
         den_labels, den = series_matrix(by_metric.get(inp.metrics[1], rows.iloc[:0]), wide)
@@ -83,9 +81,7 @@ def _own(by_metric: dict[str, pd.DataFrame], metric: str, job_id: str | None, in
     rows = by_metric.get(metric)
     if rows is None:
         return pd.DataFrame(columns=list(dict.fromkeys(["timestamp", "metric", "value", *inp.by, "comm", "address"])))
-    if job_id is not None:
-        rows = rows[_where(_label(rows, "job_id"), lambda v: v == job_id)]
-    return _matched(rows, inp)
+    return _selected(rows, inp, job_id)
 
 
 def _missing(by_metric: dict[str, pd.DataFrame], inp: Input, wide: Window, job_id: str | None,
@@ -97,7 +93,7 @@ def _missing(by_metric: dict[str, pd.DataFrame], inp: Input, wide: Window, job_i
     if not len(labels) or addresses is None:
         return labels, np.full(matrix.shape, np.nan)
     if nodes is not None:
-        addresses = addresses[_where(_label(addresses, "node"), lambda v: np.isin(v, nodes))]
+        addresses = _on_nodes(addresses, nodes)
     address_labels, address = series_matrix(addresses, wide)
     at = _aligned(address_labels, address, labels.reindex(columns=["node", "address"], fill_value="").astype(str))
     return labels, np.where(np.isfinite(matrix) & np.isfinite(at), 1.0, np.nan)
@@ -136,6 +132,18 @@ def _link_state(by_metric: dict[str, pd.DataFrame], wide: Window) -> tuple[pd.Da
 def _matchers(match: str) -> dict[str, str]:
     """``reason=~"a|b"`` → {"reason": "a|b"} (the only form the inputs use)."""
     return {m.group(1): m.group(2) for m in re.finditer(r'(\w+)=~"([^"]*)"', match)}
+
+
+def _selected(rows: pd.DataFrame, inp: Input, job_id: str | None) -> pd.DataFrame:
+    """The rows of ``job_id`` (None: every job's) that the input's label matchers select."""
+    if job_id is not None:
+        rows = rows[_where(_label(rows, "job_id"), lambda v: v == job_id)]
+    return _matched(rows, inp)
+
+
+def _on_nodes(rows: pd.DataFrame, nodes: tuple[str, ...]) -> pd.DataFrame:
+    """The rows of ``nodes`` (a query's ``node=~`` matcher)."""
+    return rows[_where(_label(rows, "node"), lambda v: np.isin(v, nodes))]
 
 
 def _matched(rows: pd.DataFrame, inp: Input) -> pd.DataFrame:

@@ -204,7 +204,6 @@ def parse(data: bytes, memo: dict[str, _Known] | None = None) -> tuple[Bucket, .
     before = memo if memo is not None else {}
     now: dict[str, _Known] = {}
     groups: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, float]] = {}
-    named: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}      # each bucket's labels by name, once
     for number, line in enumerate(text.split("\n")[:-1], 1):
         if not line or line.startswith("#"):
             continue
@@ -225,14 +224,12 @@ def parse(data: bytes, memo: dict[str, _Known] | None = None) -> tuple[Bucket, .
         if known.lacks:
             raise InspectorFileError("malformed", f"line {number}: {known.name} without {known.lacks}")
         groups.setdefault((known.kind, known.labels), {})[known.name] = value
-        if known.labels not in named:
-            named[known.labels] = dict(known.labels)
     if memo is not None:
         memo.clear()
         memo.update(now)
     buckets: dict[tuple, Bucket] = {}
     for (kind, labels), values in groups.items():
-        layout = _layout(kind, named[labels])
+        layout = _layout(kind, dict(labels))
         missing = GROUPS[(kind, layout)] - values.keys()
         if missing:
             raise InspectorFileError("truncated", f"a {kind} bucket without {', '.join(sorted(missing))}: cut while "
