@@ -34,6 +34,30 @@ def by_metric(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return out
 
 
+class Answers:
+    """``frame_block`` over a frame, each answer computed from the rows its window can read only: a query reads up
+    to two steps before its window and a sample further off the grid is dropped, so the answer is the one from all
+    of them, without filtering the whole run on every query."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self.by_metric = {m: (rows, rows["timestamp"].to_numpy(dtype=float)) for m, rows in by_metric(frame).items()}
+
+    def block(self, inp: Input, window: Window, job_id: str | None = None,
+              nodes: tuple[str, ...] | None = None) -> Block:
+        lo, hi = window.start - 3 * window.step, window.end + window.step
+        read = metrics_read(inp)
+        rows = {m: _between(rows, times, lo, hi) for m, (rows, times) in self.by_metric.items() if m in read}
+        return frame_block(rows, inp, window, job_id, nodes)
+
+
+def _between(rows: pd.DataFrame, times: np.ndarray, lo: float, hi: float) -> pd.DataFrame:
+    """The rows from ``lo`` to ``hi``, in their order: a slice where they are in time order (as the simulator
+    writes a run, tick by tick)."""
+    if (times[1:] >= times[:-1]).all():
+        return rows.iloc[np.searchsorted(times, lo, "left"):np.searchsorted(times, hi, "right")]
+    return rows[(times >= lo) & (times <= hi)]
+
+
 def frame_block(by_metric: dict[str, pd.DataFrame], inp: Input, grid: Window, job_id: str | None = None,
                 nodes: tuple[str, ...] | None = None) -> Block:
     """``inp``'s answer over ``grid`` from a frame's rows grouped by metric (``job_id``: the job an input
@@ -42,8 +66,8 @@ def frame_block(by_metric: dict[str, pd.DataFrame], inp: Input, grid: Window, jo
     # two rows before the grid: a rate at its first row reads the samples up to two steps back
     wide = Window(grid.start - 2 * grid.step, grid.end, grid.step)
     if nodes is not None and (not inp.own_job_id or inp.node_served):
-        by_metric = {m: _on_nodes(rows, nodes) for m, rows in by_metric.items()
-                     if m in inp.metrics or m == fabric.IB_STATE.name}
+        read = metrics_read(inp)
+        by_metric = {m: _on_nodes(rows, nodes) for m, rows in by_metric.items() if m in read}
     if inp.kind in JOINS:
         keys, matrix = _group([JOINS[inp.kind](by_metric, inp, wide, job_id, nodes)], inp)
         return _block(keys, matrix[2:], inp.by)
@@ -53,6 +77,11 @@ def frame_block(by_metric: dict[str, pd.DataFrame], inp: Input, grid: Window, jo
         parts.append(_link_state(by_metric, wide))
     keys, matrix = _group(parts, inp)
     return _block(keys, matrix[2:], inp.by)
+
+
+def metrics_read(inp: Input) -> tuple[str, ...]:
+    """The metrics whose rows ``inp``'s answer reads: its own, and the links' state for the link input."""
+    return (*inp.metrics, fabric.IB_STATE.name) if inp.name == "link" else inp.metrics
 
 
 def _part(by_metric: dict[str, pd.DataFrame], inp: Input, metric: str, wide: Window,
@@ -171,18 +200,22 @@ def series_matrix(rows: pd.DataFrame, grid: Window) -> tuple[pd.DataFrame, np.nd
     are dropped, absent ones are NaN. Built from integer codes: a 1,024-GPU hour has millions of rows."""
     keys = [c for c in rows.columns if c not in ("timestamp", "metric", "value")]
     at = grid.row_of(rows["timestamp"].to_numpy(dtype=float))
-    rows, at = rows[at >= 0], at[at >= 0]
-    if not len(rows):
-        return pd.DataFrame(columns=keys), np.full((grid.rows, 0), np.nan)
+    samples = rows["value"].to_numpy(dtype=float)
     coded = [_codes(rows[k]) for k in keys]
+    on_grid = at >= 0
+    if not on_grid.all():    # the rows on the grid, from the columns' codes (taking the frame's rows copies them all)
+        kept = np.flatnonzero(on_grid)
+        at, samples, coded = at[kept], samples[kept], [(codes[kept], names) for codes, names in coded]
+    if not len(at):
+        return pd.DataFrame(columns=keys), np.full((grid.rows, 0), np.nan)
     varying = [c for c, _ in coded if len(c) and c.max() > c.min()]
-    flat = np.ravel_multi_index(varying, [c.max() + 1 for c in varying]) if varying else np.zeros(len(rows), int)
+    flat = np.ravel_multi_index(varying, [c.max() + 1 for c in varying]) if varying else np.zeros(len(at), int)
     series, used = pd.factorize(flat)
     first = np.unique(series, return_index=True)[1]
     # object columns: left to infer, pandas would convert every one to its string dtype on every answer
     labels = pd.DataFrame({k: values[codes[first]] for k, (codes, values) in zip(keys, coded)}, dtype=object)
     matrix = np.full((grid.rows, len(used)), np.nan)
-    matrix[at, series] = rows["value"].to_numpy(dtype=float)
+    matrix[at, series] = samples
     return labels, matrix
 
 

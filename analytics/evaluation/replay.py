@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from lockstep.analytics.evaluation.emulate import by_metric, frame_block
+from lockstep.analytics.evaluation.emulate import Answers
 from lockstep.analytics.prom.errors import PrometheusError
 from lockstep.analytics.prom.grid import Window
 from lockstep.analytics.scoring.ledger import SETTLE_S
@@ -34,7 +34,7 @@ class ReplaySource:
     def __init__(self, frame: pd.DataFrame, job_id: str, outage: Outage | None) -> None:
         if outage is not None:
             frame = frame[~frame["timestamp"].between(outage.start, outage.lost_until, inclusive="neither")]
-        self.by_metric = by_metric(frame)
+        self.answers = Answers(frame)
         self.job_id, self.outage, self.now, self.ended = job_id, outage, 0.0, False
 
     def _reachable(self) -> None:
@@ -47,7 +47,7 @@ class ReplaySource:
 
     async def series(self, inp, job_id: str, window: Window, nodes: tuple[str, ...]):
         self._reachable()
-        return frame_block(self.by_metric, inp, window, job_id, nodes)
+        return self.answers.block(inp, window, job_id, nodes)
 
     async def resume(self, job_ids: list[str], at: float) -> dict[str, LossCounters]:
         return {}

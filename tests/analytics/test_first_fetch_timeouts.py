@@ -16,7 +16,7 @@ import pytest
 from aiohttp import web
 
 from lockstep.analytics.evaluation import postmortem
-from lockstep.analytics.evaluation.emulate import by_metric, frame_block
+from lockstep.analytics.evaluation.emulate import Answers
 from lockstep.analytics.evaluation.evaluate import simulate
 from lockstep.analytics.frame.inputs import INPUTS
 from lockstep.analytics.prom.grid import Window
@@ -40,7 +40,7 @@ class SlowStore:
     answered (cell by cell: input, sample time, node) and held."""
 
     def __init__(self, run, limit: int) -> None:
-        self.by_metric = by_metric(run.frame)
+        self.answers = Answers(run.frame)
         self.nodes = tuple(sorted(run.frame.loc[run.frame["job_id"].astype(str) == JOB, "node"].astype(str).unique()))
         self.limit, self.held, self.cells = limit, 0, []
 
@@ -59,7 +59,7 @@ class SlowStore:
         form = await request.post()
         window = Window(float(form["start"]), float(form["end"]), float(form["step"]))
         inp, nodes = self._parse(form["query"], window.step)
-        block = frame_block(self.by_metric, inp, window, JOB, nodes or None)
+        block = self.answers.block(inp, window, JOB, nodes or None)
         if block.samples > self.limit:
             self.held += 1
             for _ in range(int(HOLD_S / 0.02)):        # until the client gives up (bounded)

@@ -16,3 +16,32 @@ def test_counter_rates_follow_prometheus_irate_over_two_steps():
     assert np.isnan(rate[0]).all()
     assert rate[1:, 0].tolist() == [2.0, 2.0, 1.0, 2.0, 2.0, 2.0]          # 5 / 5 s after the restart
     assert rate[1:6, 1].tolist() == [2.0, 2.0, 2.0, 2.0, 2.0] and np.isnan(rate[6, 1])
+
+
+def test_an_answer_from_the_rows_its_window_reads_is_the_answer_from_the_whole_run():
+    """``Answers`` hands ``frame_block`` only the rows of each window's time span (the run sliced by time): for every
+    input, at the run's start, middle and end, for the job or every job, on every node or on a few, the same
+    answer as from all of the run's rows."""
+    from lockstep.analytics.evaluation.emulate import Answers, by_metric, frame_block
+    from lockstep.analytics.evaluation.evaluate import simulate
+    from lockstep.analytics.frame.inputs import INPUTS
+    from lockstep.analytics.prom.grid import Window
+    from tests.helpers.paths import REPO
+
+    run = simulate(REPO / "tests/fixtures/analytics/scenarios/severe.yaml")
+    whole, sliced = by_metric(run.frame), Answers(run.frame)
+    job = str(run.truth["jobs"][0]["job_id"])
+    nodes = tuple(sorted(run.frame["node"].astype(str).unique()))
+    end = run.start + run.truth["duration_s"]
+    windows = [Window(run.start, run.start + 60, run.period), Window(run.start + 300, run.start + 420, run.period),
+               Window(end - 60, end + 30, run.period)]
+    compared = 0
+    for inp in INPUTS:
+        for window in windows:
+            for job_id, on in ((job, None), (job, nodes[:2]), (None, None)):
+                want, got = frame_block(whole, inp, window, job_id, on), sliced.block(inp, window, job_id, on)
+                assert got.labels == want.labels, (inp.name, window, job_id, on)
+                for field in ("series", "rows", "values"):
+                    np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
+                compared += want.samples
+    assert compared > 0

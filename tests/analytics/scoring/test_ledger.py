@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lockstep.analytics.evaluation.emulate import by_metric, frame_block
+from lockstep.analytics.evaluation.emulate import Answers
 from lockstep.analytics.evaluation.evaluate import simulate
 from lockstep.analytics.evaluation.truthcheck import NOISY_FLOOR, NOISY_TOLERANCE
 from lockstep.analytics.prom.errors import PrometheusError
@@ -88,7 +88,7 @@ class Source:
 
     def __init__(self, run, unreachable=(0.0, 0.0), lost=(0.0, 0.0)) -> None:
         frame = run.frame[~run.frame["timestamp"].between(*lost, inclusive="neither")] if lost[1] > lost[0] else run.frame
-        self.by_metric = by_metric(frame)
+        self.answers = Answers(frame)
         self.job, self.unreachable, self.now = str(run.truth["jobs"][0]["job_id"]), unreachable, 0.0
 
     def _check(self) -> None:
@@ -101,7 +101,7 @@ class Source:
 
     async def series(self, inp, job_id: str, window: Window, nodes: tuple[str, ...]):
         self._check()
-        return frame_block(self.by_metric, inp, window, job_id, nodes)
+        return self.answers.block(inp, window, job_id, nodes)
 
     async def resume(self, job_ids: list[str], at: float) -> dict:
         return {}
