@@ -31,12 +31,17 @@ def _as_scores(w, values: list[np.ndarray]) -> list[pd.Series]:
 
 
 def _apply(per: list[np.ndarray], fn) -> list[np.ndarray]:
-    out = []
-    for x in per:
-        ok = np.isfinite(x).all(axis=1)
+    """``fn``'s score of each refresh's complete rows (NaN for the others), from one call over all of them: each row
+    is scored on its own, and a call costs scikit-learn's checks and set-up again (for the forest, most of its time
+    over a fleet's refreshes one by one)."""
+    ok = [np.isfinite(x).all(axis=1) for x in per]
+    rows = np.concatenate([x[k] for x, k in zip(per, ok)]) if per else np.empty((0, 0))
+    scores = fn(rows) if len(rows) else np.empty(0)
+    out, at = [], 0
+    for x, k in zip(per, ok):
         v = np.full(len(x), np.nan)
-        if ok.any():
-            v[ok] = fn(x[ok])
+        v[k] = scores[at:at + int(k.sum())]
+        at += int(k.sum())
         out.append(v)
     return out
 
