@@ -45,15 +45,16 @@ class Windows:
     deviations: list[pd.DataFrame]        # one per refresh: GPUs × features, robust units
 
 
-def window_features(s, end: float, feats: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+def window_features(s, end: float, feats: dict[str, np.ndarray] | None = None,
+                    gpus: pd.MultiIndex | None = None) -> pd.DataFrame:
     """Each GPU's model, driver and features over the window ending at ``end`` (seconds from the start):
-    the median of the loaded samples in ``(end - WINDOW_S, end]``, NaN with fewer than ``MIN_LOADED_SAMPLES``."""
+    the median of the loaded samples in ``(end - WINDOW_S, end]``, NaN with fewer than ``MIN_LOADED_SAMPLES``.
+    ``feats`` and ``gpus`` (``gpu_index``): the fleet's, computed once for all its windows."""
     feats = feats if feats is not None else sample_features(s)
     period = float(s.times[1] - s.times[0])
     hi = int(end // period) + 1
     lo = max(0, hi - int(WINDOW_S // period))
-    frame = pd.DataFrame({"model": s.model, "driver": s.driver},
-                         index=pd.MultiIndex.from_tuples(s.gpus, names=["node", "gpu"]))
+    frame = pd.DataFrame({"model": s.model, "driver": s.driver}, index=gpus if gpus is not None else gpu_index(s))
     for name, x in feats.items():
         block = x[lo:hi]
         enough = np.isfinite(block).sum(axis=0) >= MIN_LOADED_SAMPLES
@@ -61,10 +62,15 @@ def window_features(s, end: float, feats: dict[str, np.ndarray] | None = None) -
     return frame
 
 
+def gpu_index(s) -> pd.MultiIndex:
+    """The fleet's GPUs as a ``(node, gpu)`` index."""
+    return pd.MultiIndex.from_tuples(s.gpus, names=["node", "gpu"])
+
+
 def windows(s) -> Windows:
-    feats = sample_features(s)
+    feats, gpus = sample_features(s), gpu_index(s)
     ends = np.arange(REFRESH_S, s.times[-1] + 1, REFRESH_S)
-    return Windows(ends, [peers.deviations(window_features(s, float(end), feats)) for end in ends])
+    return Windows(ends, [peers.deviations(window_features(s, float(end), feats, gpus)) for end in ends])
 
 
 def rule_scores(w: Windows) -> list[pd.Series]:

@@ -135,13 +135,17 @@ class Verdicts:
     degraded: set[tuple] = field(default_factory=set)
 
     def update(self, score: pd.Series, at: float) -> set[tuple]:
-        for key, value in score.items():
-            if not np.isfinite(value):
-                continue
-            if value >= THRESHOLD:
-                if at - self.since.setdefault(key, at) >= PERSIST_S:
-                    self.degraded.add(key)
-            else:
+        # Only the GPUs over THRESHOLD now and those with a streak or a verdict are looked at: for the rest (most of
+        # a fleet) a score has nothing to change, and visiting each cost a fleet pass a tenth of its time.
+        over = set()
+        for i in np.flatnonzero(score.to_numpy(dtype=float) >= THRESHOLD):   # NaN is never over
+            key = score.index[i]
+            over.add(key)
+            if at - self.since.setdefault(key, at) >= PERSIST_S:
+                self.degraded.add(key)
+        for key in {*self.since, *self.degraded} - over:
+            value = float(score[key]) if key in score.index else np.nan
+            if np.isfinite(value):
                 self.since.pop(key, None)
                 if value < CLEAR:
                     self.degraded.discard(key)

@@ -80,6 +80,33 @@ def test_degraded_needs_persistence_ignores_idle_and_clears_with_hysteresis():
     assert key not in v.update(pd.Series({key: high}), next(at))              # a new streak starts from nothing
 
 
+def test_verdicts_over_a_fleet_follow_the_rule_gpu_by_gpu():
+    """Many GPUs at once, scores drawn from every band (idle, under CLEAR, between, over THRESHOLD), a GPU now and
+    then missing from a refresh: each refresh's verdicts are those of the rule applied to each GPU on its own."""
+    rng = np.random.default_rng(7)
+    keys = [(f"n{i // 8}", str(i % 8)) for i in range(40)]
+    bands = [np.nan, peers.CLEAR - 1, (peers.CLEAR + peers.THRESHOLD) / 2, peers.THRESHOLD + 1]
+    v, since, degraded = peers.Verdicts(), {}, set()
+    for step in range(60):
+        at = step * peers.PERSIST_S / 3
+        present = [k for k in keys if rng.random() > 0.1]
+        score = pd.Series([bands[i] for i in rng.choice(4, len(present), p=[0.1, 0.3, 0.2, 0.4])],
+                          index=pd.MultiIndex.from_tuples(present, names=["node", "gpu"]), dtype=float)
+        for key, value in zip(present, score.to_numpy()):        # the rule, one GPU at a time
+            if np.isnan(value):
+                continue
+            if value >= peers.THRESHOLD:
+                since.setdefault(key, at)
+                if at - since[key] >= peers.PERSIST_S:
+                    degraded.add(key)
+            else:
+                since.pop(key, None)
+                if value < peers.CLEAR:
+                    degraded.discard(key)
+        assert v.update(score, at) == degraded, step
+    assert degraded and len(degraded) < len(keys)
+
+
 def node_temps(n_nodes=4, per_node=8, seed=1):
     """GPUs whose temperature is their node's inlet plus a thermal resistance (4 % slot spread) times power."""
     rng = np.random.default_rng(seed)
