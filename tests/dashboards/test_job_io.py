@@ -15,7 +15,7 @@ from lockstep.dashboards.build import build_all
 from lockstep.stack import start_prometheus
 from tests.helpers.paths import FIXTURES
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.long(55)]
 
 SCENARIO = FIXTURES / "dashboards" / "job-io.yaml"
 # The panels' rates are judged over 15 s, not Grafana's 4 s at this 1 s scrape: the simulator writes a tick per

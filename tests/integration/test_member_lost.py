@@ -24,7 +24,7 @@ KUBE, SLURM = ALERTS / "e2e-member-lost-kubernetes.yaml", ALERTS / "e2e-member-l
 KUBE_JOB, SLURM_JOB = "ml-team/llama-pretrain", "7002"
 SLURM_PREFIX = "slurm-"      # the Slurm cluster's nodes, as its targets are labelled in the shared Prometheus
 
-pytestmark = [pytest.mark.integration, pytest.mark.long(75)]
+pytestmark = [pytest.mark.integration, pytest.mark.long(125)]
 
 
 def fault(path: Path, kind: str) -> dict:

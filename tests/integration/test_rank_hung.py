@@ -26,7 +26,7 @@ STOPPED, DIED = ALERTS / "e2e-rank-stopped.yaml", ALERTS / "e2e-rank-died.yaml"
 PREFIX = "b-"        # the second cluster's nodes, as its targets are labelled in the shared Prometheus
 RAS = ("--collector.nccl-ras", "--nccl-ras.poll-interval=1", "--nccl-ras.timeout=0.8")
 
-pytestmark = [pytest.mark.integration, pytest.mark.long(60)]
+pytestmark = [pytest.mark.integration, pytest.mark.long(85)]
 
 
 def fault(path: Path) -> dict:

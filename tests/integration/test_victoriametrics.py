@@ -37,7 +37,7 @@ from lockstep.stack import (
 from tests.helpers import report_month as month
 from tests.helpers.paths import FIXTURES, REPO
 
-pytestmark = [pytest.mark.integration, pytest.mark.long(90)]
+pytestmark = [pytest.mark.integration, pytest.mark.long(120)]
 
 SCENARIO = FIXTURES / "analytics/victoriametrics.yaml"
 JOB, THROTTLED = "6100", ("node01", "5")

@@ -17,7 +17,7 @@ import pytest
 from lockstep.analytics.evaluation import truthcheck
 from tests.helpers.paths import REPO
 
-pytestmark = pytest.mark.long(95)
+pytestmark = pytest.mark.long(150)
 
 SCENARIOS = sorted((REPO / "tests/fixtures/analytics/scenarios").glob("*.yaml")) + \
     sorted((REPO / "simulator/scenarios").glob("*.yaml"))

@@ -6,7 +6,7 @@ import pytest
 from lockstep.analytics.evaluation.fleet import LATENCY_BUDGET_S, evaluate_fleet
 from tests.helpers.paths import REPO
 
-pytestmark = [pytest.mark.slow, pytest.mark.long(75)]
+pytestmark = [pytest.mark.slow, pytest.mark.long(30)]
 FLEETS = sorted((REPO / "simulator/scenarios/fleet").glob("*.yaml"))
 
 

@@ -26,7 +26,7 @@ from lockstep.stack import Stack, start_prometheus
 from tests.helpers.analytics_service import Settings
 from tests.helpers.paths import FIXTURES
 
-pytestmark = [pytest.mark.integration, pytest.mark.long(40)]
+pytestmark = [pytest.mark.integration, pytest.mark.long(85)]
 SCENARIO = FIXTURES / "analytics/postmortem.yaml"
 LEAVE_S, JOIN_S = 1500, 1650
 

@@ -18,7 +18,7 @@ from lockstep.localcluster import backfill
 from tests.helpers import report_month as month
 from tests.helpers.paths import REPO
 
-pytestmark = [pytest.mark.integration, pytest.mark.long(40)]
+pytestmark = [pytest.mark.integration, pytest.mark.long(70)]
 
 ARTIFACTS = REPO / "tests" / "artifacts"
 

@@ -19,7 +19,7 @@ from lockstep.simulator.truth import Truth
 
 HUNG, HEALTHY = 24, 12
 # dozens of simulated jobs: make test runs them, make test-fast leaves them out
-pytestmark = [pytest.mark.slow, pytest.mark.long(45)]
+pytestmark = [pytest.mark.slow, pytest.mark.long(75)]
 
 
 def checked(doc: dict) -> tuple[dict, float]:

@@ -25,7 +25,7 @@ from lockstep.exporters.catalog.enums import LEDGER
 from lockstep.exporters.toolkit.configfile import load_yaml
 from tests.helpers.paths import REPO
 
-pytestmark = pytest.mark.long(45)
+pytestmark = pytest.mark.long(30)
 
 SCENARIOS = REPO / "simulator/scenarios"
 # one scenario per kind of the ledger at least: stalls of every cause and stragglers, idle, slowdowns,

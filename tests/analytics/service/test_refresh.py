@@ -21,7 +21,7 @@ from lockstep.analytics.service.state import LossCounters
 from tests.helpers.analytics_service import EVIL, Settings
 from tests.helpers.frame_answers import answers_for
 
-pytestmark = pytest.mark.long(55)
+pytestmark = pytest.mark.long(45)
 
 GPUS = 32
 
