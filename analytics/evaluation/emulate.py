@@ -40,20 +40,23 @@ class Answers:
     of them, without filtering the whole run on every query."""
 
     def __init__(self, frame: pd.DataFrame) -> None:
-        self.by_metric = {m: (rows, rows["timestamp"].to_numpy(dtype=float)) for m, rows in by_metric(frame).items()}
+        self.by_metric = {}
+        for m, rows in by_metric(frame).items():
+            times = rows["timestamp"].to_numpy(dtype=float)
+            self.by_metric[m] = rows, times, bool((times[1:] >= times[:-1]).all())
 
     def block(self, inp: Input, window: Window, job_id: str | None = None,
               nodes: tuple[str, ...] | None = None) -> Block:
         lo, hi = window.start - 3 * window.step, window.end + window.step
         read = metrics_read(inp)
-        rows = {m: _between(rows, times, lo, hi) for m, (rows, times) in self.by_metric.items() if m in read}
+        rows = {m: _between(*held, lo, hi) for m, held in self.by_metric.items() if m in read}
         return frame_block(rows, inp, window, job_id, nodes)
 
 
-def _between(rows: pd.DataFrame, times: np.ndarray, lo: float, hi: float) -> pd.DataFrame:
-    """The rows from ``lo`` to ``hi``, in their order: a slice where they are in time order (as the simulator
-    writes a run, tick by tick)."""
-    if (times[1:] >= times[:-1]).all():
+def _between(rows: pd.DataFrame, times: np.ndarray, ordered: bool, lo: float, hi: float) -> pd.DataFrame:
+    """The rows from ``lo`` to ``hi``, in their order: a slice where they are in time order (``ordered``: as the
+    simulator writes a run, tick by tick)."""
+    if ordered:
         return rows.iloc[np.searchsorted(times, lo, "left"):np.searchsorted(times, hi, "right")]
     return rows[(times >= lo) & (times <= hi)]
 

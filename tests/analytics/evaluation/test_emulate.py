@@ -19,9 +19,9 @@ def test_counter_rates_follow_prometheus_irate_over_two_steps():
 
 
 def test_an_answer_from_the_rows_its_window_reads_is_the_answer_from_the_whole_run():
-    """``Answers`` hands ``frame_block`` only the rows of each window's time span (the run sliced by time): for every
-    input, at the run's start, middle and end, for the job or every job, on every node or on a few, the same
-    answer as from all of the run's rows."""
+    """``Answers`` hands ``frame_block`` only the rows of each window's time span (the run sliced by time, or picked
+    where its rows are out of time order): for every input, at the run's start, middle and end, for the job or every
+    job, on every node or on a few, the same answer as from all of the run's rows."""
     from lockstep.analytics.evaluation.emulate import Answers, by_metric, frame_block
     from lockstep.analytics.evaluation.evaluate import simulate
     from lockstep.analytics.frame.inputs import INPUTS
@@ -35,11 +35,13 @@ def test_an_answer_from_the_rows_its_window_reads_is_the_answer_from_the_whole_r
     end = run.start + run.truth["duration_s"]
     windows = [Window(run.start, run.start + 60, run.period), Window(run.start + 300, run.start + 420, run.period),
                Window(end - 60, end + 30, run.period)]
+    shuffled = run.frame.sample(frac=1.0, random_state=0)
+    cases = [((whole, sliced), w) for w in windows] + [((by_metric(shuffled), Answers(shuffled)), windows[1])]
     compared = 0
     for inp in INPUTS:
-        for window in windows:
+        for frames, window in cases:
             for job_id, on in ((job, None), (job, nodes[:2]), (None, None)):
-                want, got = frame_block(whole, inp, window, job_id, on), sliced.block(inp, window, job_id, on)
+                want, got = frame_block(frames[0], inp, window, job_id, on), frames[1].block(inp, window, job_id, on)
                 assert got.labels == want.labels, (inp.name, window, job_id, on)
                 for field in ("series", "rows", "values"):
                     np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
