@@ -169,21 +169,27 @@ def _matchers(match: str) -> dict[str, str]:
 def _selected(rows: pd.DataFrame, inp: Input, job_id: str | None) -> pd.DataFrame:
     """The rows of ``job_id`` (None: every job's) that the input's label matchers select."""
     if job_id is not None:
-        rows = rows[_where(_label(rows, "job_id"), lambda v: v == job_id)]
+        rows = _kept(rows, _where(_label(rows, "job_id"), lambda v: v == job_id))
     return _matched(rows, inp)
 
 
 def _on_nodes(rows: pd.DataFrame, nodes: tuple[str, ...]) -> pd.DataFrame:
     """The rows of ``nodes`` (a query's ``node=~`` matcher)."""
-    return rows[_where(_label(rows, "node"), lambda v: np.isin(v, nodes))]
+    return _kept(rows, _where(_label(rows, "node"), lambda v: np.isin(v, nodes)))
 
 
 def _matched(rows: pd.DataFrame, inp: Input) -> pd.DataFrame:
     """The rows the input's label matchers select (anchored regular expressions, as PromQL's ``=~``)."""
     for name, allowed in _matchers(inp.match).items():
         pattern = re.compile(allowed)
-        rows = rows[_where(_label(rows, name), lambda v, p=pattern: [p.fullmatch(x) is not None for x in v])]
+        rows = _kept(rows, _where(_label(rows, name), lambda v, p=pattern: [p.fullmatch(x) is not None for x in v]))
     return rows
+
+
+def _kept(rows: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
+    """The rows where ``keep`` holds: all of them as they are when it holds everywhere (one job's run, every node
+    asked for), where taking them would copy every column for nothing."""
+    return rows if keep.all() else rows[keep]
 
 
 def _label(rows: pd.DataFrame, name: str) -> pd.Series:
