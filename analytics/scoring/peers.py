@@ -43,6 +43,12 @@ MAD_SIGMA = 1.4826     # MAD of a normal distribution times this is its standard
 THRESHOLD = 5.0        # robust units beyond the peer median that make a GPU an outlier
 CLEAR = 3.0            # a degraded GPU clears below this (hysteresis: no flapping at the threshold)
 MIN_PEERS = 8          # smaller groups get no score: a median of a few says little
+# The thermal feature's Theil-Sen slope is the median over every pair of a peer group's GPUs: n² / 2 pairs, 0.5
+# million for 1,024 GPUs, 134 million (seconds of CPU and gigabytes) for 16,384, more than a machine's memory for a
+# 65,536-GPU fleet of one model and driver. Larger groups take the pairs of a seeded sample of this many GPUs (as
+# scikit-learn's TheilSenRegressor takes a stochastic subpopulation): the same slope within its noise, the same
+# every time for the same group.
+SLOPE_PEERS = 1024
 PERSIST_S = 600.0      # an outlier at every refresh for this long before the verdict is degraded
 
 
@@ -95,11 +101,14 @@ def thermal(t: np.ndarray, p: np.ndarray, node: np.ndarray) -> np.ndarray:
 
 def _slope(x: np.ndarray, y: np.ndarray) -> float:
     """Theil-Sen slope of ``y`` on ``x`` (the median of pairwise slopes: an outlier does not tilt it),
-    0 where there are too few pairs or no spread in ``x``."""
+    0 where there are too few pairs or no spread in ``x``; over ``SLOPE_PEERS`` of them at most."""
     ok = np.isfinite(x) & np.isfinite(y)
     x, y = x[ok], y[ok]
     if len(x) < MIN_PEERS:
         return 0.0
+    if len(x) > SLOPE_PEERS:     # a seeded sample of the group's GPUs (SLOPE_PEERS)
+        picked = np.sort(np.random.default_rng(0).choice(len(x), SLOPE_PEERS, replace=False))
+        x, y = x[picked], y[picked]
     i, j = np.triu_indices(len(x), 1)
     dx = x[j] - x[i]
     keep = np.abs(dx) > 1e-12

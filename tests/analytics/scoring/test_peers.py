@@ -1,5 +1,7 @@
 """The peer rule: robust distance from the same model and driver's median, signed worse-positive,
 evidence naming the feature, and a verdict that needs persistence and clears with hysteresis."""
+import itertools
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -105,6 +107,30 @@ def test_verdicts_over_a_fleet_follow_the_rule_gpu_by_gpu():
                     degraded.discard(key)
         assert v.update(score, at) == degraded, step
     assert degraded and len(degraded) < len(keys)
+
+
+def test_the_thermal_slope_is_the_median_of_every_pair_in_a_group_of_ordinary_size():
+    """Theil-Sen over every pair, computed here pair by pair: the slope the thermal feature takes out."""
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(650, 40, 40), rng.normal(70, 3, 40)
+    x[5] = np.nan
+    pairs = [(y[j] - y[i]) / (x[j] - x[i]) for i, j in itertools.combinations(range(40), 2)
+             if np.isfinite(x[i]) and np.isfinite(x[j])]
+    assert peers._slope(x, y) == pytest.approx(float(np.median(pairs)), rel=1e-12)
+
+
+def test_a_fleet_sized_peer_group_gets_its_slope_from_a_sample_the_same_every_time():
+    """A group far larger than SLOPE_PEERS (one model and driver across a big cluster: the pairs of all of it would
+    not fit in memory): the slope of its sample is the group's within the noise, outliers and all, and the same on
+    every call."""
+    rng = np.random.default_rng(4)
+    n = 20 * peers.SLOPE_PEERS
+    power = rng.normal(650, 40, n)
+    temperature = 25 + 0.06 * power + rng.normal(0, 1.0, n)
+    temperature[rng.choice(n, n // 50, replace=False)] += 30          # 2 % hot outliers do not tilt it
+    slope = peers._slope(power, temperature)
+    assert slope == pytest.approx(0.06, abs=0.005)
+    assert peers._slope(power, temperature) == slope
 
 
 def node_temps(n_nodes=4, per_node=8, seed=1):
