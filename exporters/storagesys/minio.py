@@ -84,9 +84,16 @@ def samples(target: str, buckets: list[BucketStats]) -> Iterator[Sample]:
             yield Sample(m.ERRORS, (*key, "server"), b.errors_5xx)
 
 
+# The series ``_buckets`` maps: only their lines are parsed.
+READ = ("minio_bucket_traffic_sent_bytes", "minio_bucket_traffic_received_bytes", "minio_bucket_requests_total",
+        "minio_bucket_requests_4xx_errors_total", "minio_bucket_requests_5xx_errors_total",
+        "minio_bucket_usage_total_bytes", "minio_bucket_usage_object_total", "minio_bucket_quota_total_bytes")
+
+
 def read_sources(target: str, text: str) -> dict[str, list[Sample]]:
     """An answer of the bucket endpoint as samples per server (its ``server`` label), not summed."""
-    return {server: list(samples(target, _buckets(rows))) for server, rows in by_label(text, "minio_", "server").items()}
+    return {server: list(samples(target, _buckets(rows)))
+            for server, rows in by_label(text, "minio_", "server", READ).items()}
 
 
 def read(target: str, text: str) -> list[Sample]:

@@ -71,15 +71,20 @@ def _value(text: str, line_no: int) -> float:
         raise AnswerError(f"not Prometheus text exposition: line {line_no}: bad value {text[:40]!r}") from None
 
 
-def parse_samples(text: str, prefix: str | tuple[str, ...]) -> list[PromSample]:
+def parse_samples(text: str, prefix: str | tuple[str, ...], names: tuple[str, ...] | None = None) -> list[PromSample]:
     """Every sample whose name starts with ``prefix`` (or one of them); an answer in which such a line is not a sample, or
     that holds no sample of ``prefix`` at all, is an ``AnswerError`` (a login page or another service's
     metrics answered with 200 would otherwise read as a healthy system with nothing in it). Samples whose
-    value is not finite are left out."""
+    value is not finite are left out. ``names``: only the lines that start with one of these are read (the series a
+    caller maps; a MinIO bucket answer is three quarters histograms and gauges it does not), the others of
+    ``prefix`` only count as its samples being there."""
     found: list[PromSample] = []
     seen = False
+    read = prefix if names is None else names
     for line_no, line in enumerate(text.split("\n"), 1):
-        if not line.startswith(prefix):
+        if not line.startswith(read):
+            if not seen and names is not None and line.startswith(prefix) and _SAMPLE.fullmatch(line):
+                seen = True
             continue
         match = _SAMPLE.fullmatch(line)
         if match is None:
@@ -95,10 +100,10 @@ def parse_samples(text: str, prefix: str | tuple[str, ...]) -> list[PromSample]:
     return found
 
 
-def by_label(text: str, prefix: str, label: str) -> dict[str, list[PromSample]]:
+def by_label(text: str, prefix: str, label: str, names: tuple[str, ...] | None = None) -> dict[str, list[PromSample]]:
     """``parse_samples`` grouped by the value of ``label`` (a store's server or gateway; "" where absent), in the
     order each value first appears."""
     groups: dict[str, list[PromSample]] = {}
-    for sample in parse_samples(text, prefix):
+    for sample in parse_samples(text, prefix, names):
         groups.setdefault(sample[1].get(label, ""), []).append(sample)
     return groups

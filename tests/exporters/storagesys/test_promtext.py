@@ -33,6 +33,29 @@ def test_the_recorded_answers_read_as_prometheus_client_reads_them(text, prefix)
     assert got == reference(text, prefix) and len(got) > 10
 
 
+def test_the_named_series_alone_read_as_prometheus_client_reads_them():
+    """``names``: MinIO's mapped series out of its recorded answer, as the independent reader gives those series."""
+    from lockstep.exporters.storagesys.minio import READ
+
+    got = sorted((s.name, tuple(sorted(s.labels.items())), s.value) for s in parse_samples(MINIO_BUCKET, "minio_", READ))
+    assert got == [row for row in reference(MINIO_BUCKET, "minio_") if row[0] in READ] and len(got) > 5
+
+
+def test_the_prefix_alone_makes_an_answer_of_its_system_the_named_series_are_read():
+    """An answer of the system (a sample of ``prefix``) holding none of the named series reads as nothing, not as an
+    error; one holding no sample of ``prefix`` stays an error; a named line that is no sample is an error, the lines of
+    other series are not read."""
+    assert parse_samples("minio_usage_last_activity_nano_seconds 1\n", "minio_", ("minio_bucket_",)) == []
+    with pytest.raises(AnswerError):
+        parse_samples("# HELP minio_x y\ngo_goroutines 12\nminio_x{bad\n", "minio_", ("minio_bucket_",))
+    with pytest.raises(AnswerError):
+        parse_samples('minio_bucket_usage_total_bytes{bucket="a"} 1\nminio_bucket_usage_total_bytes{bucket=\n',
+                      "minio_", ("minio_bucket_",))
+    got = parse_samples('minio_other{bucket=\nminio_bucket_usage_total_bytes{bucket="a"} 7\n', "minio_",
+                        ("minio_bucket_",))
+    assert [(s.name, s.labels, s.value) for s in got] == [("minio_bucket_usage_total_bytes", {"bucket": "a"}, 7.0)]
+
+
 def test_escapes_timestamps_and_special_values():
     text = ('x_a{p="a\\"b\\\\c\\nd",q="}"} 1.5 1700000000000\n'
             'x_b 2\r\n'
