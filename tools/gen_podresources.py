@@ -70,10 +70,6 @@ def stamp(generator: str, proto: str, source: bytes, protoc: str) -> str:
             f"# sha256 {hashlib.sha256(source).hexdigest()}, with grpcio-tools {GRPCIO_TOOLS} ({protoc}).\n")
 
 
-def header(source: bytes, protoc: str) -> str:
-    return stamp("gen_podresources.py", "/".join(PACKAGE_PATH + ("kubelet-api.proto",)), source, protoc)
-
-
 def generate(out: Path) -> None:
     source = SOURCE.read_bytes()
     with tempfile.TemporaryDirectory() as tmp:
@@ -87,7 +83,8 @@ def generate(out: Path) -> None:
         protoc_version = subprocess.run([*protoc, "--version"], check=True, capture_output=True, text=True).stdout
         for name in OUTPUTS:
             text = installed_names((package / name).read_text(), PACKAGE_PATH)
-            (out / name).write_text(header(source, protoc_version.strip()) + text)
+            (out / name).write_text(stamp("gen_podresources.py", "/".join(PACKAGE_PATH + ("kubelet-api.proto",)), source,
+                                          protoc_version.strip()) + text)
 
 
 def pinned_tools() -> bool:

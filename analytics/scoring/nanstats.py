@@ -22,16 +22,14 @@ def nan_reduce(fn, matrix: np.ndarray, *args, axis: int | None = None, **kwargs)
     return np.where(has_value, fn(np.where(keep, matrix, 0.0), *args, axis=axis, **kwargs), np.nan)
 
 
-# NumPy's nanmedian of a 2-D matrix along an axis: from 600 values per slice it calls Python once per slice
-# (``apply_along_axis``: a median per sample over 4,096 ranks is 720 calls for an hour at 5 s), below that it goes
-# through a masked array (a fleet's window medians spent a tenth of their evaluation there). ``_sorted_nanmedian``
-# takes them all from one sort, the same values.
-
-
 def _sorted_nanmedian(matrix: np.ndarray, axis: int) -> np.ndarray:
     """``np.nanmedian(matrix, axis=axis)`` of a 2-D matrix whose every slice holds a value, value for value:
     one sort along ``axis`` (NaN sorts last), the middle of each slice's values, the mean of the two middle
-    ones in the matrix's own dtype where they are even, as NumPy takes it."""
+    ones in the matrix's own dtype where they are even, as NumPy takes it.
+
+    NumPy's own calls Python once per slice from 600 values a slice (``apply_along_axis``: a median per sample
+    over 4,096 ranks is 720 calls for an hour at 5 s) and goes through a masked array below that (a fleet's
+    window medians spent a tenth of their evaluation there)."""
     ordered = np.sort(matrix, axis=axis)
     counts = np.count_nonzero(~np.isnan(matrix), axis=axis, keepdims=True)
     low = np.take_along_axis(ordered, (counts - 1) // 2, axis=axis)

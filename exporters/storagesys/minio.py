@@ -38,6 +38,19 @@ def _add(current: float | None, value: float) -> float:
     return value if current is None else current + value
 
 
+# The series a bucket is read from, by the ``BucketStats`` field each fills (the only lines ``read_sources`` parses):
+# counters, added up where one server's answer holds several lines of one, and usage, the last line's.
+# minio_bucket_traffic_*_bytes are typed gauge but count since server start (their HELP: "Total number of S3 bytes
+# ..."): counters here.
+_SUMMED = {"minio_bucket_traffic_sent_bytes": "sent_bytes", "minio_bucket_traffic_received_bytes": "received_bytes",
+           "minio_bucket_requests_4xx_errors_total": "errors_4xx",
+           "minio_bucket_requests_5xx_errors_total": "errors_5xx"}
+_USAGE = {"minio_bucket_usage_total_bytes": "used_bytes", "minio_bucket_usage_object_total": "objects",
+          "minio_bucket_quota_total_bytes": "quota_bytes"}
+_REQUESTS = "minio_bucket_requests_total"    # per S3 API
+READ = (*_SUMMED, *_USAGE, _REQUESTS)
+
+
 def _buckets(rows: Iterable[tuple[str, dict[str, str], float]]) -> list[BucketStats]:
     """Series without a ``bucket`` label (the replication proxy failures,
     ``minio_usage_last_activity_nano_seconds``) are not per bucket and are skipped."""
@@ -47,25 +60,13 @@ def _buckets(rows: Iterable[tuple[str, dict[str, str], float]]) -> list[BucketSt
         if not bucket:
             continue
         b = buckets.setdefault(bucket, BucketStats(bucket))
-        # minio_bucket_traffic_*_bytes are typed gauge but count since server start (their HELP: "Total
-        # number of S3 bytes ..."): counters here.
-        if name == "minio_bucket_traffic_sent_bytes":
-            b.sent_bytes = _add(b.sent_bytes, value)
-        elif name == "minio_bucket_traffic_received_bytes":
-            b.received_bytes = _add(b.received_bytes, value)
-        elif name == "minio_bucket_requests_total":
+        if name in _SUMMED:
+            setattr(b, _SUMMED[name], _add(getattr(b, _SUMMED[name]), value))
+        elif name in _USAGE:
+            setattr(b, _USAGE[name], value)
+        elif name == _REQUESTS:
             api = labels.get("api", "")
             b.requests[api] = b.requests.get(api, 0.0) + value
-        elif name == "minio_bucket_requests_4xx_errors_total":
-            b.errors_4xx = _add(b.errors_4xx, value)
-        elif name == "minio_bucket_requests_5xx_errors_total":
-            b.errors_5xx = _add(b.errors_5xx, value)
-        elif name == "minio_bucket_usage_total_bytes":
-            b.used_bytes = value
-        elif name == "minio_bucket_usage_object_total":
-            b.objects = value
-        elif name == "minio_bucket_quota_total_bytes":
-            b.quota_bytes = value
     return [buckets[k] for k in sorted(buckets)]
 
 
@@ -82,12 +83,6 @@ def samples(target: str, buckets: list[BucketStats]) -> Iterator[Sample]:
             yield Sample(m.ERRORS, (*key, "client"), b.errors_4xx)
         if b.errors_5xx is not None:
             yield Sample(m.ERRORS, (*key, "server"), b.errors_5xx)
-
-
-# The series ``_buckets`` maps: only their lines are parsed.
-READ = ("minio_bucket_traffic_sent_bytes", "minio_bucket_traffic_received_bytes", "minio_bucket_requests_total",
-        "minio_bucket_requests_4xx_errors_total", "minio_bucket_requests_5xx_errors_total",
-        "minio_bucket_usage_total_bytes", "minio_bucket_usage_object_total", "minio_bucket_quota_total_bytes")
 
 
 def read_sources(target: str, text: str) -> dict[str, list[Sample]]:
