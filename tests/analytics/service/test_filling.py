@@ -49,14 +49,14 @@ def run(service_sim):
 
 class SizedSource:
     """Answers over the run; an answer of more than ``limit`` samples times out; after ``fail_after``
-    answers every query is refused (the store went away); answers of rows older than ``slow_before``
-    (all but the membership) take ``delay`` seconds."""
+    answers every query is refused (the store went away); an answer whose rows all lie at or before
+    ``slow_until`` (but the membership's) takes ``delay`` seconds."""
 
     def __init__(self, run, limit: int = 10**9) -> None:
         self.frame_answers = answers_for(run.frame)
         self.nodes = sorted(run.frame.loc[run.frame["job_id"].astype(str) == JOB, "node"].astype(str).unique())
         self.limit, self.fail_after, self.answers, self.timeouts = limit, None, 0, 0
-        self.slow_before, self.delay = None, 0.0
+        self.slow_until, self.delay = None, 0.0
         self.cells: list[tuple[str, float, str]] = []
 
     async def list_jobs(self, at: float, lookback_s: float = 0.0) -> list[str]:
@@ -72,7 +72,7 @@ class SizedSource:
         if block.samples > self.limit:
             self.timeouts += 1
             raise QueryTimeout("query_range: TimeoutError")
-        if self.slow_before is not None and inp.name != "member" and window.end < self.slow_before:
+        if self.slow_until is not None and inp.name != "member" and window.end <= self.slow_until:
             await asyncio.sleep(self.delay)
         self.answers += 1
         if window.step == run_step(window):     # not the sizing query (the job's GPUs at the window's two ends)
@@ -145,9 +145,11 @@ async def test_a_partial_result_is_served_with_its_coverage_and_counted_only_onc
     """With a fetch budget shorter than the older rows take to answer, each refresh gets part of the
     window: once the newest rows of every input are in, the job is scored on them (its coverage with
     it, its loss not counted yet); the refreshes after go on where the last one stopped, and the whole
-    window is scored and counted exactly as when it is fetched at once."""
+    window is scored and counted exactly as when it is fetched at once. Every answer of the older rows
+    outlasts the budget, so a refresh ends with at most one round of them (``Pace.concurrency``, fewer
+    than the older rows' pieces) however fast or slow the machine is."""
     source = SizedSource(run)
-    source.slow_before, source.delay = _end(run) - ENOUGH_S, 1.0
+    source.slow_until, source.delay = _end(run) - ENOUGH_S, 1.0     # every row but the newest ENOUGH_S
     refresher = Refresher(source, Settings(fetch_budget_s=0.3))
     refresher.state.fills.paces[JOB] = Pace(samples=2_000)
     seen = []
