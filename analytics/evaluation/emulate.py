@@ -70,7 +70,7 @@ def frame_block(by_metric: dict[str, pd.DataFrame], inp: Input, grid: Window, jo
     wide = Window(grid.start - 2 * grid.step, grid.end, grid.step)
     if nodes is not None and (not inp.own_job_id or inp.node_served):
         read = metrics_read(inp)
-        by_metric = {m: _on_nodes(rows, nodes) for m, rows in by_metric.items() if m in read}
+        by_metric = {m: _on_nodes(rows, nodes, inp.except_nodes) for m, rows in by_metric.items() if m in read}
     if inp.kind in JOINS:
         keys, matrix = _group([JOINS[inp.kind](by_metric, inp, wide, job_id, nodes)], inp)
         return _block(keys, matrix[2:], inp.by)
@@ -173,9 +173,9 @@ def _selected(rows: pd.DataFrame, inp: Input, job_id: str | None) -> pd.DataFram
     return _matched(rows, inp)
 
 
-def _on_nodes(rows: pd.DataFrame, nodes: tuple[str, ...]) -> pd.DataFrame:
-    """The rows of ``nodes`` (a query's ``node=~`` matcher)."""
-    return _kept(rows, _where(_label(rows, "node"), lambda v: np.isin(v, nodes)))
+def _on_nodes(rows: pd.DataFrame, nodes: tuple[str, ...], elsewhere: bool = False) -> pd.DataFrame:
+    """The rows of ``nodes`` (a query's ``node=~`` matcher); ``elsewhere``: of every other node (``node!~``)."""
+    return _kept(rows, _where(_label(rows, "node"), lambda v: np.isin(v, nodes, invert=elsewhere)))
 
 
 def _matched(rows: pd.DataFrame, inp: Input) -> pd.DataFrame:

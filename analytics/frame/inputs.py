@@ -63,13 +63,17 @@ class Input:
     # a 65,536-rank job's RAS counters are one query over 400,000 series the store must load again for every piece
     # of time)
     node_served: bool = False
+    # the nodes a query names are the ones it leaves out (``node!~``): a job's series on any other node (the
+    # membership of a window fetched whole, beyond the nodes its GPUs were on at the window's two ends)
+    except_nodes: bool = False
 
     def promql(self, job_id: str, step: float, nodes: Sequence[str] = ()) -> str:
         """The query for ``job_id`` on its ``nodes`` (the job's own series need none); ``step``: the
         query_range step (a rate spans two of them)."""
         by_node = not self.own_job_id or (self.node_served and nodes)
         where = ",".join(([f"job_id={promql.quote(promql.validate_job_id(job_id))}"] if self.own_job_id else []) +
-                         ([f"node=~{promql.quote(promql.alternatives(nodes))}"] if by_node else []))
+                         ([f"node{'!~' if self.except_nodes else '=~'}{promql.quote(promql.alternatives(nodes))}"]
+                          if by_node else []))
         return self.expression(where, step, nodes, aggregated=not (self.as_stored or self.recorded))
 
     @property
@@ -135,6 +139,10 @@ def rate_range(step: float) -> str:
 
 # the pod holding each GPU for the job, where Kubernetes runs it (none under Slurm)
 MEMBER = Input("member", "present", (gpu.JOB_INFO.name,), GPU_KEY + ("pod",), own_job_id=True, as_stored=True)
+# The same, asked for by the job's nodes (a window fetched whole, whose nodes its two ends name: each piece
+# every row, lookback read once) and on every node but those (``except_nodes``)
+MEMBER_ON_NODES = replace(MEMBER, node_served=True)
+MEMBER_ELSEWHERE = replace(MEMBER, node_served=True, except_nodes=True)
 INPUTS = (
     MEMBER,
     Input("sm", "gauge", (gpu.SM_ACTIVE.name,), GPU_KEY, as_stored=True),

@@ -1,6 +1,7 @@
 """A job's window from a source of answers: fetched whole, in pieces, or moved on from the one held.
 
-Whole: the job's GPUs first (``lockstep_gpu_job_info``: the columns), then every input in pieces
+Whole: the job's GPUs first (``lockstep_gpu_job_info``: the columns; asked for by groups of the nodes
+the window's two ends name, every row at once, then on any other node), then every input in pieces
 sized to finish well within the request timeout (``lockstep.analytics.service.pieces``: a group of the
 job's nodes and a span of time per query, split when one times out), each answer placed straight into
 the preallocated float32 matrices and dropped, so a 16,384-GPU window never sits in memory as JSON or

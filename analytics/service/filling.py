@@ -23,11 +23,11 @@ import numpy as np
 import pandas as pd
 
 from lockstep.analytics.frame.features import Features, job_columns
-from lockstep.analytics.frame.inputs import INPUTS, MEMBER, NODE_KEY, Input
+from lockstep.analytics.frame.inputs import INPUTS, MEMBER, MEMBER_ELSEWHERE, MEMBER_ON_NODES, NODE_KEY, Input
 from lockstep.analytics.frame.window import JobWindow
 from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.grid import Window
-from lockstep.analytics.service.pieces import Answers, Pace, Piece, plan, run, shares
+from lockstep.analytics.service.pieces import NAME_CHARS, Answers, Pace, Piece, plan, run, shares
 from lockstep.exporters.toolkit.logs import kv
 
 ENOUGH_S = 300.0         # the newest complete rows a partial result needs (the straggler scorer's baseline span)
@@ -129,8 +129,13 @@ class Fill:
     async def _fill_rows(self, source: Answers, pace: Pace, deadline: float | None, rows: np.ndarray,
                          newest_first: bool) -> bool:
         """The job's GPUs over ``rows``, then every other input over them."""
+        if deadline is None and rows.all() and self.member_missing.all() and self.window is None and self.held is None:
+            whole = await self._members_on_nodes(source, pace)
+        else:
+            whole = False
         member = {MEMBER.name: np.asarray([max(1, self.expected)])}
-        pieces = plan(MEMBER, (self.member_missing & rows)[:, None], member[MEMBER.name], pace.samples, by_node=False)
+        pieces = [] if whole else \
+            plan(MEMBER, (self.member_missing & rows)[:, None], member[MEMBER.name], pace.samples, by_node=False)
         try:
             if not await run(pieces, partial(self._member, source), pace, member, deadline):
                 return False
@@ -175,6 +180,33 @@ class Fill:
         fixed = shares(self._nodes(), series * (1 if inp.recorded else inp.reads), names) if by_node else None
         missing = self.missing[inp.name] & (rows & ~self.member_missing)[:, None]
         return plan(inp, missing, series, pace.samples, by_node, fixed)
+
+    async def _members_on_nodes(self, source: Answers, pace: Pace) -> bool:
+        """Every row's membership at once (a window fetched whole): by groups of the nodes whose GPUs held the
+        job at the window's two ends, each piece all the rows (pieces of time would each load every series
+        again, and read the store's lookback again before their first row: the store's CPU for a 4,096-GPU hour
+        halves), then the job's series on any other node, in pieces of time sized for the whole job (nearly
+        always none). False, nothing asked, where the ends name no node or more of them than one query names."""
+        nodes = tuple(dict.fromkeys(labels.get("node", "") for labels in self.ends))
+        if not nodes or sum(len(n) + 1 for n in nodes) > NAME_CHARS:
+            return False
+        held = pd.Series([labels.get("node", "") for labels in self.ends]).value_counts(sort=False)
+        per_node = held.reindex(list(nodes)).to_numpy()
+        on = plan(MEMBER_ON_NODES, np.ones((self.grid.rows, len(nodes)), bool), per_node, pace.samples,
+                  fixed=shares(nodes, per_node))
+        await run(on, partial(self._member_of, source, nodes), pace, {MEMBER.name: per_node})
+        rest = np.asarray([max(1, self.expected)])
+        elsewhere = plan(MEMBER_ELSEWHERE, np.ones((self.grid.rows, 1), bool), rest, pace.samples, by_node=False)
+        await run(elsewhere, partial(self._member_of, source, nodes), pace, {MEMBER.name: rest})
+        self.member_missing[:] = False
+        return True
+
+    async def _member_of(self, source: Answers, nodes: tuple[str, ...], piece: Piece) -> None:
+        """A piece of the membership asked for by node (``_members_on_nodes``), kept for the columns."""
+        asked = nodes[piece.lo:piece.hi] if piece.by_node else nodes
+        block = await source.series(piece.inp, self.job_id, self.grid.sub(piece.first, piece.rows), asked)
+        self.members.append((piece.first, block))
+        self.fetched += block.samples
 
     async def _member(self, source: Answers, piece: Piece) -> None:
         block = await source.series(MEMBER, self.job_id, self.grid.sub(piece.first, piece.rows), ())

@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 
 from lockstep import localcluster
-from lockstep.analytics.frame.inputs import MEMBER
+from lockstep.analytics.evaluation.emulate import frame_block
+from lockstep.analytics.frame.inputs import MEMBER, MEMBER_ELSEWHERE, MEMBER_ON_NODES
+from lockstep.analytics.prom.grid import Window
 from lockstep.analytics.prom import promql
 from lockstep.exporters.catalog import gpu
 from lockstep.stack import Stack, query, start_prometheus
@@ -20,6 +22,7 @@ BAD = ['ml-team/llama"}', "ML-Team/x", "ns/", "/name", "a/b/c", "ns/name\n", "ns
 # Neighbours an unanchored or unescaped selector would also match.
 NEIGHBOURS = ["ml-team/llama", "ml-team/llama-pretrain", "ml-team/llama-pretrain-2", "team/llama-pretrain",
               "ml-team/llama.pretrain"]
+WIDE = "ml-team/wide"     # a job on three nodes
 
 
 @pytest.mark.parametrize("good", GOOD)
@@ -39,20 +42,38 @@ def prometheus(tmp_path_factory):
     rows = [{"timestamp": start + 5 * i, "metric": gpu.JOB_INFO.name, "node": f"node{n:02d}", "value": 1.0,
              **{label: "0" for label in gpu.JOB_INFO.labels}, "job_id": job_id}
             for n, job_id in enumerate(NEIGHBOURS) for i in range(3)]
+    rows += [{"timestamp": start + 5 * i, "metric": gpu.JOB_INFO.name, "node": f"wide{n}", "value": 1.0,
+              **{label: "0" for label in gpu.JOB_INFO.labels}, "job_id": WIDE} for n in range(3) for i in range(3)]
     workdir = tmp_path_factory.mktemp("prom-ids")
     localcluster.backfill(pd.DataFrame(rows), workdir)
     with Stack() as stack:
-        yield stack.add(start_prometheus({"scrape_configs": []}, workdir)), start + 10
+        yield stack.add(start_prometheus({"scrape_configs": []}, workdir)), start + 10, pd.DataFrame(rows)
 
 
 @pytest.mark.integration
 def test_a_query_for_one_kubernetes_job_selects_it_and_no_neighbour(prometheus):
-    service, at = prometheus
+    service, at, _ = prometheus
     for job_id in NEIGHBOURS:
         found = query(service.url, promql.job_selector(job_id), at)
         assert [r["metric"]["job_id"] for r in found] == [job_id]
         members = query(service.url, MEMBER.promql(job_id, 5.0), at)      # the analytics' own query of the job
         assert {r["metric"]["node"] for r in members} == {f"node{NEIGHBOURS.index(job_id):02d}"}
+
+
+@pytest.mark.integration
+def test_a_jobs_gpus_asked_on_some_nodes_and_on_every_other_split_its_series(prometheus):
+    """A window fetched whole asks for its GPUs on the nodes its ends name, then on every other node
+    (``node!~``, ``lockstep.analytics.service.filling``): on a real Prometheus the two answers split the job's
+    series between them, no neighbour's among them, and the emulated answers (the simulator's evaluation and
+    the tests' sources) split them alike."""
+    service, at, rows = prometheus
+    named = ("wide0", "wide2")
+    grid = Window(at - 10, at, 5.0)
+    for inp, nodes in ((MEMBER_ON_NODES, {"wide0", "wide2"}), (MEMBER_ELSEWHERE, {"wide1"})):
+        found = query(service.url, inp.promql(WIDE, 5.0, named), at)
+        assert {(r["metric"]["job_id"], r["metric"]["node"]) for r in found} == {(WIDE, n) for n in nodes}
+        emulated = frame_block({gpu.JOB_INFO.name: rows[rows["metric"] == gpu.JOB_INFO.name]}, inp, grid, WIDE, named)
+        assert {labels["node"] for labels in emulated.labels} == nodes
 
 
 async def test_the_job_api_takes_a_namespaced_id_with_its_slash_plain_or_encoded(aiohttp_client, refused_port):

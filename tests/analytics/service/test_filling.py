@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from lockstep.analytics.frame.inputs import INPUTS, Input
+from lockstep.analytics.frame.inputs import INPUTS, MEMBER, MEMBER_ELSEWHERE, MEMBER_ON_NODES, Input
 from lockstep.analytics.prom.decode import Block
 from lockstep.analytics.prom.errors import PrometheusError, QueryTimeout
 from lockstep.analytics.prom.grid import Window
@@ -58,6 +58,7 @@ class SizedSource:
         self.limit, self.fail_after, self.answers, self.timeouts = limit, None, 0, 0
         self.slow_until, self.delay = None, 0.0
         self.cells: list[tuple[str, float, str]] = []
+        self.asked: list[tuple[Input, Window, tuple[str, ...]]] = []
 
     async def list_jobs(self, at: float, lookback_s: float = 0.0) -> list[str]:
         return [JOB]
@@ -72,6 +73,7 @@ class SizedSource:
         if block.samples > self.limit:
             self.timeouts += 1
             raise QueryTimeout("query_range: TimeoutError")
+        self.asked.append((inp, window, nodes))             # answered
         if self.slow_until is not None and inp.name != "member" and window.end <= self.slow_until:
             await asyncio.sleep(self.delay)
         self.answers += 1
@@ -191,3 +193,34 @@ async def test_a_gpu_found_only_in_the_older_rows_is_added_not_started_over(run)
     await whole.refresh(_end(run))
     assert refresher.state.results.jobs == whole.state.results.jobs and refresher.state.losses == whole.state.losses
     assert ("node02", "7") in [(g.node, g.gpu) for g in refresher.state.results.jobs[JOB].gpus]
+
+
+async def test_a_window_fetched_whole_asks_for_its_gpus_by_node_and_finds_those_elsewhere(run):
+    """Fetched whole (a post-mortem's window, a service's without a fetch budget), a window's GPUs are asked for
+    by groups of the nodes whose GPUs held the job at its two ends, every row at once, then on every other node.
+    A node whose GPUs held the job only in between is found by the second query; the window is the one the
+    pieces of time make (a fetch budget's)."""
+    frame = run.frame
+    nodes = sorted(frame.loc[frame["job_id"].astype(str) == JOB, "node"].astype(str).unique())
+    between = frame["timestamp"].between(run.start + 60, _end(run) - ENOUGH_S - 60)
+    gone = (frame["metric"] == "lockstep_gpu_job_info") & (frame["node"] == nodes[-1]) & ~between
+    run_ = type(run)(run.scenario, frame[~gone], run.truth, run.start, run.period)
+    source = SizedSource(run_, limit=1_500)
+    whole = Refresher(source, Whole())
+    await whole.refresh(_end(run))
+    members = [(inp, window, asked) for inp, window, asked in source.asked
+               if inp.name == MEMBER.name and window.step == 5.0]       # not the ends' query
+    on = [(window, asked) for inp, window, asked in members if inp is MEMBER_ON_NODES]
+    elsewhere = [(window, asked) for inp, window, asked in members if inp is MEMBER_ELSEWHERE]
+    assert on and elsewhere and len(on) + len(elsewhere) == len(members)      # none by job id alone
+    assert sorted(n for _, asked in on for n in asked) == nodes[:-1]           # each node's GPUs once
+    assert {window.rows for window, _ in on} == {121}                          # every row at once
+    assert {asked for _, asked in elsewhere} == {tuple(nodes[:-1])}            # every node but those, left out
+    assert source.timeouts >= 1                                                # a piece split on the way
+    found = {(g.node, g.gpu) for g in whole.state.results.jobs[JOB].gpus}
+    assert {node for node, _ in found} == set(nodes)
+    budgeted = Refresher(SizedSource(run_), Settings(fetch_budget_s=3600.0))
+    await budgeted.refresh(_end(run))
+    assert budgeted.state.results.coverage == {JOB: 1.0}
+    assert not [inp for inp, _, _ in budgeted.source.asked if inp in (MEMBER_ON_NODES, MEMBER_ELSEWHERE)]
+    assert whole.state.results.jobs == budgeted.state.results.jobs and whole.state.losses == budgeted.state.losses
