@@ -68,7 +68,8 @@ class JobWindow:
         if inp is MEMBER:
             self.seen[rows] = True
         of_series = self._columns_of(inp.by, block.labels)
-        if job_id is None and self._placed_dense(inp, block, first, of_series):
+        if job_id is None and (self._placed_dense(inp, block, first, of_series) or
+                               self._members_dense(inp, block, first, of_series)):
             return
         col = of_series[block.series]
         if job_id is not None:
@@ -124,6 +125,25 @@ class JobWindow:
         held = np.isfinite(self.signals[MEMBER_SIGNAL][rows][:, col])
         cells = self.signal(inp.name)
         cells[rows, col] = np.where(held, values, cells[rows][:, col])
+        return True
+
+    def _members_dense(self, inp: Input, block: Block, first: int, of_series: np.ndarray) -> bool:
+        """The membership placed as rows of columns: its every series on the same consecutive rows, one per GPU (a
+        window's GPUs asked for by node, every row at once): 1 on those cells, each GPU's pod that of its series
+        where these rows are its latest, as ``place`` leaves them. False (nothing placed) for any other answer."""
+        if inp is not MEMBER or (span := _span(block)) is None:
+            return False
+        mine = np.flatnonzero(of_series >= 0)
+        col = of_series[mine]
+        if _shared(col):   # two series on one GPU (a pod replaced): the latest row decides, in the general path
+            return False
+        lo, n = span
+        self.signals[MEMBER_SIGNAL][first + lo:first + lo + n, col] = 1.0
+        last = first + lo + n - 1
+        pods, seen = self.held[HELD_LABELS[MEMBER.name]]
+        newer = last > seen[col]
+        for i, c in zip(mine[newer].tolist(), col[newer].tolist()):
+            pods[c], seen[c] = block.labels[i].get(HELD_LABELS[MEMBER.name], ""), last
         return True
 
     def add_inputs(self, other: JobWindow, inputs: tuple[Input, ...]) -> None:

@@ -67,3 +67,61 @@ def test_the_common_answer_takes_the_rows_of_columns_way():
     assert window._placed_dense(BY_NAME["sm"], block, 0, window._columns_of(BY_NAME["sm"].by, block.labels))
     assert window.signals["sm"][2:5, 1].tolist() == [3.0, 4.0, 5.0]
     assert not window._placed_dense(MEMBER, block, 0, window._columns_of(MEMBER.by, block.labels))
+
+
+@st.composite
+def memberships(draw):
+    """A window whose GPUs some earlier answer already named pods for (up to some row), and one membership answer:
+    series of GPUs in and out of the window, each with a pod (now and then two pods of one GPU), on the same
+    consecutive rows or (now and then) not."""
+    held = draw(st.lists(st.sampled_from(GPUS), min_size=1, max_size=len(GPUS), unique=True))
+    before = draw(st.lists(st.tuples(st.sampled_from(["", "old"]), st.integers(-1, 7)), min_size=len(held),
+                           max_size=len(held)))
+    asked = draw(st.lists(st.tuples(st.sampled_from(GPUS + [("node9", "0")]), st.sampled_from(["p1", "p2", ""])),
+                          min_size=1, max_size=8, unique=True))
+    lo = draw(st.integers(0, 6))
+    n = draw(st.integers(1, 8 - lo))
+    rows, series = [], []
+    for s, _ in enumerate(asked):
+        mine = list(range(lo, lo + n))
+        if draw(st.integers(0, 9)) == 0 and n > 1:
+            mine.pop(draw(st.integers(0, n - 1)))
+        rows += mine
+        series += [s] * len(mine)
+    block = Block([{"node": node, "gpu": gpu, "pod": pod} for (node, gpu), pod in asked], np.asarray(series, np.int64),
+                  np.asarray(rows, np.int64), np.ones(len(rows)))
+    return held, before, block, draw(st.integers(0, 7 - (lo + n - 1)))
+
+
+def _members_window(held, before) -> W.JobWindow:
+    window = W.JobWindow.empty(GRID, job_columns([("7", node, gpu) for node, gpu in held]))
+    pods, seen = window.held["pod"]
+    for c, (pod, row) in enumerate(before):
+        pods[c], seen[c] = pod, row
+    return window
+
+
+@settings(max_examples=300, deadline=None)
+@given(memberships())
+def test_a_membership_is_placed_as_the_general_placing_places_it(answer):
+    held, before, block, first = answer
+    dense, general = _members_window(held, before), _members_window(held, before)
+    dense.place(MEMBER, block, first)
+    general._members_dense = lambda *args: False
+    general.place(MEMBER, block, first)
+    np.testing.assert_array_equal(dense.signals[W.MEMBER_SIGNAL], general.signals[W.MEMBER_SIGNAL])
+    np.testing.assert_array_equal(dense.seen, general.seen)
+    for values, dense_values in zip(general.held["pod"], dense.held["pod"]):
+        assert values.tolist() == dense_values.tolist()
+
+
+def test_a_membership_asked_for_by_node_takes_the_rows_of_columns_way():
+    held = GPUS[:4]
+    window = _members_window(held, [("", -1)] * 4)
+    block = Block([{"node": n, "gpu": g, "pod": f"p{g}"} for n, g in held], np.repeat(np.arange(4), 3),
+                  np.tile(np.arange(2, 5), 4), np.ones(12))
+    assert window._members_dense(MEMBER, block, 0, window._columns_of(MEMBER.by, block.labels))
+    assert window.held["pod"][0].tolist() == ["p0", "p1", "p2", "p3"] and window.held["pod"][1].tolist() == [4] * 4
+    shared = Block(block.labels + [{"node": "node0", "gpu": "0", "pod": "p9"}], np.repeat(np.arange(5), 3),
+                   np.tile(np.arange(2, 5), 5), np.ones(15))
+    assert not window._members_dense(MEMBER, shared, 0, window._columns_of(MEMBER.by, shared.labels))
