@@ -105,17 +105,18 @@ def reason_votes(sig: dict[str, np.ndarray], active: np.ndarray, calm: np.ndarra
     one whose thermal slowdown comes with a slower pace has no such habit."""
     out = {}
     taken = active[:, None] & calm
-    count = np.cumsum(taken, axis=0)
+    count = np.cumsum(taken, axis=0, dtype=np.int32)
     first = taken & (count <= samples)
     seen = np.minimum(count, samples)
+    known = seen >= ready
     for name, held in sig.items():
         if not name.startswith(REASON_PREFIX):
             continue
-        now = np.nan_to_num(held) > 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            habit = np.cumsum(now & first, axis=0) / seen
-        common = now.mean(axis=1, keepdims=True) > 0.5
-        out[name[len(REASON_PREFIX):]] = now & (seen >= ready) & (habit < 0.5) & ~common
+        now = held > 0                        # NaN: not held
+        votes = now & known & ~(now.mean(axis=1, keepdims=True) > 0.5)
+        if votes.any():   # its habit: held in under half its first calm samples (2 x held < seen: no division)
+            votes &= 2 * np.cumsum(now & first, axis=0, dtype=np.int32) < seen
+        out[name[len(REASON_PREFIX):]] = votes
     return out
 
 

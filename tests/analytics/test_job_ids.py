@@ -9,8 +9,8 @@ import pytest
 from lockstep import localcluster
 from lockstep.analytics.evaluation.emulate import frame_block
 from lockstep.analytics.frame.inputs import MEMBER, MEMBER_ELSEWHERE, MEMBER_ON_NODES
-from lockstep.analytics.prom.grid import Window
 from lockstep.analytics.prom import promql
+from lockstep.analytics.prom.grid import Window
 from lockstep.exporters.catalog import gpu
 from lockstep.stack import Stack, query, start_prometheus
 

@@ -1,6 +1,7 @@
 """The scorers' vectorized helpers give exactly what the code they replace gave: the rolling mean
 what pandas' gives (``lockstep.analytics.scoring.rolling``), the per-node reductions what a loop over
-the nodes gives (``lockstep.analytics.scoring.bynode``), value for value, NaN for NaN."""
+the nodes gives (``lockstep.analytics.scoring.bynode``), the throttling reasons' votes what their rule
+computed with the habit as a share, value for value, NaN for NaN."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from lockstep.analytics.scoring.bynode import nanmedian, node_columns, per_node
 from lockstep.analytics.scoring.nanstats import nan_reduce
 from lockstep.analytics.scoring.rolling import rolling_mean
+from lockstep.analytics.scoring.straggler import REASON_PREFIX, reason_votes
 from tests.helpers.paths import REPO
 
 
@@ -69,3 +71,39 @@ def test_a_large_jobs_drifts_side_by_side_are_the_ones_computed_in_turn(monkeypa
             np.testing.assert_array_equal(d.excess, other.stragglers.drifts[name].excess)
         np.testing.assert_array_equal(res.stragglers.flagged, other.stragglers.flagged)
         assert res.detections == other.detections and res.loss == other.loss
+
+
+def _reason_votes_as_shares(sig, active, calm, samples, ready):
+    """The reasons' rule as first written: the habit a share of the calm samples seen, a reason most of the job
+    holds never a vote."""
+    out = {}
+    taken = active[:, None] & calm
+    count = np.cumsum(taken, axis=0)
+    first = taken & (count <= samples)
+    seen = np.minimum(count, samples)
+    for name, held in sig.items():
+        if name.startswith(REASON_PREFIX):
+            now = np.nan_to_num(held) > 0
+            with np.errstate(divide="ignore", invalid="ignore"):
+                habit = np.cumsum(now & first, axis=0) / seen
+            common = now.mean(axis=1, keepdims=True) > 0.5
+            out[name[len(REASON_PREFIX):]] = now & (seen >= ready) & (habit < 0.5) & ~common
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_reasons_votes_are_their_rule_value_for_value(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        rows, cols = int(rng.integers(1, 90)), int(rng.integers(1, 12))
+        held = {f"{REASON_PREFIX}r{k}": np.where(rng.random((rows, cols)) < [0.02, 0.3, 0.7, 0.0][k], 1.0,
+                                                  rng.choice([0.0, np.nan, np.inf, -1.0], (rows, cols)))
+                for k in range(4)}
+        sig = {**held, "clock": rng.random((rows, cols))}        # not a reason: no vote
+        active, calm = rng.random(rows) < 0.9, rng.random((rows, cols)) < 0.8
+        samples, ready = int(rng.integers(1, 30)), int(rng.integers(1, 6))
+        want = _reason_votes_as_shares(sig, active, calm, samples, ready)
+        got = reason_votes(sig, active, calm, samples, ready)
+        assert got.keys() == want.keys() == {f"r{k}" for k in range(4)}
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name])
