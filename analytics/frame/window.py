@@ -121,10 +121,16 @@ class JobWindow:
         if _shared(col):   # two series on one GPU: reduced by the general path
             return False
         rows = slice(first + lo, first + lo + n)
-        values = block.values.reshape(len(block.labels), n)[mine].T
-        held = np.isfinite(self.signals[MEMBER_SIGNAL][rows][:, col])
-        cells = self.signal(inp.name)
-        cells[rows, col] = np.where(held, values, cells[rows][:, col])
+        values = block.values.reshape(len(block.labels), n)
+        values = (values if len(mine) == len(values) else values[mine]).T
+        cells = self.signal(inp.name)[rows]
+        if len(col) and col[-1] - col[0] == len(col) - 1 and (np.diff(col) == 1).all():
+            # the GPUs of consecutive nodes (a piece of a window asked for by node): written in place
+            col = slice(int(col[0]), int(col[-1]) + 1)
+            np.copyto(cells[:, col], values, where=np.isfinite(self.signals[MEMBER_SIGNAL][rows, col]))
+        else:
+            held = np.isfinite(self.signals[MEMBER_SIGNAL][rows][:, col])
+            cells[:, col] = np.where(held, values, cells[:, col])
         return True
 
     def _members_dense(self, inp: Input, block: Block, first: int, of_series: np.ndarray) -> bool:
