@@ -91,10 +91,12 @@ class JobWindow:
             cells = self.signal(inp.name)
             cells[rows, col] = MISSING_UNRESPONSIVE
             cells[rows[dead], col[dead]] = MISSING_DEAD
-        elif inp.name == "reasons":
-            reason = np.asarray([labels.get("reason", "") for labels in block.labels])[series]
-            for name in np.unique(reason):
-                hit = reason == name
+        elif inp.name == "reasons":   # each reason's samples by its code (a sample's reason is its series')
+            names = sorted({block.labels[i].get("reason", "") for i in np.unique(series).tolist()})
+            code = {name: k for k, name in enumerate(names)}
+            reason = np.asarray([code.get(labels.get("reason", ""), -1) for labels in block.labels])[series]
+            for k, name in enumerate(names):
+                hit = reason == k
                 self.signal(REASON_PREFIX + name)[rows[hit], col[hit]] = 1.0
             self.signals["throttle"][rows, col] = 1.0
         elif inp.by == HCA_KEY and inp.kind == "rate":   # several HCAs (or ports) on one rail: summed
@@ -124,10 +126,9 @@ class JobWindow:
         values = block.values.reshape(len(block.labels), n)
         values = (values if len(mine) == len(values) else values[mine]).T
         cells = self.signal(inp.name)[rows]
-        if len(col) and col[-1] - col[0] == len(col) - 1 and (np.diff(col) == 1).all():
+        if (span := _span_of(col) if (np.diff(col) > 0).all() else None) is not None:
             # the GPUs of consecutive nodes (a piece of a window asked for by node): written in place
-            col = slice(int(col[0]), int(col[-1]) + 1)
-            np.copyto(cells[:, col], values, where=np.isfinite(self.signals[MEMBER_SIGNAL][rows, col]))
+            np.copyto(cells[:, span], values, where=np.isfinite(self.signals[MEMBER_SIGNAL][rows, span]))
         else:
             held = np.isfinite(self.signals[MEMBER_SIGNAL][rows][:, col])
             cells[:, col] = np.where(held, values, cells[:, col])
@@ -217,9 +218,11 @@ class JobWindow:
         touched = np.unique(rows)
         # only the columns of the nodes answered: an answer for a group of the job's nodes leaves the others
         cols = np.flatnonzero(np.isin(self._lookup["node_of_column"], np.unique(nodes)))
-        cells = np.ix_(touched, cols)
-        held = np.isfinite(self.signals[MEMBER_SIGNAL][cells])
         per_column = per_node[touched - first][:, self._lookup["node_of_column"][cols]]
+        cells = (_span_of(touched), _span_of(cols))
+        if None in cells:
+            cells = np.ix_(touched, cols)
+        held = np.isfinite(self.signals[MEMBER_SIGNAL][cells])
         self.signal(name)[cells] = np.where(held, per_column, np.nan)
 
     def members(self) -> np.ndarray:
@@ -267,6 +270,12 @@ def _span(block: Block) -> tuple[int, int] | None:
     if not ((rows == np.arange(lo, lo + n)).all() and (series == np.arange(count)[:, None]).all()):
         return None
     return lo, n
+
+
+def _span_of(index: np.ndarray) -> slice | None:
+    """``index`` (ascending, distinct) as a slice where it is consecutive (every row of a piece, the GPUs of a group
+    of consecutive nodes): its cells a view, not a copy; None otherwise."""
+    return slice(int(index[0]), int(index[-1]) + 1) if len(index) and index[-1] - index[0] == len(index) - 1 else None
 
 
 def _kept(keep: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:

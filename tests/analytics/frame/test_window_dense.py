@@ -1,6 +1,7 @@
 """``JobWindow.place`` lays the common answer (one series per GPU, every series on the same consecutive rows) as
-rows of columns; any answer lands exactly as the general placing puts it, the cells of a GPU that does not hold
-the job untouched."""
+rows of columns, a membership asked for by node alike, and a node-wide answer on consecutive rows and columns
+through views; any answer lands exactly as the general placing puts it, the cells of a GPU that does not hold
+the job untouched. A throttling reasons' answer lands each held reason on a matrix of its own."""
 from __future__ import annotations
 
 import numpy as np
@@ -125,3 +126,78 @@ def test_a_membership_asked_for_by_node_takes_the_rows_of_columns_way():
     shared = Block(block.labels + [{"node": "node0", "gpu": "0", "pod": "p9"}], np.repeat(np.arange(5), 3),
                    np.tile(np.arange(2, 5), 5), np.ones(15))
     assert not window._members_dense(MEMBER, shared, 0, window._columns_of(MEMBER.by, shared.labels))
+
+
+@st.composite
+def reasons(draw):
+    """A window's GPUs and who holds the job where, and a throttling reasons' answer: series of GPUs in and out of
+    the window, each with its reason (or none), on rows of their own, held (1) or not (0)."""
+    held = draw(st.lists(st.sampled_from(GPUS), min_size=1, max_size=len(GPUS), unique=True))
+    member = draw(st.lists(st.booleans(), min_size=8 * len(held), max_size=8 * len(held)))
+    asked = draw(st.lists(st.tuples(st.sampled_from(GPUS + [("node9", "0")]),
+                                    st.sampled_from(["hw_slowdown", "sw_power_cap", "sw_thermal_slowdown", None])),
+                          min_size=1, max_size=8, unique=True))
+    rows, series, values = [], [], []
+    for s, _ in enumerate(asked):
+        mine = draw(st.lists(st.integers(0, 7), min_size=1, max_size=8, unique=True))
+        rows += mine
+        series += [s] * len(mine)
+        values += [draw(st.sampled_from([0.0, 1.0, 1.0])) for _ in mine]
+    labels = [{"node": node, "gpu": gpu, **({"reason": reason} if reason else {})} for (node, gpu), reason in asked]
+    block = Block(labels, np.asarray(series, np.int64), np.asarray(rows, np.int64), np.asarray(values))
+    return held, np.asarray(member).reshape(8, len(held)), block
+
+
+@settings(max_examples=300, deadline=None)
+@given(reasons())
+def test_each_held_reason_lands_on_its_own_matrix_where_the_gpu_held_the_job(answer):
+    held, member, block = answer
+    window = _window(held, member)
+    window.place(BY_NAME["reasons"], block, 0)
+    want: dict[str, np.ndarray] = {}
+    column = {(node, gpu): c for c, (_, node, gpu) in enumerate(window.columns)}
+    for s, row, value in zip(block.series, block.rows, block.values):
+        labels = block.labels[s]
+        c = column.get((labels["node"], labels["gpu"]))
+        if value > 0 and c is not None and member[row, c]:
+            cells = want.setdefault(W.REASON_PREFIX + labels.get("reason", ""), np.full(member.shape, np.nan))
+            cells[row, c] = 1.0
+    made = [name for name in window.signals if name.startswith(W.REASON_PREFIX)]
+    assert sorted(made) == sorted(want)          # a matrix for each reason held, no other
+    for name, cells in want.items():
+        np.testing.assert_array_equal(window.signals[name], cells)
+    throttle = np.where(np.isfinite(list(want.values())).any(axis=0), 1.0, np.nan) if want else np.full(member.shape, np.nan)
+    np.testing.assert_array_equal(window.signals["throttle"], throttle)
+
+
+@st.composite
+def node_answers(draw):
+    """A window's GPUs and who holds the job where, and a node-wide rate's answer: a series per node asked (some
+    outside the window), on rows consecutive or not."""
+    held, member, _, _ = draw(answers())
+    asked = draw(st.lists(st.sampled_from([f"node{n}" for n in range(3)] + ["node9"]), min_size=1, max_size=4,
+                          unique=True))
+    rows, series, values = [], [], []
+    for s, _ in enumerate(asked):
+        mine = draw(st.lists(st.integers(0, 7), min_size=1, max_size=8, unique=True))
+        rows += sorted(mine)
+        series += [s] * len(mine)
+        values += [draw(st.floats(0, 1e9, width=32)) for _ in mine]
+    block = Block([{"node": node} for node in asked], np.asarray(series, np.int64), np.asarray(rows, np.int64),
+                  np.asarray(values))
+    return held, member, block
+
+
+@settings(max_examples=300, deadline=None)
+@given(node_answers())
+def test_a_node_wide_answer_is_placed_through_views_as_through_cell_lists(answer):
+    held, member, block = answer
+    views, lists = _window(held, member), _window(held, member)
+    views.place(BY_NAME["read"], block, 0)
+    span_of = W._span_of
+    try:
+        W._span_of = lambda index: None
+        lists.place(BY_NAME["read"], block, 0)
+    finally:
+        W._span_of = span_of
+    np.testing.assert_array_equal(views.signals["read"], lists.signals["read"])
