@@ -18,7 +18,7 @@ from aiohttp import web
 from lockstep.analytics.evaluation import postmortem
 from lockstep.analytics.evaluation.emulate import Answers
 from lockstep.analytics.evaluation.evaluate import simulate
-from lockstep.analytics.frame.inputs import INPUTS
+from lockstep.analytics.frame.inputs import INPUTS, MEMBER_ELSEWHERE, MEMBER_ON_NODES
 from lockstep.analytics.prom.grid import Window
 from lockstep.analytics.service.app import create_app
 from lockstep.analytics.service.config import ServiceConfig
@@ -68,7 +68,8 @@ class SlowStore:
                 await asyncio.sleep(0.02)
             return web.json_response({"status": "error", "errorType": "timeout", "error": "held"}, status=503)
         if window.step == 5.0:           # not the sizing query (the job's GPUs at the window's two ends)
-            asked = self.nodes if inp.per_job else nodes
+            asked = self.nodes if inp.per_job else [n for n in self.nodes if n not in nodes] if inp.except_nodes \
+                else nodes
             self.cells += [(inp.name, float(t), n) for t in window.times() for n in asked]
         return web.json_response({"status": "success", "data": {"resultType": "matrix", "result": [
             {"metric": labels, "values": [[window.start + r * window.step, _number(v)] for r, v in
@@ -76,9 +77,9 @@ class SlowStore:
             for s, labels in enumerate(block.labels)]}})
 
     def _parse(self, query: str, step: float):
-        found = re.search(r'node=~"([^"]*)"', query)
+        found = re.search(r'node[=!]~"([^"]*)"', query)
         nodes = tuple(found.group(1).split("|")) if found else ()
-        for inp in INPUTS:
+        for inp in (*INPUTS, MEMBER_ON_NODES, MEMBER_ELSEWHERE):     # a window fetched whole: its GPUs by node
             if inp.promql(JOB, step, nodes) == query:
                 return inp, nodes
         raise AssertionError(f"not an input's query: {query[:200]}")
