@@ -19,6 +19,19 @@ GPUS = [(f"node{n}", str(g)) for n in range(3) for g in range(4)]
 BY_NAME = {i.name: i for i in INPUTS}
 
 
+def _spans(draw, count: int, lo: int, n: int) -> tuple[list[int], list[int]]:
+    """Rows and series of ``count`` series on rows ``lo`` .. ``lo + n - 1``, now and then one missing a row (not
+    dense)."""
+    rows, series = [], []
+    for s in range(count):
+        mine = list(range(lo, lo + n))
+        if draw(st.integers(0, 9)) == 0 and n > 1:
+            mine.pop(draw(st.integers(0, n - 1)))
+        rows += mine
+        series += [s] * len(mine)
+    return rows, series
+
+
 @st.composite
 def answers(draw):
     """A window's GPUs and who holds the job where, and one answer: series of GPUs in and out of the window, on
@@ -29,23 +42,22 @@ def answers(draw):
     lo = draw(st.integers(0, 6))
     n = draw(st.integers(1, 8 - lo))
     value = st.one_of(st.floats(-1e6, 1e6, width=32), st.just(float("nan")))
-    rows, series, values = [], [], []
-    for s, _ in enumerate(asked):
-        mine = list(range(lo, lo + n))
-        if draw(st.integers(0, 9)) == 0 and n > 1:   # a series missing a row: not dense
-            mine.pop(draw(st.integers(0, n - 1)))
-        rows += mine
-        series += [s] * len(mine)
-        values += [draw(value) for _ in mine]
+    rows, series = _spans(draw, len(asked), lo, n)
+    values = [draw(value) for _ in rows]
     block = Block([{"node": node, "gpu": gpu} for node, gpu in asked], np.asarray(series, np.int64),
                   np.asarray(rows, np.int64), np.asarray(values))
     return held, np.asarray(member).reshape(8, len(held)), block, draw(st.sampled_from(["sm", "clock", "temp"]))
 
 
-def _window(held, member) -> W.JobWindow:
+def _window(held, member=None, pods=()) -> W.JobWindow:
+    """The window of ``held``: who holds the job where (``member``; None: nobody yet), and the pod an earlier
+    membership answer named for each GPU with its row (``pods``)."""
     window = W.JobWindow.empty(GRID, job_columns([("7", node, gpu) for node, gpu in held]))
-    window.signals[W.MEMBER_SIGNAL][:] = np.where(member, 1.0, np.nan)
-    window.signals["temp"][:] = 40.0   # earlier values: kept where the GPU did not hold the job
+    if member is not None:
+        window.signals[W.MEMBER_SIGNAL][:] = np.where(member, 1.0, np.nan)
+        window.signals["temp"][:] = 40.0   # earlier values: kept where the GPU did not hold the job
+    for c, (pod, row) in enumerate(pods):
+        window.held["pod"][0][c], window.held["pod"][1][c] = pod, row
     return window
 
 
@@ -82,31 +94,17 @@ def memberships(draw):
                           min_size=1, max_size=8, unique=True))
     lo = draw(st.integers(0, 6))
     n = draw(st.integers(1, 8 - lo))
-    rows, series = [], []
-    for s, _ in enumerate(asked):
-        mine = list(range(lo, lo + n))
-        if draw(st.integers(0, 9)) == 0 and n > 1:
-            mine.pop(draw(st.integers(0, n - 1)))
-        rows += mine
-        series += [s] * len(mine)
+    rows, series = _spans(draw, len(asked), lo, n)
     block = Block([{"node": node, "gpu": gpu, "pod": pod} for (node, gpu), pod in asked], np.asarray(series, np.int64),
                   np.asarray(rows, np.int64), np.ones(len(rows)))
     return held, before, block, draw(st.integers(0, 7 - (lo + n - 1)))
-
-
-def _members_window(held, before) -> W.JobWindow:
-    window = W.JobWindow.empty(GRID, job_columns([("7", node, gpu) for node, gpu in held]))
-    pods, seen = window.held["pod"]
-    for c, (pod, row) in enumerate(before):
-        pods[c], seen[c] = pod, row
-    return window
 
 
 @settings(max_examples=300, deadline=None)
 @given(memberships())
 def test_a_membership_is_placed_as_the_general_placing_places_it(answer):
     held, before, block, first = answer
-    dense, general = _members_window(held, before), _members_window(held, before)
+    dense, general = _window(held, pods=before), _window(held, pods=before)
     dense.place(MEMBER, block, first)
     general._members_dense = lambda *args: False
     general.place(MEMBER, block, first)
@@ -118,7 +116,7 @@ def test_a_membership_is_placed_as_the_general_placing_places_it(answer):
 
 def test_a_membership_asked_for_by_node_takes_the_rows_of_columns_way():
     held = GPUS[:4]
-    window = _members_window(held, [("", -1)] * 4)
+    window = _window(held, pods=[("", -1)] * 4)
     block = Block([{"node": n, "gpu": g, "pod": f"p{g}"} for n, g in held], np.repeat(np.arange(4), 3),
                   np.tile(np.arange(2, 5), 4), np.ones(12))
     assert window._members_dense(MEMBER, block, 0, window._columns_of(MEMBER.by, block.labels))
