@@ -126,7 +126,7 @@ class JobWindow:
         values = block.values.reshape(len(block.labels), n)
         values = (values if len(mine) == len(values) else values[mine]).T
         cells = self.signal(inp.name)[rows]
-        if (span := _span_of(col) if (np.diff(col) > 0).all() else None) is not None:
+        if (span := _span_of(col)) is not None:
             # the GPUs of consecutive nodes (a piece of a window asked for by node): written in place
             np.copyto(cells[:, span], values, where=np.isfinite(self.signals[MEMBER_SIGNAL][rows, span]))
         else:
@@ -273,9 +273,9 @@ def _span(block: Block) -> tuple[int, int] | None:
 
 
 def _span_of(index: np.ndarray) -> slice | None:
-    """``index`` (ascending, distinct) as a slice where it is consecutive (every row of a piece, the GPUs of a group
-    of consecutive nodes): its cells a view, not a copy; None otherwise."""
-    return slice(int(index[0]), int(index[-1]) + 1) if len(index) and index[-1] - index[0] == len(index) - 1 else None
+    """``index`` as a slice where it counts up one by one (every row of a piece, the GPUs of a group of consecutive
+    nodes): its cells a view, not a copy; None otherwise."""
+    return slice(int(index[0]), int(index[-1]) + 1) if len(index) and (np.diff(index) == 1).all() else None
 
 
 def _kept(keep: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -129,10 +129,8 @@ class Fill:
     async def _fill_rows(self, source: Answers, pace: Pace, deadline: float | None, rows: np.ndarray,
                          newest_first: bool) -> bool:
         """The job's GPUs over ``rows``, then every other input over them."""
-        if deadline is None and rows.all() and self.member_missing.all() and self.window is None and self.held is None:
-            whole = await self._members_on_nodes(source, pace)
-        else:
-            whole = False
+        whole = deadline is None and rows.all() and self.member_missing.all() and self.window is None and \
+            self.held is None and await self._members_on_nodes(source, pace)
         member = {MEMBER.name: np.asarray([max(1, self.expected)])}
         pieces = [] if whole else \
             plan(MEMBER, (self.member_missing & rows)[:, None], member[MEMBER.name], pace.samples, by_node=False)
